@@ -1,0 +1,1 @@
+# The flipgate pytest plugin (entry point "flipgate", flipgate/plugin.py) does the work.

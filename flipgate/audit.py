@@ -1,0 +1,160 @@
+"""The audit runner: turns (model, dataset, facet) into trials, through manifest, cache and store."""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from filelock import FileLock
+from tqdm import tqdm
+
+from flipgate import FlipgateError
+from flipgate.backends import Backend, Output, Request, create_backend
+from flipgate.cache import ResponseCache, cache_key
+from flipgate.config import AuditConfig
+from flipgate.facets import CONTROLS, get_facet
+from flipgate.grammar import Manifest, item_seed
+from flipgate.hashing import sha256_json, sha256_text
+from flipgate.items import Item, load_items
+from flipgate.readouts import read_label
+from flipgate.store import TrialStore
+
+log = logging.getLogger("flipgate")
+
+
+@dataclass
+class Paths:
+    store: Path           # reports/runs/<run_id>/trials.sqlite
+    cache: Path | None    # response cache sqlite, None = --no-cache
+    manifests: Path       # fixtures/manifests
+    models: Path          # dequantised model cache
+
+
+class Auditor:
+    """Runs cells for one process (an xdist worker or the whole session); loads each model once."""
+
+    def __init__(self, config: AuditConfig, run_id: str, paths: Paths, items_per_dataset: int | None = None,
+                 progress: bool = True):
+        self.config = config
+        self.run_id = run_id
+        self.paths = paths
+        self.n_items = items_per_dataset or config.items_per_dataset
+        self.progress = progress
+        self.store = TrialStore(paths.store)
+        self.cache = ResponseCache(paths.cache) if paths.cache else None
+        self._backends: dict[str, Backend] = {}
+        self.calls = 0  # model calls made by this process (cache misses + control calls)
+
+    # -- models ----------------------------------------------------------------------------------
+    def backend(self, model_id: str) -> Backend:
+        if model_id not in self._backends:
+            if model_id not in self.config.models:
+                raise FlipgateError(f"{self.config.path}: no model with id {model_id!r}")
+            cfg = {**self.config.models[model_id], "_cache_dir": str(self.paths.models)}
+            backend = create_backend(cfg)
+            self.store.add_model(model_id, backend.fingerprint,
+                                 {k: v for k, v in cfg.items() if not k.startswith("_")})
+            self._backends[model_id] = backend
+        return self._backends[model_id]
+
+    # -- cells ---------------------------------------------------------------------------------
+    def items(self, dataset: str, facet_name: str) -> list[Item]:
+        facet = get_facet(facet_name)
+        return load_items(self.config.dataset(dataset), self.n_items, self.config.seed, keep=facet.keep)
+
+    def manifest(self, dataset: str, facet_name: str, items: list[Item]) -> Manifest:
+        facet = get_facet(facet_name)
+        manifest = Manifest.build(facet_name, dataset, {it.item_id: facet.n_units(it) for it in items},
+                                  self.config.k, self.config.seed)
+        path = manifest.save(self.paths.manifests)
+        self.store.add_manifest(facet_name, dataset, manifest.k, manifest.sha256, str(path))
+        return manifest
+
+    def trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
+        """Trials of a facet (K manifest orderings, cached) or a control (canonical ordering K
+        times with fresh seeds, cache bypassed by design)."""
+        is_control = name in CONTROLS
+        facet_name = CONTROLS[name] if is_control else name
+        facet = get_facet(facet_name)
+        items = self.items(dataset, facet_name)
+        if not items:
+            raise FlipgateError(f"dataset {dataset!r} has no items that facet {facet_name!r} can permute")
+        k = self.config.k
+        plan = []  # (item, condition, perm, sample)
+        if is_control:
+            for it in items:
+                canonical = tuple(range(facet.n_units(it)))
+                plan += [(it, s, canonical, s) for s in range(k)]
+        else:
+            manifest = self.manifest(dataset, facet_name, items)
+            for it in items:
+                plan += [(it, o, perm, 0) for o, perm in enumerate(manifest.entries[it.item_id])]
+        requests = [facet.render(it, perm, seed=item_seed(f"{it.item_id}#{s}", len(perm), k, self.config.seed)
+                                 if is_control else 0, key=(dataset, it.item_id, name, o, s))
+                    for it, o, perm, s in plan]
+        outputs, cached = self._outputs(model_id, requests, use_cache=not is_control, label=f"{name}/{dataset}")
+        backend = self.backend(model_id)
+        readouts = self.config.models[model_id]["readouts"]
+        rows = []
+        for (it, o, perm, s), req, out, hit in zip(plan, requests, outputs, cached):
+            labels = {r: read_label(r, out, req.labels, req.answer_prefix) for r in readouts}
+            mapped = {r: facet.map_back(lab, it, perm) for r, lab in labels.items()}
+            rows.append({
+                "run_id": self.run_id, "model_id": model_id,
+                "model_fingerprint": sha256_json(backend.fingerprint), "dataset": dataset,
+                "item_id": it.item_id, "facet": name, "condition": o, "permutation": list(perm), "sample": s,
+                "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix])),
+                "raw_output": json.dumps(out.to_dict()), "readouts": labels, "mapped": mapped,
+                "gold": it.gold, "n_classes": facet.n_classes(it), "tokens_in": out.tokens_in,
+                "tokens_out": out.tokens_out, "latency_s": out.latency_s, "cost_usd": out.cost_usd,
+                "from_cache": int(hit)})
+        self.store.add_trials(rows)
+        return pd.DataFrame(rows)
+
+    def _outputs(self, model_id: str, requests: list[Request], use_cache: bool,
+                 label: str) -> tuple[list[Output], list[bool]]:
+        backend = self.backend(model_id)
+        if not use_cache or self.cache is None:
+            return self._call(backend, requests, label), [False] * len(requests)
+        keys = [cache_key(backend.settings, r) for r in requests]
+        found = self.cache.get_many(keys)
+        if len(found) < len(set(keys)):
+            # one worker computes a model's misses at a time; others then find them cached
+            with FileLock(str(self.paths.cache) + f".{model_id}.lock"):
+                found = self.cache.get_many(keys)
+                todo = {k: r for k, r in zip(keys, requests) if k not in found}
+                if todo:
+                    fresh = dict(zip(todo, self._call(backend, list(todo.values()), label, list(todo))))
+                    found.update(fresh)
+                    missed = set(todo)
+                else:
+                    missed = set()
+        else:
+            missed = set()
+        return [found[k] for k in keys], [k not in missed for k in keys]
+
+    def _call(self, backend: Backend, requests: list[Request], label: str,
+              keys: list[str] | None = None) -> list[Output]:
+        """Call the backend in batches; with ``keys``, cache each batch as soon as it returns so
+        a failure or interruption loses nothing already computed."""
+        outputs: list[Output] = []
+        step = max(1, getattr(backend, "batch_size", 8))
+        with tqdm(total=len(requests), desc=f"{backend.model_id} {label}", unit="call",
+                  disable=not self.progress, leave=False) as bar:
+            for start in range(0, len(requests), step):
+                chunk = requests[start:start + step]
+                try:
+                    done = backend.complete(chunk)
+                except FlipgateError:
+                    raise
+                except Exception as exc:
+                    raise FlipgateError(f"model {backend.model_id!r}: backend call failed on {label} "
+                                        f"(trial {chunk[0].key}): {type(exc).__name__}: {exc}") from exc
+                outputs.extend(done)
+                if keys is not None and self.cache is not None:
+                    self.cache.put_many(backend.model_id, dict(zip(keys[start:start + step], done)))
+                bar.update(len(chunk))
+        self.calls += len(requests)
+        return outputs

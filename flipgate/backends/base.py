@@ -1,0 +1,56 @@
+"""The backend interface: rendered requests in, raw outputs + readouts out, batched.
+
+A backend knows nothing of facets. It returns the generated text and, where it can, the
+log-probabilities of each candidate label at the answer position.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model call. ``messages`` are chat messages; ``answer_prefix`` is the assistant text the
+    answer follows ("Answer:"); ``labels`` are the candidate labels for the letter readout;
+    ``key`` is the trial identity (dataset, item_id, facet, condition, sample) for replay."""
+
+    messages: tuple[tuple[str, str], ...]
+    answer_prefix: str = "Answer:"
+    labels: tuple[str, ...] = ()
+    seed: int = 0
+    key: tuple = ()
+
+
+@dataclass
+class Output:
+    """A backend's answer to one request."""
+
+    text: str
+    label_logprobs: dict[str, float] = field(default_factory=dict)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "label_logprobs": self.label_logprobs, "tokens_in": self.tokens_in,
+                "tokens_out": self.tokens_out, "latency_s": self.latency_s, "cost_usd": self.cost_usd}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Output":
+        return cls(d.get("text", ""), dict(d.get("label_logprobs") or {}), int(d.get("tokens_in", 0)),
+                   int(d.get("tokens_out", 0)), float(d.get("latency_s", 0.0)), float(d.get("cost_usd", 0.0)))
+
+
+class Backend(Protocol):
+    """What every backend provides."""
+
+    model_id: str
+    #: receipt fields for the GRID card (weights sha256, revision, dtype, ...)
+    fingerprint: dict[str, Any]
+    #: settings that change outputs; part of the cache key
+    settings: dict[str, Any]
+
+    def complete(self, requests: list[Request]) -> list[Output]:
+        ...

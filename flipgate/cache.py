@@ -1,0 +1,54 @@
+"""Content-addressed response cache (SQLite/WAL), shared by xdist workers.
+
+The key is the sha256 of everything that determines an output: the backend's settings (weights
+digest, dtype, decoding, ...) and the request (messages, answer prefix, labels; the seed only when
+decoding samples). A rerun with a warm cache makes no model calls.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from flipgate.backends.base import Output, Request
+from flipgate.hashing import sha256_json
+from flipgate.sqlite_util import connect
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY, model_id TEXT, output TEXT NOT NULL, created REAL NOT NULL
+);
+"""
+
+
+def cache_key(settings: dict, request: Request) -> str:
+    sampled = float(settings.get("temperature") or 0) > 0
+    return sha256_json({"settings": settings, "messages": request.messages, "prefix": request.answer_prefix,
+                        "labels": request.labels, "seed": request.seed if sampled else None,
+                        # replay answers by trial identity, so the identity is part of its key
+                        "key": request.key if settings.get("backend") == "replay" else None})
+
+
+class ResponseCache:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.conn = connect(self.path, SCHEMA)
+
+    def get_many(self, keys: list[str]) -> dict[str, Output]:
+        found: dict[str, Output] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, text in self.conn.execute(f"SELECT key, output FROM responses WHERE key IN ({marks})", chunk):
+                found[key] = Output.from_dict(json.loads(text))
+        return found
+
+    def put_many(self, model_id: str, entries: dict[str, Output]) -> None:
+        now = time.time()
+        with self.conn:
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO responses (key, model_id, output, created) VALUES (?, ?, ?, ?)",
+                [(k, model_id, json.dumps(o.to_dict()), now) for k, o in entries.items()])
+
+    def __len__(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]

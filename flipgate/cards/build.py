@@ -1,0 +1,204 @@
+"""Assemble GRID cards from the trials store (controller, at session end), atomically."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import jsonschema
+import pandas as pd
+import yaml
+
+from flipgate.facets import CONTROLS, FACETS
+from flipgate.store import TrialStore
+from flipgate.summary import answers_frame, control_summary, facet_summary
+from flipgate import metrics as M
+
+SCHEMA_PATH = Path(__file__).parent / "grid_card.schema.json"
+LIBRARIES = ["flipgate", "torch", "transformers", "datasets", "numpy", "pandas", "scipy", "pytest",
+             "pytest-xdist", "allure-pytest", "jsonschema"]
+NOT_VARIED = ["prompt template (one template per facet; see template_sha256)",
+              "decoding settings (see decoding)", "few-shot count (0)", "quantization / dtype",
+              "label set (A, B, C, ...)", "system prompt (the model's chat template default)",
+              "item sample (seed-42 shuffle; see dataset.sampling)"]
+
+
+def validate_card(card: dict) -> None:
+    """Raise jsonschema.ValidationError if ``card`` does not match the shipped schema."""
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(card)
+
+
+def library_versions() -> dict[str, str | None]:
+    out = {}
+    for lib in LIBRARIES:
+        try:
+            out[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            out[lib] = None
+    return out
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=cwd, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _jsonable(obj):
+    """NaN -> None, recursively (JSON has no NaN)."""
+    if isinstance(obj, float):
+        return None if obj != obj else obj
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_boot: int = 1000,
+               level: float = 0.95, seed: int = 42, root: Path | None = None) -> dict:
+    trials = store.trials(model_id=model_id, dataset=dataset)
+    model = store.models().get(model_id, {"fingerprint": {}, "config": {}})
+    fp, cfg = model["fingerprint"], model["config"]
+    readouts = cfg.get("readouts", ["letter_logprob"])
+    primary = cfg.get("primary_readout", readouts[0])
+    order, controls = {}, {}
+    for name in sorted(trials["facet"].unique()):
+        part = trials[trials["facet"] == name]
+        if name in FACETS:
+            order[name] = {r: facet_summary(part, r, n_boot, level, seed)[0] for r in readouts}
+        elif name in CONTROLS:
+            perm = trials[trials["facet"] == CONTROLS[name]]
+            controls[name] = {r: (control_summary(perm, part, r, n_boot, level, seed)[0] if len(perm)
+                                  else facet_summary(part, r, n_boot, level, seed)[0]) for r in readouts}
+    scored = trials[trials["facet"].isin(list(FACETS))]
+    df = answers_frame(scored, primary) if len(scored) else scored.assign(correct=[])
+    canon = df[df["condition"] == 0] if len(df) else df
+    to_float = lambda s: s.map(lambda c: float("nan") if c is None else float(c))  # noqa: E731
+    acc_canon = M.bootstrap_ci(to_float(canon["correct"]), cluster=canon["item_id"], n=n_boot, level=level, seed=seed) \
+        if len(canon) else (float("nan"),) * 3
+    acc_all = M.bootstrap_ci(to_float(df["correct"]), cluster=df["item_id"], n=n_boot, level=level, seed=seed) \
+        if len(df) else (float("nan"),) * 3
+    manifests = {f: m["sha256"] for (f, d), m in store.manifests().items() if d == dataset}
+    facet_objs = [FACETS[f] for f in order] or [FACETS[CONTROLS[c]] for c in controls]
+    template = facet_objs[0] if facet_objs else None
+    card = {
+        "schema_version": "grid-card/0.1",
+        "model": {"id": model_id, "backend": fp.get("backend", cfg.get("backend", "?")), "source": fp.get("source")},
+        "dataset": {"name": dataset, "n_items": int(trials["item_id"].nunique()),
+                    "sampling": f"seed-{seed} uniform shuffle, facet filter, first N"},
+        "run": {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "trials_store": str(store.path)},
+        "axis_receipt": {
+            "template_id": template.template_id if template else "none",
+            "template_sha256": template.template_sha256 if template else None,
+            "decoding": {"temperature": (cfg.get("decoding") or {}).get("temperature", 0.0),
+                         "top_p": (cfg.get("decoding") or {}).get("top_p", 1.0),
+                         "max_new_tokens": cfg.get("max_new_tokens"), "greedy": not (cfg.get("decoding") or {}).get("temperature")},
+            "few_shot": {"count": 0, "exemplar_ids": []},
+            "scoring_path": {"primary_readout": primary, "readouts": readouts,
+                             "map_back": "inverse permutation to source option index"},
+            "quantization": fp.get("quantization"), "dtype": fp.get("dtype"),
+            "weights_sha256": fp.get("weights_sha256", "unknown"), "model_revision": fp.get("revision"),
+            "tokenizer_sha256": fp.get("tokenizer_sha256"), "chat_template_sha256": fp.get("chat_template_sha256"),
+            "library_versions": library_versions(), "manifest_sha256": manifests,
+            "envelope_rules_sha256": None, "git_commit": git_commit(root),
+        },
+        "scores": {"primary_readout": primary,
+                   "accuracy_canonical": {"estimate": acc_canon[0], "ci": [acc_canon[1], acc_canon[2]]},
+                   "accuracy_all_orderings": {"estimate": acc_all[0], "ci": [acc_all[1], acc_all[2]]}},
+        "order_robustness": order,
+        "controls": controls,
+        "thresholds": store.verdicts(model_id, dataset),
+        "scope": {"varied": [f"{f} (K={order[f][primary]['k']} orderings per item, SPEC §2 grammar)" for f in order]
+                  + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
+                  "not_varied": NOT_VARIED},
+    }
+    card = _jsonable(card)
+    validate_card(card)
+    return card
+
+
+def card_markdown(card: dict) -> str:
+    r = card["axis_receipt"]
+    primary = card["scores"]["primary_readout"]
+    fmt = lambda m: "–" if m is None or m["estimate"] is None else (  # noqa: E731
+        f"{m['estimate']:.3f}" + (f" [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]" if m.get("ci") and m["ci"][0] is not None else ""))
+    lines = [f"# GRID card: {card['model']['id']} on {card['dataset']['name']}", "",
+             f"Run `{card['run']['run_id']}`, {card['run']['created']}; N = {card['dataset']['n_items']} items "
+             f"({card['dataset']['sampling']}).", "", "## Axis receipt", "",
+             "| field | value |", "|---|---|"]
+    for key in ("template_id", "template_sha256", "weights_sha256", "tokenizer_sha256", "chat_template_sha256",
+                "quantization", "dtype", "model_revision", "git_commit"):
+        lines.append(f"| {key} | `{r.get(key)}` |")
+    lines += [f"| decoding | `{json.dumps(r['decoding'])}` |", f"| scoring path | `{json.dumps(r['scoring_path'])}` |",
+              f"| manifests | `{json.dumps(r['manifest_sha256'])}` |", "",
+              "## Scores", "", f"Primary readout: `{primary}`.", "",
+              f"- accuracy (canonical ordering): {fmt(card['scores']['accuracy_canonical'])}",
+              f"- accuracy (all orderings): {fmt(card['scores']['accuracy_all_orderings'])}", "",
+              "## Order robustness", "",
+              "| facet | readout | N | K | flip rate | OSI | pairwise disagr. | parse rate | accuracy | acc swing | Δ_order |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for group in ("order_robustness", "controls"):
+        for facet, by_readout in card[group].items():
+            for readout, m in by_readout.items():
+                lines.append(f"| {facet} | {readout} | {m['n_items']} | {m['k']} | {fmt(m['flip_rate'])} | {fmt(m['osi'])} "
+                             f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | {fmt(m['accuracy'])} "
+                             f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))} |")
+    lines += ["", "## Threshold verdicts", "", "| threshold | estimate | CI | verdict |", "|---|---|---|---|"]
+    for v in card["thresholds"]:
+        est = "–" if v.get("estimate") is None else f"{v['estimate']:.3f}"
+        ci = "–" if not v.get("ci") or v["ci"][0] is None else f"[{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]"
+        lines.append(f"| `{v['threshold']}` | {est} | {ci} | **{v['verdict']}** |")
+    lines += ["", "## Scope", "", "Varied: " + "; ".join(card["scope"]["varied"]) + ".", "",
+              "Not varied: " + "; ".join(card["scope"]["not_varied"]) + ".", ""]
+    return "\n".join(lines)
+
+
+def model_index(model_id: str, cards: list[dict]) -> dict:
+    """A Hugging Face ``model-index`` block with each card's facet metrics."""
+    results = []
+    for card in cards:
+        primary = card["scores"]["primary_readout"]
+        metrics = [{"type": "accuracy", "name": "accuracy (canonical ordering)",
+                    "value": card["scores"]["accuracy_canonical"]["estimate"]}]
+        for group in ("order_robustness", "controls"):
+            for facet, by_readout in card[group].items():
+                m = by_readout.get(primary) or next(iter(by_readout.values()))
+                metrics.append({"type": "flip_rate", "name": f"{facet} flip rate (K={m['k']})",
+                                "value": m["flip_rate"]["estimate"]})
+        results.append({"task": {"type": "multiple-choice", "name": "ordering robustness"},
+                        "dataset": {"name": card["dataset"]["name"], "type": card["dataset"]["name"]},
+                        "metrics": [m for m in metrics if m["value"] is not None]})
+    return {"model-index": [{"name": model_id, "results": results}]}
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 1000, level: float = 0.95,
+                seed: int = 42, root: Path | None = None) -> list[Path]:
+    """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model."""
+    pairs = store.conn.execute("SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2").fetchall()
+    written, by_model = [], {}
+    for model_id, dataset in pairs:
+        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
+        base = Path(out_dir) / model_id / dataset
+        _atomic_write(base.with_suffix(".json"), json.dumps(card, indent=2, sort_keys=False))
+        _atomic_write(base.with_suffix(".md"), card_markdown(card))
+        written += [base.with_suffix(".json"), base.with_suffix(".md")]
+        by_model.setdefault(model_id, []).append(card)
+    for model_id, cards in by_model.items():
+        path = Path(out_dir) / model_id / "model-index.yaml"
+        _atomic_write(path, yaml.safe_dump(model_index(model_id, cards), sort_keys=False))
+        written.append(path)
+    return written

@@ -1,0 +1,179 @@
+"""models.yaml and thresholds/*.yaml: loading and jsonschema validation.
+
+Every error names the file, the path inside it and the offending value.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from flipgate import FlipgateError
+from flipgate.facets import CONTROLS, FACETS
+from flipgate.items.registry import DatasetSpec
+
+SCHEMAS = Path(__file__).parent / "config_schemas"
+
+
+def _schema(name: str) -> dict:
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+
+
+def _path(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def read_yaml(path: Path | str, schema_name: str) -> dict:
+    """Parse and validate a YAML file; raise FlipgateError naming file, field and value."""
+    path = Path(path)
+    if not path.is_file():
+        raise FlipgateError(f"{path}: file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise FlipgateError(f"{path}: not valid YAML: {exc}") from None
+    validator = jsonschema.Draft202012Validator(_schema(schema_name))
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"{path}: field {_path(e.absolute_path)}: {e.message}"
+                 + (f" (value: {e.instance!r})" if not isinstance(e.instance, (dict, list)) else "")
+                 for e in errors[:5]]
+        raise FlipgateError("invalid configuration\n  " + "\n  ".join(lines))
+    return data
+
+
+@dataclass
+class AuditConfig:
+    """The audit plan (``audit:`` in models.yaml) and the models under audit."""
+
+    path: Path
+    models: dict[str, dict]
+    seed: int = 42
+    k: int = 6
+    items_per_dataset: int = 30
+    bootstrap_n: int = 1000
+    level: float = 0.95
+    facets: dict[str, list[DatasetSpec]] = field(default_factory=dict)
+    controls: dict[str, list[DatasetSpec]] = field(default_factory=dict)
+
+    def dataset(self, name: str) -> DatasetSpec:
+        for specs in list(self.facets.values()) + list(self.controls.values()):
+            for spec in specs:
+                if spec.name == name:
+                    return spec
+        raise FlipgateError(f"{self.path}: dataset {name!r} is not declared under audit.facets")
+
+
+DEFAULT_PLAN = {"option_order": {"datasets": ["mmlu", "arc_challenge", "commonsense_qa"]}}
+
+
+def load_models(path: Path | str) -> AuditConfig:
+    path = Path(path)
+    data = read_yaml(path, "models")
+    audit = data.get("audit") or {}
+    models: dict[str, dict] = {}
+    for i, m in enumerate(data["models"]):
+        if m["id"] in models:
+            raise FlipgateError(f"{path}: field models[{i}].id: duplicate model id (value: {m['id']!r})")
+        primary = m.get("primary_readout", (m.get("readouts") or ["letter_logprob"])[0])
+        if primary not in m.get("readouts", [primary]):
+            raise FlipgateError(f"{path}: field models[{i}].primary_readout: {primary!r} is not in readouts")
+        models[m["id"]] = {**m, "primary_readout": primary,
+                           "readouts": m.get("readouts", ["letter_logprob", "regex"])}
+    facets = {}
+    for name, spec in (audit.get("facets") or DEFAULT_PLAN).items():
+        if name not in FACETS:
+            raise FlipgateError(f"{path}: field audit.facets.{name}: unknown facet (value: {name!r}); "
+                                f"known: {', '.join(sorted(FACETS))}")
+        facets[name] = [DatasetSpec.parse(d, f"{path}: field audit.facets.{name}.datasets[{j}]")
+                        for j, d in enumerate(spec["datasets"])]
+    controls = {}
+    for name, spec in (audit.get("controls") or {c: {} for c in CONTROLS}).items():
+        if name not in CONTROLS:
+            raise FlipgateError(f"{path}: field audit.controls.{name}: unknown control (value: {name!r}); "
+                                f"known: {', '.join(sorted(CONTROLS))}")
+        datasets = spec.get("datasets")
+        controls[name] = ([DatasetSpec.parse(d, f"{path}: field audit.controls.{name}.datasets[{j}]")
+                           for j, d in enumerate(datasets)] if datasets else facets.get(CONTROLS[name], []))
+    boot = audit.get("bootstrap") or {}
+    return AuditConfig(path, models, audit.get("seed", 42), audit.get("k", 6),
+                       audit.get("items_per_dataset", 30), boot.get("n", 1000), boot.get("level", 0.95),
+                       facets, controls)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One declared bound (SPEC §5): metric ≤ max or ≥ min under a decision rule."""
+
+    metric: str
+    bound: float
+    direction: str  # "max" or "min"
+    rule: str = "lower"
+    facet: str | None = None
+    dataset: str | None = None
+    readout: str | None = None
+    source: str = ""
+
+    @property
+    def label(self) -> str:
+        sel = ",".join(f"{k}={v}" for k, v in (("facet", self.facet), ("dataset", self.dataset),
+                                                 ("readout", self.readout)) if v)
+        op = "<=" if self.direction == "max" else ">="
+        return f"{self.metric}{'[' + sel + ']' if sel else ''} {op} {self.bound} ({self.rule})"
+
+    def applies(self, facet: str, dataset: str) -> bool:
+        """A threshold without ``facet`` covers every facet, not the controls."""
+        facet_ok = self.facet == facet if self.facet else facet in FACETS
+        return facet_ok and self.dataset in (None, dataset)
+
+
+@dataclass
+class ThresholdSet:
+    thresholds: list[Threshold]
+    level: float = 0.95
+    on_inconclusive: str = "warn"
+    files: list[str] = field(default_factory=list)
+
+    def for_cell(self, facet: str, dataset: str) -> list[Threshold]:
+        return [t for t in self.thresholds if t.applies(facet, dataset)]
+
+
+def _parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
+    data = read_yaml(path, "thresholds")
+    out = []
+    for i, t in enumerate(data["thresholds"]):
+        facet = t.get("facet")
+        if facet is not None and facet not in FACETS and facet not in CONTROLS:
+            raise FlipgateError(f"{path}: field thresholds[{i}].facet: unknown facet (value: {facet!r}); "
+                                f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS)))}")
+        direction = "max" if "max" in t else "min"
+        out.append(Threshold(t["metric"], float(t[direction]), direction, t.get("rule", "lower"), facet,
+                             t.get("dataset"), t.get("readout"), f"{path.name}#{i}"))
+    return out, data
+
+
+def load_thresholds(directory: Path | str, model_id: str) -> ThresholdSet:
+    """``default.yaml`` plus ``<model_id>.yaml``; an override replaces thresholds on the same
+    (metric, facet, dataset, readout, direction) and adds new ones."""
+    directory = Path(directory)
+    base_path = directory / "default.yaml"
+    if not base_path.exists():
+        raise FlipgateError(f"{base_path}: file not found (the thresholds directory needs a default.yaml)")
+    merged, data = _parse_thresholds(base_path)
+    settings = {"level": data.get("level", 0.95), "on_inconclusive": data.get("on_inconclusive", "warn")}
+    files = [str(base_path)]
+    override = directory / f"{model_id}.yaml"
+    if override.exists():
+        extra, odata = _parse_thresholds(override)
+        keys = {(t.metric, t.facet, t.dataset, t.readout, t.direction) for t in extra}
+        merged = [t for t in merged if (t.metric, t.facet, t.dataset, t.readout, t.direction) not in keys] + extra
+        settings.update({k: odata[k] for k in ("level", "on_inconclusive") if k in odata})
+        files.append(str(override))
+    return ThresholdSet(merged, settings["level"], settings["on_inconclusive"], files)

@@ -1,0 +1,43 @@
+"""The canonical per-item record every facet renders from."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from flipgate import FlipgateError
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One evaluation item. ``options`` in source order; ``gold`` is the source index."""
+
+    item_id: str
+    dataset: str
+    question: str
+    options: tuple[str, ...] = ()
+    gold: int | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_options(self) -> int:
+        return len(self.options)
+
+
+def require(row: Mapping[str, Any], fields: list[str], where: str) -> list[Any]:
+    """Fetch ``fields`` from a dataset row or raise a FlipgateError naming source, row and field."""
+    values = []
+    for name in fields:
+        value = row.get(name) if hasattr(row, "get") else None
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise FlipgateError(f"{where}: required field {name!r} is missing or empty (value: {value!r})")
+        values.append(value)
+    return values
+
+
+def gold_from_letter(letter: Any, labels: list[str], where: str) -> int:
+    """Index of the gold label ``letter`` among ``labels`` (e.g. answerKey 'C')."""
+    if letter not in labels:
+        raise FlipgateError(f"{where}: field 'answerKey' value {letter!r} is not one of the labels {labels}")
+    return labels.index(letter)

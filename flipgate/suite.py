@@ -1,0 +1,97 @@
+"""What one suite test does: run a (facet or control, model, dataset) cell and gate it."""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass
+
+import pytest
+
+from flipgate import FlipgateError
+from flipgate.audit import Auditor
+from flipgate.config import ThresholdSet, load_thresholds
+from flipgate.facets import CONTROLS
+from flipgate.gate import evaluate
+from flipgate.report import report_cell
+from flipgate.summary import control_summary, facet_summary
+
+
+class InconclusiveThreshold(UserWarning):
+    """A threshold whose CI straddles its bound (SPEC §5)."""
+
+
+class ThresholdWarning(UserWarning):
+    """A ``warn``-rule threshold that was exceeded."""
+
+
+@dataclass
+class FlipCell:
+    """One parametrised suite case; ``run()`` measures, records, reports and asserts."""
+
+    auditor: Auditor
+    thresholds_dir: str
+    name: str
+    model_id: str
+    dataset: str
+    capture_manager: object = None
+
+    def _quiet(self):
+        cm = self.capture_manager
+        return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
+
+    def measure(self) -> tuple[dict, object]:
+        cfg = self.auditor.config
+        readouts = cfg.models[self.model_id]["readouts"]
+        with self._quiet():
+            trials = self.auditor.trials(self.model_id, self.dataset, self.name)
+            perm = self.auditor.trials(self.model_id, self.dataset, CONTROLS[self.name]) \
+                if self.name in CONTROLS else None
+        summaries, items = {}, None
+        for r in readouts:
+            if perm is not None:
+                summaries[r], table = control_summary(perm, trials, r, cfg.bootstrap_n, cfg.level, cfg.seed)
+            else:
+                summaries[r], table = facet_summary(trials, r, cfg.bootstrap_n, cfg.level, cfg.seed)
+            table = table.add_prefix(f"{r}:").rename(columns={f"{r}:item_id": "item_id"})
+            items = table if items is None else items.merge(table, on="item_id")
+        return summaries, items
+
+    def run(self) -> list[dict]:
+        try:
+            thresholds: ThresholdSet = load_thresholds(self.thresholds_dir, self.model_id)
+            summaries, items = self.measure()
+        except FlipgateError as exc:
+            pytest.fail(f"flipgate: {exc}", pytrace=False)
+        model = self.auditor.config.models[self.model_id]
+        verdicts = evaluate(thresholds.for_cell(self.name, self.dataset), summaries, model["primary_readout"])
+        for v in verdicts:
+            v["facet"] = self.name
+        self.auditor.store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
+        report_cell(self.name, self.dataset, self.model_id, summaries, items, verdicts, {
+            "model": self.model_id, "dataset": self.dataset, "facet": self.name, "K": self.auditor.config.k,
+            "N": summaries[model["primary_readout"]]["n_items"], "primary_readout": model["primary_readout"],
+            "thresholds": ", ".join(thresholds.files)})
+        self._assert(verdicts, thresholds.on_inconclusive)
+        return verdicts
+
+    @staticmethod
+    def _describe(v: dict) -> str:
+        ci = v.get("ci")
+        ci_text = f" CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
+        est = "no estimate" if v["estimate"] is None else f"{v['estimate']:.3f}"
+        return f"{v['threshold']} [{v['source']}]: {est}{ci_text} -> {v['verdict']}"
+
+    def _assert(self, verdicts: list[dict], on_inconclusive: str) -> None:
+        failed = [v for v in verdicts if v["verdict"] in ("fail", "missing")]
+        unsure = [v for v in verdicts if v["verdict"] == "inconclusive"]
+        for v in verdicts:
+            if v["verdict"] == "warn":
+                warnings.warn(self._describe(v), ThresholdWarning, stacklevel=2)
+        if failed or (unsure and on_inconclusive == "fail"):
+            pytest.fail("threshold(s) violated:\n  " + "\n  ".join(self._describe(v) for v in failed + unsure
+                        if v in failed or on_inconclusive == "fail"), pytrace=False)
+        if unsure:
+            text = "inconclusive threshold(s):\n  " + "\n  ".join(self._describe(v) for v in unsure)
+            if on_inconclusive == "xfail":
+                pytest.xfail(text)
+            warnings.warn(text, InconclusiveThreshold, stacklevel=2)
