@@ -9,7 +9,7 @@ from flipgate import metrics as M
 
 def answers_frame(trials: pd.DataFrame, readout: str) -> pd.DataFrame:
     """Trial table with ``answer`` (content label under ``readout``) and ``correct`` columns."""
-    answer = trials["mapped"].map(lambda m: m.get(readout))
+    answer = pd.Series([m.get(readout) for m in trials["mapped"]], index=trials.index, dtype=object)
     gold = trials["gold"]
     correct = [None if pd.isna(g) else (a is not None and a == int(g)) for a, g in zip(answer, gold)]
     return trials.assign(answer=answer, correct=correct)
@@ -26,7 +26,7 @@ def facet_summary(trials: pd.DataFrame, readout: str, n_boot: int = 1000, level:
     df = answers_frame(trials, readout)
     items = M.item_table(df)
     flips = items["any_flip"].astype(float)
-    parsed = df["answer"].map(lambda a: a is not None).astype(float)
+    parsed = df["answer"].notna().astype(float)
     correct = df["correct"].map(lambda c: np.nan if c is None else float(c))
     summary = {
         "flip_rate": _ci(flips, n_boot, level, seed),

@@ -1,0 +1,60 @@
+"""Shared fixtures for the project's own tests (a counting fake backend lives only here)."""
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from flipgate.backends.base import Output, Request
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class ScriptedBackend:
+    """Test double: answers by a rule on the rendered request and counts calls."""
+
+    def __init__(self, model_id="scripted", rule=None):
+        self.model_id = model_id
+        self.fingerprint = {"backend": "scripted", "weights_sha256": "scripted", "source": None}
+        self.settings = {"backend": "scripted", "model": model_id}
+        self.calls = 0
+        self.batch_size = 4
+        # default rule: always pick the first displayed label (a pure position bias)
+        self.rule = rule or (lambda req: req.labels[0])
+
+    def complete(self, requests: list[Request]) -> list[Output]:
+        self.calls += len(requests)
+        outs = []
+        for r in requests:
+            label = self.rule(r)
+            text = "" if label is None else f" {label}"
+            logprobs = {lab: (-0.1 if lab == label else -3.0) for lab in r.labels}
+            outs.append(Output(text, logprobs, 10, 2))
+        return outs
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer Llama with the OLMo tokenizer shipped by ai2-olmo-eval."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    root = Path(importlib.util.find_spec("olmo_eval").origin).parent / "tokenizers"
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
+                                  eos_token="<|endoftext|>")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024,
+                      eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    out = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path

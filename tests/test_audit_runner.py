@@ -1,0 +1,111 @@
+"""The runner with a scripted backend: cache, control bypass, map-back, no lost results."""
+from pathlib import Path
+
+import pytest
+
+from flipgate import FlipgateError
+from flipgate.audit import Auditor, Paths
+from flipgate.config import AuditConfig
+from flipgate.items import DatasetSpec
+from flipgate.summary import control_summary, facet_summary
+
+from conftest import ScriptedBackend
+
+MODEL = {"id": "scripted", "backend": "scripted", "source": {}, "readouts": ["letter_logprob", "regex"],
+         "primary_readout": "regex"}
+
+
+def make_auditor(tmp_path: Path, backend, cache=True, run_id="r1") -> Auditor:
+    cfg = AuditConfig(tmp_path / "models.yaml", {"scripted": MODEL}, items_per_dataset=5,
+                      facets={"option_order": [DatasetSpec("arc_challenge")]},
+                      controls={"same_ordering": [DatasetSpec("arc_challenge")]}, bootstrap_n=200)
+    paths = Paths(tmp_path / "runs" / run_id / "trials.sqlite", tmp_path / "cache.sqlite" if cache else None,
+                  tmp_path / "manifests", tmp_path / "models")
+    auditor = Auditor(cfg, run_id, paths, progress=False)
+    auditor._backends["scripted"] = backend
+    return auditor
+
+
+def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):
+    biased = make_auditor(tmp_path, ScriptedBackend())
+    s, _ = facet_summary(biased.trials("scripted", "arc_challenge", "option_order"), "regex")
+    assert s["flip_rate"]["estimate"] == 1.0 and s["parse_rate"]["estimate"] == 1.0 and s["k"] == 6
+
+    def always_gold(req):  # a perfect model: picks the slot whose text is the gold option's
+        from flipgate.items import load_items
+        items = {it.item_id: it for it in load_items(DatasetSpec("arc_challenge"), 5)}
+        it = items[req.key[1]]
+        gold_text = it.options[it.gold]
+        for line in req.messages[0][1].splitlines():
+            if line[2:].strip() == gold_text.strip():
+                return line[0]
+        raise AssertionError("gold option not rendered")
+
+    perfect = make_auditor(tmp_path / "p", ScriptedBackend(rule=always_gold))
+    s, _ = facet_summary(perfect.trials("scripted", "arc_challenge", "option_order"), "regex")
+    assert s["flip_rate"]["estimate"] == 0.0 and s["accuracy"]["estimate"] == 1.0 and s["osi"]["estimate"] == 1.0
+
+
+def test_warm_cache_makes_no_calls_and_control_bypasses_it(tmp_path):
+    backend = ScriptedBackend()
+    first = make_auditor(tmp_path, backend)
+    first.trials("scripted", "arc_challenge", "option_order")
+    assert backend.calls == 30
+    rerun = make_auditor(tmp_path, backend, run_id="r2")
+    df = rerun.trials("scripted", "arc_challenge", "option_order")
+    assert backend.calls == 30 and df["from_cache"].all()
+    rerun.trials("scripted", "arc_challenge", "same_ordering")
+    rerun.trials("scripted", "arc_challenge", "same_ordering")
+    assert backend.calls == 30 + 2 * 30  # K canonical calls per item, every time
+
+
+def test_no_cache_option(tmp_path):
+    backend = ScriptedBackend()
+    auditor = make_auditor(tmp_path, backend, cache=False)
+    auditor.trials("scripted", "arc_challenge", "option_order")
+    auditor.trials("scripted", "arc_challenge", "option_order")
+    assert backend.calls == 60
+
+
+def test_delta_order_from_trials(tmp_path):
+    auditor = make_auditor(tmp_path, ScriptedBackend())
+    perm = auditor.trials("scripted", "arc_challenge", "option_order")
+    same = auditor.trials("scripted", "arc_challenge", "same_ordering")
+    s, _ = control_summary(perm, same, "regex", n_boot=200)
+    assert s["flip_rate_same"]["estimate"] == 0.0
+    assert s["delta_order"]["estimate"] == 1.0 and s["ordering_excess_share"]["estimate"] == 1.0
+
+
+def test_unparsable_answers_counted_not_guessed(tmp_path):
+    auditor = make_auditor(tmp_path, ScriptedBackend(rule=lambda r: None if r.key[3] % 2 else "A"))
+    s, _ = facet_summary(auditor.trials("scripted", "arc_challenge", "option_order"), "regex")
+    assert s["parse_rate"]["estimate"] == 0.5
+
+
+def test_backend_error_keeps_finished_batches(tmp_path):
+    class Flaky(ScriptedBackend):
+        def complete(self, requests):
+            if self.calls >= 8:
+                raise ConnectionError("HTTP 503 from provider")
+            return super().complete(requests)
+
+    flaky = Flaky()
+    auditor = make_auditor(tmp_path, flaky)
+    with pytest.raises(FlipgateError, match=r"model 'scripted': backend call failed .*HTTP 503"):
+        auditor.trials("scripted", "arc_challenge", "option_order")
+    assert len(auditor.cache) == 8  # two batches of 4 were kept
+    healthy = ScriptedBackend()
+    resumed = make_auditor(tmp_path, healthy, run_id="r2")
+    resumed.trials("scripted", "arc_challenge", "option_order")
+    assert healthy.calls == 30 - 8
+
+
+def test_trials_are_recorded_with_identity(tmp_path):
+    auditor = make_auditor(tmp_path, ScriptedBackend())
+    auditor.trials("scripted", "arc_challenge", "option_order")
+    df = auditor.store.trials(model_id="scripted")
+    assert len(df) == 30 and set(df["condition"]) == set(range(6))
+    row = df.iloc[0]
+    assert len(row.prompt_sha256) == 64 and row.readouts["regex"] == "A"
+    assert row.mapped["regex"] == row.permutation[0]
+    assert (tmp_path / "manifests").glob("option_order__arc_challenge__k6__s42.json")

@@ -1,0 +1,83 @@
+import pytest
+
+from flipgate import FlipgateError
+from flipgate.config import load_models, load_thresholds
+
+from conftest import REPO, write
+
+GOOD_MODEL = """
+models:
+  - id: m1
+    backend: hf
+    source: {path: /tmp}
+"""
+
+
+def test_repo_models_and_thresholds_are_valid():
+    cfg = load_models(REPO / "models.yaml")
+    assert "smollm2-135m-instruct" in cfg.models
+    assert [d.name for d in cfg.facets["option_order"]] == ["mmlu", "arc_challenge", "commonsense_qa"]
+    ts = load_thresholds(REPO / "thresholds", "smollm2-135m-instruct")
+    assert any(t.metric == "flip_rate" for t in ts.thresholds)
+
+
+def test_defaults_when_audit_section_missing(tmp_path):
+    cfg = load_models(write(tmp_path / "models.yaml", GOOD_MODEL))
+    assert cfg.k == 6 and cfg.seed == 42 and "option_order" in cfg.facets
+    assert cfg.controls["same_ordering"] == cfg.facets["option_order"]
+    assert cfg.models["m1"]["primary_readout"] == "letter_logprob"
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("models:\n  - id: m1\n    backend: vllm\n    source: {path: x}\n", "models[0].backend"),
+    ("models:\n  - id: m1\n    backend: hf\n", "'source' is a required property"),
+    ("models:\n  - id: m1\n    backend: hf\n    source: {path: x}\n    batch_size: -3\n", "(value: -3)"),
+    ("models: [\n", "not valid YAML"),
+    (GOOD_MODEL + "  - id: m1\n    backend: hf\n    source: {path: y}\n", "duplicate model id"),
+    ("audit:\n  facets:\n    option_ordr: {datasets: [mmlu]}\n" + GOOD_MODEL, "unknown facet (value: 'option_ordr')"),
+    ("audit:\n  facets:\n    option_order: {datasets: [mmlu2]}\n" + GOOD_MODEL, "unknown dataset 'mmlu2'"),
+    (GOOD_MODEL + "    readouts: [regex]\n    primary_readout: letter_logprob\n", "primary_readout"),
+])
+def test_bad_models_file_names_file_field_value(tmp_path, text, needle):
+    path = write(tmp_path / "models.yaml", text)
+    with pytest.raises(FlipgateError) as err:
+        load_models(path)
+    assert str(path) in str(err.value) and needle in str(err.value)
+
+
+def test_thresholds_override_replaces_same_key(tmp_path):
+    write(tmp_path / "default.yaml", """
+        thresholds:
+          - {metric: flip_rate, max: 0.2}
+          - {metric: parse_rate, min: 0.9, rule: upper}
+    """)
+    write(tmp_path / "m1.yaml", """
+        on_inconclusive: xfail
+        thresholds:
+          - {metric: flip_rate, max: 0.6, rule: point}
+    """)
+    ts = load_thresholds(tmp_path, "m1")
+    by_metric = {t.metric: t for t in ts.thresholds}
+    assert by_metric["flip_rate"].bound == 0.6 and by_metric["flip_rate"].rule == "point"
+    assert by_metric["parse_rate"].bound == 0.9
+    assert ts.on_inconclusive == "xfail"
+    assert load_thresholds(tmp_path, "other").on_inconclusive == "warn"
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("thresholds:\n  - {metric: flip_rat, max: 0.2}\n", "thresholds[0].metric"),
+    ("thresholds:\n  - {metric: flip_rate, max: 0.2, rule: strict}\n", "(value: 'strict')"),
+    ("thresholds:\n  - {metric: flip_rate, max: 0.2, facet: colour_order}\n", "unknown facet (value: 'colour_order')"),
+    ("thresholds:\n  - {metric: flip_rate}\n", "thresholds[0]"),
+])
+def test_bad_thresholds_file(tmp_path, text, needle):
+    write(tmp_path / "default.yaml", text)
+    with pytest.raises(FlipgateError) as err:
+        load_thresholds(tmp_path, "m1")
+    assert "default.yaml" in str(err.value) and needle in str(err.value)
+
+
+def test_threshold_without_facet_skips_controls(tmp_path):
+    write(tmp_path / "default.yaml", "thresholds:\n  - {metric: flip_rate, max: 0.2}\n")
+    ts = load_thresholds(tmp_path, "m")
+    assert ts.for_cell("option_order", "mmlu") and not ts.for_cell("same_ordering", "mmlu")

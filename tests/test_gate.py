@@ -1,0 +1,44 @@
+import pytest
+
+from flipgate.config import Threshold
+from flipgate.gate import decide, evaluate
+
+
+def t(rule, bound=0.2, direction="max"):
+    return Threshold("flip_rate", bound, direction, rule)
+
+
+@pytest.mark.parametrize("rule,est,lo,hi,expected", [
+    ("point", 0.19, 0.0, 0.5, "pass"),
+    ("point", 0.21, 0.0, 0.5, "fail"),
+    ("upper", 0.1, 0.05, 0.15, "pass"),
+    ("upper", 0.1, 0.05, 0.3, "inconclusive"),
+    ("upper", 0.4, 0.3, 0.5, "fail"),
+    ("lower", 0.1, 0.05, 0.3, "inconclusive"),
+    ("lower", 0.1, 0.05, 0.15, "pass"),
+    ("lower", 0.3, 0.25, 0.35, "fail"),
+    ("lower", 0.25, 0.15, 0.35, "inconclusive"),
+    ("warn", 0.5, 0.4, 0.6, "warn"),
+    ("warn", 0.1, 0.0, 0.6, "pass"),
+])
+def test_decision_rules(rule, est, lo, hi, expected):
+    assert decide(t(rule), est, lo, hi) == expected
+
+
+def test_min_direction():
+    assert decide(t("upper", 0.9, "min"), 0.97, 0.95, 0.99) == "pass"
+    assert decide(t("lower", 0.9, "min"), 0.5, 0.4, 0.6) == "fail"
+
+
+def test_missing_estimate_and_point_fallback_without_ci():
+    assert decide(t("lower"), float("nan")) == "missing"
+    assert decide(t("lower"), 0.3, None, None) == "fail"
+
+
+def test_evaluate_picks_readout_block():
+    summary = {"regex": {"flip_rate": {"estimate": 0.1, "ci": [0.05, 0.15]}},
+               "letter_logprob": {"flip_rate": {"estimate": 0.5, "ci": [0.4, 0.6]}}}
+    th = [Threshold("flip_rate", 0.2, "max", "lower"),
+          Threshold("flip_rate", 0.2, "max", "lower", readout="letter_logprob")]
+    verdicts = [v["verdict"] for v in evaluate(th, summary, "regex")]
+    assert verdicts == ["pass", "fail"]
