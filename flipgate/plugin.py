@@ -59,8 +59,6 @@ def pytest_configure(config):
         config._flipgate_run_id = worker["flipgate_run_id"]
         if worker.get("flipgate_dist") == "loadgroup":
             config.option.loadgroup = True  # workers parse argv only; tag items with their group
-        count = int(worker.get("workercount", 1))
-        os.environ.setdefault("FLIPGATE_TORCH_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
     else:
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         config._flipgate_run_id = f"{stamp}-{secrets.token_hex(3)}"
@@ -109,17 +107,18 @@ def flipgate_auditor(request):
     from flipgate.audit import Auditor, Paths
 
     config = request.config
-    threads = os.environ.get("FLIPGATE_TORCH_THREADS")
-    if threads:
+    cfg = _audit_config(config)
+    workers = int((getattr(config, "workerinput", None) or {}).get("workercount", 1))
+    if workers > 1:  # busy workers <= models (one xdist group per model): share the cores among them
         import torch
 
-        torch.set_num_threads(int(threads))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // min(workers, len(cfg.models))))
     cache_dir = _resolve(config, "--cache-dir")
     run_id = config._flipgate_run_id
     paths = Paths(store=_resolve(config, "--runs-dir") / run_id / "trials.sqlite",
                   cache=None if config.getoption("--no-cache") else cache_dir / "responses.sqlite",
                   manifests=_resolve(config, "--manifests-dir"), models=cache_dir)
-    return Auditor(_audit_config(config), run_id, paths, config.getoption("--items-per-dataset"),
+    return Auditor(cfg, run_id, paths, config.getoption("--items-per-dataset"),
                    progress=not getattr(config, "workerinput", None))
 
 

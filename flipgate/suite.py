@@ -81,17 +81,18 @@ class FlipCell:
         est = "no estimate" if v["estimate"] is None else f"{v['estimate']:.3f}"
         return f"{v['threshold']} [{v['source']}]: {est}{ci_text} -> {v['verdict']}"
 
-    def _assert(self, verdicts: list[dict], on_inconclusive: str) -> None:
+    @classmethod
+    def _assert(cls, verdicts: list[dict], on_inconclusive: str) -> None:
         failed = [v for v in verdicts if v["verdict"] in ("fail", "missing")]
         unsure = [v for v in verdicts if v["verdict"] == "inconclusive"]
         for v in verdicts:
             if v["verdict"] == "warn":
-                warnings.warn(self._describe(v), ThresholdWarning, stacklevel=2)
+                warnings.warn(cls._describe(v), ThresholdWarning, stacklevel=2)
         if failed or (unsure and on_inconclusive == "fail"):
-            pytest.fail("threshold(s) violated:\n  " + "\n  ".join(self._describe(v) for v in failed + unsure
+            pytest.fail("threshold(s) violated:\n  " + "\n  ".join(cls._describe(v) for v in failed + unsure
                         if v in failed or on_inconclusive == "fail"), pytrace=False)
         if unsure:
-            text = "inconclusive threshold(s):\n  " + "\n  ".join(self._describe(v) for v in unsure)
+            text = "inconclusive threshold(s):\n  " + "\n  ".join(cls._describe(v) for v in unsure)
             if on_inconclusive == "xfail":
                 pytest.xfail(text)
             warnings.warn(text, InconclusiveThreshold, stacklevel=2)

