@@ -14,7 +14,7 @@ from flipgate import FlipgateError
 from flipgate.backends import Backend, Output, Request, create_backend
 from flipgate.cache import ResponseCache, cache_key
 from flipgate.config import AuditConfig
-from flipgate.facets import CONTROLS, get_facet
+from flipgate.facets import get_facet, readouts_for, split_cell
 from flipgate.grammar import Manifest, item_seed
 from flipgate.hashing import sha256_json, sha256_text
 from flipgate.items import Item, load_items
@@ -72,12 +72,19 @@ class Auditor:
         self.store.add_manifest(facet_name, dataset, manifest.k, manifest.sha256, str(path))
         return manifest
 
+    def readouts(self, model_id: str, facet_name: str) -> tuple[list[str], str]:
+        """(readouts, primary readout) of a model on a facet."""
+        model = self.config.models[model_id]
+        return readouts_for(facet_name, model["readouts"], model["primary_readout"])
+
     def trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
-        """Trials of a facet (K manifest orderings, cached) or a control (canonical ordering K
-        times with fresh seeds, cache bypassed by design)."""
-        is_control = name in CONTROLS
-        facet_name = CONTROLS[name] if is_control else name
+        """Trials of a facet cell (K manifest orderings, cached) or a control cell such as
+        ``same_ordering:option_order`` (canonical ordering K times with fresh seeds, cache bypassed
+        by design)."""
+        control, facet_name = split_cell(name)
+        is_control = control is not None
         facet = get_facet(facet_name)
+        readouts = self.readouts(model_id, facet_name)[0]
         items = self.items(dataset, facet_name)
         if not items:
             raise FlipgateError(f"dataset {dataset!r} has no items that facet {facet_name!r} can permute")
@@ -96,7 +103,6 @@ class Auditor:
                     for it, o, perm, s in plan]
         outputs, cached = self._outputs(model_id, requests, use_cache=not is_control, label=f"{name}/{dataset}")
         backend = self.backend(model_id)
-        readouts = self.config.models[model_id]["readouts"]
         rows = []
         for (it, o, perm, s), req, out, hit in zip(plan, requests, outputs, cached):
             labels = {r: read_label(r, out, req.labels, req.answer_prefix) for r in readouts}
@@ -107,7 +113,7 @@ class Auditor:
                 "item_id": it.item_id, "facet": name, "condition": o, "permutation": list(perm), "sample": s,
                 "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix])),
                 "raw_output": json.dumps(out.to_dict()), "readouts": labels, "mapped": mapped,
-                "gold": it.gold, "n_classes": facet.n_classes(it), "tokens_in": out.tokens_in,
+                "gold": it.gold, "n_classes": facet.n_classes(it, k), "tokens_in": out.tokens_in,
                 "tokens_out": out.tokens_out, "latency_s": out.latency_s, "cost_usd": out.cost_usd,
                 "from_cache": int(hit)})
         self.store.add_trials(rows)

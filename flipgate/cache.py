@@ -25,6 +25,7 @@ def cache_key(settings: dict, request: Request) -> str:
     sampled = float(settings.get("temperature") or 0) > 0
     return sha256_json({"settings": settings, "messages": request.messages, "prefix": request.answer_prefix,
                         "labels": request.labels, "seed": request.seed if sampled else None,
+                        "max_new_tokens": request.max_new_tokens,
                         # replay answers by trial identity, so the identity is part of its key
                         "key": request.key if settings.get("backend") == "replay" else None})
 

@@ -13,7 +13,7 @@ import jsonschema
 import yaml
 
 from flipgate import FlipgateError
-from flipgate.facets import CONTROLS, FACETS
+from flipgate.facets import CONTROLS, FACETS, split_cell
 from flipgate.items.registry import DatasetSpec
 
 SCHEMAS = Path(__file__).parent / "config_schemas"
@@ -61,10 +61,11 @@ class AuditConfig:
     bootstrap_n: int = 1000
     level: float = 0.95
     facets: dict[str, list[DatasetSpec]] = field(default_factory=dict)
-    controls: dict[str, list[DatasetSpec]] = field(default_factory=dict)
+    #: control -> [(facet, dataset)] cells it runs on
+    controls: dict[str, list[tuple[str, DatasetSpec]]] = field(default_factory=dict)
 
     def dataset(self, name: str) -> DatasetSpec:
-        for specs in list(self.facets.values()) + list(self.controls.values()):
+        for specs in self.facets.values():
             for spec in specs:
                 if spec.name == name:
                     return spec
@@ -99,9 +100,13 @@ def load_models(path: Path | str) -> AuditConfig:
         if name not in CONTROLS:
             raise FlipgateError(f"{path}: field audit.controls.{name}: unknown control (value: {name!r}); "
                                 f"known: {', '.join(sorted(CONTROLS))}")
-        datasets = spec.get("datasets")
-        controls[name] = ([DatasetSpec.parse(d, f"{path}: field audit.controls.{name}.datasets[{j}]")
-                           for j, d in enumerate(datasets)] if datasets else facets.get(CONTROLS[name], []))
+        chosen = spec.get("facets") or list(facets)
+        for j, f in enumerate(chosen):
+            if f not in facets:
+                raise FlipgateError(f"{path}: field audit.controls.{name}.facets[{j}]: facet not declared under "
+                                    f"audit.facets (value: {f!r})")
+        only = set(spec.get("datasets") or [])
+        controls[name] = [(f, d) for f in chosen for d in facets[f] if not only or d.name in only]
     boot = audit.get("bootstrap") or {}
     return AuditConfig(path, models, audit.get("seed", 42), audit.get("k", 6),
                        audit.get("items_per_dataset", 30), boot.get("n", 1000), boot.get("level", 0.95),
@@ -128,9 +133,14 @@ class Threshold:
         op = "<=" if self.direction == "max" else ">="
         return f"{self.metric}{'[' + sel + ']' if sel else ''} {op} {self.bound} ({self.rule})"
 
-    def applies(self, facet: str, dataset: str) -> bool:
-        """A threshold without ``facet`` covers every facet, not the controls."""
-        facet_ok = self.facet == facet if self.facet else facet in FACETS
+    def applies(self, cell: str, dataset: str) -> bool:
+        """``facet`` selects a facet, a control (on any facet) or one control cell
+        (``same_ordering:option_order``); without it a threshold covers every facet, not controls."""
+        control, facet = split_cell(cell)
+        if self.facet is None:
+            facet_ok = control is None
+        else:
+            facet_ok = self.facet in (cell, control) if control else self.facet == facet
         return facet_ok and self.dataset in (None, dataset)
 
 
@@ -141,8 +151,8 @@ class ThresholdSet:
     on_inconclusive: str = "warn"
     files: list[str] = field(default_factory=list)
 
-    def for_cell(self, facet: str, dataset: str) -> list[Threshold]:
-        return [t for t in self.thresholds if t.applies(facet, dataset)]
+    def for_cell(self, cell: str, dataset: str) -> list[Threshold]:
+        return [t for t in self.thresholds if t.applies(cell, dataset)]
 
 
 def _parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
@@ -150,7 +160,8 @@ def _parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
     out = []
     for i, t in enumerate(data["thresholds"]):
         facet = t.get("facet")
-        if facet is not None and facet not in FACETS and facet not in CONTROLS:
+        control, base = split_cell(facet or "")
+        if facet is not None and not (facet in FACETS or facet in CONTROLS or (control in CONTROLS and base in FACETS)):
             raise FlipgateError(f"{path}: field thresholds[{i}].facet: unknown facet (value: {facet!r}); "
                                 f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS)))}")
         direction = "max" if "max" in t else "min"

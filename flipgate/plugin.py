@@ -83,7 +83,7 @@ def _audit_config(config):
 def pytest_generate_tests(metafunc):
     if CELL_FIXTURE not in metafunc.fixturenames:
         return
-    from flipgate.facets import CONTROLS, FACETS
+    from flipgate.facets import CONTROLS, FACETS, control_cell
 
     name = getattr(metafunc.module, "FACET", None)
     if name not in FACETS and name not in CONTROLS:
@@ -94,10 +94,13 @@ def pytest_generate_tests(metafunc):
         cfg = _audit_config(metafunc.config)
     except FlipgateError as exc:
         raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
-    datasets = cfg.controls.get(name, []) if name in CONTROLS else cfg.facets.get(name, [])
-    params = [pytest.param((name, model_id, spec.name), id=f"{model_id}-{spec.name}",
+    if name in CONTROLS:
+        cells = [(control_cell(name, f), f"{f}-{d.name}", d.name) for f, d in cfg.controls.get(name, [])]
+    else:
+        cells = [(name, d.name, d.name) for d in cfg.facets.get(name, [])]
+    params = [pytest.param((cell, model_id, dataset), id=f"{model_id}-{label}",
                            marks=[pytest.mark.xdist_group(model_id), pytest.mark.flipgate_cell])
-              for model_id in cfg.models for spec in datasets]
+              for model_id in cfg.models for cell, label, dataset in cells]
     metafunc.parametrize(CELL_FIXTURE, params, indirect=True)
 
 

@@ -1,7 +1,8 @@
 """Readouts: how a raw backend output becomes a displayed label (SPEC §8, FB).
 
 ``letter_logprob``: argmax over the candidate labels' log-probs at the answer position.
-``regex``: the label after "Answer:" in the generated text (the faithful reference e*).
+``regex``: the label after "Answer:" in the generated text (the faithful reference e*); for a
+free-form request (no labels) the short answer on the last "Answer:" line.
 An output that yields no label is a parse failure (``None``), never a guess.
 """
 from __future__ import annotations
@@ -25,8 +26,20 @@ def parse_answer_label(text: str, labels: tuple[str, ...]) -> str | None:
     return bare.group(1) if bare else None
 
 
+def parse_short_answer(text: str) -> str | None:
+    """The text after the last "Answer:" up to the end of its line (or the first line)."""
+    found = re.findall(r"answer\s*:\s*([^\n]*)", text, flags=re.IGNORECASE)
+    candidate = found[-1] if found else text.strip().split("\n")[0]
+    candidate = candidate.strip().strip("*").strip()
+    return candidate or None
+
+
 def read_label(readout: str, output: Output, labels: tuple[str, ...], answer_prefix: str) -> str | None:
-    """The displayed label chosen under ``readout`` (None = parse failure)."""
+    """The displayed label (or, with no labels, the short answer) under ``readout``."""
+    if not labels:
+        if readout == "regex":
+            return parse_short_answer(answer_prefix + output.text) if output.text else None
+        return None  # letter log-probs need candidate labels
     if readout == "letter_logprob":
         scores = {k: v for k, v in output.label_logprobs.items() if k in labels}
         return max(scores, key=scores.get) if scores else None

@@ -10,7 +10,7 @@ import pytest
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.config import ThresholdSet, load_thresholds
-from flipgate.facets import CONTROLS
+from flipgate.facets import split_cell
 from flipgate.gate import evaluate
 from flipgate.report import report_cell
 from flipgate.summary import control_summary, facet_summary
@@ -41,11 +41,11 @@ class FlipCell:
 
     def measure(self) -> tuple[dict, object]:
         cfg = self.auditor.config
-        readouts = cfg.models[self.model_id]["readouts"]
+        control, facet = split_cell(self.name)
+        readouts = self.auditor.readouts(self.model_id, facet)[0]
         with self._quiet():
             trials = self.auditor.trials(self.model_id, self.dataset, self.name)
-            perm = self.auditor.trials(self.model_id, self.dataset, CONTROLS[self.name]) \
-                if self.name in CONTROLS else None
+            perm = self.auditor.trials(self.model_id, self.dataset, facet) if control else None
         summaries, items = {}, None
         for r in readouts:
             if perm is not None:
@@ -62,14 +62,14 @@ class FlipCell:
             summaries, items = self.measure()
         except FlipgateError as exc:
             pytest.fail(f"flipgate: {exc}", pytrace=False)
-        model = self.auditor.config.models[self.model_id]
-        verdicts = evaluate(thresholds.for_cell(self.name, self.dataset), summaries, model["primary_readout"])
+        primary = self.auditor.readouts(self.model_id, split_cell(self.name)[1])[1]
+        verdicts = evaluate(thresholds.for_cell(self.name, self.dataset), summaries, primary)
         for v in verdicts:
             v["facet"] = self.name
         self.auditor.store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
         report_cell(self.name, self.dataset, self.model_id, summaries, items, verdicts, {
             "model": self.model_id, "dataset": self.dataset, "facet": self.name, "K": self.auditor.config.k,
-            "N": summaries[model["primary_readout"]]["n_items"], "primary_readout": model["primary_readout"],
+            "N": summaries[primary]["n_items"], "primary_readout": primary,
             "thresholds": ", ".join(thresholds.files)})
         self._assert(verdicts, thresholds.on_inconclusive)
         return verdicts

@@ -18,7 +18,7 @@ MODEL = {"id": "scripted", "backend": "scripted", "source": {}, "readouts": ["le
 def make_auditor(tmp_path: Path, backend, cache=True, run_id="r1") -> Auditor:
     cfg = AuditConfig(tmp_path / "models.yaml", {"scripted": MODEL}, items_per_dataset=5,
                       facets={"option_order": [DatasetSpec("arc_challenge")]},
-                      controls={"same_ordering": [DatasetSpec("arc_challenge")]}, bootstrap_n=200)
+                      controls={"same_ordering": [("option_order", DatasetSpec("arc_challenge"))]}, bootstrap_n=200)
     paths = Paths(tmp_path / "runs" / run_id / "trials.sqlite", tmp_path / "cache.sqlite" if cache else None,
                   tmp_path / "manifests", tmp_path / "models")
     auditor = Auditor(cfg, run_id, paths, progress=False)
@@ -54,8 +54,8 @@ def test_warm_cache_makes_no_calls_and_control_bypasses_it(tmp_path):
     rerun = make_auditor(tmp_path, backend, run_id="r2")
     df = rerun.trials("scripted", "arc_challenge", "option_order")
     assert backend.calls == 30 and df["from_cache"].all()
-    rerun.trials("scripted", "arc_challenge", "same_ordering")
-    rerun.trials("scripted", "arc_challenge", "same_ordering")
+    rerun.trials("scripted", "arc_challenge", "same_ordering:option_order")
+    rerun.trials("scripted", "arc_challenge", "same_ordering:option_order")
     assert backend.calls == 30 + 2 * 30  # K canonical calls per item, every time
 
 
@@ -70,7 +70,7 @@ def test_no_cache_option(tmp_path):
 def test_delta_order_from_trials(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
     perm = auditor.trials("scripted", "arc_challenge", "option_order")
-    same = auditor.trials("scripted", "arc_challenge", "same_ordering")
+    same = auditor.trials("scripted", "arc_challenge", "same_ordering:option_order")
     s, _ = control_summary(perm, same, "regex", n_boot=200)
     assert s["flip_rate_same"]["estimate"] == 0.0
     assert s["delta_order"]["estimate"] == 1.0 and s["ordering_excess_share"]["estimate"] == 1.0

@@ -17,7 +17,7 @@ def card_store(tmp_path):
     auditor.store.add_model("scripted", {"backend": "scripted", "weights_sha256": "abc", "source": None},
                             {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"})
     auditor.trials("scripted", "arc_challenge", "option_order")
-    auditor.trials("scripted", "arc_challenge", "same_ordering")
+    auditor.trials("scripted", "arc_challenge", "same_ordering:option_order")
     auditor.store.add_verdicts("scripted", "arc_challenge", "option_order", [
         {"threshold": "flip_rate <= 0.2 (lower)", "metric": "flip_rate", "rule": "lower", "verdict": "fail",
          "estimate": 1.0, "ci": [1.0, 1.0]}])
@@ -29,7 +29,7 @@ def test_card_is_schema_valid_and_reproducible(card_store):
     validate_card(card)
     oo = card["order_robustness"]["option_order"]["regex"]
     assert oo["flip_rate"]["estimate"] == 1.0 and oo["n_items"] == 5 and oo["k"] == 6
-    ctrl = card["controls"]["same_ordering"]["regex"]
+    ctrl = card["controls"]["same_ordering:option_order"]["regex"]
     assert ctrl["delta_order"]["estimate"] == 1.0 and ctrl["flip_rate_same"]["estimate"] == 0.0
     assert card["axis_receipt"]["manifest_sha256"]["option_order"]
     assert card["thresholds"][0]["verdict"] == "fail"

@@ -24,7 +24,7 @@ def test_repo_models_and_thresholds_are_valid():
 def test_defaults_when_audit_section_missing(tmp_path):
     cfg = load_models(write(tmp_path / "models.yaml", GOOD_MODEL))
     assert cfg.k == 6 and cfg.seed == 42 and "option_order" in cfg.facets
-    assert cfg.controls["same_ordering"] == cfg.facets["option_order"]
+    assert cfg.controls["same_ordering"] == [("option_order", d) for d in cfg.facets["option_order"]]
     assert cfg.models["m1"]["primary_readout"] == "letter_logprob"
 
 
@@ -80,4 +80,4 @@ def test_bad_thresholds_file(tmp_path, text, needle):
 def test_threshold_without_facet_skips_controls(tmp_path):
     write(tmp_path / "default.yaml", "thresholds:\n  - {metric: flip_rate, max: 0.2}\n")
     ts = load_thresholds(tmp_path, "m")
-    assert ts.for_cell("option_order", "mmlu") and not ts.for_cell("same_ordering", "mmlu")
+    assert ts.for_cell("option_order", "mmlu") and not ts.for_cell("same_ordering:option_order", "mmlu")

@@ -74,7 +74,7 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
     for path in cards:
         card = json.loads(path.read_text())
         validate_card(card)  # merged from both workers' trials: facet and control in one card
-        assert set(card["order_robustness"]) == {"option_order"} and set(card["controls"]) == {"same_ordering"}
+        assert set(card["order_robustness"]) == {"option_order"} and set(card["controls"]) == {"same_ordering:option_order"}
         assert len(card["thresholds"]) == 3 and all(v["verdict"] == "pass" for v in card["thresholds"])
     assert (tmp / "cards/tiny-fp32/model-index.yaml").exists()
 

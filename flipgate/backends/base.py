@@ -13,13 +13,15 @@ from typing import Any, Protocol
 class Request:
     """One model call. ``messages`` are chat messages; ``answer_prefix`` is the assistant text the
     answer follows ("Answer:"); ``labels`` are the candidate labels for the letter readout;
-    ``key`` is the trial identity (dataset, item_id, facet, condition, sample) for replay."""
+    ``key`` is the trial identity (dataset, item_id, facet, condition, sample) for replay;
+    ``max_new_tokens`` overrides the model's default (free-form answers need more)."""
 
     messages: tuple[tuple[str, str], ...]
     answer_prefix: str = "Answer:"
     labels: tuple[str, ...] = ()
     seed: int = 0
     key: tuple = ()
+    max_new_tokens: int | None = None
 
 
 @dataclass

@@ -182,18 +182,23 @@ class HFBackend:
         return result
 
     def complete(self, requests: list[Request]) -> list[Output]:
-        """Batches of similar prompt length (less padding), answers in request order."""
+        """Batches of one generation length and similar prompt length (less padding); answers
+        come back in request order."""
         prompts = [self.render(r) for r in requests]
         lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
-        order = sorted(range(len(requests)), key=lambda i: lengths[i])
+        budget = [r.max_new_tokens or self.max_new_tokens for r in requests]
+        order = sorted(range(len(requests)), key=lambda i: (budget[i], lengths[i]))
         outputs: list[Output | None] = [None] * len(requests)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            for i, out in zip(idx, self._complete_batch([requests[i] for i in idx], [prompts[i] for i in idx])):
+        start = 0
+        while start < len(order):
+            idx = [i for i in order[start:start + self.batch_size] if budget[i] == budget[order[start]]]
+            batch = self._complete_batch([requests[i] for i in idx], [prompts[i] for i in idx], budget[idx[0]])
+            for i, out in zip(idx, batch):
                 outputs[i] = out
+            start += len(idx)
         return outputs
 
-    def _complete_batch(self, batch: list[Request], prompts: list[str]) -> list[Output]:
+    def _complete_batch(self, batch: list[Request], prompts: list[str], max_new_tokens: int) -> list[Output]:
         import torch
 
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -204,7 +209,7 @@ class HFBackend:
                 if sample:
                     torch.manual_seed(sum(r.seed for r in batch) % (2 ** 31))
                 gen = self.model.generate(
-                    **enc, max_new_tokens=self.max_new_tokens, do_sample=sample,
+                    **enc, max_new_tokens=max_new_tokens, do_sample=sample,
                     temperature=self.temperature if sample else None, top_p=self.top_p if sample else None,
                     top_k=None, output_logits=True, return_dict_in_generate=True,
                     pad_token_id=self.tokenizer.pad_token_id)

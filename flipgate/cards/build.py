@@ -12,7 +12,7 @@ import jsonschema
 import pandas as pd
 import yaml
 
-from flipgate.facets import CONTROLS, FACETS
+from flipgate.facets import FACETS, readouts_for, split_cell
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
 from flipgate import metrics as M
@@ -65,18 +65,22 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
     trials = store.trials(model_id=model_id, dataset=dataset)
     model = store.models().get(model_id, {"fingerprint": {}, "config": {}})
     fp, cfg = model["fingerprint"], model["config"]
-    readouts = cfg.get("readouts", ["letter_logprob"])
-    primary = cfg.get("primary_readout", readouts[0])
-    order, controls = {}, {}
-    for name in sorted(trials["facet"].unique()):
-        part = trials[trials["facet"] == name]
-        if name in FACETS:
-            order[name] = {r: facet_summary(part, r, n_boot, level, seed)[0] for r in readouts}
-        elif name in CONTROLS:
-            perm = trials[trials["facet"] == CONTROLS[name]]
-            controls[name] = {r: (control_summary(perm, part, r, n_boot, level, seed)[0] if len(perm)
+    model_readouts = cfg.get("readouts", ["letter_logprob"])
+    model_primary = cfg.get("primary_readout", model_readouts[0])
+    order, controls, primaries = {}, {}, {}
+    for cell in sorted(trials["facet"].unique()):
+        control, facet = split_cell(cell)
+        readouts, primaries[facet] = readouts_for(facet, model_readouts, model_primary)
+        part = trials[trials["facet"] == cell]
+        if control is None:
+            order[cell] = {r: facet_summary(part, r, n_boot, level, seed)[0] for r in readouts}
+        else:
+            perm = trials[trials["facet"] == facet]
+            controls[cell] = {r: (control_summary(perm, part, r, n_boot, level, seed)[0] if len(perm)
                                   else facet_summary(part, r, n_boot, level, seed)[0]) for r in readouts}
-    scored = trials[trials["facet"].isin(list(FACETS))]
+    main = sorted(order)[0] if order else split_cell(sorted(controls)[0])[1]
+    primary = primaries[main]
+    scored = trials[trials["facet"] == main]
     df = answers_frame(scored, primary) if len(scored) else scored.assign(correct=[])
     canon = df[df["condition"] == 0] if len(df) else df
     to_float = lambda s: s.map(lambda c: float("nan") if c is None else float(c))  # noqa: E731
@@ -85,8 +89,8 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
     acc_all = M.bootstrap_ci(to_float(df["correct"]), cluster=df["item_id"], n=n_boot, level=level, seed=seed) \
         if len(df) else (float("nan"),) * 3
     manifests = {f: m["sha256"] for (f, d), m in store.manifests().items() if d == dataset}
-    facet_objs = [FACETS[f] for f in order] or [FACETS[CONTROLS[c]] for c in controls]
-    template = facet_objs[0] if facet_objs else None
+    template = FACETS[main]
+    templates = {f: {"id": FACETS[f].template_id, "sha256": FACETS[f].template_sha256} for f in primaries}
     card = {
         "schema_version": "grid-card/0.1",
         "model": {"id": model_id, "backend": fp.get("backend", cfg.get("backend", "?")), "source": fp.get("source")},
@@ -95,27 +99,28 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
         "run": {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "trials_store": str(store.path)},
         "axis_receipt": {
-            "template_id": template.template_id if template else "none",
-            "template_sha256": template.template_sha256 if template else None,
+            "template_id": template.template_id, "template_sha256": template.template_sha256,
+            "templates": templates,
             "decoding": {"temperature": (cfg.get("decoding") or {}).get("temperature", 0.0),
                          "top_p": (cfg.get("decoding") or {}).get("top_p", 1.0),
                          "max_new_tokens": cfg.get("max_new_tokens"), "greedy": not (cfg.get("decoding") or {}).get("temperature")},
             "few_shot": {"count": 0, "exemplar_ids": []},
-            "scoring_path": {"primary_readout": primary, "readouts": readouts,
-                             "map_back": "inverse permutation to source option index"},
+            "scoring_path": {"primary_readout": primaries, "readouts": model_readouts,
+                             "map_back": {f: FACETS[f].scoring for f in primaries}},
             "quantization": fp.get("quantization"), "dtype": fp.get("dtype"),
             "weights_sha256": fp.get("weights_sha256", "unknown"), "model_revision": fp.get("revision"),
             "tokenizer_sha256": fp.get("tokenizer_sha256"), "chat_template_sha256": fp.get("chat_template_sha256"),
             "library_versions": library_versions(), "manifest_sha256": manifests,
             "envelope_rules_sha256": None, "git_commit": git_commit(root),
         },
-        "scores": {"primary_readout": primary,
+        "scores": {"facet": main, "primary_readout": primary,
                    "accuracy_canonical": {"estimate": acc_canon[0], "ci": [acc_canon[1], acc_canon[2]]},
                    "accuracy_all_orderings": {"estimate": acc_all[0], "ci": [acc_all[1], acc_all[2]]}},
         "order_robustness": order,
         "controls": controls,
         "thresholds": store.verdicts(model_id, dataset),
-        "scope": {"varied": [f"{f} (K={order[f][primary]['k']} orderings per item, SPEC §2 grammar)" for f in order]
+        "scope": {"varied": [f"{f} (K={next(iter(order[f].values()))['k']} orderings per item, SPEC §2 grammar)"
+                             for f in order]
                   + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
                   "not_varied": NOT_VARIED},
     }
@@ -126,7 +131,6 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
 
 def card_markdown(card: dict) -> str:
     r = card["axis_receipt"]
-    primary = card["scores"]["primary_readout"]
     fmt = lambda m: "–" if m is None or m["estimate"] is None else (  # noqa: E731
         f"{m['estimate']:.3f}" + (f" [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]" if m.get("ci") and m["ci"][0] is not None else ""))
     lines = [f"# GRID card: {card['model']['id']} on {card['dataset']['name']}", "",
@@ -138,7 +142,7 @@ def card_markdown(card: dict) -> str:
         lines.append(f"| {key} | `{r.get(key)}` |")
     lines += [f"| decoding | `{json.dumps(r['decoding'])}` |", f"| scoring path | `{json.dumps(r['scoring_path'])}` |",
               f"| manifests | `{json.dumps(r['manifest_sha256'])}` |", "",
-              "## Scores", "", f"Primary readout: `{primary}`.", "",
+              "## Scores", "", f"Facet `{card['scores']['facet']}`, primary readout `{card['scores']['primary_readout']}`.", "",
               f"- accuracy (canonical ordering): {fmt(card['scores']['accuracy_canonical'])}",
               f"- accuracy (all orderings): {fmt(card['scores']['accuracy_all_orderings'])}", "",
               "## Order robustness", "",
@@ -164,12 +168,12 @@ def model_index(model_id: str, cards: list[dict]) -> dict:
     """A Hugging Face ``model-index`` block with each card's facet metrics."""
     results = []
     for card in cards:
-        primary = card["scores"]["primary_readout"]
+        primaries = card["axis_receipt"]["scoring_path"]["primary_readout"]
         metrics = [{"type": "accuracy", "name": "accuracy (canonical ordering)",
                     "value": card["scores"]["accuracy_canonical"]["estimate"]}]
         for group in ("order_robustness", "controls"):
             for facet, by_readout in card[group].items():
-                m = by_readout.get(primary) or next(iter(by_readout.values()))
+                m = by_readout.get(primaries.get(split_cell(facet)[1])) or next(iter(by_readout.values()))
                 metrics.append({"type": "flip_rate", "name": f"{facet} flip rate (K={m['k']})",
                                 "value": m["flip_rate"]["estimate"]})
         results.append({"task": {"type": "multiple-choice", "name": "ordering robustness"},

@@ -1,13 +1,18 @@
-"""Ordering facets and controls. A facet = permutation unit + render + map-back (FP App. J)."""
+"""Ordering facets and controls. A facet = permutation unit + render + map-back (FP App. J).
+
+A *cell name* is a facet name (``option_order``) or a control applied to a facet
+(``same_ordering:option_order``); trials, verdicts and cards are keyed by it.
+"""
 from __future__ import annotations
 
 from flipgate import FlipgateError
 from flipgate.facets.base import Facet
 from flipgate.facets.option_order import OptionOrder
+from flipgate.facets.passages import DocumentRankOrder, EvidenceChunkOrder
 
-FACETS: dict[str, Facet] = {f.name: f for f in [OptionOrder()]}
+FACETS: dict[str, Facet] = {f.name: f for f in [OptionOrder(), EvidenceChunkOrder(), DocumentRankOrder()]}
 #: controls re-use a facet's rendering under the canonical ordering (SPEC §3.6)
-CONTROLS: dict[str, str] = {"same_ordering": "option_order"}
+CONTROLS: tuple[str, ...] = ("same_ordering",)
 
 
 def get_facet(name: str, where: str = "") -> Facet:
@@ -17,4 +22,24 @@ def get_facet(name: str, where: str = "") -> Facet:
     return FACETS[name]
 
 
-__all__ = ["CONTROLS", "FACETS", "Facet", "get_facet"]
+def control_cell(control: str, facet: str) -> str:
+    return f"{control}:{facet}"
+
+
+def split_cell(cell: str) -> tuple[str | None, str]:
+    """``same_ordering:option_order`` -> ("same_ordering", "option_order"); a facet -> (None, facet)."""
+    control, sep, facet = cell.partition(":")
+    return (control, facet) if sep else (None, cell)
+
+
+def readouts_for(facet: str, model_readouts: list[str], primary: str) -> tuple[list[str], str]:
+    """The model's readouts that make sense for ``facet``, and the primary one among them."""
+    supported = get_facet(facet).readouts
+    usable = [r for r in model_readouts if r in supported]
+    if not usable:
+        raise FlipgateError(f"facet {facet!r} needs one of the readouts {list(supported)}; "
+                            f"the model declares {model_readouts}")
+    return usable, primary if primary in usable else usable[0]
+
+
+__all__ = ["CONTROLS", "FACETS", "Facet", "control_cell", "get_facet", "readouts_for", "split_cell"]

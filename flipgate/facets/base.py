@@ -11,6 +11,9 @@ class Facet(Protocol):
     name: str
     template_id: str
     template: str
+    template_sha256: str
+    #: readouts that make sense for this facet's answers (SPEC §8)
+    readouts: tuple[str, ...]
 
     def keep(self, item: Item) -> bool:
         """Facet filter: does the item have the structure this facet permutes?"""
@@ -18,8 +21,8 @@ class Facet(Protocol):
     def n_units(self, item: Item) -> int:
         """Number of permutable units (n in n!)."""
 
-    def n_classes(self, item: Item) -> int:
-        """Answer classes for OSI (SPEC §3)."""
+    def n_classes(self, item: Item, k: int) -> int:
+        """Answer classes for OSI (SPEC §3): the option count, or K for free-form answers."""
 
     def render(self, item: Item, perm: tuple[int, ...]) -> Request:
         """The request for ``item`` with units shown in order ``perm`` (perm[slot] = source)."""

@@ -21,6 +21,8 @@ class OptionOrder:
     template_id = "fp-mcq-v1"
     template = MCQ_TEMPLATE
     template_sha256 = sha256_text(MCQ_TEMPLATE)
+    readouts = ("letter_logprob", "regex")
+    scoring = "inverse permutation to the source option index"
 
     def keep(self, item: Item) -> bool:
         return 2 <= item.n_options <= len(LETTERS)
@@ -28,7 +30,7 @@ class OptionOrder:
     def n_units(self, item: Item) -> int:
         return item.n_options
 
-    def n_classes(self, item: Item) -> int:
+    def n_classes(self, item: Item, k: int) -> int:
         return item.n_options
 
     def labels(self, item: Item) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
 """Canonical item records and dataset loaders (FP App. J: one record per item)."""
-from flipgate.items.item import Item, require
+from flipgate.items.item import Item, Passage, require
 from flipgate.items.registry import DATASETS, DatasetSpec, load_items
 
-__all__ = ["Item", "require", "DATASETS", "DatasetSpec", "load_items"]
+__all__ = ["Item", "Passage", "require", "DATASETS", "DatasetSpec", "load_items"]

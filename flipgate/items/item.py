@@ -10,8 +10,18 @@ LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 @dataclass(frozen=True)
+class Passage:
+    """An evidence unit: a chunk (flat list) or a whole retrieved document (ranked list)."""
+
+    text: str
+    title: str = ""
+    supporting: bool = False
+
+
+@dataclass(frozen=True)
 class Item:
-    """One evaluation item. ``options`` in source order; ``gold`` is the source index."""
+    """One evaluation item. ``options`` in source order with ``gold`` the source index (MCQ);
+    ``passages`` in source order with ``answer``/``aliases`` the short gold answer (QA)."""
 
     item_id: str
     dataset: str
@@ -19,6 +29,9 @@ class Item:
     options: tuple[str, ...] = ()
     gold: int | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    passages: tuple[Passage, ...] = ()
+    answer: str | None = None
+    aliases: tuple[str, ...] = ()
 
     @property
     def n_options(self) -> int:
