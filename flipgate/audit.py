@@ -113,7 +113,9 @@ class Auditor:
                 "item_id": it.item_id, "facet": name, "condition": o, "permutation": list(perm), "sample": s,
                 "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix])),
                 "raw_output": json.dumps(out.to_dict()), "readouts": labels, "mapped": mapped,
-                "gold": it.gold, "n_classes": facet.n_classes(it, k), "tokens_in": out.tokens_in,
+                "correct": {r: facet.is_correct(m, it) for r, m in mapped.items()},
+                "gold": it.answer if it.gold is None else str(it.gold), "n_classes": facet.n_classes(it, k),
+                "tokens_in": out.tokens_in,
                 "tokens_out": out.tokens_out, "latency_s": out.latency_s, "cost_usd": out.cost_usd,
                 "from_cache": int(hit)})
         self.store.add_trials(rows)

@@ -27,11 +27,17 @@ def parse_answer_label(text: str, labels: tuple[str, ...]) -> str | None:
 
 
 def parse_short_answer(text: str) -> str | None:
-    """The text after the last "Answer:" up to the end of its line (or the first line)."""
-    found = re.findall(r"answer\s*:\s*([^\n]*)", text, flags=re.IGNORECASE)
-    candidate = found[-1] if found else text.strip().split("\n")[0]
-    candidate = candidate.strip().strip("*").strip()
-    return candidate or None
+    """The text after the last "Answer:" that is followed by an answer, up to the end of its
+    line; without any "Answer:", the first line. Repeated bare prefixes ("Answer: Answer:") parse
+    to nothing."""
+    marker = re.compile(r"answer(?:\s+is)?\s*:", flags=re.IGNORECASE)
+    matches = list(marker.finditer(text))
+    pieces = [text[m.end():].split("\n")[0] for m in reversed(matches)] or [text.strip().split("\n")[0]]
+    for piece in pieces:
+        candidate = marker.sub(" ", piece).strip().strip("*").strip()
+        if candidate:
+            return candidate
+    return None
 
 
 def read_label(readout: str, output: Output, labels: tuple[str, ...], answer_prefix: str) -> str | None:

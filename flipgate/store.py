@@ -16,7 +16,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
     run_id TEXT, model_id TEXT, model_fingerprint TEXT, dataset TEXT, item_id TEXT, facet TEXT,
     condition INTEGER, permutation TEXT, sample INTEGER, prompt_sha256 TEXT, raw_output TEXT,
-    readouts TEXT, mapped TEXT, gold INTEGER, n_classes INTEGER, tokens_in INTEGER,
+    readouts TEXT, mapped TEXT, correct TEXT, gold TEXT, n_classes INTEGER, tokens_in INTEGER,
     tokens_out INTEGER, latency_s REAL, cost_usd REAL, from_cache INTEGER,
     PRIMARY KEY (run_id, model_id, dataset, item_id, facet, condition, sample)
 );
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, th
 """
 
 TRIAL_COLUMNS = ["run_id", "model_id", "model_fingerprint", "dataset", "item_id", "facet", "condition",
-                 "permutation", "sample", "prompt_sha256", "raw_output", "readouts", "mapped", "gold",
+                 "permutation", "sample", "prompt_sha256", "raw_output", "readouts", "mapped", "correct", "gold",
                  "n_classes", "tokens_in", "tokens_out", "latency_s", "cost_usd", "from_cache"]
 
 
@@ -61,7 +61,7 @@ class TrialStore:
     def trials(self, **where) -> pd.DataFrame:
         clause = " AND ".join(f"{k} = ?" for k in where) or "1"
         df = pd.read_sql_query(f"SELECT * FROM trials WHERE {clause}", self.conn, params=list(where.values()))
-        for col in ("permutation", "readouts", "mapped"):
+        for col in ("permutation", "readouts", "mapped", "correct"):
             df[col] = df[col].map(json.loads)
         return df
 

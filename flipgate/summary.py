@@ -8,10 +8,9 @@ from flipgate import metrics as M
 
 
 def answers_frame(trials: pd.DataFrame, readout: str) -> pd.DataFrame:
-    """Trial table with ``answer`` (content label under ``readout``) and ``correct`` columns."""
+    """Trial table whose ``answer`` (content label) and ``correct`` columns are ``readout``'s."""
     answer = pd.Series([m.get(readout) for m in trials["mapped"]], index=trials.index, dtype=object)
-    gold = trials["gold"]
-    correct = [None if pd.isna(g) else (a is not None and a == int(g)) for a, g in zip(answer, gold)]
+    correct = pd.Series([c.get(readout) for c in trials["correct"]], index=trials.index, dtype=object)
     return trials.assign(answer=answer, correct=correct)
 
 

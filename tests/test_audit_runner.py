@@ -109,3 +109,24 @@ def test_trials_are_recorded_with_identity(tmp_path):
     assert len(row.prompt_sha256) == 64 and row.readouts["regex"] == "A"
     assert row.mapped["regex"] == row.permutation[0]
     assert (tmp_path / "manifests").glob("option_order__arc_challenge__k6__s42.json")
+
+
+def test_evidence_facet_scores_short_answers(tmp_path):
+    from flipgate.items import load_items
+
+    golds = {it.item_id: it.answer for it in load_items(DatasetSpec("synthetic_multihop"), 4)}
+    cfg_facets = {"evidence_chunk_order": [DatasetSpec("synthetic_multihop")]}
+
+    def auditor_for(rule):
+        a = make_auditor(tmp_path / str(id(rule)), ScriptedBackend(rule=rule))
+        a.config.facets, a.config.items_per_dataset, a.n_items = cfg_facets, 4, 4
+        return a
+
+    right = auditor_for(lambda req: golds[req.key[1]])
+    s, _ = facet_summary(right.trials("scripted", "synthetic_multihop", "evidence_chunk_order"), "regex")
+    assert s["accuracy"]["estimate"] == 1.0 and s["flip_rate"]["estimate"] == 0.0 and s["osi"]["estimate"] == 1.0
+    # answering with whatever passage comes first: the content answer follows the ordering
+    first_word = lambda req: req.messages[0][1].split("[1] ")[1].split()[0]  # noqa: E731
+    s, _ = facet_summary(auditor_for(first_word).trials("scripted", "synthetic_multihop", "evidence_chunk_order"),
+                         "regex")
+    assert s["flip_rate"]["estimate"] == 1.0 and s["accuracy"]["estimate"] == 0.0

@@ -6,11 +6,12 @@ the hub (how the project tests them offline, and how users audit a mirrored copy
 from __future__ import annotations
 
 from flipgate import FlipgateError
-from flipgate.items.item import Item, require
+from flipgate.items.item import Item, Passage, require
 from flipgate.items.offline import labelled_choices_item
 
 
 def _rows(hub_id: str, split: str, data_files=None, revision: str | None = None, config: str | None = None):
+    """Rows from ``data_files`` (parquet/JSON in the upstream schema) or from the hub."""
     from datasets import load_dataset
 
     try:
@@ -47,3 +48,68 @@ def load_commonsense_qa_hub(dataset: str, split: str = "validation", data_files=
     return [labelled_choices_item(r, dataset, f"{data_files or 'tau/commonsense_qa'} [{split}] row {i}",
                                   f"{dataset}/{r.get('id') or i}")
             for i, r in enumerate(rows)]
+
+
+def _select_passages(passages: list[Passage], limit: int) -> tuple[Passage, ...]:
+    """All supporting passages plus the first distractors, up to ``limit``, in source order."""
+    n_distractors = max(0, limit - sum(p.supporting for p in passages))
+    keep, seen = [], 0
+    for p in passages:
+        if p.supporting:
+            keep.append(p)
+        elif seen < n_distractors:
+            keep.append(p)
+            seen += 1
+    return tuple(keep)
+
+
+def load_hotpotqa(dataset: str, split: str = "validation", data_files=None, revision=None,
+                  max_passages: int = 6) -> list[Item]:
+    """hotpotqa/hotpot_qa (distractor): context {title, sentences}, supporting_facts {title, sent_id}."""
+    rows = _rows("hotpotqa/hotpot_qa", split, data_files, revision, config="distractor")
+    items = []
+    for i, row in enumerate(rows):
+        where = f"{data_files or 'hotpotqa/hotpot_qa'} [{split}] row {i}"
+        question, answer, context, support = require(row, ["question", "answer", "context", "supporting_facts"], where)
+        gold_titles = set(support.get("title") or [])
+        titles, sentences = context.get("title") or [], context.get("sentences") or []
+        if len(titles) != len(sentences):
+            raise FlipgateError(f"{where}: field 'context' has {len(titles)} titles but {len(sentences)} sentence lists")
+        passages = [Passage("".join(s), t, t in gold_titles) for t, s in zip(titles, sentences)]
+        items.append(Item(f"{dataset}/{row.get('id', i)}", dataset, question, answer=answer,
+                          passages=_select_passages(passages, max_passages),
+                          meta={"type": row.get("type"), "level": row.get("level")}))
+    return items
+
+
+def load_musique(dataset: str, split: str = "validation", data_files=None, revision=None,
+                 max_passages: int = 6) -> list[Item]:
+    """dgslibisey/MuSiQue: paragraphs [{idx, title, paragraph_text, is_supporting}], answer, answer_aliases."""
+    rows = _rows("dgslibisey/MuSiQue", split, data_files, revision)
+    items = []
+    for i, row in enumerate(rows):
+        where = f"{data_files or 'dgslibisey/MuSiQue'} [{split}] row {i}"
+        question, answer, paragraphs = require(row, ["question", "answer", "paragraphs"], where)
+        if row.get("answerable") is False:
+            continue
+        passages = [Passage(p["paragraph_text"], p.get("title", ""), bool(p.get("is_supporting"))) for p in paragraphs]
+        items.append(Item(f"{dataset}/{row.get('id', i)}", dataset, question, answer=answer,
+                          aliases=tuple(row.get("answer_aliases") or ()),
+                          passages=_select_passages(passages, max_passages)))
+    return items
+
+
+def load_multihop_rag(dataset: str, split: str = "train", data_files=None, revision=None) -> list[Item]:
+    """yixuantt/MultiHopRAG (config MultiHopRAG): query, answer, question_type, evidence_list [{title, fact}].
+    Null queries (no answer in the corpus) are skipped."""
+    rows = _rows("yixuantt/MultiHopRAG", split, data_files, revision, config="MultiHopRAG")
+    items = []
+    for i, row in enumerate(rows):
+        where = f"{data_files or 'yixuantt/MultiHopRAG'} [{split}] row {i}"
+        query, answer, evidence = require(row, ["query", "answer", "evidence_list"], where)
+        if row.get("question_type") == "null_query":
+            continue
+        passages = tuple(Passage(e["fact"], e.get("title", ""), True) for e in evidence)
+        items.append(Item(f"{dataset}/{i}", dataset, query, answer=answer, passages=passages,
+                          meta={"question_type": row.get("question_type")}))
+    return items

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flipgate import FlipgateError
-from flipgate.items import hub, offline
+from flipgate.items import hub, offline, synthetic
 from flipgate.items.item import Item
 
 # name -> loader(dataset_name, **options) -> all items
@@ -19,6 +19,11 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "commonsense_qa": lambda name, **kw: offline.load_commonsense_qa_offline(name),
     "mmlu_pro": hub.load_mmlu_pro,
     "commonsense_qa_hub": hub.load_commonsense_qa_hub,
+    "hotpotqa": hub.load_hotpotqa,
+    "musique": hub.load_musique,
+    "multihop_rag": hub.load_multihop_rag,
+    "synthetic_multihop": lambda name, **kw: synthetic.generate(name, "chunks", **kw),
+    "synthetic_rag": lambda name, **kw: synthetic.generate(name, "documents", **kw),
 }
 
 
