@@ -16,7 +16,7 @@ from flipgate.cache import ResponseCache, cache_key
 from flipgate.config import AuditConfig
 from flipgate.facets import get_facet, readouts_for, split_cell
 from flipgate.grammar import Manifest, item_seed
-from flipgate.hashing import sha256_json, sha256_text
+from flipgate.hashing import sha256_bytes, sha256_json, sha256_text
 from flipgate.items import Item, load_items
 from flipgate.readouts import read_label
 from flipgate.store import TrialStore
@@ -61,8 +61,21 @@ class Auditor:
 
     # -- cells ---------------------------------------------------------------------------------
     def items(self, dataset: str, facet_name: str) -> list[Item]:
+        """The first N items of the seed-42 shuffle that the facet keeps; items a facet's screen
+        (e.g. position references) excludes on the way are counted in the store."""
         facet = get_facet(facet_name)
-        return load_items(self.config.dataset(dataset), self.n_items, self.config.seed, keep=facet.keep)
+        screen = getattr(facet, "screen", None)
+        kept, excluded = [], 0
+        for item in load_items(self.config.dataset(dataset), None, self.config.seed):
+            if facet.keep(item):
+                kept.append(item)
+                if len(kept) == self.n_items:
+                    break
+            elif screen is not None and screen(item) is not None:
+                excluded += 1
+        if screen is not None:
+            self.store.add_screen(facet_name, dataset, excluded, excluded + len(kept))
+        return kept
 
     def manifest(self, dataset: str, facet_name: str, items: list[Item]) -> Manifest:
         facet = get_facet(facet_name)
@@ -111,7 +124,8 @@ class Auditor:
                 "run_id": self.run_id, "model_id": model_id,
                 "model_fingerprint": sha256_json(backend.fingerprint), "dataset": dataset,
                 "item_id": it.item_id, "facet": name, "condition": o, "permutation": list(perm), "sample": s,
-                "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix])),
+                "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix,
+                                                         [sha256_bytes(im) for im in req.images]])),
                 "raw_output": json.dumps(out.to_dict()), "readouts": labels, "mapped": mapped,
                 "correct": {r: facet.is_correct(m, it) for r, m in mapped.items()},
                 "gold": it.answer if it.gold is None else str(it.gold), "n_classes": facet.n_classes(it, k),

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from flipgate.backends.base import Output, Request
-from flipgate.hashing import sha256_json
+from flipgate.hashing import sha256_bytes, sha256_json
 from flipgate.sqlite_util import connect
 
 SCHEMA = """
@@ -26,6 +26,7 @@ def cache_key(settings: dict, request: Request) -> str:
     return sha256_json({"settings": settings, "messages": request.messages, "prefix": request.answer_prefix,
                         "labels": request.labels, "seed": request.seed if sampled else None,
                         "max_new_tokens": request.max_new_tokens,
+                        "images": [sha256_bytes(im) for im in request.images],
                         # replay answers by trial identity, so the identity is part of its key
                         "key": request.key if settings.get("backend") == "replay" else None})
 

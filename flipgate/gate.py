@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from flipgate.config import Threshold
+from flipgate.metrics import bootstrap_p_value
 
 
 def _within(value: float, t: Threshold) -> bool:
@@ -31,14 +32,19 @@ def decide(t: Threshold, estimate: float, lo: float | None = None, hi: float | N
 
 
 def evaluate(thresholds: list[Threshold], metrics: dict[str, dict], readout: str) -> list[dict]:
-    """Apply each threshold to a summary ``{readout: {metric: {estimate, ci}}}``."""
+    """Apply each threshold to a summary ``{readout: {metric: {estimate, ci}}}``. Where the
+    summary kept bootstrap draws, the verdict carries the one-sided bootstrap p-value of a
+    violation (for Benjamini–Hochberg across cells)."""
     results = []
     for t in thresholds:
         block = metrics.get(t.readout or readout, {})
         m = block.get(t.metric)
         est, lo, hi = (None, None, None) if m is None else (m["estimate"], *(m.get("ci") or (None, None)))
+        draws = getattr(block, "draws", {}).get(t.metric)
+        p_value = bootstrap_p_value(draws, t.bound, t.direction) if draws is not None else None
         results.append({"threshold": t.label, "metric": t.metric, "bound": t.bound, "direction": t.direction,
                         "rule": t.rule, "readout": t.readout or readout, "estimate": est,
                         "ci": [lo, hi] if lo is not None else None, "verdict": decide(t, est, lo, hi),
+                        "p_value": None if p_value is None or math.isnan(p_value) else p_value,
                         "source": t.source})
     return results

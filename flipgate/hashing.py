@@ -12,6 +12,10 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_json(obj: Any) -> str:
     return sha256_text(json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str))
 

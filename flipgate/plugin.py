@@ -159,6 +159,15 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return
     lines = [f"flipgate: run {config._flipgate_run_id}, trials in {store_path}"]
+    from flipgate.cards.build import q_values
+
+    qvals = q_values(store)
+    failed = [qvals[key] for key in ((m, d, v.get("facet"), v["threshold"]) for m, d, v in store.all_verdicts()
+                                     if v["verdict"] == "fail") if key in qvals]
+    if failed:
+        alpha = 1 - cfg.level
+        lines.append(f"flipgate: Benjamini–Hochberg over {len(qvals)} gated thresholds: "
+                     f"{sum(q <= alpha for q in failed)} of {len(failed)} failed ones stay significant at FDR {alpha:.2f}")
     lines += [f"flipgate: GRID card {p}" for p in written if p.suffix == ".json"]
     alluredir = config.getoption("--alluredir", None) if config.pluginmanager.hasplugin("allure_pytest") else None
     if alluredir:

@@ -50,6 +50,30 @@ def flip_rate_plot(name: str, by_readout: dict[str, dict]) -> bytes:
     return buf.getvalue()
 
 
+def k_ablation_plot(name: str, by_readout: dict[str, dict]) -> bytes:
+    """Flip rate against the number of orderings K (FP K-ablation), one line per readout."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=100)
+    for readout, summary in by_readout.items():
+        curve = summary.get("k_ablation") or {}
+        ax.plot([int(k) for k in curve], [v if v is not None else float("nan") for v in curve.values()],
+                marker="o", label=readout)
+    ax.set_xlabel("K (orderings)")
+    ax.set_ylabel("flip rate")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(name, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def report_cell(facet: str, dataset: str, model_id: str, summaries: dict[str, dict],
                 items: pd.DataFrame, verdicts: list[dict], params: dict) -> None:
     """Label and annotate the running test (epic = facet, feature = dataset, story = model)."""
@@ -72,6 +96,11 @@ def report_cell(facet: str, dataset: str, model_id: str, summaries: dict[str, di
                   name="cell card section.json", attachment_type=allure.attachment_type.JSON)
     allure.attach(flip_rate_plot(f"{facet} / {dataset} / {model_id}", summaries), name="flip rate.png",
                   attachment_type=allure.attachment_type.PNG)
+    if m.get("k_policies"):
+        table = pd.DataFrame([{"readout": r, **row} for r, s in summaries.items() for row in s["k_policies"]])
+        allure.attach(table.to_csv(index=False), name="K-policies.csv", attachment_type=allure.attachment_type.CSV)
+        allure.attach(k_ablation_plot(f"K-ablation: {facet} / {dataset} / {model_id}", summaries),
+                      name="K-ablation.png", attachment_type=allure.attachment_type.PNG)
 
 
 def write_environment(results_dir: Path, props: dict[str, str]) -> None:

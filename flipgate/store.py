@@ -23,6 +23,8 @@ CREATE TABLE IF NOT EXISTS trials (
 CREATE TABLE IF NOT EXISTS models (model_id TEXT PRIMARY KEY, fingerprint TEXT, config TEXT);
 CREATE TABLE IF NOT EXISTS manifests (facet TEXT, dataset TEXT, k INTEGER, sha256 TEXT, path TEXT,
     PRIMARY KEY (facet, dataset));
+CREATE TABLE IF NOT EXISTS screens (facet TEXT, dataset TEXT, excluded INTEGER, considered INTEGER,
+    PRIMARY KEY (facet, dataset));
 CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, threshold TEXT,
     result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
 """
@@ -53,6 +55,14 @@ class TrialStore:
             self.conn.execute("INSERT OR REPLACE INTO manifests VALUES (?, ?, ?, ?, ?)",
                               (facet, dataset, k, sha256, path))
 
+    def add_screen(self, facet: str, dataset: str, excluded: int, considered: int) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO screens VALUES (?, ?, ?, ?)", (facet, dataset, excluded, considered))
+
+    def screens(self, dataset: str) -> dict[str, dict]:
+        rows = self.conn.execute("SELECT facet, excluded, considered FROM screens WHERE dataset = ?", (dataset,))
+        return {f: {"excluded": e, "considered": c, "kept": c - e} for f, e, c in rows}
+
     def add_verdicts(self, model_id: str, dataset: str, facet: str, verdicts: list[dict]) -> None:
         with self.conn:
             self.conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
@@ -72,6 +82,11 @@ class TrialStore:
     def manifests(self) -> dict[tuple[str, str], dict]:
         return {(f, d): {"k": k, "sha256": s, "path": p}
                 for f, d, k, s, p in self.conn.execute("SELECT * FROM manifests")}
+
+    def all_verdicts(self) -> list[tuple[str, str, dict]]:
+        """(model_id, dataset, verdict) for every gated threshold of the run."""
+        rows = self.conn.execute("SELECT model_id, dataset, result FROM verdicts ORDER BY 1, 2, result")
+        return [(m, d, json.loads(r)) for m, d, r in rows]
 
     def verdicts(self, model_id: str, dataset: str) -> list[dict]:
         rows = self.conn.execute("SELECT result FROM verdicts WHERE model_id = ? AND dataset = ? "

@@ -10,7 +10,7 @@ import pytest
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.config import ThresholdSet, load_thresholds
-from flipgate.facets import split_cell
+from flipgate.facets import get_facet, split_cell
 from flipgate.gate import evaluate
 from flipgate.report import report_cell
 from flipgate.summary import control_summary, facet_summary
@@ -59,6 +59,10 @@ class FlipCell:
     def run(self) -> list[dict]:
         try:
             thresholds: ThresholdSet = load_thresholds(self.thresholds_dir, self.model_id)
+            facet = get_facet(split_cell(self.name)[1])
+            if getattr(facet, "needs_images", False) and \
+                    not getattr(self.auditor.backend(self.model_id), "supports_images", False):
+                pytest.skip(f"model {self.model_id!r} takes no images: {facet.name} not measured")
             summaries, items = self.measure()
         except FlipgateError as exc:
             pytest.fail(f"flipgate: {exc}", pytrace=False)

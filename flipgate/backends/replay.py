@@ -43,6 +43,7 @@ class ReplayBackend:
                             "dtype": None, "quantization": None, "tokenizer_sha256": None,
                             "chat_template_sha256": None}
         self.settings = {"backend": "replay", "file_sha256": digest}
+        self.supports_images = True  # it serves whatever was recorded
 
     def complete(self, requests: list[Request]) -> list[Output]:
         outputs = []

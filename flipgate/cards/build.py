@@ -60,8 +60,17 @@ def _jsonable(obj):
     return obj
 
 
+def q_values(store: TrialStore) -> dict[tuple, float]:
+    """Benjamini–Hochberg q-values over every gated threshold of the run that has a p-value,
+    keyed by (model, dataset, facet, threshold)."""
+    rows = [(m, d, v) for m, d, v in store.all_verdicts() if v.get("p_value") is not None]
+    adjusted = M.benjamini_hochberg([v["p_value"] for _, _, v in rows])
+    return {(m, d, v.get("facet"), v["threshold"]): q for (m, d, v), q in zip(rows, adjusted)}
+
+
 def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_boot: int = 1000,
-               level: float = 0.95, seed: int = 42, root: Path | None = None) -> dict:
+               level: float = 0.95, seed: int = 42, root: Path | None = None,
+               qvals: dict[tuple, float] | None = None) -> dict:
     trials = store.trials(model_id=model_id, dataset=dataset)
     model = store.models().get(model_id, {"fingerprint": {}, "config": {}})
     fp, cfg = model["fingerprint"], model["config"]
@@ -95,7 +104,8 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
         "schema_version": "grid-card/0.1",
         "model": {"id": model_id, "backend": fp.get("backend", cfg.get("backend", "?")), "source": fp.get("source")},
         "dataset": {"name": dataset, "n_items": int(trials["item_id"].nunique()),
-                    "sampling": f"seed-{seed} uniform shuffle, facet filter, first N"},
+                    "sampling": f"seed-{seed} uniform shuffle, facet filter, first N",
+                    "screens": store.screens(dataset)},
         "run": {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "trials_store": str(store.path)},
         "axis_receipt": {
@@ -118,7 +128,8 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
                    "accuracy_all_orderings": {"estimate": acc_all[0], "ci": [acc_all[1], acc_all[2]]}},
         "order_robustness": order,
         "controls": controls,
-        "thresholds": store.verdicts(model_id, dataset),
+        "thresholds": [{**v, "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"]))}
+                       for v in store.verdicts(model_id, dataset)],
         "scope": {"varied": [f"{f} (K={next(iter(order[f].values()))['k']} orderings per item, SPEC §2 grammar)"
                              for f in order]
                   + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
@@ -129,13 +140,20 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
     return card
 
 
+def _num(x) -> str:
+    return "–" if x is None or x != x else f"{x:.3f}"
+
+
 def card_markdown(card: dict) -> str:
     r = card["axis_receipt"]
     fmt = lambda m: "–" if m is None or m["estimate"] is None else (  # noqa: E731
         f"{m['estimate']:.3f}" + (f" [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]" if m.get("ci") and m["ci"][0] is not None else ""))
     lines = [f"# GRID card: {card['model']['id']} on {card['dataset']['name']}", "",
              f"Run `{card['run']['run_id']}`, {card['run']['created']}; N = {card['dataset']['n_items']} items "
-             f"({card['dataset']['sampling']}).", "", "## Axis receipt", "",
+             f"({card['dataset']['sampling']})."]
+    lines += [f"Position-reference screen ({f}): {s['excluded']} of {s['considered']} items excluded, "
+              f"{s['kept']} kept." for f, s in card["dataset"].get("screens", {}).items()]
+    lines += ["", "## Axis receipt", "",
              "| field | value |", "|---|---|"]
     for key in ("template_id", "template_sha256", "weights_sha256", "tokenizer_sha256", "chat_template_sha256",
                 "quantization", "dtype", "model_revision", "git_commit"):
@@ -154,11 +172,23 @@ def card_markdown(card: dict) -> str:
                 lines.append(f"| {facet} | {readout} | {m['n_items']} | {m['k']} | {fmt(m['flip_rate'])} | {fmt(m['osi'])} "
                              f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | {fmt(m['accuracy'])} "
                              f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))} |")
-    lines += ["", "## Threshold verdicts", "", "| threshold | estimate | CI | verdict |", "|---|---|---|---|"]
+    for facet, by_readout in card["order_robustness"].items():
+        primary = card["axis_receipt"]["scoring_path"]["primary_readout"].get(facet)
+        m = by_readout.get(primary) or next(iter(by_readout.values()))
+        if not m.get("k_policies"):
+            continue
+        lines += ["", f"### K-policies: {facet} ({primary})", "",
+                  f"K=2 screen recall against K={m['k']} flip: {_num(m.get('k2_screen_recall'))}; "
+                  "flip rate by K: " + ", ".join(f"K={k}: {_num(v)}" for k, v in m["k_ablation"].items()) + ".", "",
+                  "| policy | cost (calls/item) | accuracy | selective accuracy | coverage |", "|---|---|---|---|---|"]
+        lines += [f"| {r['policy']} | {r['cost']} | {_num(r['accuracy'])} | {_num(r['selective_accuracy'])} "
+                  f"| {_num(r['coverage'])} |" for r in m["k_policies"]]
+    lines += ["", "## Threshold verdicts", "", "| cell | threshold | estimate | CI | p | BH q | verdict |",
+              "|---|---|---|---|---|---|---|"]
     for v in card["thresholds"]:
-        est = "–" if v.get("estimate") is None else f"{v['estimate']:.3f}"
         ci = "–" if not v.get("ci") or v["ci"][0] is None else f"[{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]"
-        lines.append(f"| `{v['threshold']}` | {est} | {ci} | **{v['verdict']}** |")
+        lines.append(f"| {v.get('facet', '')} | `{v['threshold']}` | {_num(v.get('estimate'))} | {ci} "
+                     f"| {_num(v.get('p_value'))} | {_num(v.get('q_value'))} | **{v['verdict']}** |")
     lines += ["", "## Scope", "", "Varied: " + "; ".join(card["scope"]["varied"]) + ".", "",
               "Not varied: " + "; ".join(card["scope"]["not_varied"]) + ".", ""]
     return "\n".join(lines)
@@ -194,8 +224,9 @@ def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 100
     """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model."""
     pairs = store.conn.execute("SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2").fetchall()
     written, by_model = [], {}
+    qvals = q_values(store)
     for model_id, dataset in pairs:
-        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
+        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root, qvals)
         base = Path(out_dir) / model_id / dataset
         _atomic_write(base.with_suffix(".json"), json.dumps(card, indent=2, sort_keys=False))
         _atomic_write(base.with_suffix(".md"), card_markdown(card))

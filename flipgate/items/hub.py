@@ -5,8 +5,10 @@ the hub (how the project tests them offline, and how users audit a mirrored copy
 """
 from __future__ import annotations
 
+import re
+
 from flipgate import FlipgateError
-from flipgate.items.item import Item, Passage, require
+from flipgate.items.item import LETTERS, Item, Passage, require
 from flipgate.items.offline import labelled_choices_item
 
 
@@ -113,3 +115,56 @@ def load_multihop_rag(dataset: str, split: str = "train", data_files=None, revis
         items.append(Item(f"{dataset}/{i}", dataset, query, answer=answer, passages=passages,
                           meta={"question_type": row.get("question_type")}))
     return items
+
+
+def _image_bytes(value, where: str) -> bytes:
+    """Encoded bytes of a dataset image cell (a PIL image, or {"bytes": ..., "path": ...})."""
+    import io
+
+    if isinstance(value, dict) and value.get("bytes"):
+        return value["bytes"]
+    if hasattr(value, "save"):
+        buf = io.BytesIO()
+        value.convert("RGB").save(buf, format="PNG")
+        return buf.getvalue()
+    raise FlipgateError(f"{where}: an image cell is neither an image nor encoded bytes (value: {type(value).__name__})")
+
+
+def _letter_gold(answer, options: list[str], where: str) -> int:
+    """Gold index from a letter ("B", "(B)") or from the option text itself."""
+    text = str(answer).strip().strip("()").strip()
+    if len(text) == 1 and text.upper() in LETTERS[: len(options)]:
+        return LETTERS.index(text.upper())
+    stripped = [re.sub(r"^\(?[A-Z][.)]\s*", "", o).strip() for o in options]
+    if text in stripped:
+        return stripped.index(text)
+    raise FlipgateError(f"{where}: field 'answer' value {answer!r} is neither an option letter nor an option")
+
+
+def _image_mcq_items(rows, dataset: str, source: str, split: str, image_field: str, id_field: str,
+                     skip=lambda row: False) -> list[Item]:
+    items = []
+    for i, row in enumerate(rows):
+        where = f"{source} [{split}] row {i}"
+        if skip(row):
+            continue
+        question, options, answer, images = require(row, ["question", "options", "answer", image_field], where)
+        options = [re.sub(r"^\(?[A-Z][.)]\s*", "", str(o)).strip() for o in options]
+        items.append(Item(f"{dataset}/{row.get(id_field, i)}", dataset, question, tuple(options),
+                          _letter_gold(answer, options, where),
+                          images=tuple(_image_bytes(im, where) for im in images)))
+    return items
+
+
+def load_mantis_eval(dataset: str, split: str = "test", data_files=None, revision=None) -> list[Item]:
+    """TIGER-Lab/Mantis-Eval (config mantis_eval): id, question_type, question, images, options, answer.
+    Short-answer rows are skipped (image_set_order scores option choices)."""
+    rows = _rows("TIGER-Lab/Mantis-Eval", split, data_files, revision, config="mantis_eval")
+    return _image_mcq_items(rows, dataset, data_files or "TIGER-Lab/Mantis-Eval", split, "images", "id",
+                            skip=lambda row: row.get("question_type") not in (None, "multi-choice"))
+
+
+def load_medframeqa(dataset: str, split: str = "test", data_files=None, revision=None) -> list[Item]:
+    """SuhaoYu1020/MedFrameQA: question_id, question, options, image (2–5 frames), answer."""
+    rows = _rows("SuhaoYu1020/MedFrameQA", split, data_files, revision)
+    return _image_mcq_items(rows, dataset, data_files or "SuhaoYu1020/MedFrameQA", split, "image", "question_id")

@@ -32,6 +32,7 @@ class Item:
     passages: tuple[Passage, ...] = ()
     answer: str | None = None
     aliases: tuple[str, ...] = ()
+    images: tuple[bytes, ...] = ()  # encoded images (PNG/JPEG bytes), in source order
 
     @property
     def n_options(self) -> int:

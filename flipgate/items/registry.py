@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flipgate import FlipgateError
-from flipgate.items import hub, offline, synthetic
+from flipgate.items import hub, offline, shapes, synthetic
 from flipgate.items.item import Item
 
 # name -> loader(dataset_name, **options) -> all items
@@ -24,6 +24,9 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "multihop_rag": hub.load_multihop_rag,
     "synthetic_multihop": lambda name, **kw: synthetic.generate(name, "chunks", **kw),
     "synthetic_rag": lambda name, **kw: synthetic.generate(name, "documents", **kw),
+    "synthetic_shapes": shapes.generate,
+    "mantis_eval": hub.load_mantis_eval,
+    "medframeqa": hub.load_medframeqa,
 }
 
 

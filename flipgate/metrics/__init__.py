@@ -12,10 +12,14 @@ from flipgate.metrics.order import (
     pairwise_disagreement,
     parse_rate,
 )
-from flipgate.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
+from flipgate.metrics.bootstrap import bootstrap_ci, bootstrap_draws, paired_bootstrap_ci, paired_bootstrap_draws
+from flipgate.metrics.multiple import benjamini_hochberg, bootstrap_p_value
+from flipgate.metrics.policies import k2_screen_recall, k_ablation, k_policies
 
 __all__ = [
-    "acc_swing", "accuracy", "answer_entropy", "any_flip", "bootstrap_ci", "delta_order",
-    "flip_rate", "item_table", "ordering_excess_share", "osi", "paired_bootstrap_ci",
-    "pairwise_disagreement", "parse_rate",
+    "acc_swing", "accuracy", "answer_entropy", "any_flip", "benjamini_hochberg", "bootstrap_ci", "bootstrap_draws",
+    "bootstrap_p_value", "delta_order", "flip_rate", "item_table", "k2_screen_recall", "k_ablation",
+    "k_policies", "ordering_excess_share", "osi", "paired_bootstrap_ci", "paired_bootstrap_draws",
+    "pairwise_disagreement",
+    "parse_rate",
 ]

@@ -1,0 +1,8 @@
+"""image_set_order facet (SPEC §3.4): flip of the chosen option across image orders (VLMs only;
+position-referencing items screened out)."""
+
+FACET = "image_set_order"
+
+
+def test_image_set_order(flip_cell):
+    flip_cell.run()
