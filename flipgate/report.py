@@ -18,6 +18,16 @@ def _allure():
     return allure
 
 
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def flip_rate_plot(name: str, by_readout: dict[str, dict]) -> bytes:
     """Bar chart of flip rate, pairwise disagreement and parse rate per readout, with CIs."""
     import matplotlib
@@ -43,11 +53,7 @@ def flip_rate_plot(name: str, by_readout: dict[str, dict]) -> bytes:
     ax.set_ylim(0, 1.05)
     ax.set_title(name)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return _png(fig)
 
 
 def k_ablation_plot(name: str, by_readout: dict[str, dict]) -> bytes:
@@ -67,11 +73,7 @@ def k_ablation_plot(name: str, by_readout: dict[str, dict]) -> bytes:
     ax.set_ylim(0, 1.05)
     ax.set_title(name, fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return _png(fig)
 
 
 def report_cell(facet: str, dataset: str, model_id: str, summaries: dict[str, dict],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from flipgate.backends.base import Request
+from flipgate.facets.choice import ChoiceFacet
 from flipgate.hashing import sha256_text
 from flipgate.items.item import LETTERS, Item
 
@@ -38,12 +39,11 @@ def position_reference(text: str) -> str | None:
     return None
 
 
-class ImageSetOrder:
+class ImageSetOrder(ChoiceFacet):
     name = "image_set_order"
     template_id = "fp-image-set-v1"
     template = IMAGE_TEMPLATE
     template_sha256 = sha256_text(IMAGE_TEMPLATE)
-    readouts = ("letter_logprob", "regex")
     scoring = "chosen option index (options are not permuted; images are)"
     needs_images = True
 
@@ -61,12 +61,6 @@ class ImageSetOrder:
     def n_units(self, item: Item) -> int:
         return len(item.images)
 
-    def n_classes(self, item: Item, k: int) -> int:
-        return item.n_options
-
-    def labels(self, item: Item) -> tuple[str, ...]:
-        return tuple(LETTERS[: item.n_options])
-
     def render(self, item: Item, perm: tuple[int, ...], seed: int = 0, key: tuple = ()) -> Request:
         labels = self.labels(item)
         images = "\n".join(f"Image {slot + 1}: <image>" for slot in range(len(perm)))
@@ -77,8 +71,3 @@ class ImageSetOrder:
 
     def map_back(self, label: str | None, item: Item, perm: tuple[int, ...]) -> int | None:
         return None if label is None else self.labels(item).index(label)
-
-    def is_correct(self, content: int | None, item: Item) -> bool | None:
-        if item.gold is None:
-            return None
-        return content is not None and content == item.gold

@@ -6,6 +6,7 @@ is a change of chosen content, never of letter.
 from __future__ import annotations
 
 from flipgate.backends.base import Request
+from flipgate.facets.choice import ChoiceFacet
 from flipgate.hashing import sha256_text
 from flipgate.items.item import LETTERS, Item
 
@@ -16,12 +17,11 @@ MCQ_TEMPLATE = (
 )
 
 
-class OptionOrder:
+class OptionOrder(ChoiceFacet):
     name = "option_order"
     template_id = "fp-mcq-v1"
     template = MCQ_TEMPLATE
     template_sha256 = sha256_text(MCQ_TEMPLATE)
-    readouts = ("letter_logprob", "regex")
     scoring = "inverse permutation to the source option index"
 
     def keep(self, item: Item) -> bool:
@@ -29,12 +29,6 @@ class OptionOrder:
 
     def n_units(self, item: Item) -> int:
         return item.n_options
-
-    def n_classes(self, item: Item, k: int) -> int:
-        return item.n_options
-
-    def labels(self, item: Item) -> tuple[str, ...]:
-        return tuple(LETTERS[: item.n_options])
 
     def render(self, item: Item, perm: tuple[int, ...], seed: int = 0, key: tuple = ()) -> Request:
         labels = self.labels(item)
@@ -46,8 +40,3 @@ class OptionOrder:
         if label is None:
             return None
         return perm[self.labels(item).index(label)]
-
-    def is_correct(self, content: int | None, item: Item) -> bool | None:
-        if item.gold is None:
-            return None
-        return content is not None and content == item.gold
