@@ -135,6 +135,26 @@ class Auditor:
         self.store.add_trials(rows)
         return pd.DataFrame(rows)
 
+    def judgements(self, model_id: str, dataset: str, name: str, trials: pd.DataFrame) -> dict[str, str]:
+        """Judge verdicts (SPEC §3.5 sem-flip) per item over the K answers of a judged cell; the judge is
+        ``audit.judge`` or the audited model itself."""
+        from flipgate.judge import sem_flip_request, verdict_from_label
+
+        judge_id = self.config.judge or model_id
+        facet = get_facet(split_cell(name)[1])
+        items = {it.item_id: it for it in self.items(dataset, facet.name)}
+        requests, order = [], []
+        for item_id, g in trials.sort_values("condition").groupby("item_id", sort=True):
+            answers = [r.get("regex") for r in g["readouts"]]
+            requests.append(sem_flip_request(items[item_id], answers, key=(dataset, item_id, f"judge:{name}", 0, 0)))
+            order.append(item_id)
+        outputs, _ = self._outputs(judge_id, requests, use_cache=True, label=f"judge {name}/{dataset}")
+        readout = self.config.models[judge_id]["primary_readout"]
+        verdicts = {i: verdict_from_label(read_label(readout, out, req.labels, req.answer_prefix))
+                    for i, out, req in zip(order, outputs, requests)}
+        self.store.add_judgements(model_id, dataset, name, judge_id, verdicts)
+        return verdicts
+
     def _outputs(self, model_id: str, requests: list[Request], use_cache: bool,
                  label: str) -> tuple[list[Output], list[bool]]:
         backend = self.backend(model_id)

@@ -63,6 +63,8 @@ class AuditConfig:
     facets: dict[str, list[DatasetSpec]] = field(default_factory=dict)
     #: control -> [(facet, dataset)] cells it runs on
     controls: dict[str, list[tuple[str, DatasetSpec]]] = field(default_factory=dict)
+    #: model id of the LLM judge for judged facets (None: each model judges its own answers)
+    judge: str | None = None
 
     def dataset(self, name: str) -> DatasetSpec:
         for specs in self.facets.values():
@@ -108,9 +110,12 @@ def load_models(path: Path | str) -> AuditConfig:
         only = set(spec.get("datasets") or [])
         controls[name] = [(f, d) for f in chosen for d in facets[f] if not only or d.name in only]
     boot = audit.get("bootstrap") or {}
+    judge = audit.get("judge")
+    if judge is not None and judge not in models:
+        raise FlipgateError(f"{path}: field audit.judge: no model with this id (value: {judge!r})")
     return AuditConfig(path, models, audit.get("seed", 42), audit.get("k", 6),
                        audit.get("items_per_dataset", 30), boot.get("n", 1000), boot.get("level", 0.95),
-                       facets, controls)
+                       facets, controls, judge)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ CREATE TABLE IF NOT EXISTS manifests (facet TEXT, dataset TEXT, k INTEGER, sha25
     PRIMARY KEY (facet, dataset));
 CREATE TABLE IF NOT EXISTS screens (facet TEXT, dataset TEXT, excluded INTEGER, considered INTEGER,
     PRIMARY KEY (facet, dataset));
+CREATE TABLE IF NOT EXISTS judgements (model_id TEXT, dataset TEXT, facet TEXT, item_id TEXT, judge_id TEXT,
+    verdict TEXT, PRIMARY KEY (model_id, dataset, facet, item_id));
 CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, threshold TEXT,
     result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
 """
@@ -62,6 +64,16 @@ class TrialStore:
     def screens(self, dataset: str) -> dict[str, dict]:
         rows = self.conn.execute("SELECT facet, excluded, considered FROM screens WHERE dataset = ?", (dataset,))
         return {f: {"excluded": e, "considered": c, "kept": c - e} for f, e, c in rows}
+
+    def add_judgements(self, model_id: str, dataset: str, facet: str, judge_id: str, verdicts: dict[str, str]) -> None:
+        with self.conn:
+            self.conn.executemany("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?)",
+                                  [(model_id, dataset, facet, i, judge_id, v) for i, v in verdicts.items()])
+
+    def judgements(self, model_id: str, dataset: str, facet: str) -> dict[str, str]:
+        rows = self.conn.execute("SELECT item_id, verdict FROM judgements WHERE model_id = ? AND dataset = ? "
+                                 "AND facet = ?", (model_id, dataset, facet))
+        return dict(rows.fetchall())
 
     def add_verdicts(self, model_id: str, dataset: str, facet: str, verdicts: list[dict]) -> None:
         with self.conn:

@@ -46,12 +46,14 @@ class FlipCell:
         with self._quiet():
             trials = self.auditor.trials(self.model_id, self.dataset, self.name)
             perm = self.auditor.trials(self.model_id, self.dataset, facet) if control else None
+            judged = getattr(get_facet(facet), "judged", False) and not control
+            verdicts = self.auditor.judgements(self.model_id, self.dataset, self.name, trials) if judged else None
         summaries, items = {}, None
         for r in readouts:
             if perm is not None:
                 summaries[r], table = control_summary(perm, trials, r, cfg.bootstrap_n, cfg.level, cfg.seed)
             else:
-                summaries[r], table = facet_summary(trials, r, cfg.bootstrap_n, cfg.level, cfg.seed)
+                summaries[r], table = facet_summary(trials, r, cfg.bootstrap_n, cfg.level, cfg.seed, verdicts)
             table = table.add_prefix(f"{r}:").rename(columns={f"{r}:item_id": "item_id"})
             items = table if items is None else items.merge(table, on="item_id")
         return summaries, items

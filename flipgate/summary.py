@@ -37,10 +37,16 @@ class Summary(dict):
 
 
 def facet_summary(trials: pd.DataFrame, readout: str, n_boot: int = 1000, level: float = 0.95,
-                  seed: int = 42) -> tuple[Summary, pd.DataFrame]:
-    """Metrics of one cell under one readout, and the per-item table behind them."""
+                  seed: int = 42, judgements: dict[str, str] | None = None) -> tuple[Summary, pd.DataFrame]:
+    """Metrics of one cell under one readout, and the per-item table behind them. With judge
+    ``judgements`` (item -> verdict) also the sem-flip rate (SPEC §3.5)."""
     df = answers_frame(trials, readout)
     items = M.item_table(df)
+    if judgements is not None:
+        from flipgate.judge import UNPARSABLE, is_sem_flip
+
+        items["judge_verdict"] = items["item_id"].map(lambda i: judgements.get(i, UNPARSABLE))
+        items["sem_flip"] = items["judge_verdict"].map(is_sem_flip)
     correct = df["correct"].map(lambda c: np.nan if c is None else float(c))
     summary = Summary()
     summary.add_mean("flip_rate", items["any_flip"].astype(float), n_boot, level, seed)
@@ -48,6 +54,9 @@ def facet_summary(trials: pd.DataFrame, readout: str, n_boot: int = 1000, level:
     summary.add_mean("pairwise_disagreement", items["pairwise_disagreement"].astype(float), n_boot, level, seed)
     summary.add_mean("parse_rate", df["answer"].notna().astype(float), n_boot, level, seed, cluster=df["item_id"])
     summary.add_mean("accuracy", correct, n_boot, level, seed, cluster=df["item_id"])
+    if judgements is not None:
+        summary.add_mean("sem_flip_rate", items["sem_flip"], n_boot, level, seed)
+        summary.add_mean("judge_parse_rate", items["sem_flip"].notna().astype(float), n_boot, level, seed)
     summary.update({
         "acc_swing": {"estimate": M.acc_swing(df), "ci": None},
         "n_items": int(len(items)),

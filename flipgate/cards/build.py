@@ -82,7 +82,9 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
         readouts, primaries[facet] = readouts_for(facet, model_readouts, model_primary)
         part = trials[trials["facet"] == cell]
         if control is None:
-            order[cell] = {r: facet_summary(part, r, n_boot, level, seed)[0] for r in readouts}
+            judged = getattr(FACETS[facet], "judged", False)
+            verdicts = store.judgements(model_id, dataset, cell) if judged else None
+            order[cell] = {r: facet_summary(part, r, n_boot, level, seed, verdicts)[0] for r in readouts}
         else:
             perm = trials[trials["facet"] == facet]
             controls[cell] = {r: (control_summary(perm, part, r, n_boot, level, seed)[0] if len(perm)

@@ -25,6 +25,7 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "synthetic_multihop": lambda name, **kw: synthetic.generate(name, "chunks", **kw),
     "synthetic_rag": lambda name, **kw: synthetic.generate(name, "documents", **kw),
     "synthetic_shapes": shapes.generate,
+    "synthetic_mixed": shapes.generate_mixed,
     "mantis_eval": hub.load_mantis_eval,
     "medframeqa": hub.load_medframeqa,
 }

@@ -65,3 +65,32 @@ def generate(dataset: str, n: int = 200, seed: int = 42) -> list[Item]:
                           images=tuple(draw(s, c) for s, c in zip(shapes, colours)),
                           meta={"shapes": shapes, "colours": colours}))
     return items
+
+
+def generate_mixed(dataset: str, n: int = 200, seed: int = 42) -> list[Item]:
+    """Mixed text + image component sets: two or three short passages and one or two drawn shapes.
+    Half the questions are answered by a passage, half by an image."""
+    from flipgate.items.item import Passage
+    from flipgate.items.synthetic import _a, _world
+
+    rng = random.Random(f"{dataset}:{seed}")
+    items = []
+    for i in range(n):
+        used: set[str] = set()
+        worlds = [_world(rng, used) for _ in range(rng.randint(2, 3))]
+        passages = tuple(Passage(f"{w['person']} works as {_a(w['trade'])} in {w['city']}.", w["person"]) for w in worlds)
+        figures = [(rng.choice(SHAPES), rng.choice(list(COLOURS))) for _ in range(rng.randint(1, 2))]
+        if len({s for s, _ in figures}) < len(figures):
+            figures = figures[:1]
+        if rng.random() < 0.5:
+            target = rng.choice(worlds)
+            question, answer = f"In which city does {target['person']} work?", target["city"]
+        else:
+            shape, colour = rng.choice(figures)
+            question, answer = f"What colour is the {shape} in the images?", colour
+        components = [("text", j) for j in range(len(passages))] + [("image", j) for j in range(len(figures))]
+        rng.shuffle(components)
+        items.append(Item(f"{dataset}/{i}", dataset, question, passages=passages, answer=answer,
+                          images=tuple(draw(s, c) for s, c in figures),
+                          meta={"components": tuple(components)}))
+    return items

@@ -1,0 +1,61 @@
+"""mixed_modality_order facet (SPEC §3.5, FP §3, App. H): permute a whole heterogeneous sequence
+of text and image components; free-form answers.
+
+Two flip notions: text-flip (the exact answer strings differ; an upper bound) and sem-flip (a
+judge says the K answers are not equivalent). Correctness is exact match against a short gold.
+"""
+from __future__ import annotations
+
+from flipgate.backends.base import Request
+from flipgate.hashing import sha256_text
+from flipgate.items.item import Item
+from flipgate.scoring import exact_match
+
+MIXED_TEMPLATE = (
+    "Read every item below (text passages and images) before answering. Answer the question in one or two "
+    "sentences. On the final line, output your answer preceded by \"Answer: \".\n\n{components}\n\n"
+    "Question: {question}"
+)
+
+
+class MixedModalityOrder:
+    name = "mixed_modality_order"
+    template_id = "fp-mixed-v1"
+    template = MIXED_TEMPLATE
+    template_sha256 = sha256_text(MIXED_TEMPLATE)
+    readouts = ("regex",)
+    scoring = "exact answer string (text-flip); judge verdict over the K answers (sem-flip); EM vs short gold"
+    needs_images = True
+    judged = True
+    max_new_tokens = 32
+
+    def keep(self, item: Item) -> bool:
+        kinds = {kind for kind, _ in item.meta.get("components", ())}
+        return kinds == {"text", "image"} and 2 <= len(item.meta["components"]) <= 6
+
+    def n_units(self, item: Item) -> int:
+        return len(item.meta["components"])
+
+    def n_classes(self, item: Item, k: int) -> int:
+        return k
+
+    def render(self, item: Item, perm: tuple[int, ...], seed: int = 0, key: tuple = ()) -> Request:
+        components = item.meta["components"]
+        shown, images = [], []
+        for slot, src in enumerate(perm):
+            kind, index = components[src]
+            if kind == "image":
+                shown.append(f"[{slot + 1}] <image>")
+                images.append(item.images[index])
+            else:
+                shown.append(f"[{slot + 1}] {item.passages[index].text.strip()}")
+        prompt = self.template.format(components="\n\n".join(shown), question=item.question.strip())
+        return Request((("user", prompt),), "Answer:", (), seed, key, self.max_new_tokens, tuple(images))
+
+    def map_back(self, answer: str | None, item: Item, perm: tuple[int, ...]) -> str | None:
+        return answer.strip() if answer and answer.strip() else None  # text-flip compares exact strings
+
+    def is_correct(self, content: str | None, item: Item) -> bool | None:
+        if item.answer is None:
+            return None
+        return exact_match(content, (item.answer, *item.aliases))
