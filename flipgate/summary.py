@@ -87,7 +87,8 @@ def control_summary(perm: pd.DataFrame, same: pd.DataFrame, readout: str, n_boot
     summary["flip_rate_same"] = same_summary["flip_rate"]
     summary.draws["flip_rate_same"] = same_summary.draws["flip_rate"]
     summary["flip_rate_perm"] = {"estimate": fr_perm, "ci": None}
-    summary.add("delta_order", M.delta_order(fr_perm, fr_same) if len(a) else float("nan"),
+    both = ~(np.isnan(a) | np.isnan(b))  # Δ_order over the items both arms could score
+    summary.add("delta_order", float(a[both].mean() - b[both].mean()) if both.any() else float("nan"),
                 M.paired_bootstrap_draws(a, b, n_boot, seed), level)
     summary["ordering_excess_share"] = {"estimate": M.ordering_excess_share(fr_perm, fr_same), "ci": None}
     return summary, joined

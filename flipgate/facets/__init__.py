@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from flipgate import FlipgateError
 from flipgate.facets.base import Facet
+from flipgate.facets.demoted import DialogTurnOrder, FewShotOrder, ToolDescriptionOrder
 from flipgate.facets.image_set import ImageSetOrder
 from flipgate.facets.mixed import MixedModalityOrder
 from flipgate.facets.option_order import OptionOrder
 from flipgate.facets.passages import DocumentRankOrder, EvidenceChunkOrder
 
 FACETS: dict[str, Facet] = {f.name: f for f in [OptionOrder(), EvidenceChunkOrder(), DocumentRankOrder(),
-                                                 ImageSetOrder(), MixedModalityOrder()]}
+                                                 ImageSetOrder(), MixedModalityOrder(), FewShotOrder(),
+                                                 DialogTurnOrder(), ToolDescriptionOrder()]}
 #: controls re-use a facet's rendering under the canonical ordering (SPEC §3.6)
 CONTROLS: tuple[str, ...] = ("same_ordering",)
 

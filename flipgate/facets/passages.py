@@ -7,9 +7,9 @@ content label is the normalised answer string, invariant under the permutation.
 from __future__ import annotations
 
 from flipgate.backends.base import Request
+from flipgate.facets.short_answer import SHORT_ANSWER_TOKENS, ShortAnswerFacet
 from flipgate.hashing import sha256_text
 from flipgate.items.item import Item
-from flipgate.scoring import exact_match, normalize_answer
 
 INSTRUCTIONS = (
     "Read every {unit} below before answering. Answer the question with a short answer (a few words, "
@@ -17,18 +17,15 @@ INSTRUCTIONS = (
 )
 CHUNK_TEMPLATE = INSTRUCTIONS.format(unit="evidence passage") + "{evidence}\n\nQuestion: {question}"
 DOCUMENT_TEMPLATE = INSTRUCTIONS.format(unit="retrieved document") + "{evidence}\n\nQuestion: {question}"
-SHORT_ANSWER_TOKENS = 16
 
 
-class _PassageOrder:
+class _PassageOrder(ShortAnswerFacet):
     """Shared logic; subclasses set the name, template, unit bounds and how one unit is shown."""
 
     name = ""
     template_id = ""
     template = ""
     min_units, max_units = 2, 6
-    readouts = ("regex",)
-    scoring = "SQuAD-normalised short answer; exact match against gold and aliases"
 
     @property
     def template_sha256(self) -> str:
@@ -40,9 +37,6 @@ class _PassageOrder:
     def n_units(self, item: Item) -> int:
         return len(item.passages)
 
-    def n_classes(self, item: Item, k: int) -> int:
-        return k  # free-form answers: C = K (SPEC §3 OSI)
-
     def show(self, slot: int, item: Item, source: int) -> str:
         raise NotImplementedError
 
@@ -50,16 +44,6 @@ class _PassageOrder:
         evidence = "\n\n".join(self.show(slot, item, src) for slot, src in enumerate(perm))
         prompt = self.template.format(evidence=evidence, question=item.question.strip())
         return Request((("user", prompt),), "Answer:", (), seed, key, SHORT_ANSWER_TOKENS)
-
-    def map_back(self, answer: str | None, item: Item, perm: tuple[int, ...]) -> str | None:
-        if answer is None:
-            return None
-        return normalize_answer(answer) or None
-
-    def is_correct(self, content: str | None, item: Item) -> bool | None:
-        if item.answer is None:
-            return None
-        return exact_match(content, (item.answer, *item.aliases))
 
 
 class EvidenceChunkOrder(_PassageOrder):

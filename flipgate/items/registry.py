@@ -26,6 +26,9 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "synthetic_rag": lambda name, **kw: synthetic.generate(name, "documents", **kw),
     "synthetic_shapes": shapes.generate,
     "synthetic_mixed": shapes.generate_mixed,
+    "basic_arithmetic_few_shot": offline.load_basic_arithmetic_few_shot,
+    "synthetic_dialog": synthetic.generate_dialogs,
+    "synthetic_tools": synthetic.generate_tool_queries,
     "mantis_eval": hub.load_mantis_eval,
     "medframeqa": hub.load_medframeqa,
 }

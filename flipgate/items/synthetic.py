@@ -66,3 +66,44 @@ def generate(dataset: str, units: str = "chunks", n: int = 200, seed: int = 42) 
         items.append(Item(f"{dataset}/{i}", dataset, question, passages=tuple(passages[j] for j in order),
                           answer=target["country"], meta={"hops": 2 if units == "chunks" else 1}))
     return items
+
+
+_TOOLS = [
+    ("weather_forecast", "get the weather forecast for a city and date", "Will it rain in {city} tomorrow?"),
+    ("currency_convert", "convert an amount of money between two currencies", "How many euros are 40 dollars?"),
+    ("calendar_add", "add an event to the user's calendar", "Put lunch with {person} on my calendar for Friday."),
+    ("flight_search", "search flights between two airports", "Find me a flight from {city} to Lisbon."),
+    ("translate_text", "translate a text into another language", "How do you say 'good morning' in Finnish?"),
+    ("unit_convert", "convert a quantity between units of measure", "What is 12 miles in kilometres?"),
+    ("send_email", "send an email to a contact", "Email {person} that the meeting moved to 3pm."),
+    ("stock_quote", "get the latest price of a stock", "What is the share price of Acme Corp right now?"),
+]
+
+
+def generate_dialogs(dataset: str, n: int = 200, seed: int = 42) -> list[Item]:
+    """Notes told across earlier dialog turns (3–6), then a question that needs one of them."""
+    rng = random.Random(f"{dataset}:{seed}")
+    items = []
+    for i in range(n):
+        used: set[str] = set()
+        people = [_name(rng, 2, used) for _ in range(rng.randint(3, 6))]
+        codes = [str(rng.randint(1000, 9999)) for _ in people]
+        turns = tuple(f"Please remember: {p}'s locker code is {c}." for p, c in zip(people, codes))
+        target = rng.randrange(len(people))
+        items.append(Item(f"{dataset}/{i}", dataset, f"What is {people[target]}'s locker code?",
+                          answer=codes[target], meta={"turns": turns}))
+    return items
+
+
+def generate_tool_queries(dataset: str, n: int = 200, seed: int = 42) -> list[Item]:
+    """A user request that exactly one of 4–6 described tools serves (a disambiguating query)."""
+    rng = random.Random(f"{dataset}:{seed}")
+    items = []
+    for i in range(n):
+        used: set[str] = set()
+        tools = rng.sample(_TOOLS, rng.randint(4, 6))
+        name, _, query = rng.choice(tools)
+        question = query.format(city=_name(rng, 3, used), person=_name(rng, 2, used))
+        items.append(Item(f"{dataset}/{i}", dataset, question, answer=name,
+                          meta={"tools": tuple((t, d) for t, d, _ in tools)}))
+    return items
