@@ -5,7 +5,7 @@ They run only when models.yaml lists them under ``audit.facets``.
 from __future__ import annotations
 
 from flipgate.backends.base import Request
-from flipgate.facets.short_answer import SHORT_ANSWER_TOKENS, ShortAnswerFacet
+from flipgate.facets.short_answer import ShortAnswerFacet
 from flipgate.hashing import sha256_text
 from flipgate.items.item import Item
 
@@ -47,7 +47,7 @@ class FewShotOrder(_UnitOrder):
         shots = item.meta[self.unit_key]
         examples = "\n\n".join(f"Problem: {shots[src][0]}\nAnswer: {shots[src][1]}" for src in perm)
         prompt = self.template.format(examples=examples, question=item.question.strip())
-        return Request((("user", prompt),), "Answer:", (), seed, key, SHORT_ANSWER_TOKENS)
+        return self.ask(prompt, seed, key)
 
 
 class DialogTurnOrder(_UnitOrder):
@@ -62,7 +62,7 @@ class DialogTurnOrder(_UnitOrder):
         for src in perm:  # each earlier turn: the user states a note, the assistant acknowledges it
             messages += [("user", turns[src]), ("assistant", "Noted.")]
         messages.append(("user", self.template.format(question=item.question.strip())))
-        return Request(tuple(messages), "Answer:", (), seed, key, SHORT_ANSWER_TOKENS)
+        return self.ask(tuple(messages), seed, key)
 
 
 class ToolDescriptionOrder(_UnitOrder):
@@ -75,4 +75,4 @@ class ToolDescriptionOrder(_UnitOrder):
         tools = item.meta[self.unit_key]
         listed = "\n".join(f"- {tools[src][0]}: {tools[src][1]}" for src in perm)
         prompt = self.template.format(tools=listed, question=item.question.strip())
-        return Request((("user", prompt),), "Answer:", (), seed, key, SHORT_ANSWER_TOKENS)
+        return self.ask(prompt, seed, key)

@@ -7,7 +7,7 @@ content label is the normalised answer string, invariant under the permutation.
 from __future__ import annotations
 
 from flipgate.backends.base import Request
-from flipgate.facets.short_answer import SHORT_ANSWER_TOKENS, ShortAnswerFacet
+from flipgate.facets.short_answer import ShortAnswerFacet
 from flipgate.hashing import sha256_text
 from flipgate.items.item import Item
 
@@ -43,7 +43,7 @@ class _PassageOrder(ShortAnswerFacet):
     def render(self, item: Item, perm: tuple[int, ...], seed: int = 0, key: tuple = ()) -> Request:
         evidence = "\n\n".join(self.show(slot, item, src) for slot, src in enumerate(perm))
         prompt = self.template.format(evidence=evidence, question=item.question.strip())
-        return Request((("user", prompt),), "Answer:", (), seed, key, SHORT_ANSWER_TOKENS)
+        return self.ask(prompt, seed, key)
 
 
 class EvidenceChunkOrder(_PassageOrder):

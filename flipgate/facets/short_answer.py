@@ -1,6 +1,7 @@
 """Shared scoring for facets with a free-form short answer (FP §3: normalised exact match)."""
 from __future__ import annotations
 
+from flipgate.backends.base import Request
 from flipgate.items.item import Item
 from flipgate.scoring import exact_match, normalize_answer
 
@@ -12,6 +13,12 @@ class ShortAnswerFacet:
 
     readouts = ("regex",)
     scoring = "SQuAD-normalised short answer; exact match against gold and aliases"
+
+    @staticmethod
+    def ask(prompt: str | tuple[tuple[str, str], ...], seed: int, key: tuple) -> Request:
+        """A free-form request: one user prompt (or whole chat), answer after "Answer:"."""
+        messages = (("user", prompt),) if isinstance(prompt, str) else prompt
+        return Request(messages, "Answer:", (), seed, key, SHORT_ANSWER_TOKENS)
 
     def n_classes(self, item: Item, k: int) -> int:
         return k  # free-form answers: C = K (SPEC §3 OSI)
