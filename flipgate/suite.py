@@ -62,9 +62,10 @@ class FlipCell:
         try:
             thresholds: ThresholdSet = load_thresholds(self.thresholds_dir, self.model_id)
             facet = get_facet(split_cell(self.name)[1])
-            if getattr(facet, "needs_images", False) and \
-                    not getattr(self.auditor.backend(self.model_id), "supports_images", False):
-                pytest.skip(f"model {self.model_id!r} takes no images: {facet.name} not measured")
+            needs_images = getattr(facet, "needs_images", False) or \
+                any(it.images for it in self.auditor.items(self.dataset, facet.name))
+            if needs_images and not getattr(self.auditor.backend(self.model_id), "supports_images", False):
+                pytest.skip(f"model {self.model_id!r} takes no images: {facet.name} on {self.dataset} not measured")
             summaries, items = self.measure()
         except FlipgateError as exc:
             pytest.fail(f"flipgate: {exc}", pytrace=False)

@@ -95,7 +95,7 @@ def test_text_only_model_skips_image_facet(tmp_path):
     (tmp_path / "thr").mkdir()
     (tmp_path / "thr" / "default.yaml").write_text("thresholds: []\n")
     cell = FlipCell(auditor, str(tmp_path / "thr"), "image_set_order", "scripted", "synthetic_shapes")
-    with pytest.raises(Skipped, match="takes no images: image_set_order not measured"):
+    with pytest.raises(Skipped, match="takes no images: image_set_order on synthetic_shapes not measured"):
         cell.run()
 
 
@@ -130,3 +130,34 @@ def test_medframeqa_loader_gold_by_text_and_bad_answer(tmp_path):
     from flipgate import FlipgateError
     with pytest.raises(FlipgateError, match="row 1: field 'answer' value 'w'"):
         load_medframeqa("medframeqa", data_files=str(path))
+
+
+def test_mathvision_loader_keeps_option_rows_with_their_figure(tmp_path):
+    rows = [{"id": "1", "question": "<image1>\nWhich shape is larger?", "options": ["A", "B", "C", "D", "E"],
+             "image": "images/1.jpg", "decoded_image": _image_cell("red"), "answer": "C", "solution": None,
+             "level": 2, "subject": "metric geometry"},
+            {"id": "2", "question": "How many?", "options": [], "image": "images/2.jpg",
+             "decoded_image": _image_cell("blue"), "answer": "7", "solution": None, "level": 1, "subject": "counting"}]
+    path = tmp_path / "test.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    from flipgate.items.hub import load_mathvision
+
+    (item,) = load_mathvision("mathvision", data_files=str(path))
+    assert item.question == "Which shape is larger?" and item.gold == 2 and len(item.images) == 1
+    req = get_facet("option_order").render(item, (4, 3, 2, 1, 0))
+    assert req.images == item.images and req.messages[0][1].startswith("<image>\n")
+
+
+def test_medxpertqa_loader(tmp_path):
+    import json
+
+    rows = [{"id": "Text-0", "question": "A 45-year-old man... Which is next?\nAnswer Choices: (A) x (B) y (C) z",
+             "options": {"A": "x", "B": "y", "C": "z"}, "label": "B", "medical_task": "Treatment",
+             "body_system": "Cardiovascular", "question_type": "Reasoning"}]
+    path = tmp_path / "test.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    from flipgate.items.hub import load_medxpertqa
+
+    (item,) = load_medxpertqa("medxpertqa", data_files=str(path))
+    assert item.question == "A 45-year-old man... Which is next?" and item.options == ("x", "y", "z")
+    assert item.gold == 1 and not item.images

@@ -34,7 +34,9 @@ class OptionOrder(ChoiceFacet):
         labels = self.labels(item)
         lines = "\n".join(f"{labels[slot]}. {item.options[src]}" for slot, src in enumerate(perm))
         prompt = self.template.format(question=item.question.strip(), options=lines)
-        return Request((("user", prompt),), "Answer:", labels, seed, key)
+        if item.images:  # e.g. MathVision: the figure comes first, unpermuted
+            prompt = "<image>\n" * len(item.images) + prompt
+        return Request((("user", prompt),), "Answer:", labels, seed, key, images=item.images)
 
     def map_back(self, label: str | None, item: Item, perm: tuple[int, ...]) -> int | None:
         if label is None:

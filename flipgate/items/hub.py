@@ -168,3 +168,40 @@ def load_medframeqa(dataset: str, split: str = "test", data_files=None, revision
     """SuhaoYu1020/MedFrameQA: question_id, question, options, image (2–5 frames), answer."""
     rows = _rows("SuhaoYu1020/MedFrameQA", split, data_files, revision)
     return _image_mcq_items(rows, dataset, data_files or "SuhaoYu1020/MedFrameQA", split, "image", "question_id")
+
+
+def load_mathvision(dataset: str, split: str = "test", data_files=None, revision=None) -> list[Item]:
+    """MathLLMs/MathVision: id, question, options, decoded_image, answer (a letter when options exist).
+    Rows without options (free-form answers) are skipped: option_order needs options."""
+    rows = _rows("MathLLMs/MathVision", split, data_files, revision)
+    items = []
+    for i, row in enumerate(rows):
+        where = f"{data_files or 'MathLLMs/MathVision'} [{split}] row {i}"
+        if not row.get("options"):
+            continue
+        question, options, answer, image = require(row, ["question", "options", "answer", "decoded_image"], where)
+        question = question.replace("<image1>", "").strip()
+        items.append(Item(f"{dataset}/{row.get('id', i)}", dataset, question, tuple(options),
+                          _letter_gold(answer, list(options), where), images=(_image_bytes(image, where),),
+                          meta={"subject": row.get("subject"), "level": row.get("level")}))
+    return items
+
+
+def load_medxpertqa(dataset: str, split: str = "test", data_files=None, revision=None) -> list[Item]:
+    """TsinghuaC3I/MedXpertQA (config Text): id, question (with an "Answer Choices:" tail), options
+    {A: ..., ...}, label (the gold letter)."""
+    rows = _rows("TsinghuaC3I/MedXpertQA", split, data_files, revision, config="Text")
+    items = []
+    for i, row in enumerate(rows):
+        where = f"{data_files or 'TsinghuaC3I/MedXpertQA'} [{split}] row {i}"
+        question, options = require(row, ["question", "options"], where)
+        gold = row.get("label") or row.get("answer")
+        if not isinstance(options, dict):
+            raise FlipgateError(f"{where}: field 'options' must map letters to options (value: {options!r:.80})")
+        letters = sorted(k for k, v in options.items() if v is not None)
+        texts = [options[k] for k in letters]
+        question = re.split(r"\n?\s*Answer Choices:", question)[0].strip()
+        items.append(Item(f"{dataset}/{row.get('id', i)}", dataset, question, tuple(texts),
+                          _letter_gold(gold, texts, where),
+                          meta={"medical_task": row.get("medical_task"), "body_system": row.get("body_system")}))
+    return items

@@ -29,6 +29,8 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "basic_arithmetic_few_shot": offline.load_basic_arithmetic_few_shot,
     "synthetic_dialog": synthetic.generate_dialogs,
     "synthetic_tools": synthetic.generate_tool_queries,
+    "mathvision": hub.load_mathvision,
+    "medxpertqa": hub.load_medxpertqa,
     "mantis_eval": hub.load_mantis_eval,
     "medframeqa": hub.load_medframeqa,
 }
