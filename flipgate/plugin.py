@@ -141,13 +141,10 @@ def flip_cell(request, flipgate_auditor):
 def pytest_sessionfinish(session, exitstatus):
     """Controller only: build GRID cards from the run's trials store, add them to Allure."""
     config = session.config
-    if getattr(config, "workerinput", None) is not None or config._flipgate_config is None and \
-            not (_resolve(config, "--runs-dir") / config._flipgate_run_id / "trials.sqlite").exists():
-        return
     store_path = _resolve(config, "--runs-dir") / config._flipgate_run_id / "trials.sqlite"
-    if not store_path.exists():
+    if getattr(config, "workerinput", None) is not None or not store_path.exists():
         return
-    from flipgate.cards import write_cards
+    from flipgate.cards.build import library_versions, q_values, write_cards
     from flipgate.report import add_card_results, write_environment
     from flipgate.store import TrialStore
 
@@ -162,8 +159,6 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return
     lines = [f"flipgate: run {config._flipgate_run_id}, trials in {store_path}"]
-    from flipgate.cards.build import q_values
-
     qvals = q_values(store)
     failed = [qvals[key] for key in ((m, d, v.get("facet"), v["threshold"]) for m, d, v in store.all_verdicts()
                                      if v["verdict"] == "fail") if key in qvals]
@@ -176,8 +171,6 @@ def pytest_sessionfinish(session, exitstatus):
     if alluredir:
         results = Path(alluredir)
         add_card_results(results, written)
-        from flipgate.cards.build import library_versions
-
         props = {"run_id": config._flipgate_run_id, "models": ", ".join(cfg.models), "K": cfg.k,
                  "seed": cfg.seed, "items_per_dataset": config.getoption("--items-per-dataset") or cfg.items_per_dataset}
         props.update({f"lib.{k}": v for k, v in library_versions().items()})
