@@ -90,3 +90,17 @@ def tiny_llava_dir(tmp_path_factory) -> Path:
     LlavaForConditionalGeneration(cfg).save_pretrained(out)
     processor.save_pretrained(out)
     return out
+
+
+def llava_auditor(model_dir: Path, tmp_path: Path, facet: str, dataset: str, n_items: int):
+    """An Auditor over the tiny LLaVA for one facet × dataset (letter log-prob primary)."""
+    from flipgate.audit import Auditor, Paths
+    from flipgate.config import AuditConfig
+    from flipgate.items import DatasetSpec
+
+    model = {"id": "llava", "backend": "hf", "source": {"path": str(model_dir)}, "max_new_tokens": 2,
+             "readouts": ["letter_logprob", "regex"], "primary_readout": "letter_logprob"}
+    cfg = AuditConfig(tmp_path / "models.yaml", {"llava": model}, items_per_dataset=n_items, bootstrap_n=200,
+                      facets={facet: [DatasetSpec(dataset)]})
+    return Auditor(cfg, "r1", Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path),
+                   progress=False)

@@ -5,9 +5,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from flipgate.audit import Auditor, Paths
 from flipgate.backends.hf import HFBackend
-from flipgate.config import AuditConfig
 from flipgate.facets import get_facet
 from flipgate.facets.image_set import position_reference
 from flipgate.grammar import orderings
@@ -71,12 +69,9 @@ def test_tiny_llava_backend_sees_image_order(tiny_llava_dir, tmp_path):
 
 
 def test_image_cell_through_the_runner_records_screen(tiny_llava_dir, tmp_path):
-    model = {"id": "llava", "backend": "hf", "source": {"path": str(tiny_llava_dir)}, "max_new_tokens": 2,
-             "readouts": ["letter_logprob", "regex"], "primary_readout": "letter_logprob"}
-    cfg = AuditConfig(tmp_path / "models.yaml", {"llava": model}, items_per_dataset=4, bootstrap_n=200,
-                      facets={"image_set_order": [DatasetSpec("synthetic_shapes")]})
-    auditor = Auditor(cfg, "r1", Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path),
-                      progress=False)
+    from conftest import llava_auditor
+
+    auditor = llava_auditor(tiny_llava_dir, tmp_path, "image_set_order", "synthetic_shapes", 4)
     df = auditor.trials("llava", "synthetic_shapes", "image_set_order")
     s, _ = facet_summary(df, "letter_logprob", n_boot=200)
     assert s["n_items"] == 4 and s["k"] == 6 and s["parse_rate"]["estimate"] == 1.0

@@ -61,15 +61,9 @@ def test_sem_flip_rate_from_planted_judgements():
 
 
 def test_mixed_cell_with_tiny_llava_and_judge(tiny_llava_dir, tmp_path):
-    from flipgate.audit import Auditor, Paths
-    from flipgate.config import AuditConfig
+    from conftest import llava_auditor
 
-    model = {"id": "llava", "backend": "hf", "source": {"path": str(tiny_llava_dir)}, "max_new_tokens": 2,
-             "readouts": ["regex", "letter_logprob"], "primary_readout": "letter_logprob"}
-    cfg = AuditConfig(tmp_path / "models.yaml", {"llava": model}, items_per_dataset=3, bootstrap_n=200,
-                      facets={"mixed_modality_order": [DatasetSpec("synthetic_mixed")]})
-    auditor = Auditor(cfg, "r1", Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path),
-                      progress=False)
+    auditor = llava_auditor(tiny_llava_dir, tmp_path, "mixed_modality_order", "synthetic_mixed", 3)
     trials = auditor.trials("llava", "synthetic_mixed", "mixed_modality_order")
     assert len(trials) == 18 and auditor.readouts("llava", "mixed_modality_order") == (["regex"], "regex")
     verdicts = auditor.judgements("llava", "synthetic_mixed", "mixed_modality_order", trials)
