@@ -40,7 +40,7 @@ class Auditor:
         self.config = config
         self.run_id = run_id
         self.paths = paths
-        self.n_items = items_per_dataset or config.items_per_dataset
+        self.n_override = items_per_dataset  # --items-per-dataset: one N for every dataset
         self.progress = progress
         self.store = TrialStore(paths.store)
         self.cache = ResponseCache(paths.cache) if paths.cache else None
@@ -65,11 +65,13 @@ class Auditor:
         (e.g. position references) excludes on the way are counted in the store."""
         facet = get_facet(facet_name)
         screen = getattr(facet, "screen", None)
+        spec = self.config.dataset(dataset)
+        n_items = self.n_override or spec.n or self.config.items_per_dataset
         kept, excluded = [], 0
-        for item in load_items(self.config.dataset(dataset), None, self.config.seed):
+        for item in load_items(spec, None, self.config.seed):
             if facet.keep(item):
                 kept.append(item)
-                if len(kept) == self.n_items:
+                if len(kept) == n_items:
                     break
             elif screen is not None and screen(item) is not None:
                 excluded += 1

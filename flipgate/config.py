@@ -40,7 +40,9 @@ def read_yaml(path: Path | str, schema_name: str) -> dict:
     except yaml.YAMLError as exc:
         raise FlipgateError(f"{path}: not valid YAML: {exc}") from None
     validator = jsonschema.Draft202012Validator(_schema(schema_name))
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    # best_match descends into oneOf/anyOf branches to the error that names the real field
+    errors = sorted((jsonschema.exceptions.best_match([e]) for e in validator.iter_errors(data)),
+                    key=lambda e: list(e.absolute_path))
     if errors:
         lines = [f"{path}: field {_path(e.absolute_path)}: {e.message}"
                  + (f" (value: {e.instance!r})" if not isinstance(e.instance, (dict, list)) else "")

@@ -119,7 +119,7 @@ def test_evidence_facet_scores_short_answers(tmp_path):
 
     def auditor_for(rule):
         a = make_auditor(tmp_path / str(id(rule)), ScriptedBackend(rule=rule))
-        a.config.facets, a.config.items_per_dataset, a.n_items = cfg_facets, 4, 4
+        a.config.facets, a.config.items_per_dataset = cfg_facets, 4
         return a
 
     right = auditor_for(lambda req: golds[req.key[1]])

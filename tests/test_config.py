@@ -28,6 +28,20 @@ def test_defaults_when_audit_section_missing(tmp_path):
     assert cfg.models["m1"]["primary_readout"] == "letter_logprob"
 
 
+def test_per_dataset_n_overrides_items_per_dataset(tmp_path):
+    from flipgate.audit import Auditor, Paths
+
+    text = ("audit:\n  items_per_dataset: 3\n  facets:\n    option_order:\n      datasets: [mmlu, {name: arc_easy, n: 5}]\n"
+            + GOOD_MODEL)
+    cfg = load_models(write(tmp_path / "models.yaml", text))
+    assert [(d.name, d.n) for d in cfg.facets["option_order"]] == [("mmlu", None), ("arc_easy", 5)]
+    paths = Paths(tmp_path / "t.sqlite", None, tmp_path / "manifests", tmp_path / "models")
+    auditor = Auditor(cfg, "r", paths, progress=False)
+    assert [len(auditor.items(d, "option_order")) for d in ("mmlu", "arc_easy")] == [3, 5]
+    quick = Auditor(cfg, "r", paths, items_per_dataset=2, progress=False)  # --items-per-dataset wins
+    assert [len(quick.items(d, "option_order")) for d in ("mmlu", "arc_easy")] == [2, 2]
+
+
 @pytest.mark.parametrize("text,needle", [
     ("models:\n  - id: m1\n    backend: vllm\n    source: {path: x}\n", "models[0].backend"),
     ("models:\n  - id: m1\n    backend: hf\n", "'source' is a required property"),
@@ -37,6 +51,7 @@ def test_defaults_when_audit_section_missing(tmp_path):
     ("audit:\n  facets:\n    option_ordr: {datasets: [mmlu]}\n" + GOOD_MODEL, "unknown facet (value: 'option_ordr')"),
     ("audit:\n  facets:\n    option_order: {datasets: [mmlu2]}\n" + GOOD_MODEL, "unknown dataset 'mmlu2'"),
     (GOOD_MODEL + "    readouts: [regex]\n    primary_readout: letter_logprob\n", "primary_readout"),
+    ("audit:\n  facets:\n    option_order: {datasets: [{name: mmlu, n: 0}]}\n" + GOOD_MODEL, "(value: 0)"),
 ])
 def test_bad_models_file_names_file_field_value(tmp_path, text, needle):
     path = write(tmp_path / "models.yaml", text)

@@ -38,36 +38,41 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A dataset as declared in models.yaml: registry ``name`` plus loader options."""
+    """A dataset as declared in models.yaml: registry ``name``, loader options and an optional
+    per-dataset item count ``n`` (overrides ``audit.items_per_dataset``)."""
 
     name: str
     options: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+    n: int | None = None
 
     @classmethod
     def parse(cls, value: Any, where: str) -> "DatasetSpec":
         if isinstance(value, str):
             name, options = value, {}
         elif isinstance(value, dict) and isinstance(value.get("name"), str):
-            name, options = value["name"], {k: v for k, v in value.items() if k != "name"}
+            name, options = value["name"], {k: v for k, v in value.items() if k not in ("name", "n")}
         else:
             raise FlipgateError(f"{where}: a dataset is a name or a mapping with 'name', got {value!r}")
         if name not in DATASETS:
             raise FlipgateError(f"{where}: unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
-        return cls(name, tuple(sorted(options.items())))
+        n = value.get("n") if isinstance(value, dict) else None
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise FlipgateError(f"{where}: field 'n' must be a positive integer (value: {n!r})")
+        return cls(name, tuple(sorted(options.items())), n)
 
 
 @functools.lru_cache(maxsize=16)
-def _all_items(spec: DatasetSpec) -> tuple[Item, ...]:
-    items = DATASETS[spec.name](spec.name, **dict(spec.options))
+def _all_items(name: str, options: tuple[tuple[str, Any], ...]) -> tuple[Item, ...]:
+    items = DATASETS[name](name, **dict(options))
     if not items:
-        raise FlipgateError(f"dataset {spec.name!r} loaded no rows")
+        raise FlipgateError(f"dataset {name!r} loaded no rows")
     return tuple(items)
 
 
 def load_items(spec: DatasetSpec, n: int | None, seed: int = 42,
                keep: Callable[[Item], bool] | None = None) -> list[Item]:
     """Seed-42 uniform shuffle of the whole dataset, facet filter ``keep``, first ``n``."""
-    items = _all_items(spec)
+    items = _all_items(spec.name, spec.options)
     order = np.random.default_rng(seed).permutation(len(items))
     chosen = [items[i] for i in order if keep is None or keep(items[i])]
     return chosen if n is None else chosen[:n]
