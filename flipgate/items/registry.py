@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flipgate import FlipgateError
-from flipgate.items import hub, offline, shapes, synthetic
+from flipgate.items import hub, hub_mixed, offline, shapes, synthetic
 from flipgate.items.item import Item
 
 # name -> loader(dataset_name, **options) -> all items
@@ -33,6 +33,9 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "medxpertqa": hub.load_medxpertqa,
     "mantis_eval": hub.load_mantis_eval,
     "medframeqa": hub.load_medframeqa,
+    "mramg_recipe": hub_mixed.load_mramg_recipe,
+    "mmdocrag": hub_mixed.load_mmdocrag,
+    "multimodalqa": hub_mixed.load_multimodalqa,
 }
 
 
