@@ -92,20 +92,17 @@ class Auditor:
         model = self.config.models[model_id]
         return readouts_for(facet_name, model["readouts"], model["primary_readout"])
 
-    def trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
-        """Trials of a facet cell (K manifest orderings, cached) or a control cell such as
-        ``same_ordering:option_order`` (canonical ordering K times with fresh seeds, cache bypassed
-        by design)."""
+    def cell_requests(self, dataset: str, name: str) -> tuple[list[tuple], list[Request]]:
+        """The plan ``[(item, condition, permutation, sample)]`` of a facet or control cell and its
+        rendered requests (manifest orderings; for a control the canonical ordering K times)."""
         control, facet_name = split_cell(name)
-        is_control = control is not None
         facet = get_facet(facet_name)
-        readouts = self.readouts(model_id, facet_name)[0]
         items = self.items(dataset, facet_name)
         if not items:
             raise FlipgateError(f"dataset {dataset!r} has no items that facet {facet_name!r} can permute")
         k = self.config.k
         plan = []  # (item, condition, perm, sample)
-        if is_control:
+        if control is not None:
             for it in items:
                 canonical = tuple(range(facet.n_units(it)))
                 plan += [(it, s, canonical, s) for s in range(k)]
@@ -114,9 +111,20 @@ class Auditor:
             for it in items:
                 plan += [(it, o, perm, 0) for o, perm in enumerate(manifest.entries[it.item_id])]
         requests = [facet.render(it, perm, seed=item_seed(f"{it.item_id}#{s}", len(perm), k, self.config.seed)
-                                 if is_control else 0, key=(dataset, it.item_id, name, o, s))
+                                 if control is not None else 0, key=(dataset, it.item_id, name, o, s))
                     for it, o, perm, s in plan]
-        outputs, cached = self._outputs(model_id, requests, use_cache=not is_control, label=f"{name}/{dataset}")
+        return plan, requests
+
+    def trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
+        """Trials of a facet cell (K manifest orderings, cached) or a control cell such as
+        ``same_ordering:option_order`` (canonical ordering K times with fresh seeds, cache bypassed
+        by design)."""
+        control, facet_name = split_cell(name)
+        facet = get_facet(facet_name)
+        readouts = self.readouts(model_id, facet_name)[0]
+        k = self.config.k
+        plan, requests = self.cell_requests(dataset, name)
+        outputs, cached = self._outputs(model_id, requests, use_cache=control is None, label=f"{name}/{dataset}")
         backend = self.backend(model_id)
         rows = []
         for (it, o, perm, s), req, out, hit in zip(plan, requests, outputs, cached):
@@ -181,24 +189,44 @@ class Auditor:
 
     def _call(self, backend: Backend, requests: list[Request], label: str,
               keys: list[str] | None = None) -> list[Output]:
-        """Call the backend in batches; with ``keys``, cache each batch as soon as it returns so
-        a failure or interruption loses nothing already computed."""
+        """Call the backend in batches (or, for a streaming API backend, all at once under its own
+        concurrency limit); with ``keys``, cache outputs as they return so a failure or
+        interruption loses nothing already computed."""
         outputs: list[Output] = []
-        step = max(1, getattr(backend, "batch_size", 8))
+        streaming = getattr(backend, "streams_outputs", False)
+        step = len(requests) if streaming else max(1, getattr(backend, "batch_size", 8))
         with tqdm(total=len(requests), desc=f"{backend.model_id} {label}", unit="call",
                   disable=not self.progress, leave=False) as bar:
             for start in range(0, len(requests), step):
                 chunk = requests[start:start + step]
+                chunk_keys = keys[start:start + step] if keys is not None and self.cache is not None else None
+                pending: dict[str, Output] = {}
+
+                def finished(i: int, out: Output) -> None:
+                    bar.update(1)
+                    if chunk_keys is not None:
+                        pending[chunk_keys[i]] = out
+                        if len(pending) >= 16:
+                            self._flush(backend.model_id, pending)
+
                 try:
-                    done = backend.complete(chunk)
+                    done = backend.complete(chunk, on_output=finished) if streaming else backend.complete(chunk)
                 except FlipgateError:
                     raise
                 except Exception as exc:
                     raise FlipgateError(f"model {backend.model_id!r}: backend call failed on {label} "
                                         f"(trial {chunk[0].key}): {type(exc).__name__}: {exc}") from exc
+                finally:
+                    self._flush(backend.model_id, pending)
                 outputs.extend(done)
-                if keys is not None and self.cache is not None:
-                    self.cache.put_many(backend.model_id, dict(zip(keys[start:start + step], done)))
-                bar.update(len(chunk))
+                if not streaming:
+                    bar.update(len(chunk))
+                    if chunk_keys is not None:
+                        self.cache.put_many(backend.model_id, dict(zip(chunk_keys, done)))
         self.calls += len(requests)
         return outputs
+
+    def _flush(self, model_id: str, pending: dict[str, Output]) -> None:
+        if pending and self.cache is not None:
+            self.cache.put_many(model_id, dict(pending))
+            pending.clear()

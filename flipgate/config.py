@@ -13,7 +13,7 @@ import jsonschema
 import yaml
 
 from flipgate import FlipgateError
-from flipgate.facets import CONTROLS, FACETS, split_cell
+from flipgate.facets import CONTROLS, FACETS, control_cell, split_cell
 from flipgate.items.registry import DatasetSpec
 
 SCHEMAS = Path(__file__).parent / "config_schemas"
@@ -68,12 +68,24 @@ class AuditConfig:
     #: model id of the LLM judge for judged facets (None: each model judges its own answers)
     judge: str | None = None
 
+    def cells(self) -> list[tuple[str, str]]:
+        """Every (facet or control cell, dataset) the audit runs, e.g. ("same_ordering:option_order", "mmlu")."""
+        out = [(name, d.name) for name, specs in self.facets.items() for d in specs]
+        return out + [(control_cell(c, f), d.name) for c, pairs in self.controls.items() for f, d in pairs]
+
     def dataset(self, name: str) -> DatasetSpec:
         for specs in self.facets.values():
             for spec in specs:
                 if spec.name == name:
                     return spec
         raise FlipgateError(f"{self.path}: dataset {name!r} is not declared under audit.facets")
+
+
+def default_readouts(model: dict) -> list[str]:
+    """Local models give label log-probs and text; API models text, plus log-probs where declared."""
+    if model["backend"] == "litellm" and not (model.get("capabilities") or {}).get("logprobs"):
+        return ["regex"]
+    return ["letter_logprob", "regex"]
 
 
 DEFAULT_PLAN = {"option_order": {"datasets": ["mmlu", "arc_challenge", "commonsense_qa"]}}
@@ -87,11 +99,11 @@ def load_models(path: Path | str) -> AuditConfig:
     for i, m in enumerate(data["models"]):
         if m["id"] in models:
             raise FlipgateError(f"{path}: field models[{i}].id: duplicate model id (value: {m['id']!r})")
-        primary = m.get("primary_readout", (m.get("readouts") or ["letter_logprob"])[0])
-        if primary not in m.get("readouts", [primary]):
+        readouts = m.get("readouts") or default_readouts(m)
+        primary = m.get("primary_readout", readouts[0])
+        if primary not in readouts:
             raise FlipgateError(f"{path}: field models[{i}].primary_readout: {primary!r} is not in readouts")
-        models[m["id"]] = {**m, "primary_readout": primary,
-                           "readouts": m.get("readouts", ["letter_logprob", "regex"])}
+        models[m["id"]] = {**m, "primary_readout": primary, "readouts": readouts}
     facets = {}
     for name, spec in (audit.get("facets") or DEFAULT_PLAN).items():
         if name not in FACETS:

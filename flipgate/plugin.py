@@ -29,6 +29,9 @@ def pytest_addoption(parser):
     g.addoption("--grid-cards-dir", default="grid_cards", help="where GRID cards are written")
     g.addoption("--runs-dir", default="reports/runs", help="where per-run trials stores are written")
     g.addoption("--manifests-dir", default="fixtures/manifests", help="permutation manifests")
+    g.addoption("--budget", type=float, default=None,
+                help="USD: pilot API models, project the run's cost, refuse to start when over")
+    g.addoption("--pilot-items", type=int, default=3, help="items per cell in the cost-guard pilot (default 3)")
 
 
 def _root(config) -> Path:
@@ -107,12 +110,9 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize(CELL_FIXTURE, params, indirect=True)
 
 
-@pytest.fixture(scope="session")
-def flipgate_auditor(request):
-    """This process's :class:`~flipgate.audit.Auditor` (models load once per worker)."""
+def _auditor(config):
     from flipgate.audit import Auditor, Paths
 
-    config = request.config
     cfg = _audit_config(config)
     workers = int((getattr(config, "workerinput", None) or {}).get("workercount", 1))
     if workers > 1:  # busy workers <= models (one xdist group per model): share the cores among them
@@ -126,6 +126,33 @@ def flipgate_auditor(request):
                   manifests=_resolve(config, "--manifests-dir"), models=cache_dir)
     return Auditor(cfg, run_id, paths, config.getoption("--items-per-dataset"),
                    progress=not getattr(config, "workerinput", None))
+
+
+@pytest.fixture(scope="session")
+def flipgate_auditor(request):
+    """This process's :class:`~flipgate.audit.Auditor` (models load once per worker)."""
+    return _auditor(request.config)
+
+
+def pytest_sessionstart(session):
+    """Controller only, with ``--budget``: the cost guard (pilot, projection, refusal)."""
+    config = session.config
+    budget = config.getoption("--budget")
+    if budget is None or getattr(config, "workerinput", None) is not None:
+        return
+    import json
+
+    from flipgate.cost import check_budget, project
+
+    try:
+        auditor = _auditor(config)
+        projections = [project(auditor, m, config.getoption("--pilot-items")) for m in auditor.config.models]
+        out = auditor.paths.store.parent / "cost_projection.json"
+        out.write_text(json.dumps({"budget_usd": budget, "models": [p.to_dict() for p in projections]}, indent=1))
+        table = check_budget(projections, budget)
+    except FlipgateError as exc:
+        pytest.exit(f"flipgate: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+    config._flipgate_cost = table.splitlines()
 
 
 @pytest.fixture
@@ -182,5 +209,5 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    for line in getattr(config, "_flipgate_summary", []):
+    for line in getattr(config, "_flipgate_cost", []) + getattr(config, "_flipgate_summary", []):
         terminalreporter.write_line(line)

@@ -12,11 +12,15 @@ def create_backend(model_cfg: dict) -> Backend:
         from flipgate.backends.hf import HFBackend
 
         return HFBackend(model_cfg)
+    if kind == "litellm":
+        from flipgate.backends.api import LiteLLMBackend
+
+        return LiteLLMBackend(model_cfg)
     if kind == "replay":
         from flipgate.backends.replay import ReplayBackend
 
         return ReplayBackend(model_cfg)
-    raise FlipgateError(f"model {model_cfg.get('id')!r}: unknown backend {kind!r} (known: hf, replay)")
+    raise FlipgateError(f"model {model_cfg.get('id')!r}: unknown backend {kind!r} (known: hf, litellm, replay)")
 
 
 __all__ = ["Backend", "Output", "Request", "create_backend"]

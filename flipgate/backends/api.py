@@ -1,0 +1,243 @@
+"""litellm backend: closed and hosted models (OpenAI, Anthropic, Gemini, any OpenAI-compatible server).
+
+Async calls under a concurrency limit; retries with exponential backoff and full jitter on 429,
+5xx, timeouts and connection errors, honouring Retry-After; other errors (401, 400, ...) fail at
+once. Each finished output is handed to ``on_output`` as it returns, so the caller can cache it
+and an interruption loses nothing already answered. The API key is read from the environment
+variable named in ``source.api_key_env`` and never stored, logged or put in an error message.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import math
+import os
+import random
+import time
+from typing import Any, Callable
+
+from flipgate import FlipgateError
+from flipgate.backends.base import Output, Request
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the bundled price map, no download
+
+RETRIABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+DEFAULT_CAPABILITIES = {"logprobs": False, "images": False, "seed": False}
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (Retry-After: seconds or an HTTP date), if it did."""
+    for headers in (getattr(exc, "litellm_response_headers", None),
+                    getattr(getattr(exc, "response", None), "headers", None)):
+        value = headers.get("retry-after") if headers is not None else None
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            parsed = email.utils.parsedate_tz(value)
+            if parsed is not None:
+                return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+    return None
+
+
+def is_retriable(exc: BaseException) -> bool:
+    import litellm
+
+    if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError, asyncio.TimeoutError)):
+        return True
+    return getattr(exc, "status_code", None) in RETRIABLE_STATUS
+
+
+def content_parts(text: str, images: tuple[bytes, ...]) -> str | list[dict]:
+    """OpenAI chat content: plain text, or text and data-URL image parts for each "<image>"."""
+    if "<image>" not in text:
+        return text
+    parts, chunks = [], text.split("<image>")
+    for i, chunk in enumerate(chunks):
+        if i:
+            data = images[i - 1]
+            mime = "image/jpeg" if data[:3] == b"\xff\xd8\xff" else "image/png"
+            parts.append({"type": "image_url",
+                          "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}})
+        if chunk:
+            parts.append({"type": "text", "text": chunk})
+    return parts
+
+
+def label_logprobs(logprobs: Any, labels: tuple[str, ...]) -> dict[str, float]:
+    """Log-probs of each label from ``top_logprobs`` at the answer position: the first generated
+    token that is a label (" B", "(B", "B"), else the first position with a label among its
+    alternatives; spellings of one label are summed."""
+    if not labels or logprobs is None:
+        return {}
+    content = getattr(logprobs, "content", None) or (logprobs.get("content") if isinstance(logprobs, dict) else None)
+
+    def get(obj: Any, key: str) -> Any:
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key)
+
+    def at(position: Any) -> dict[str, float]:
+        found: dict[str, list[float]] = {}
+        for top in get(position, "top_logprobs") or []:
+            label = get(top, "token").strip(" (*")
+            if label in labels:
+                found.setdefault(label, []).append(float(get(top, "logprob")))
+        return {k: math.log(sum(math.exp(v) for v in vs)) for k, vs in found.items()}
+
+    positions = content or []
+    for position in positions:
+        if get(position, "token").strip(" (*") in labels:
+            return at(position)
+    return next((found for found in map(at, positions) if found), {})
+
+
+class LiteLLMBackend:
+    """One models.yaml entry with ``backend: litellm``."""
+
+    streams_outputs = True
+
+    def __init__(self, cfg: dict[str, Any]):
+        import litellm
+
+        litellm.suppress_debug_info = True
+        self.model_id = cfg["id"]
+        source = cfg.get("source") or {}
+        if "model" not in source:
+            raise FlipgateError(f"model {self.model_id!r}: field source.model (the provider model id, e.g. "
+                                f"'openai/gpt-4o-mini') is required for backend litellm")
+        self.model = source["model"]
+        self.api_base = source.get("api_base")
+        self.key_env = source.get("api_key_env")
+        self._api_key = None
+        if self.key_env:
+            self._api_key = os.environ.get(self.key_env)
+            if not self._api_key:
+                raise FlipgateError(f"model {self.model_id!r}: environment variable {self.key_env!r} "
+                                    f"(source.api_key_env) is not set")
+        self.capabilities = {**DEFAULT_CAPABILITIES, **(cfg.get("capabilities") or {})}
+        self.decoding = dict(cfg.get("decoding") or {})
+        self.unsupported = set(cfg.get("unsupported_params") or ())
+        self.max_new_tokens = int(cfg.get("max_new_tokens", 16))
+        self.concurrency = int(cfg.get("concurrency", 8))
+        self.batch_size = 10 ** 9  # the backend windows its own requests under ``concurrency``
+        retries = cfg.get("retries") or {}
+        self.max_attempts = int(retries.get("max_attempts", 6))
+        self.base_delay_s = float(retries.get("base_delay_s", 1.0))
+        self.max_delay_s = float(retries.get("max_delay_s", 60.0))
+        self.timeout_s = float(cfg.get("timeout_s", 120.0))
+        self.price = cfg.get("price")
+        self.readouts = list(cfg.get("readouts", ["regex"]))
+        if "letter_logprob" in self.readouts and not self.capabilities["logprobs"]:
+            raise FlipgateError(f"model {self.model_id!r}: readout 'letter_logprob' needs capabilities.logprobs: "
+                                f"true (set it only if the provider returns logprobs)")
+        self.retries = 0  # retried attempts made by this process (reported by benchmarks and tests)
+        self.fingerprint = {"backend": "litellm", "source": self.model, "api_base": self.api_base,
+                            "weights_sha256": f"api:{self.model}", "revision": None, "dtype": None,
+                            "quantization": None, "tokenizer_sha256": None, "chat_template_sha256": None,
+                            "capabilities": self.capabilities}
+        self.settings = {"backend": "litellm", "model": self.model, "api_base": self.api_base,
+                         "decoding": self.params_preview(), "max_new_tokens": self.max_new_tokens,
+                         "temperature": self.decoding.get("temperature", 0.0),
+                         "readouts": sorted(self.readouts)}
+
+    @property
+    def supports_images(self) -> bool:
+        return bool(self.capabilities["images"])
+
+    # -- request building -----------------------------------------------------------------------
+    def params_preview(self) -> dict[str, Any]:
+        """Decoding parameters actually sent (after provider quirks); part of the cache key."""
+        params = {k: v for k, v in self.decoding.items() if k not in self.unsupported}
+        try:
+            import litellm
+
+            supported = litellm.get_supported_openai_params(model=self.model) or []
+        except Exception:  # unknown provider/model: send what was configured
+            supported = []
+        if supported:
+            params = {k: v for k, v in params.items() if k in supported or k == "reasoning_effort"}
+        return params
+
+    def kwargs(self, request: Request) -> dict[str, Any]:
+        messages = [{"role": role, "content": content_parts(text, request.images)} for role, text in request.messages]
+        kw: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": self.timeout_s,
+                              "max_tokens": request.max_new_tokens or self.max_new_tokens,
+                              "num_retries": 0, "max_retries": 0, "drop_params": True, **self.params_preview()}
+        if self.api_base:
+            kw["api_base"] = self.api_base
+        if self._api_key:
+            kw["api_key"] = self._api_key
+        if request.labels and self.capabilities["logprobs"] and "letter_logprob" in self.readouts:
+            kw.update(logprobs=True, top_logprobs=20)  # the most providers allow
+        if self.capabilities["seed"] and float(self.decoding.get("temperature", 0) or 0) > 0 \
+                and "seed" not in self.unsupported:
+            kw["seed"] = request.seed
+        return kw
+
+    def cost(self, tokens_in: int, tokens_out: int, response: Any = None) -> float:
+        if self.price:
+            return (tokens_in * self.price.get("input_per_mtok", 0.0)
+                    + tokens_out * self.price.get("output_per_mtok", 0.0)) / 1e6
+        try:
+            import litellm
+
+            return float(litellm.completion_cost(completion_response=response))
+        except Exception:  # not in the price map: unknown, counted as 0 and flagged by the cost guard
+            return 0.0
+
+    # -- calls ---------------------------------------------------------------------------------
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    async def _one(self, request: Request) -> Output:
+        import litellm
+
+        kw = self.kwargs(request)
+        for attempt in range(1, self.max_attempts + 1):
+            t0 = time.perf_counter()
+            try:
+                resp = await litellm.acompletion(**kw)
+                choice = resp.choices[0]
+                text = choice.message.content or ""
+            except Exception as exc:  # classified below: retried, or a clear error naming the trial
+                status = getattr(exc, "status_code", None)
+                if not is_retriable(exc) or attempt == self.max_attempts:
+                    hint = f" (check the key in ${self.key_env})" if status in (401, 403) and self.key_env else ""
+                    raise FlipgateError(self._redact(
+                        f"model {self.model_id!r} ({self.model}): call failed after {attempt} attempt(s) for trial "
+                        f"{request.key}: {type(exc).__name__} status={status}: {str(exc)[:300]}{hint}")) from None
+                wait = retry_after_s(exc)
+                if wait is None:
+                    wait = random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
+                self.retries += 1
+                await asyncio.sleep(min(wait, self.max_delay_s))
+                continue
+            usage = getattr(resp, "usage", None)
+            n_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+            n_out = int(getattr(usage, "completion_tokens", 0) or 0)
+            return Output(text, label_logprobs(getattr(choice, "logprobs", None), request.labels), n_in, n_out,
+                          time.perf_counter() - t0, self.cost(n_in, n_out, resp))
+        raise AssertionError("unreachable")
+
+    async def _all(self, requests: list[Request], on_output: Callable[[int, Output], None] | None) -> list[Output]:
+        gate = asyncio.Semaphore(self.concurrency)
+        results: list[Output | None] = [None] * len(requests)
+
+        async def run(i: int, request: Request) -> None:
+            async with gate:
+                results[i] = await self._one(request)
+            if on_output is not None:
+                on_output(i, results[i])
+
+        tasks = [asyncio.ensure_future(run(i, r)) for i, r in enumerate(requests)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return results  # type: ignore[return-value]
+
+    def complete(self, requests: list[Request], on_output: Callable[[int, Output], None] | None = None) -> list[Output]:
+        return asyncio.run(self._all(requests, on_output))
