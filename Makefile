@@ -36,6 +36,7 @@ test: $(VENV)/.installed
 
 benchmark: $(VENV)/.installed
 	$(PY) benchmarks/readout_throughput.py
+	$(PY) benchmarks/api_concurrency.py
 
 clean:
 	rm -rf reports/allure-results reports/allure-report reports/runs grid_cards/*/
