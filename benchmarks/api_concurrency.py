@@ -8,16 +8,13 @@ prompts, same server, same run; the response cache is not used.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
+from common import model_config, option_order_requests, parser
+
 from flipgate.backends.api import LiteLLMBackend
 from flipgate.backends.hf import HFBackend
-from flipgate.config import load_models
-from flipgate.facets import get_facet
-from flipgate.grammar import orderings
-from flipgate.items import DatasetSpec, load_items
 from flipgate.readouts import read_label
 from flipgate.serve import Faults, LoopbackServer
 
@@ -33,21 +30,14 @@ def rate(server: LoopbackServer, requests, concurrency: int) -> tuple[float, lis
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--models", default="models.yaml")
-    ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--n", type=int, default=64, help="trials per arm")
+    ap = parser(__doc__, 64)
     ap.add_argument("--levels", default="1,16", help="concurrency levels, comma-separated")
     ap.add_argument("--latencies", default="0,0.2", help="added server-side delays per request (s), comma-separated")
-    ap.add_argument("--cache-dir", default=".flipgate_cache")
     args = ap.parse_args()
 
     os.environ["FLIPGATE_BENCH_KEY"] = "bench-key"
-    local = HFBackend({**load_models(args.models).models[args.model], "_cache_dir": args.cache_dir,
-                       "readouts": ["regex"], "batch_size": 16})
-    facet = get_facet("option_order")
-    items = load_items(DatasetSpec("mmlu"), args.n // 6 + 1, keep=facet.keep)
-    requests = [facet.render(it, p) for it in items for p in orderings(it.item_id, it.n_options, 6)][: args.n]
+    local = HFBackend({**model_config(args), "readouts": ["regex"], "batch_size": 16})
+    requests = option_order_requests(args.dataset, args.n)
     levels = [int(x) for x in args.levels.split(",")]
     print(f"model {args.model} behind flipgate.serve (dynamic batching, max 16), {len(requests)} trials per arm")
     for latency in (float(x) for x in args.latencies.split(",")):

@@ -5,14 +5,11 @@ Same model, same prompts, same run. Default model: the embedded SmolLM2-135M-Ins
 """
 from __future__ import annotations
 
-import argparse
 import time
 
+from common import model_config, option_order_requests, parser
+
 from flipgate.backends.hf import HFBackend
-from flipgate.config import load_models
-from flipgate.facets import get_facet
-from flipgate.grammar import orderings
-from flipgate.items import DatasetSpec, load_items
 from flipgate.readouts import read_label
 
 
@@ -24,19 +21,12 @@ def timed(backend: HFBackend, requests) -> tuple[float, list]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--models", default="models.yaml")
-    ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--dataset", default="mmlu")
-    ap.add_argument("--n", type=int, default=48, help="trials per arm")
+    ap = parser(__doc__, 48)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--cache-dir", default=".flipgate_cache")
     args = ap.parse_args()
 
-    cfg = {**load_models(args.models).models[args.model], "_cache_dir": args.cache_dir}
-    facet = get_facet("option_order")
-    items = load_items(DatasetSpec(args.dataset), args.n // 6 + 1, keep=facet.keep)
-    requests = [facet.render(it, p) for it in items for p in orderings(it.item_id, it.n_options, 6)][: args.n]
+    cfg = model_config(args)
+    requests = option_order_requests(args.dataset, args.n)
 
     scoring = HFBackend({**cfg, "readouts": ["letter_logprob"], "batch_size": args.batch_size})
     naive = HFBackend({**cfg, "readouts": ["regex"], "batch_size": 1})
