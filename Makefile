@@ -18,7 +18,12 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: $(VENV)/.installed node_modules/.installed
+BIGBENCH := .flipgate_cache/bigbench/bigbench-1.0.0.tar.gz
+
+$(BIGBENCH): | $(VENV)/.installed      # TruthfulQA-MC + BBQ-lite JSON, read from the PyPI sdist (358 MB)
+	$(PY) -m flipgate.items.bigbench --fetch
+
+setup: $(VENV)/.installed node_modules/.installed $(BIGBENCH)
 
 ## The main job: audit models.yaml, write grid_cards/, reports/allure-results and reports/allure-report.
 ## Exits with pytest's status: 0 iff every declared threshold held.

@@ -68,3 +68,9 @@ def test_offline_datasets_seed42_sampling(name, n_options):
 def test_unknown_dataset_spec():
     with pytest.raises(FlipgateError, match="unknown dataset 'nope'"):
         DatasetSpec.parse("nope", "models.yaml: field audit.facets.option_order.datasets[0]")
+
+
+def test_list_options_are_hashable_for_the_loader_cache():
+    spec = DatasetSpec.parse({"name": "bbq_lite", "subtasks": ["age_ambig", "ses_ambig"], "n": 4}, "models.yaml")
+    assert dict(spec.options) == {"subtasks": ("age_ambig", "ses_ambig")} and spec.n == 4
+    hash(spec)

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flipgate import FlipgateError
-from flipgate.items import hub, hub_mixed, offline, shapes, synthetic
+from flipgate.items import alignment, bigbench, hub, hub_mixed, offline, shapes, synthetic
 from flipgate.items.item import Item
 
 # name -> loader(dataset_name, **options) -> all items
@@ -36,6 +36,11 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "mramg_recipe": hub_mixed.load_mramg_recipe,
     "mmdocrag": hub_mixed.load_mmdocrag,
     "multimodalqa": hub_mixed.load_multimodalqa,
+    "truthfulqa_mc": bigbench.load_truthfulqa_mc,
+    "bbq_lite": bigbench.load_bbq_lite,
+    "toxigen": alignment.load_toxigen,
+    "crows_pairs": alignment.load_crows_pairs,
+    "xstest": alignment.load_xstest,
 }
 
 
@@ -61,7 +66,8 @@ class DatasetSpec:
         n = value.get("n") if isinstance(value, dict) else None
         if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             raise FlipgateError(f"{where}: field 'n' must be a positive integer (value: {n!r})")
-        return cls(name, tuple(sorted(options.items())), n)
+        hashable = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}  # cache key
+        return cls(name, tuple(sorted(hashable.items())), n)
 
 
 @functools.lru_cache(maxsize=16)

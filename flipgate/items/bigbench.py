@@ -1,0 +1,296 @@
+"""TruthfulQA-MC and BBQ-lite offline, read straight out of the ``bigbench`` sdist on PyPI.
+
+Only ``bigbench==1.0.0`` ships the task data (the 0.0.1 sdist is 350 kB of code). The sdist is
+downloaded at setup (``python -m flipgate.items.bigbench --fetch``) into ``.flipgate_cache/bigbench/``
+and never installed or vendored: the loaders read the task JSONs out of the tarball. Set
+``FLIPGATE_BIGBENCH_SDIST`` to use an existing ``bigbench-1.0.0.tar.gz`` elsewhere.
+
+``pip download --no-deps --no-binary :all: bigbench==1.0.0`` does not work: pip prepares the
+sdist's metadata, which declares a direct-URL dependency (bleurt @ file://...) that pip refuses,
+so the file is fetched from its PyPI URL and checked against PyPI's sha256.
+
+Internal paths (under the ``bigbench-1.0.0/`` top folder):
+
+- ``bigbench/benchmark_tasks/truthful_qa/task_mc.json``: examples ``{input, target_scores}`` with
+  exactly one option scored 1 (MC1); ``questions.json`` alongside gives each question's Category.
+- ``bigbench/benchmark_tasks/bbq_lite_json/<subtask>/task.json``: examples ``{input, target_scores,
+  comment: {example_id, question_index, category, question_polarity, context_condition}}``.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import os
+import sys
+import tarfile
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterable
+
+from flipgate import FlipgateError
+from flipgate.items.item import Item, require
+
+BIGBENCH_VERSION = "1.0.0"
+SDIST_NAME = f"bigbench-{BIGBENCH_VERSION}.tar.gz"
+SDIST_URL = ("https://files.pythonhosted.org/packages/95/f8/"
+             "c019b3579df548a04cac12342cfcb878e50ddf6cfcd7fddba8cfc721c157/bigbench-1.0.0.tar.gz")
+SDIST_SHA256 = "1bb398a5512c6d798cdebe0dfa0ac03f67f6033fa6b39c6ef71df978c7cbc5c2"
+SDIST_SIZE = 358_249_635
+SDIST_ENV = "FLIPGATE_BIGBENCH_SDIST"
+DEFAULT_CACHE_DIR = Path(".flipgate_cache") / "bigbench"
+FETCH_COMMAND = "python -m flipgate.items.bigbench --fetch"
+
+TASKS = "bigbench/benchmark_tasks/"
+TRUTHFULQA_MC = TASKS + "truthful_qa/task_mc.json"
+TRUTHFULQA_QUESTIONS = TASKS + "truthful_qa/questions.json"
+BBQ_LITE = TASKS + "bbq_lite_json/"
+
+# The "unknown" answer strings of BBQ (every bbq_lite_json example has exactly one among its options;
+# it is the gold answer of every *_ambig example).
+BBQ_UNKNOWN = frozenset({"Unknown", "Cannot be determined", "Can't be determined", "Not answerable",
+                         "Not known", "Not enough info", "Not enough information", "Cannot answer",
+                         "Can't answer", "Undetermined"})
+
+
+# ---------------------------------------------------------------------------------------------
+# locating / downloading the sdist
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch_sdist(cache_dir: str | os.PathLike | None = None, url: str = SDIST_URL,
+                sha256: str = SDIST_SHA256, quiet: bool = False) -> Path:
+    """Download the bigbench sdist into ``cache_dir`` (default ``.flipgate_cache/bigbench``) unless a
+    copy with the right sha256 is already there; returns its path. Written atomically (``.part``)."""
+    dest = Path(cache_dir or DEFAULT_CACHE_DIR) / SDIST_NAME
+    if dest.is_file() and _sha256(dest) == sha256:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    digest, done = hashlib.sha256(), 0
+    if not quiet:
+        print(f"downloading {url} -> {dest} ({SDIST_SIZE / 1e6:.0f} MB)", file=sys.stderr)
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response, open(part, "wb") as out:
+            for block in iter(lambda: response.read(1 << 20), b""):
+                out.write(block)
+                digest.update(block)
+                done += len(block)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        raise FlipgateError(f"could not download the bigbench sdist from {url}: {exc}") from exc
+    if digest.hexdigest() != sha256:
+        part.unlink(missing_ok=True)
+        raise FlipgateError(f"downloaded {url} ({done} bytes) has sha256 {digest.hexdigest()}, "
+                            f"expected {sha256}")
+    os.replace(part, dest)
+    return dest
+
+
+def locate_sdist(sdist: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
+                 download: bool = False) -> Path:
+    """The bigbench sdist: ``sdist`` if given, else ``$FLIPGATE_BIGBENCH_SDIST``, else
+    ``<cache_dir>/bigbench-1.0.0.tar.gz``, downloading it there when ``download`` is true."""
+    if sdist is not None:
+        path = Path(sdist)
+        if not path.is_file():
+            raise FlipgateError(f"bigbench sdist not found: {path}")
+        return path
+    if os.environ.get(SDIST_ENV):
+        path = Path(os.environ[SDIST_ENV])
+        if not path.is_file():
+            raise FlipgateError(f"{SDIST_ENV}={path} does not name an existing file "
+                                f"(it should point to {SDIST_NAME})")
+        return path
+    path = Path(cache_dir or DEFAULT_CACHE_DIR) / SDIST_NAME
+    if path.is_file():
+        return path
+    if download:
+        return fetch_sdist(cache_dir)
+    raise FlipgateError(f"bigbench sdist not found at {path}; run `{FETCH_COMMAND}` "
+                        f"or set {SDIST_ENV} to a downloaded {SDIST_NAME}")
+
+
+def _task_path(member_name: str) -> str | None:
+    """``bigbench-1.0.0/bigbench/benchmark_tasks/x/task.json`` -> ``bigbench/benchmark_tasks/x/task.json``."""
+    _, _, rest = member_name.partition("/")
+    wanted = rest.startswith((TASKS + "truthful_qa/", BBQ_LITE)) and rest.endswith(".json")
+    return rest if wanted else None
+
+
+@functools.lru_cache(maxsize=4)
+def _task_files(path: str, size: int, mtime: float) -> dict[str, bytes]:
+    """The truthful_qa and bbq_lite_json JSON files of the sdist at ``path``, in one streaming pass
+    (keyed by size and mtime so a replaced file is re-read)."""
+    files = {}
+    try:
+        with tarfile.open(path, "r|gz") as tar:
+            for member in tar:
+                name = _task_path(member.name) if member.isfile() else None
+                if name is not None:
+                    files[name] = tar.extractfile(member).read()
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise FlipgateError(f"could not read the bigbench sdist {path}: {exc}") from exc
+    return files
+
+
+def task_files(sdist: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
+               download: bool = True) -> tuple[Path, dict[str, bytes]]:
+    path = locate_sdist(sdist, cache_dir, download)
+    stat = path.stat()
+    return path, _task_files(str(path.resolve()), stat.st_size, stat.st_mtime)
+
+
+def _json(path: Path, files: dict[str, bytes], name: str) -> Any:
+    if name not in files:
+        raise FlipgateError(f"{path} has no member */{name} (is it the bigbench {BIGBENCH_VERSION} sdist?)")
+    try:
+        return json.loads(files[name])
+    except ValueError as exc:
+        raise FlipgateError(f"{path} [{name}]: not valid JSON: {exc}") from exc
+
+
+def _examples(path: Path, files: dict[str, bytes], name: str) -> list:
+    data = _json(path, files, name)
+    examples = data.get("examples") if isinstance(data, dict) else None
+    if not isinstance(examples, list):
+        raise FlipgateError(f"{path} [{name}]: required field 'examples' is missing or not a list")
+    return examples
+
+
+def _single_correct(example: Any, where: str) -> tuple[str, list[str], int]:
+    """(input, options in source order, gold index) of a target_scores example with one option scored 1."""
+    question, scores = require(example if isinstance(example, dict) else {}, ["input", "target_scores"], where)
+    if not isinstance(scores, dict) or len(scores) < 2:
+        raise FlipgateError(f"{where}: field 'target_scores' must map >= 2 options to scores (value: {scores!r:.80})")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores.values()):
+        raise FlipgateError(f"{where}: field 'target_scores' has a non-numeric score (value: {scores!r:.80})")
+    options = list(scores)
+    gold = [j for j, v in enumerate(scores.values()) if v == 1]
+    if len(gold) != 1 or sum(1 for v in scores.values() if v != 0) != 1:
+        raise FlipgateError(f"{where}: field 'target_scores' must score exactly one option 1 and the rest 0 "
+                            f"(value: {scores!r:.120})")
+    return question, options, gold[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# loaders
+
+
+def load_truthfulqa_mc(dataset: str, sdist: str | None = None, cache_dir: str | None = None,
+                       download: bool = True) -> list[Item]:
+    """BIG-bench truthful_qa/task_mc.json (MC1: one true answer among 2–5 options), ids
+    ``<dataset>/<example index>``. Options keep source order (BIG-bench lists the true answer first,
+    so gold is 0 for every item: the option-order readouts permute it). meta: category (joined from
+    questions.json by question text), source."""
+    path, files = task_files(sdist, cache_dir, download)
+    examples = _examples(path, files, TRUTHFULQA_MC)
+    categories = {}
+    if TRUTHFULQA_QUESTIONS in files:
+        for q in _examples(path, files, TRUTHFULQA_QUESTIONS):
+            if isinstance(q, dict) and q.get("Question"):
+                categories[q["Question"]] = q.get("Category")
+    items = []
+    for i, example in enumerate(examples):
+        question, options, gold = _single_correct(example, f"{path} [{TRUTHFULQA_MC}] row {i}")
+        items.append(Item(f"{dataset}/{i}", dataset, question, tuple(options), gold,
+                          {"category": categories.get(question), "source": f"bigbench {BIGBENCH_VERSION}"}))
+    return items
+
+
+def bbq_subtasks(files: dict[str, bytes]) -> list[str]:
+    """Subtask folder names under bbq_lite_json/, sorted (age_ambig, age_disambig, ...)."""
+    names = {n[len(BBQ_LITE):].split("/")[0] for n in files
+             if n.startswith(BBQ_LITE) and n.endswith("/task.json") and n.count("/") == BBQ_LITE.count("/") + 1}
+    return sorted(names)
+
+
+def _subtask_list(subtasks: str | Iterable[str] | None, known: list[str], path: Path) -> list[str]:
+    if subtasks is None:
+        return known
+    chosen = [s.strip() for s in subtasks.split(",")] if isinstance(subtasks, str) else [str(s) for s in subtasks]
+    chosen = [s for s in chosen if s]
+    unknown = [s for s in chosen if s not in known]
+    if unknown or not chosen:
+        raise FlipgateError(f"bbq_lite: unknown subtask(s) {unknown or chosen!r} in {path}; known: {', '.join(known)}")
+    return list(dict.fromkeys(chosen))
+
+
+def load_bbq_lite(dataset: str, subtasks: str | Iterable[str] | None = None, sdist: str | None = None,
+                  cache_dir: str | None = None, download: bool = True) -> list[Item]:
+    """BIG-bench bbq_lite_json: every subtask (``<category>_ambig`` / ``<category>_disambig``) or
+    those named in ``subtasks`` (a list or a comma-separated string). 3 options in source order, the
+    one scored 1 is gold. Ids ``<dataset>/<subtask>/<comment.example_id>``. meta: subtask, category,
+    ambiguity (context_condition), question_polarity, question_index, example_id, unknown_option
+    (index of the "unknown" answer, which is gold in every ambiguous item)."""
+    path, files = task_files(sdist, cache_dir, download)
+    known = bbq_subtasks(files)
+    if not known:
+        raise FlipgateError(f"{path} has no {BBQ_LITE}<subtask>/task.json members")
+    items = []
+    for subtask in _subtask_list(subtasks, known, path):
+        name = f"{BBQ_LITE}{subtask}/task.json"
+        seen = set()
+        for i, example in enumerate(_examples(path, files, name)):
+            where = f"{path} [{name}] row {i}"
+            question, options, gold = _single_correct(example, where)
+            comment = example.get("comment") if isinstance(example.get("comment"), dict) else {}
+            example_id = comment.get("example_id", i)
+            if example_id in seen:
+                raise FlipgateError(f"{where}: field 'comment.example_id' value {example_id!r} repeats in {subtask}")
+            seen.add(example_id)
+            unknown = [j for j, o in enumerate(options) if o in BBQ_UNKNOWN]
+            items.append(Item(f"{dataset}/{subtask}/{example_id}", dataset, question, tuple(options), gold, {
+                "subtask": subtask,
+                "category": comment.get("category"),
+                "ambiguity": comment.get("context_condition") or subtask.rsplit("_", 1)[-1],
+                "question_polarity": comment.get("question_polarity"),
+                "question_index": comment.get("question_index"),
+                "example_id": example_id,
+                "unknown_option": unknown[0] if len(unknown) == 1 else None,
+            }))
+    return items
+
+
+# ---------------------------------------------------------------------------------------------
+# setup entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flipgate.items.bigbench",
+                                     description=f"fetch / inspect the bigbench {BIGBENCH_VERSION} sdist")
+    parser.add_argument("--fetch", action="store_true", help="download the sdist into the cache (idempotent)")
+    parser.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR), help="default: %(default)s")
+    parser.add_argument("--summary", action="store_true", help="print the item counts the loaders see")
+    args = parser.parse_args(argv)
+    if not (args.fetch or args.summary):
+        parser.error("nothing to do: pass --fetch and/or --summary")
+    try:
+        if args.fetch:
+            print(fetch_sdist(args.cache_dir))
+        if args.summary:
+            tqa = load_truthfulqa_mc("truthfulqa_mc", cache_dir=args.cache_dir, download=False)
+            bbq = load_bbq_lite("bbq_lite", cache_dir=args.cache_dir, download=False)
+            print(f"truthfulqa_mc: {len(tqa)} items")
+            counts: dict[str, int] = {}
+            for item in bbq:
+                counts[item.meta["subtask"]] = counts.get(item.meta["subtask"], 0) + 1
+            print(f"bbq_lite: {len(bbq)} items in {len(counts)} subtasks")
+            for subtask, count in counts.items():
+                print(f"  {subtask}: {count}")
+    except FlipgateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
