@@ -17,6 +17,8 @@ from flipgate.facets import CONTROLS, FACETS, control_cell, split_cell
 from flipgate.items.registry import DatasetSpec
 
 SCHEMAS = Path(__file__).parent / "config_schemas"
+#: the cell name of the configuration-envelope suite in thresholds files (``facet: envelope``)
+ENVELOPE_CELL = "envelope"
 
 
 def _schema(name: str) -> dict:
@@ -68,6 +70,10 @@ class AuditConfig:
     #: model id of the LLM judge for judged facets (None: each model judges its own answers)
     judge: str | None = None
 
+    def audited(self, suite: str) -> list[str]:
+        """Ids of the models that ``suite`` ("order" or "envelope") audits."""
+        return [m for m, cfg in self.models.items() if suite in cfg["suites"]]
+
     def cells(self) -> list[tuple[str, str]]:
         """Every (facet or control cell, dataset) the audit runs, e.g. ("same_ordering:option_order", "mmlu")."""
         out = [(name, d.name) for name, specs in self.facets.items() for d in specs]
@@ -103,7 +109,8 @@ def load_models(path: Path | str) -> AuditConfig:
         primary = m.get("primary_readout", readouts[0])
         if primary not in readouts:
             raise FlipgateError(f"{path}: field models[{i}].primary_readout: {primary!r} is not in readouts")
-        models[m["id"]] = {**m, "primary_readout": primary, "readouts": readouts}
+        models[m["id"]] = {**m, "primary_readout": primary, "readouts": readouts,
+                           "suites": m.get("suites", ["order", "envelope"])}
     facets = {}
     for name, spec in (audit.get("facets") or DEFAULT_PLAN).items():
         if name not in FACETS:
@@ -156,7 +163,9 @@ class Threshold:
         """``facet`` selects a facet, a control (on any facet) or one control cell
         (``same_ordering:option_order``); without it a threshold covers every facet, not controls."""
         control, facet = split_cell(cell)
-        if self.facet is None:
+        if cell == ENVELOPE_CELL or self.facet == ENVELOPE_CELL:  # envelope metrics only where named
+            facet_ok = self.facet == cell
+        elif self.facet is None:
             facet_ok = control is None
         else:
             facet_ok = self.facet in (cell, control) if control else self.facet == facet
@@ -180,9 +189,10 @@ def _parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
     for i, t in enumerate(data["thresholds"]):
         facet = t.get("facet")
         control, base = split_cell(facet or "")
-        if facet is not None and not (facet in FACETS or facet in CONTROLS or (control in CONTROLS and base in FACETS)):
+        if facet is not None and not (facet in FACETS or facet in CONTROLS or facet == ENVELOPE_CELL
+                                      or (control in CONTROLS and base in FACETS)):
             raise FlipgateError(f"{path}: field thresholds[{i}].facet: unknown facet (value: {facet!r}); "
-                                f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS)))}")
+                                f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS) + [ENVELOPE_CELL]))}")
         direction = "max" if "max" in t else "min"
         out.append(Threshold(t["metric"], float(t[direction]), direction, t.get("rule", "lower"), facet,
                              t.get("dataset"), t.get("readout"), f"{path.name}#{i}"))

@@ -103,7 +103,7 @@ def pytest_generate_tests(metafunc):
         cells = [(name, d.name, d.name) for d in cfg.facets.get(name, [])]
     params = [pytest.param((cell, model_id, dataset), id=f"{model_id}-{label}",
                            marks=[pytest.mark.xdist_group(model_id), pytest.mark.flipgate_cell])
-              for model_id in cfg.models for cell, label, dataset in cells]
+              for model_id in cfg.audited("order") for cell, label, dataset in cells]
     if not params:  # e.g. an opt-in facet that models.yaml does not list
         params = [pytest.param(None, id="not-declared", marks=pytest.mark.skip(
             reason=f"{name}: no dataset declared for it in {cfg.path} (audit.facets / audit.controls)"))]
@@ -146,7 +146,7 @@ def pytest_sessionstart(session):
 
     try:
         auditor = _auditor(config)
-        projections = [project(auditor, m, config.getoption("--pilot-items")) for m in auditor.config.models]
+        projections = [project(auditor, m, config.getoption("--pilot-items")) for m in auditor.config.audited("order")]
         out = auditor.paths.store.parent / "cost_projection.json"
         out.write_text(json.dumps({"budget_usd": budget, "models": [p.to_dict() for p in projections]}, indent=1))
         table = check_budget(projections, budget)
