@@ -16,6 +16,7 @@ import pytest
 from flipgate import FlipgateError
 
 CELL_FIXTURE = "flip_cell"
+ENVELOPE_FIXTURE = "envelope_cell"
 
 
 def pytest_addoption(parser):
@@ -29,6 +30,8 @@ def pytest_addoption(parser):
     g.addoption("--grid-cards-dir", default="grid_cards", help="where GRID cards are written")
     g.addoption("--runs-dir", default="reports/runs", help="where per-run trials stores are written")
     g.addoption("--manifests-dir", default="fixtures/manifests", help="permutation manifests")
+    g.addoption("--envelope", default="suites/benchmarks/envelopes/default.yaml",
+                help="configuration envelope for suites/benchmarks (SPEC §7)")
     g.addoption("--budget", type=float, default=None,
                 help="USD: pilot API models, project the run's cost, refuse to start when over")
     g.addoption("--pilot-items", type=int, default=3, help="items per cell in the cost-guard pilot (default 3)")
@@ -83,7 +86,31 @@ def _audit_config(config):
     return config._flipgate_config
 
 
+def _envelope(config):
+    if getattr(config, "_flipgate_envelope", None) is None:
+        from flipgate.envelope.spec import load_envelope
+
+        config._flipgate_envelope = load_envelope(_resolve(config, "--envelope"), list(_audit_config(config).models))
+    return config._flipgate_envelope
+
+
+def _parametrise_envelope(metafunc):
+    try:
+        envelope = _envelope(metafunc.config)
+        roster = envelope.roster or _audit_config(metafunc.config).audited("envelope")
+    except FlipgateError as exc:
+        raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
+    params = [pytest.param(spec, id=spec.name, marks=[pytest.mark.xdist_group("envelope"), pytest.mark.flipgate_cell])
+              for spec in envelope.benchmarks]
+    if not roster:
+        params = [pytest.param(None, id="no-roster", marks=pytest.mark.skip(
+            reason=f"no model in {metafunc.config.getoption('--models')} lists suite 'envelope'"))]
+    metafunc.parametrize(ENVELOPE_FIXTURE, params, indirect=True)
+
+
 def pytest_generate_tests(metafunc):
+    if ENVELOPE_FIXTURE in metafunc.fixturenames:
+        return _parametrise_envelope(metafunc)
     if CELL_FIXTURE not in metafunc.fixturenames:
         return
     from flipgate.facets import CONTROLS, FACETS, control_cell
@@ -132,6 +159,15 @@ def _auditor(config):
 def flipgate_auditor(request):
     """This process's :class:`~flipgate.audit.Auditor` (models load once per worker)."""
     return _auditor(request.config)
+
+
+@pytest.fixture
+def envelope_cell(request, flipgate_auditor):
+    """One benchmark of the configuration envelope over the roster; call ``.run()``."""
+    from flipgate.envelope.cell import EnvelopeCell
+
+    return EnvelopeCell(flipgate_auditor, str(_resolve(request.config, "--thresholds")), _envelope(request.config),
+                        request.param, request.config.pluginmanager.getplugin("capturemanager"))
 
 
 def pytest_sessionstart(session):

@@ -105,6 +105,46 @@ def report_cell(facet: str, dataset: str, model_id: str, summaries: dict[str, di
                       name="K-ablation.png", attachment_type=allure.attachment_type.PNG)
 
 
+def neighbourhood_plot(name: str, analysis: dict) -> bytes:
+    """Per model: the score range over the envelope (min–max bar), its mean and the anchor point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = analysis["models"]
+    fig, ax = plt.subplots(figsize=(6, 0.6 + 0.5 * len(models)), dpi=100)
+    for y, (model, m) in enumerate(models.items()):
+        ax.plot([m["min"], m["max"]], [y, y], lw=6, alpha=0.4, color="tab:blue")
+        ax.plot(m["mean"], y, "|", ms=14, color="tab:blue", label="mean" if y == 0 else None)
+        if m["point_score"] is not None:
+            ax.plot(m["point_score"], y, "o", color="tab:red", label="anchor config" if y == 0 else None)
+    ax.set_yticks(range(len(models)), list(models))
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("score over the envelope's configurations")
+    ax.set_title(name, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    return _png(fig)
+
+
+def report_envelope(benchmark: str, analysis: dict, scores: pd.DataFrame, verdicts: list[dict]) -> None:
+    """Label and annotate an envelope test (epic "configuration envelope", feature = benchmark)."""
+    allure = _allure()
+    if allure is None:
+        return
+    allure.dynamic.epic("configuration envelope")
+    allure.dynamic.feature(benchmark)
+    allure.dynamic.title(f"configuration envelope · {benchmark} · {', '.join(analysis['models'])}")
+    for key in ("envelope", "envelope_sha256", "tier", "n_configs", "anchor"):
+        allure.dynamic.parameter(key, analysis.get(key))
+    allure.dynamic.description("; ".join(f"{v['model']}: {v['threshold']}: {v['verdict']}" for v in verdicts))
+    allure.attach(scores.to_csv(index=False), name="configuration scores.csv", attachment_type=allure.attachment_type.CSV)
+    allure.attach(json.dumps({"analysis": analysis, "verdicts": verdicts}, indent=2, default=str),
+                  name="envelope card section.json", attachment_type=allure.attachment_type.JSON)
+    allure.attach(neighbourhood_plot(f"score neighbourhood / {benchmark}", analysis), name="score neighbourhood.png",
+                  attachment_type=allure.attachment_type.PNG)
+
+
 def write_environment(results_dir: Path, props: dict[str, str]) -> None:
     results_dir.mkdir(parents=True, exist_ok=True)
     text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in sorted(props.items()))

@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS judgements (model_id TEXT, dataset TEXT, facet TEXT, 
     verdict TEXT, PRIMARY KEY (model_id, dataset, facet, item_id));
 CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, threshold TEXT,
     result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
+CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
 """
 
 TRIAL_COLUMNS = ["run_id", "model_id", "model_fingerprint", "dataset", "item_id", "facet", "condition",
@@ -79,6 +80,15 @@ class TrialStore:
         with self.conn:
             self.conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
                                   [(model_id, dataset, facet, v["threshold"], json.dumps(v)) for v in verdicts])
+
+    def add_envelope(self, dataset: str, analysis: dict) -> None:
+        """The configuration-envelope analysis of a benchmark over the whole roster (SPEC §7)."""
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO envelopes VALUES (?, ?)", (dataset, json.dumps(analysis)))
+
+    def envelope(self, dataset: str) -> dict | None:
+        row = self.conn.execute("SELECT analysis FROM envelopes WHERE dataset = ?", (dataset,)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def trials(self, **where) -> pd.DataFrame:
         clause = " AND ".join(f"{k} = ?" for k in where) or "1"

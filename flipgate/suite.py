@@ -78,28 +78,31 @@ class FlipCell:
             "model": self.model_id, "dataset": self.dataset, "facet": self.name, "K": self.auditor.config.k,
             "N": summaries[primary]["n_items"], "primary_readout": primary,
             "thresholds": ", ".join(thresholds.files)})
-        self._assert(verdicts, thresholds.on_inconclusive)
+        assert_verdicts(verdicts, thresholds.on_inconclusive)
         return verdicts
 
-    @staticmethod
-    def _describe(v: dict) -> str:
-        ci = v.get("ci")
-        ci_text = f" CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
-        est = "no estimate" if v["estimate"] is None else f"{v['estimate']:.3f}"
-        return f"{v['threshold']} [{v['source']}]: {est}{ci_text} -> {v['verdict']}"
 
-    @classmethod
-    def _assert(cls, verdicts: list[dict], on_inconclusive: str) -> None:
-        failed = [v for v in verdicts if v["verdict"] in ("fail", "missing")]
-        unsure = [v for v in verdicts if v["verdict"] == "inconclusive"]
-        for v in verdicts:
-            if v["verdict"] == "warn":
-                warnings.warn(cls._describe(v), ThresholdWarning, stacklevel=2)
-        if failed or (unsure and on_inconclusive == "fail"):
-            pytest.fail("threshold(s) violated:\n  " + "\n  ".join(cls._describe(v) for v in failed + unsure
-                        if v in failed or on_inconclusive == "fail"), pytrace=False)
-        if unsure:
-            text = "inconclusive threshold(s):\n  " + "\n  ".join(cls._describe(v) for v in unsure)
-            if on_inconclusive == "xfail":
-                pytest.xfail(text)
-            warnings.warn(text, InconclusiveThreshold, stacklevel=2)
+def describe(v: dict) -> str:
+    ci = v.get("ci")
+    ci_text = f" CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
+    est = "no estimate" if v["estimate"] is None else f"{v['estimate']:.3f}"
+    who = f"{v['model']}: " if v.get("model") else ""
+    return f"{who}{v['threshold']} [{v['source']}]: {est}{ci_text} -> {v['verdict']}"
+
+
+def assert_verdicts(verdicts: list[dict], on_inconclusive: str) -> None:
+    """Fail on failed/missing verdicts (and inconclusive ones when the file says so); warn or xfail
+    on inconclusive ones; warn on exceeded ``warn`` thresholds."""
+    failed = [v for v in verdicts if v["verdict"] in ("fail", "missing")]
+    unsure = [v for v in verdicts if v["verdict"] == "inconclusive"]
+    for v in verdicts:
+        if v["verdict"] == "warn":
+            warnings.warn(describe(v), ThresholdWarning, stacklevel=2)
+    if failed or (unsure and on_inconclusive == "fail"):
+        pytest.fail("threshold(s) violated:\n  " + "\n  ".join(describe(v) for v in failed + unsure
+                    if v in failed or on_inconclusive == "fail"), pytrace=False)
+    if unsure:
+        text = "inconclusive threshold(s):\n  " + "\n  ".join(describe(v) for v in unsure)
+        if on_inconclusive == "xfail":
+            pytest.xfail(text)
+        warnings.warn(text, InconclusiveThreshold, stacklevel=2)

@@ -53,30 +53,30 @@ def _verdict(verdict):
 def test_inconclusive_is_reported_not_hidden(on_inconclusive, outcome):
     from _pytest.outcomes import Failed, XFailed
 
-    from flipgate.suite import FlipCell, InconclusiveThreshold
+    from flipgate.suite import InconclusiveThreshold, assert_verdicts
 
     if outcome == "xfail":
         with pytest.raises(XFailed, match="inconclusive"):
-            FlipCell._assert([_verdict("inconclusive")], on_inconclusive)
+            assert_verdicts([_verdict("inconclusive")], on_inconclusive)
     elif outcome == "fail":
         with pytest.raises(Failed, match="flip_rate <= 0.2"):
-            FlipCell._assert([_verdict("inconclusive")], on_inconclusive)
+            assert_verdicts([_verdict("inconclusive")], on_inconclusive)
     else:
         with pytest.warns(InconclusiveThreshold, match="CI \\[0.100, 0.300\\]"):
-            FlipCell._assert([_verdict("inconclusive")], on_inconclusive)
+            assert_verdicts([_verdict("inconclusive")], on_inconclusive)
 
 
 def test_failed_and_missing_thresholds_fail_warn_rule_warns():
     from _pytest.outcomes import Failed
 
-    from flipgate.suite import FlipCell, ThresholdWarning
+    from flipgate.suite import ThresholdWarning, assert_verdicts
 
     with pytest.raises(Failed, match="-> fail"):
-        FlipCell._assert([_verdict("pass"), _verdict("fail")], "warn")
+        assert_verdicts([_verdict("pass"), _verdict("fail")], "warn")
     with pytest.raises(Failed, match="-> missing"):
-        FlipCell._assert([_verdict("missing")], "warn")
+        assert_verdicts([_verdict("missing")], "warn")
     with pytest.warns(ThresholdWarning):
-        FlipCell._assert([_verdict("warn")], "warn")
+        assert_verdicts([_verdict("warn")], "warn")
 
 
 def test_evaluate_attaches_bootstrap_p_value():

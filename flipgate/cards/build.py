@@ -72,6 +72,10 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
                level: float = 0.95, seed: int = 42, root: Path | None = None,
                qvals: dict[tuple, float] | None = None) -> dict:
     trials = store.trials(model_id=model_id, dataset=dataset)
+    envelope_trials = trials["facet"].str.startswith("envelope[")
+    trials = trials[~envelope_trials]
+    envelope = store.envelope(dataset)
+    envelope = envelope if envelope and model_id in envelope["models"] else None
     model = store.models().get(model_id, {"fingerprint": {}, "config": {}})
     fp, cfg = model["fingerprint"], model["config"]
     model_readouts = cfg.get("readouts", ["letter_logprob"])
@@ -89,6 +93,8 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
             perm = trials[trials["facet"] == facet]
             controls[cell] = {r: (control_summary(perm, part, r, n_boot, level, seed)[0] if len(perm)
                                   else facet_summary(part, r, n_boot, level, seed)[0]) for r in readouts}
+    if not order and not controls:  # an envelope-only benchmark (suites/benchmarks)
+        return _envelope_card(store, model_id, dataset, run_id, envelope, model, root, qvals)
     main = sorted(order)[0] if order else split_cell(sorted(controls)[0])[1]
     primary = primaries[main]
     scored = trials[trials["facet"] == main]
@@ -123,7 +129,8 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
             "weights_sha256": fp.get("weights_sha256", "unknown"), "model_revision": fp.get("revision"),
             "tokenizer_sha256": fp.get("tokenizer_sha256"), "chat_template_sha256": fp.get("chat_template_sha256"),
             "library_versions": library_versions(), "manifest_sha256": manifests,
-            "envelope_rules_sha256": None, "git_commit": git_commit(root),
+            "envelope_rules_sha256": envelope["envelope_sha256"] if envelope else None,
+            "git_commit": git_commit(root),
         },
         "scores": {"facet": main, "primary_readout": primary,
                    "accuracy_canonical": {"estimate": acc_canon[0], "ci": [acc_canon[1], acc_canon[2]]},
@@ -136,6 +143,76 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
                              for f in order]
                   + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
                   "not_varied": NOT_VARIED},
+    }
+    if envelope:
+        card["envelope"] = envelope_section(envelope, model_id)
+    card = _jsonable(card)
+    validate_card(card)
+    return card
+
+
+def envelope_section(analysis: dict, model_id: str) -> dict:
+    """SR App. B (iii)–(vi) for one model: score neighbourhood, verdict and ranking stability, scope."""
+    mine = analysis["models"][model_id]
+    return {
+        "name": analysis["envelope"], "sha256": analysis["envelope_sha256"], "tier": analysis["tier"],
+        "n_configs": analysis["n_configs"], "n_items": analysis["n_items"], "anchor": analysis["anchor"],
+        "point_score": mine["point_score"],
+        "score_neighbourhood": {k: mine[k] for k in ("min", "mean", "max", "sdi", "n_configs", "parse_rate_mean")},
+        "verdict_stability": {k: v for k, v in mine.items() if k.startswith("cfr@")},
+        "ranking_stability": analysis["roster"],
+        "variance": analysis["variance"],
+        "parse_clean": {"min_parse_rate": analysis["parse_clean"]["min_parse_rate"],
+                        "cells_dropped": analysis["parse_clean"]["cells_dropped"],
+                        "model": analysis["parse_clean"]["models"].get(model_id),
+                        "roster": analysis["parse_clean"]["roster"]},
+        "by_scoring_path": {path: models.get(model_id) for path, models in analysis["by_scoring_path"].items()},
+        "core_tier": ({"model": analysis["core_tier"]["models"].get(model_id), "roster": analysis["core_tier"]["roster"]}
+                      if "core_tier" in analysis else None),
+        "configs": [c for c in analysis["configs"] if c["model"] == model_id],
+        "axes": analysis["axes"], "exemplar_ids": analysis["exemplar_ids"],
+        "scope_not_varied": analysis["scope_not_varied"],
+    }
+
+
+def _envelope_card(store: TrialStore, model_id: str, dataset: str, run_id: str, envelope: dict | None, model: dict,
+                   root: Path | None, qvals: dict | None) -> dict:
+    """A card for a benchmark audited only by the configuration envelope: the receipt is the anchor
+    configuration, the point score its score; the neighbourhood is the envelope's."""
+    if envelope is None:
+        raise ValueError(f"{store.path}: {model_id}/{dataset} has envelope trials but no envelope analysis")
+    fp, anchor = model["fingerprint"], envelope["anchor"]
+    section = envelope_section(envelope, model_id)
+    point = section["point_score"]
+    readout = "letter_logprob" if anchor["scoring"] == "logprob" else "regex"
+    card = {
+        "schema_version": "grid-card/0.1",
+        "model": {"id": model_id, "backend": fp.get("backend", "?"), "source": fp.get("source")},
+        "dataset": {"name": dataset, "n_items": envelope["n_items"],
+                    "sampling": "seed-42 uniform shuffle, first N; the next items are the few-shot exemplars",
+                    "screens": {}},
+        "run": {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "trials_store": str(store.path)},
+        "axis_receipt": {
+            "template_id": f"sr-{anchor['template']}", "template_sha256": envelope["template_sha256"][anchor["template"]],
+            "templates": {}, "decoding": {"name": anchor["decoding"], "greedy": anchor["decoding"] == "greedy"},
+            "few_shot": {"count": anchor["few_shot"], "exemplar_ids": envelope["exemplar_ids"][:anchor["few_shot"]]},
+            "scoring_path": {"primary_readout": {"envelope": readout}, "readouts": [readout], "map_back": {}},
+            "quantization": anchor["quantization"], "dtype": fp.get("dtype"),
+            "weights_sha256": fp.get("weights_sha256", "unknown"), "model_revision": fp.get("revision"),
+            "tokenizer_sha256": fp.get("tokenizer_sha256"), "chat_template_sha256": fp.get("chat_template_sha256"),
+            "library_versions": library_versions(), "manifest_sha256": {},
+            "envelope_rules_sha256": envelope["envelope_sha256"], "git_commit": git_commit(root),
+        },
+        "scores": {"facet": "envelope", "primary_readout": readout,
+                   "accuracy_canonical": {"estimate": point, "ci": None},
+                   "accuracy_all_orderings": {"estimate": section["score_neighbourhood"]["mean"], "ci": None}},
+        "order_robustness": {}, "controls": {},
+        "thresholds": [{**v, "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"]))}
+                       for v in store.verdicts(model_id, dataset)],
+        "scope": {"varied": [f"{axis}: {', '.join(map(str, values))}" for axis, values in envelope["axes"].items()],
+                  "not_varied": envelope["scope_not_varied"]},
+        "envelope": section,
     }
     card = _jsonable(card)
     validate_card(card)
@@ -185,6 +262,8 @@ def card_markdown(card: dict) -> str:
                   "| policy | cost (calls/item) | accuracy | selective accuracy | coverage |", "|---|---|---|---|---|"]
         lines += [f"| {r['policy']} | {r['cost']} | {_num(r['accuracy'])} | {_num(r['selective_accuracy'])} "
                   f"| {_num(r['coverage'])} |" for r in m["k_policies"]]
+    if card.get("envelope"):
+        lines += envelope_markdown(card["envelope"], fmt)
     lines += ["", "## Threshold verdicts", "", "| cell | threshold | estimate | CI | p | BH q | verdict |",
               "|---|---|---|---|---|---|---|"]
     for v in card["thresholds"]:
@@ -194,6 +273,35 @@ def card_markdown(card: dict) -> str:
     lines += ["", "## Scope", "", "Varied: " + "; ".join(card["scope"]["varied"]) + ".", "",
               "Not varied: " + "; ".join(card["scope"]["not_varied"]) + ".", ""]
     return "\n".join(lines)
+
+
+def envelope_markdown(env: dict, fmt) -> list[str]:
+    """SR App. B (iii)–(vi) as Markdown."""
+    n = env["score_neighbourhood"]
+    r = env["ranking_stability"]
+    lines = ["", "## Configuration envelope", "",
+             f"Envelope `{env['name']}` (sha256 `{env['sha256']}`), tier {env['tier']}: {env['n_configs']} valid "
+             f"configurations, N = {env['n_items']} items. Anchor (receipt) configuration `{env['anchor']['id']}`: "
+             f"point score {_num(env['point_score'])}.", "",
+             "| score min | mean | max | SDI | " + " | ".join(env["verdict_stability"]) + " |",
+             "|---|---|---|---|" + "---|" * len(env["verdict_stability"]),
+             f"| {_num(n['min'])} | {_num(n['mean'])} | {_num(n['max'])} | {fmt(n['sdi'])} | "
+             + " | ".join(fmt(v) for v in env["verdict_stability"].values()) + " |", "",
+             f"Ranking stability over roster {', '.join(r['models'])} ({r['n_configs']} shared configurations): "
+             + (f"τ_R {fmt(r['tau_r'])}, total-order mismatch {fmt(r['total_order_mismatch'])}, orderings reached "
+                f"{fmt(r['orderings_reached'])}." if "tau_r" in r else r.get("note", "") + ".")]
+    if r["pairs"]:
+        lines += ["", "| pair | N+ | N− | N0 | ρ_flip | ceiling | strict disagreement |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {p['model_a']} vs {p['model_b']} | {p['n_plus']} | {p['n_minus']} | {p['n_zero']} "
+                  f"| {_num(p['rho_flip'])} | {_num(p['ceiling'])} | {_num(p['strict_disagreement'])} |" for p in r["pairs"]]
+    variance = env.get("variance") or {}
+    lines += ["", "Variance shares (Type-II ANOVA, SR App. F): " + (
+        f"η² model {_num(variance['eta_model'])}, implementation {_num(variance['eta_impl'])}, "
+        f"ρ = {_num(variance['rho'])}." if "eta_model" in variance else variance.get("not_estimable", "–"))]
+    lines += ["", "| configuration | score | parse rate |", "|---|---|---|"]
+    lines += [f"| `{c['config']}` | {_num(c['score'])} | {_num(c['parse_rate'])} |" for c in env["configs"]]
+    lines += ["", "Not varied: " + "; ".join(env["scope_not_varied"]) + "."]
+    return lines
 
 
 def model_index(model_id: str, cards: list[dict]) -> dict:

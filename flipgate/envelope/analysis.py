@@ -1,0 +1,120 @@
+"""One benchmark's envelope analysis over the roster (SPEC §6–§7): what the GRID card discloses and
+what the thresholds gate.
+
+Input: seed-averaged configuration scores (:func:`flipgate.envelope.run.config_scores`) of every
+roster model on one benchmark. Output: a JSON-able dict with per-model score neighbourhood (min /
+mean / max, SDI and CFR_θ with configuration-bootstrap ranges), pairwise ρ_flip, roster ranking
+stability (τ_R with its range, total-order mismatch, orderings reached), the ANOVA variance shares,
+parse-clean recomputation, scoring-path strata and the core-tier ablation.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from flipgate import FlipgateError
+from flipgate import metrics as M
+
+NOT_VARIED = ["other models, sizes and checkpoints than the roster", "item subset (one seed-42 sample)",
+              "seed count beyond the declared stochastic seeds", "label set (A, B, C, ...)",
+              "system prompt, moderation, routing, API version, region (deployment layer)"]
+
+
+def _est(value: float, lo: float | None = None, hi: float | None = None) -> dict:
+    clean = lambda x: None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)  # noqa: E731
+    return {"estimate": clean(value), "ci": None if lo is None else [clean(lo), clean(hi)]}
+
+
+def _boot(values, stat, n_boot: int, seed: int, level: float) -> dict:
+    try:
+        return _est(*M.config_bootstrap(values, stat, n=n_boot, seed=seed, level=level))
+    except FlipgateError:
+        return _est(float("nan"))
+
+
+def model_neighbourhood(scores: pd.DataFrame, anchor: str, thetas: list[float], n_boot: int, seed: int,
+                        level: float) -> dict:
+    """Per model: point score at the anchor configuration, min/mean/max, SDI and CFR_θ with ranges."""
+    out = {}
+    for model, part in scores.groupby("model", sort=True):
+        s = part["score"].to_numpy(float)
+        at_anchor = part.loc[part["config"] == anchor, "score"]
+        block = {"point_score": float(at_anchor.iloc[0]) if len(at_anchor) else None, "n_configs": int(len(s)),
+                 "min": float(s.min()), "mean": float(s.mean()), "max": float(s.max()),
+                 "parse_rate_mean": float(part["parse_rate"].mean()),
+                 "sdi": _boot(s, M.sdi, n_boot, seed, level) if s.mean() > 0 else _est(float("nan"))}
+        for theta in thetas:
+            block[f"cfr@{theta:g}"] = _boot(s, lambda x, t=theta: M.cfr(x, t), n_boot, seed, level) \
+                if len(s) >= 2 else _est(float("nan"))
+        out[model] = block
+    return out
+
+
+def roster_stability(scores: pd.DataFrame, n_boot: int, seed: int, level: float) -> dict:
+    """Pairwise ρ_flip and the roster's ranking stability over configurations every model ran."""
+    wide = M.to_score_matrix(scores)
+    pairs = M.pair_flips(scores.drop(columns="benchmark", errors="ignore"))
+    block = {"models": list(map(str, wide.columns)), "n_configs": int(len(wide)),
+             "pairs": [{k: (v if not isinstance(v, float) or not math.isnan(v) else None) for k, v in row.items()}
+                       for row in pairs.to_dict("records")]}
+    if wide.shape[1] < 2 or len(wide) < 2:
+        block["note"] = "ranking stability needs at least two models and two configurations"
+        return block
+    block["tau_r"] = _boot(wide.to_numpy(float), M.tau_r, n_boot, seed, level)
+    block["total_order_mismatch"] = _est(M.total_order_mismatch(wide))
+    block["orderings_reached"] = _est(M.orderings_reached(wide))
+    orders = pd.Series([" > ".join(map(str, o)) for o in M.total_orders(wide)]).value_counts()
+    block["orders"] = {k: int(v) for k, v in orders.items()}
+    return block
+
+
+def variance_shares(scores: pd.DataFrame) -> dict:
+    """Type-II ANOVA shares over the axes that vary (SR App. F); why not, when not estimable."""
+    varying = [a for a in ("model", "template", "decoding", "few_shot") if scores[a].nunique() > 1]
+    if "model" not in varying:
+        return {"not_estimable": "the ANOVA ρ needs at least two models"}
+    terms = varying + [f"{a}:{b}" for i, a in enumerate(varying) for b in varying[i + 1:]
+                       if f"{a}:{b}" in M.ANOVA_TERMS]
+    try:
+        shares = M.anova_shares(scores.assign(few_shot=scores["few_shot"].astype(str)), terms,
+                                impl_terms=[t for t in M.IMPL_TERMS if t in varying])
+    except FlipgateError as exc:
+        return {"not_estimable": str(exc)}
+    return shares.as_dict()
+
+
+def analyse(scores: pd.DataFrame, anchor: str, thetas: list[float], n_boot: int = 1000, seed: int = 42,
+            level: float = 0.95, min_parse_rate: float = 0.95) -> dict:
+    """The whole disclosure for one benchmark (see module docstring)."""
+    full = {"models": model_neighbourhood(scores, anchor, thetas, n_boot, seed, level),
+            "roster": roster_stability(scores, n_boot, seed, level), "variance": variance_shares(scores)}
+    clean = M.parse_clean(scores, min_parse_rate, thetas)
+    full["parse_clean"] = {"min_parse_rate": min_parse_rate, "cells_dropped": int(len(clean.dropped)),
+                           "cells_kept": int(len(clean.frame)),
+                           "models": model_neighbourhood(clean.frame, anchor, thetas, n_boot, seed, level)
+                           if len(clean.frame) else {},
+                           "roster": roster_stability(clean.complete, n_boot, seed, level)
+                           if len(clean.complete) else {}}
+    full["by_scoring_path"] = {path: model_neighbourhood(part, anchor, thetas, n_boot, seed, level)
+                               for path, part in scores.groupby("scoring")}
+    if (scores["tier"] == "stress").any() and (scores["tier"] == "core").any():
+        core = scores[scores["tier"] == "core"]
+        full["core_tier"] = {"models": model_neighbourhood(core, anchor, thetas, n_boot, seed, level),
+                             "roster": roster_stability(core, n_boot, seed, level)}
+    return full
+
+
+def gate_metrics(analysis: dict, model: str) -> dict:
+    """``{metric: {estimate, ci}}`` for one model, the block the thresholds of ``facet: envelope`` read."""
+    mine = analysis["models"][model]
+    roster = analysis["roster"]
+    pairs = [p for p in roster["pairs"] if model in (p["model_a"], p["model_b"])]
+    out = {k: v for k, v in mine.items() if isinstance(v, dict)}
+    out.update(score_min=_est(mine["min"]), score_mean=_est(mine["mean"]), score_max=_est(mine["max"]),
+               rho_flip_max=_est(max((p["rho_flip"] for p in pairs), default=float("nan"))),
+               strict_disagreement_max=_est(max((p["strict_disagreement"] or 0 for p in pairs), default=float("nan"))))
+    for key in ("tau_r", "total_order_mismatch", "orderings_reached"):
+        if key in roster:
+            out[key] = roster[key]
+    return out

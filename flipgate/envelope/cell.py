@@ -1,0 +1,80 @@
+"""What one envelope suite test does: run every valid configuration for every roster model on one
+benchmark, analyse, record, report and gate (thresholds with ``facet: envelope``)."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from flipgate import FlipgateError
+from flipgate.audit import Auditor
+from flipgate.config import ENVELOPE_CELL, load_thresholds
+from flipgate.envelope.analysis import NOT_VARIED, analyse, gate_metrics
+from flipgate.envelope.render import TEMPLATE_SHA256
+from flipgate.envelope.run import EnvelopeRunner, config_scores
+from flipgate.envelope.spec import Envelope
+from flipgate.gate import evaluate
+from flipgate.items import DatasetSpec
+from flipgate.report import report_envelope
+from flipgate.suite import assert_verdicts
+
+
+def thetas_for(threshold_sets) -> list[float]:
+    """CFR verdict thresholds θ named by ``cfr@θ`` thresholds, plus 0.5 (SR's headline)."""
+    named = {float(t.metric.split("@")[1]) for ts in threshold_sets for t in ts.thresholds if t.metric.startswith("cfr@")}
+    return sorted(named | {0.5})
+
+
+@dataclass
+class EnvelopeCell:
+    auditor: Auditor
+    thresholds_dir: str
+    envelope: Envelope
+    benchmark: DatasetSpec
+    capture_manager: object = None
+
+    def roster(self) -> list[str]:
+        return self.envelope.roster or self.auditor.config.audited("envelope")
+
+    def measure(self) -> tuple[dict, pd.DataFrame]:
+        runner = EnvelopeRunner(self.auditor, self.envelope)
+        cm = self.capture_manager
+        with cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext():
+            per_seed = pd.concat([runner.scores(m, self.benchmark) for m in self.roster()], ignore_index=True)
+        scores = config_scores(per_seed)
+        cfg = self.auditor.config
+        thresholds = [load_thresholds(self.thresholds_dir, m) for m in self.roster()]
+        anchor = self.envelope.anchor(self.benchmark.name)
+        analysis = analyse(scores, anchor.id, thetas_for(thresholds), cfg.bootstrap_n, cfg.seed, cfg.level)
+        _, exemplars = runner.split(self.benchmark)
+        analysis.update({
+            "envelope": self.envelope.name, "envelope_sha256": self.envelope.sha256, "tier": self.envelope.run_tier,
+            "n_configs": int(scores["config"].nunique()), "anchor": anchor.as_dict(),
+            "axes": self.envelope.axes, "stress_values": self.envelope.stress, "seeds": self.envelope.seeds,
+            "n_items": int(per_seed["n"].iloc[0]), "exemplar_ids": [e.item_id for e in exemplars],
+            "template_sha256": TEMPLATE_SHA256,
+            "scope_not_varied": NOT_VARIED + [f"{a} beyond {v}" for a, v in self.envelope.axes.items()],
+            "configs": scores.to_dict("records")})
+        return analysis, scores
+
+    def run(self) -> list[dict]:
+        try:
+            analysis, scores = self.measure()
+        except FlipgateError as exc:
+            pytest.fail(f"flipgate: {exc}", pytrace=False)
+        store, name = self.auditor.store, self.benchmark.name
+        store.add_envelope(name, analysis)
+        verdicts, on_inconclusive = [], "warn"
+        for model in self.roster():
+            ts = load_thresholds(self.thresholds_dir, model)
+            mine = evaluate(ts.for_cell(ENVELOPE_CELL, name), {"envelope": gate_metrics(analysis, model)}, "envelope")
+            for v in mine:
+                v.update(facet=ENVELOPE_CELL, model=model)
+            store.add_verdicts(model, name, ENVELOPE_CELL, mine)
+            verdicts += mine
+            on_inconclusive = "fail" if "fail" in (on_inconclusive, ts.on_inconclusive) else ts.on_inconclusive
+        report_envelope(name, analysis, scores, verdicts)
+        assert_verdicts(verdicts, on_inconclusive)
+        return verdicts
