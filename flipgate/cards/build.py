@@ -161,7 +161,7 @@ def envelope_section(analysis: dict, model_id: str) -> dict:
         "score_neighbourhood": {k: mine[k] for k in ("min", "mean", "max", "sdi", "n_configs", "parse_rate_mean")},
         "verdict_stability": {k: v for k, v in mine.items() if k.startswith("cfr@")},
         "ranking_stability": analysis["roster"],
-        "variance": analysis["variance"],
+        "variance": analysis["variance"], "headline_max": analysis.get("headline_max", {}),
         "parse_clean": {"min_parse_rate": analysis["parse_clean"]["min_parse_rate"],
                         "cells_dropped": analysis["parse_clean"]["cells_dropped"],
                         "model": analysis["parse_clean"]["models"].get(model_id),
@@ -316,6 +316,12 @@ def model_index(model_id: str, cards: list[dict]) -> dict:
                 m = by_readout.get(primaries.get(split_cell(facet)[1])) or next(iter(by_readout.values()))
                 metrics.append({"type": "flip_rate", "name": f"{facet} flip rate (K={m['k']})",
                                 "value": m["flip_rate"]["estimate"]})
+        env = card.get("envelope")
+        if env:
+            metrics += [{"type": "sdi", "name": f"SDI over {env['n_configs']} configurations ({env['name']})",
+                         "value": env["score_neighbourhood"]["sdi"]["estimate"]}]
+            metrics += [{"type": "cfr", "name": f"CFR at θ={k.split('@')[1]} ({env['name']})", "value": v["estimate"]}
+                        for k, v in env["verdict_stability"].items()]
         results.append({"task": {"type": "multiple-choice", "name": "ordering robustness"},
                         "dataset": {"name": card["dataset"]["name"], "type": card["dataset"]["name"]},
                         "metrics": [m for m in metrics if m["value"] is not None]})

@@ -69,6 +69,25 @@ def roster_stability(scores: pd.DataFrame, n_boot: int, seed: int, level: float)
     return block
 
 
+def headlines(scores: pd.DataFrame, thetas: list[float], n_boot: int, seed: int, level: float) -> dict:
+    """"Up to X" maxima over the roster with max-statistic intervals (SR App. I): SDI and CFR_θ."""
+    wide = M.to_score_matrix(scores)
+    if len(wide) < 2:
+        return {}
+    slices = {str(m): wide[m].to_numpy(float) for m in wide.columns}
+    groups = {m: "roster" for m in slices}  # one benchmark: every model shares the configuration draws
+    stats = {"sdi": M.sdi, **{f"cfr@{t:g}": (lambda x, t=t: M.cfr(x, t)) for t in thetas}}
+    out = {}
+    for name, stat in stats.items():
+        try:
+            r = M.max_stat_bootstrap(slices, stat, n=n_boot, seed=seed, level=level, groups=groups)
+        except FlipgateError as exc:
+            out[name] = {"not_estimable": str(exc)}
+            continue
+        out[name] = {**_est(r.estimate, r.lo, r.hi), "model": r.slice}
+    return out
+
+
 def variance_shares(scores: pd.DataFrame) -> dict:
     """Type-II ANOVA shares over the axes that vary (SR App. F); why not, when not estimable."""
     varying = [a for a in ("model", "template", "decoding", "few_shot") if scores[a].nunique() > 1]
@@ -88,7 +107,8 @@ def analyse(scores: pd.DataFrame, anchor: str, thetas: list[float], n_boot: int 
             level: float = 0.95, min_parse_rate: float = 0.95) -> dict:
     """The whole disclosure for one benchmark (see module docstring)."""
     full = {"models": model_neighbourhood(scores, anchor, thetas, n_boot, seed, level),
-            "roster": roster_stability(scores, n_boot, seed, level), "variance": variance_shares(scores)}
+            "roster": roster_stability(scores, n_boot, seed, level), "variance": variance_shares(scores),
+            "headline_max": headlines(scores, thetas, n_boot, seed, level)}
     clean = M.parse_clean(scores, min_parse_rate, thetas)
     full["parse_clean"] = {"min_parse_rate": min_parse_rate, "cells_dropped": int(len(clean.dropped)),
                            "cells_kept": int(len(clean.frame)),
