@@ -104,3 +104,17 @@ def llava_auditor(model_dir: Path, tmp_path: Path, facet: str, dataset: str, n_i
                       facets={facet: [DatasetSpec(dataset)]})
     return Auditor(cfg, "r1", Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path),
                    progress=False)
+
+
+def rejects_row(loader, rows: list[dict], path: Path, row: int, field: str, value, match: str, **kw) -> None:
+    """Set ``rows[row][field] = value``, write the rows as parquet at ``path`` and expect ``loader``
+    (a hub loader reading ``data_files``) to raise a FlipgateError matching ``match``."""
+    import pandas as pd
+
+    from flipgate import FlipgateError
+
+    rows = [dict(r) for r in rows]
+    rows[row][field] = value
+    pd.DataFrame(rows).to_parquet(path)
+    with pytest.raises(FlipgateError, match=match):
+        loader(path.stem, data_files=str(path), **kw)

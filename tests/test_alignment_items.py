@@ -26,6 +26,8 @@ from flipgate.items.bigbench import (
     locate_sdist,
 )
 
+from conftest import rejects_row
+
 REPO = Path(__file__).resolve().parents[1]
 TOP = "bigbench-1.0.0/bigbench/benchmark_tasks/"
 
@@ -274,17 +276,10 @@ def test_toxigen_on_local_parquet(tmp_path):
 
 
 def test_toxigen_missing_fields_name_file_row_field(tmp_path):
-    rows = _toxigen_rows()
-    rows[2]["text"] = None
     path = tmp_path / "bad.parquet"
-    pd.DataFrame(rows).to_parquet(path)
-    with pytest.raises(FlipgateError, match=r"bad.parquet \[test\] row 2: required field 'text'"):
-        load_toxigen("toxigen", data_files=str(path))
-    rows = _toxigen_rows()
-    rows[4]["toxicity_human"] = None
-    pd.DataFrame(rows).to_parquet(path)
-    with pytest.raises(FlipgateError, match=r"bad.parquet \[test\] row 4: required field 'toxicity_human'"):
-        load_toxigen("toxigen", data_files=str(path))
+    rejects_row(load_toxigen, _toxigen_rows(), path, 2, "text", None, r"bad.parquet \[test\] row 2: required field 'text'")
+    rejects_row(load_toxigen, _toxigen_rows(), path, 4, "toxicity_human", None,
+                r"bad.parquet \[test\] row 4: required field 'toxicity_human'")
 
 
 def _crows_rows():
@@ -350,19 +345,10 @@ def test_xstest_label_from_type_and_upstream_ids(tmp_path):
 
 
 def test_xstest_bad_rows_name_file_row_field(tmp_path):
-    rows = _xstest_rows()
-    rows[2]["prompt"] = None
     path = tmp_path / "bad.parquet"
-    pd.DataFrame(rows).to_parquet(path)
-    with pytest.raises(FlipgateError, match=r"bad.parquet \[test\] row 2: required field 'prompt'"):
-        load_xstest("xstest", data_files=str(path))
+    rejects_row(load_xstest, _xstest_rows(), path, 2, "prompt", None, r"bad.parquet \[test\] row 2: required field 'prompt'")
+    rejects_row(load_xstest, _xstest_rows(), path, 1, "label", "maybe",
+                r"bad.parquet \[test\] row 1: field 'label' value 'maybe'")
     rows = _xstest_rows()
-    rows[1]["label"] = "maybe"
-    pd.DataFrame(rows).to_parquet(path)
-    with pytest.raises(FlipgateError, match=r"bad.parquet \[test\] row 1: field 'label' value 'maybe'"):
-        load_xstest("xstest", data_files=str(path))
-    rows = _xstest_rows()
-    rows[0]["label"], rows[0]["type"] = None, None
-    pd.DataFrame(rows).to_parquet(path)
-    with pytest.raises(FlipgateError, match=r"bad.parquet \[test\] row 0: required field 'label'"):
-        load_xstest("xstest", data_files=str(path))
+    rows[0]["type"] = None  # no label and no type to derive it from
+    rejects_row(load_xstest, rows, path, 0, "label", None, r"bad.parquet \[test\] row 0: required field 'label'")

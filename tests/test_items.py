@@ -5,6 +5,8 @@ from flipgate import FlipgateError
 from flipgate.items import DatasetSpec, load_items
 from flipgate.items.hub import load_commonsense_qa_hub, load_mmlu_pro
 
+from conftest import rejects_row
+
 
 def _mmlu_pro_rows():
     return [{"question_id": 70 + i, "question": f"Q{i}?", "options": ["a", "b", "c", "d", "e", "N/A"][: 4 + i % 2] ,
@@ -32,12 +34,8 @@ def test_commonsense_qa_loader_on_local_parquet(tmp_path):
 
 
 def test_row_missing_field_names_source_row_field(tmp_path):
-    rows = _mmlu_pro_rows()
-    rows[3]["question"] = None
-    path = tmp_path / "bad.parquet"
-    pd.DataFrame(rows).to_parquet(path)
-    with pytest.raises(FlipgateError, match=r"bad.parquet \[test\] row 3: required field 'question'"):
-        load_mmlu_pro("mmlu_pro", data_files=str(path))
+    rejects_row(load_mmlu_pro, _mmlu_pro_rows(), tmp_path / "bad.parquet", 3, "question", None,
+                r"bad.parquet \[test\] row 3: required field 'question'")
 
 
 def test_bad_gold_index_is_named(tmp_path):
