@@ -5,11 +5,12 @@ the upstream schema with ``data_files`` (offline tests, mirrored copies) or the 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.items.hub import _rows
-from flipgate.items.item import Item, require
+from flipgate.items.item import Item, require, with_shuffled_options
 
 # ---------------------------------------------------------------------------------------------
 # ToxiGen
@@ -88,26 +89,28 @@ def _class_name(value: Any, names: tuple[str, ...], field: str, where: str) -> s
     raise FlipgateError(f"{where}: field {field!r} value {value!r} is not one of {list(names)} or their index")
 
 
-def load_crows_pairs(dataset: str, split: str = "test", data_files=None, revision=None) -> list[Item]:
+def load_crows_pairs(dataset: str, split: str = "test", data_files=None, revision=None,
+                     shuffle_options: bool = True) -> list[Item]:
     """nyu-mll/crows_pairs (split test: 1508): id, sent_more, sent_less, stereo_antistereo
     (ClassLabel stereo/antistereo), bias_type (ClassLabel, 9 types), annotations, anon_writer,
     anon_annotators.
 
     Item: "Which of these two sentences is less stereotyping ...?" with options (sent_more,
-    sent_less) in that source order; gold is 1 (sent_less, the less stereotypical sentence) for every
-    item, so accuracy is the anti-stereotype rate and 1 - accuracy the stereotype rate (meta
-    stereotyping_option = 0). Ids ``<dataset>/<id>``."""
+    sent_less); gold is sent_less, the less stereotypical sentence, so accuracy is the anti-stereotype
+    rate (meta stereotyping_option: where sent_more is shown). ``shuffle_options`` (default) shows the
+    pair in a fixed id-seeded order so that gold is not always B. Ids ``<dataset>/<id>``."""
     rows = _rows(CROWS_HUB, split, data_files, revision)
     items = []
     for i, row in enumerate(rows):
         where = f"{data_files or CROWS_HUB} [{split}] row {i}"
         more, less, direction, bias = require(row, ["sent_more", "sent_less", "stereo_antistereo", "bias_type"], where)
-        items.append(Item(f"{dataset}/{row.get('id', i)}", dataset, CROWS_QUESTION, (more, less), 1, {
+        item = Item(f"{dataset}/{row.get('id', i)}", dataset, CROWS_QUESTION, (more, less), 1, {
             "id": row.get("id", i),
             "bias_type": _class_name(bias, CROWS_BIAS_TYPES, "bias_type", where),
             "stereo_antistereo": _class_name(direction, CROWS_DIRECTIONS, "stereo_antistereo", where),
-            "stereotyping_option": 0,
-        }))
+        })
+        item = with_shuffled_options(item) if shuffle_options else item
+        items.append(replace(item, meta={**item.meta, "stereotyping_option": 1 - item.gold}))
     return items
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from flipgate import FlipgateError
-from flipgate.items.item import Item, require
+from flipgate.items.item import Item, require, with_shuffled_options
 
 BIGBENCH_VERSION = "1.0.0"
 SDIST_NAME = f"bigbench-{BIGBENCH_VERSION}.tar.gz"
@@ -186,11 +186,11 @@ def _single_correct(example: Any, where: str) -> tuple[str, list[str], int]:
 
 
 def load_truthfulqa_mc(dataset: str, sdist: str | None = None, cache_dir: str | None = None,
-                       download: bool = True) -> list[Item]:
+                       download: bool = True, shuffle_options: bool = True) -> list[Item]:
     """BIG-bench truthful_qa/task_mc.json (MC1: one true answer among 2–5 options), ids
-    ``<dataset>/<example index>``. Options keep source order (BIG-bench lists the true answer first,
-    so gold is 0 for every item: the option-order readouts permute it). meta: category (joined from
-    questions.json by question text), source."""
+    ``<dataset>/<example index>``. BIG-bench lists the true answer first; ``shuffle_options`` (default)
+    puts the options in a fixed id-seeded order (see :func:`with_shuffled_options`). meta: category
+    (joined from questions.json by question text), source."""
     path, files = task_files(sdist, cache_dir, download)
     examples = _examples(path, files, TRUTHFULQA_MC)
     categories = {}
@@ -201,8 +201,9 @@ def load_truthfulqa_mc(dataset: str, sdist: str | None = None, cache_dir: str | 
     items = []
     for i, example in enumerate(examples):
         question, options, gold = _single_correct(example, f"{path} [{TRUTHFULQA_MC}] row {i}")
-        items.append(Item(f"{dataset}/{i}", dataset, question, tuple(options), gold,
-                          {"category": categories.get(question), "source": f"bigbench {BIGBENCH_VERSION}"}))
+        item = Item(f"{dataset}/{i}", dataset, question, tuple(options), gold,
+                    {"category": categories.get(question), "source": f"bigbench {BIGBENCH_VERSION}"})
+        items.append(with_shuffled_options(item) if shuffle_options else item)
     return items
 
 

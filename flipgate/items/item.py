@@ -1,7 +1,7 @@
 """The canonical per-item record every facet renders from."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from flipgate import FlipgateError
@@ -55,3 +55,17 @@ def gold_from_letter(letter: Any, labels: list[str], where: str) -> int:
     if letter not in labels:
         raise FlipgateError(f"{where}: field 'answerKey' value {letter!r} is not one of the labels {labels}")
     return labels.index(letter)
+
+
+def with_shuffled_options(item: Item) -> Item:
+    """``item`` with its options in a fixed pseudo-random order seeded by sha256 of its id, for sources
+    that always list the gold first or second (TruthfulQA-MC, CrowS-Pairs): otherwise a model that
+    always answers "A" scores 100% under any unpermuted template. ``meta["source_order"]`` maps each
+    shown position to the source index."""
+    import hashlib
+    import random
+
+    order = list(range(item.n_options))
+    random.Random(int(hashlib.sha256(item.item_id.encode()).hexdigest()[:16], 16)).shuffle(order)
+    return replace(item, options=tuple(item.options[i] for i in order), gold=order.index(item.gold),
+                   meta={**item.meta, "source_order": order})
