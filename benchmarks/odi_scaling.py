@@ -1,0 +1,74 @@
+"""ODI inference profiles side by side: wall time, convergence and recovery error per data scale.
+
+Each (scale, profile) cell simulates data from the ODI model with known truth (flipgate.odi.SCALES:
+small 4 models x 2 facets x 40 items; medium 8 x 3 facets x 2 datasets x 100 items; paper 18 models,
+5 facets, 12 cells, 3,600 items, ~390k trials; K=6), fits it and prints one table row.
+    python benchmarks/odi_scaling.py [--scales small,medium] [--profiles fast,full] [--seed 0]
+Paper scale, and the full profile beyond small, take hours on a 2-core CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from flipgate.odi import PROFILES, SCALES, fit, simulate_scale, summarize
+
+COLUMNS = ["scale", "profile", "trials", "wall_s", "svi_s", "steps", "rhat_max", "ess_bulk", "ess_tail", "div",
+           "passed", "sigma_pi_err", "theta_rmse", "delta_rmse"]
+
+
+def recovery(summary: dict, truth: dict, data) -> dict[str, float]:
+    """Recovery errors: max |log(σ_π estimate / truth)| over facets, θ RMSE, and the RMSE of the
+    cells' mean |δ| estimates."""
+    sp = np.array([summary["facets"][f]["sigma_pi"]["median"] for f in data.facets])
+    th = np.array([summary["models"][m]["theta"]["median"] for m in data.models])
+    md = np.array([summary["cells"][f"{f}/{d}"]["mean_abs_delta"]["estimate"] for f, d in data.cells])
+    return {"sigma_pi_err": float(np.abs(np.log(sp / truth["sigma_pi"])).max()),
+            "theta_rmse": float(np.sqrt(np.mean((th - truth["theta"]) ** 2))),
+            "delta_rmse": float(np.sqrt(np.mean((md - truth["mean_abs_delta"]) ** 2)))}
+
+
+def row(scale: str, profile: str, seed: int) -> dict:
+    data, truth = simulate_scale(scale, seed=seed)
+    result = fit(data, profile, seed=seed)
+    summary = summarize(result)
+    d = summary["diagnostics"]
+    return {"scale": scale, "profile": profile, "trials": data.n, "wall_s": result.timings["total_s"],
+            "svi_s": result.timings["svi_s"], "steps": result.mean_steps, "rhat_max": d["rhat_max"],
+            "ess_bulk": d["ess_bulk_min"], "ess_tail": d["ess_tail_min"], "div": d["divergences"],
+            "passed": d["passed"], **recovery(summary, truth, data)}
+
+
+def fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:.0f}"
+    return str(value)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scales", default="small,medium", help=f"comma list of {list(SCALES)}")
+    ap.add_argument("--profiles", default="fast,full", help=f"comma list of {list(PROFILES)}")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="also write the rows to this JSON file")
+    args = ap.parse_args()
+    scales, profiles = args.scales.split(","), args.profiles.split(",")
+    for name, known in (("scale", SCALES), ("profile", PROFILES)):
+        bad = [x for x in (scales if name == "scale" else profiles) if x not in known]
+        if bad:
+            ap.error(f"unknown {name}(s) {bad}; choose from {list(known)}")
+    print(" | ".join(f"{c:>12s}" for c in COLUMNS), flush=True)
+    rows = []
+    for scale in scales:
+        for profile in profiles:
+            rows.append(row(scale, profile, args.seed))
+            print(" | ".join(f"{fmt(rows[-1][c]):>12s}" for c in COLUMNS), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

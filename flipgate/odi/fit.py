@@ -1,0 +1,255 @@
+"""ODI inference profiles (NUTS, optionally started from an SVI fit), posterior summaries with
+89% HDIs, and the convergence diagnostics that decide whether a fit is reportable."""
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+from jax import lax, random
+from jax.flatten_util import ravel_pytree
+from numpyro import handlers
+from numpyro.distributions.transforms import biject_to
+from numpyro.infer import MCMC, NUTS
+from numpyro.infer.util import constrain_fn, potential_energy
+from numpyro.optim import Adam
+
+from flipgate import FlipgateError
+from flipgate.odi.data import ODIData, from_trials
+from flipgate.odi.model import odi_model, reported
+
+
+def use_host_devices(n: int | None = None) -> int:
+    """Expose ``n`` (default: all) CPU cores as JAX devices so chains run in parallel. Effective only
+    before JAX starts its backend (importing :mod:`flipgate.odi` does this early); returns the
+    device count JAX will use."""
+    from jax._src import xla_bridge
+
+    if not xla_bridge.backends_are_initialized():
+        numpyro.set_host_device_count(n or os.cpu_count() or 1)
+    return jax.local_device_count()
+
+
+@dataclass(frozen=True)
+class Profile:
+    """NUTS settings. Chains start at draws of a mean-field SVI fit (``svi_steps`` Adam steps from
+    the prior means; 0 steps: jittered prior means) and, with ``svi_mass``, the diagonal inverse
+    mass matrix starts at the SVI variances instead of the identity (then adapts if ``adapt_mass``).
+    ``chain_method="auto"`` runs as many chains in parallel as JAX has devices."""
+
+    name: str
+    num_chains: int
+    num_warmup: int
+    num_samples: int
+    target_accept: float = 0.8
+    svi_steps: int = 2000
+    svi_lr: float = 0.02
+    svi_mass: bool = True
+    adapt_mass: bool = True
+    dense_mass: bool = False
+    max_tree_depth: int = 10
+    x64: bool = False
+    chain_method: str = "auto"
+
+
+PROFILES = {
+    # Facet-Probe App. B: 4 chains x (3000 warmup + 1500 draws), target-accept 0.99, fp64
+    "full": Profile("full", num_chains=4, num_warmup=3000, num_samples=1500, target_accept=0.99, x64=True),
+    # SVI-started NUTS with an SVI-seeded mass matrix, one chain per core, short warmup, fp32
+    # (measurements: benchmarks/odi_scaling.py)
+    "fast": Profile("fast", num_chains=2, num_warmup=300, num_samples=1500, target_accept=0.9),
+}
+
+
+@dataclass
+class ODIFit:
+    """A finished fit: posterior ``draws`` of every sample site as (chain, draw, …) arrays, and the
+    mean leapfrog steps (gradient evaluations) per NUTS draw after warmup."""
+
+    data: ODIData
+    profile: Profile
+    draws: dict[str, np.ndarray]
+    divergences: int
+    timings: dict[str, float] = field(default_factory=dict)
+    mean_steps: float = float("nan")
+
+
+def _profile(profile: str | Profile, overrides: dict) -> Profile:
+    if isinstance(profile, str):
+        if profile not in PROFILES:
+            raise FlipgateError(f"unknown ODI profile {profile!r}; choose from {list(PROFILES)}")
+        profile = PROFILES[profile]
+    try:
+        return replace(profile, **overrides)
+    except TypeError as e:
+        raise FlipgateError(f"bad ODI profile override {sorted(overrides)}: {e}") from None
+
+
+def _potential(data: ODIData):
+    """Potential energy (negative log joint) of unconstrained latent values given ``data``."""
+    return partial(potential_energy, odi_model, (data,), {})
+
+
+def _prior_means(data: ODIData) -> dict:
+    """Unconstrained prior means of the latent sites (where chains would start with init_to_mean)."""
+    trace = handlers.trace(handlers.seed(odi_model, 0)).get_trace(data)
+    return {k: biject_to(v["fn"].support).inv(v["fn"].mean) for k, v in trace.items()
+            if v["type"] == "sample" and not v["is_observed"]}
+
+
+def _svi_start(data: ODIData, prof: Profile, key) -> tuple[dict, dict]:
+    """Mean-field Gaussian VI on the unconstrained posterior (ADVI, what AutoNormal fits) from the
+    prior means, as one compiled program with one RNG draw per step (NumPyro's SVI set-up compiles
+    several times longer). Returns per-chain starting points drawn from the fit, and its variances."""
+    potential = _potential(data)
+    opt = Adam(prof.svi_lr)
+
+    @jax.jit
+    def run(key):
+        loc, unravel = ravel_pytree(_prior_means(data))
+
+        def neg_elbo(params, key):
+            m, log_s = params
+            return potential(unravel(m + jnp.exp(log_s) * random.normal(key, m.shape, m.dtype))) - log_s.sum()
+
+        def step(state, key):
+            return opt.update(jax.grad(neg_elbo)(opt.get_params(state), key), state), None
+
+        k_fit, k_init = random.split(key)
+        start = opt.init((loc, jnp.full_like(loc, jnp.log(0.1))))
+        state, _ = lax.scan(step, start, random.split(k_fit, prof.svi_steps))
+        loc, log_scale = opt.get_params(state)
+        draws = loc + jnp.exp(log_scale) * random.normal(k_init, (prof.num_chains, loc.size), loc.dtype)
+        return jax.vmap(unravel)(draws), unravel(jnp.exp(2 * log_scale))
+
+    return run(key)
+
+
+def _chain_runs(prof: Profile) -> tuple[int, str]:
+    """(chains per MCMC run, chain_method): with ``"auto"``, as many parallel chains per run as
+    there are JAX devices, in as many runs as it takes (4 chains on 2 cores: 2 runs of 2)."""
+    if prof.chain_method != "auto":
+        return prof.num_chains, prof.chain_method
+    per_run = max(d for d in range(1, jax.local_device_count() + 1) if prof.num_chains % d == 0)
+    return per_run, "parallel" if per_run > 1 else "sequential"
+
+
+def fit(data: ODIData, profile: str | Profile = "fast", seed: int = 0, progress: bool = False,
+        **overrides) -> ODIFit:
+    """Fit ODI to ``data`` under a :data:`PROFILES` name (or a :class:`Profile`), with ``overrides``
+    of its fields: SVI for starting points and a mass matrix, then NUTS on the model's potential
+    (each one compiled program; NumPyro's eager model set-up would cost more than a small fit)."""
+    prof = _profile(profile, overrides)
+    key_svi, key_mcmc = random.split(random.PRNGKey(seed))
+    timings = {}
+    with jax.enable_x64(prof.x64):
+        t0 = time.perf_counter()
+        init, variances = jax.block_until_ready(_svi_start(data, prof, key_svi))
+        timings["svi_s"] = time.perf_counter() - t0
+        mass = ravel_pytree(variances)[0] if prof.svi_mass else None
+        kernel = NUTS(potential_fn=_potential(data),
+                      target_accept_prob=prof.target_accept, inverse_mass_matrix=mass,
+                      adapt_mass_matrix=prof.adapt_mass, dense_mass=prof.dense_mass, max_tree_depth=prof.max_tree_depth)
+        per_run, method = _chain_runs(prof)
+        mcmc = MCMC(kernel, num_warmup=prof.num_warmup, num_samples=prof.num_samples, num_chains=per_run,
+                    chain_method=method, progress_bar=progress)
+        t1 = time.perf_counter()
+        runs = []
+        for r, key in enumerate(random.split(key_mcmc, prof.num_chains // per_run)):
+            start = {k: v[r * per_run:(r + 1) * per_run] if per_run > 1 else v[r] for k, v in init.items()}
+            mcmc.run(key, init_params=start, extra_fields=("diverging", "num_steps"))
+            runs.append((mcmc.get_samples(group_by_chain=True), mcmc.get_extra_fields(group_by_chain=True)))
+        samples, extra = jax.tree.map(lambda *xs: np.asarray(jnp.concatenate(xs)), *runs)
+        constrain = jax.jit(partial(constrain_fn, odi_model, (data,), {}, batch_ndims=2))
+        draws = jax.tree.map(np.asarray, constrain(samples))
+        timings["mcmc_s"] = time.perf_counter() - t1
+    timings["total_s"] = timings["svi_s"] + timings["mcmc_s"]
+    return ODIFit(data, prof, draws, int(np.sum(extra["diverging"])), timings, float(np.mean(extra["num_steps"])))
+
+
+def _hdi(x: np.ndarray, prob: float) -> list[float]:
+    """Narrowest interval holding ``prob`` of the draws ``x`` (any shape, flattened)."""
+    x = np.sort(np.ravel(x))
+    n = max(1, min(x.size, math.ceil(prob * x.size)))
+    widths = x[n - 1:] - x[: x.size - n + 1]
+    lo = int(np.argmin(widths))
+    return [float(x[lo]), float(x[lo + n - 1])]
+
+
+def _interval(x: np.ndarray, prob: float) -> dict:
+    return {"median": float(np.median(x)), "hdi": _hdi(x, prob)}
+
+
+def _arviz():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz
+
+    return arviz
+
+
+def diagnostics(fit: ODIFit, rhat_max: float = 1.01, ess_min: float = 400, max_divergences: int = 0,
+                scope: str = "reported") -> dict:
+    """R̂ max, bulk/tail ESS min and divergences over the reported quantities (``scope="reported"``:
+    θ, per-facet σ_π median, σ_δ, centred δ, mean |δ|, μ_π, τ_π) or every sample site (``"all"``),
+    and whether they pass the thresholds. ``worst`` names the quantity behind each extreme."""
+    if scope == "reported":
+        quantities = {**reported(fit.draws, fit.data), "mu_pi": fit.draws["mu_pi"], "tau_pi": fit.draws["tau_pi"]}
+    elif scope == "all":
+        quantities = fit.draws
+    else:
+        raise FlipgateError(f"ODI diagnostics scope must be 'reported' or 'all', got {scope!r}")
+    az = _arviz()
+    idata = az.from_dict(posterior={k: np.asarray(v, dtype=np.float64) for k, v in quantities.items()})
+    stats = {"rhat": az.rhat(idata), "ess_bulk": az.ess(idata, method="bulk"), "ess_tail": az.ess(idata, method="tail")}
+    out, worst = {}, {}
+    for stat, ds in stats.items():  # NaN (undefined) counts as failing: R̂ inf, ESS 0
+        rhat = stat == "rhat"
+        values = {k: float(np.max(np.nan_to_num(ds[k].values, nan=np.inf)) if rhat
+                           else np.min(np.nan_to_num(ds[k].values, nan=0.0))) for k in ds}
+        name = (max if rhat else min)(values, key=values.get)
+        out["rhat_max" if rhat else f"{stat}_min"], worst[stat] = values[name], name
+    passed = (out["rhat_max"] <= rhat_max and out["ess_bulk_min"] >= ess_min and out["ess_tail_min"] >= ess_min
+              and fit.divergences <= max_divergences)
+    return {**out, "divergences": fit.divergences, "passed": bool(passed), "scope": scope, "worst": worst,
+            "thresholds": {"rhat_max": rhat_max, "ess_min": ess_min, "max_divergences": max_divergences}}
+
+
+def summarize(fit: ODIFit, hdi_prob: float = 0.89, **thresholds) -> dict:
+    """JSON-ready posterior summary: per facet σ_π (draw-wise median over its items) and σ_δ, per
+    (facet, dataset) cell mean |δ| (estimate: mean |posterior-mean δ| with δ centred in its cell;
+    HDI: of the draw-wise mean |δ|), per model θ, each with ``hdi_prob`` HDIs, and
+    :func:`diagnostics` (``thresholds`` go to it)."""
+    q = reported(fit.draws, fit.data)
+    d = fit.data
+    return {
+        "outcome": d.outcome, "profile": fit.profile.name, "hdi_prob": hdi_prob, "sizes": d.sizes(),
+        "facets": {f: {"sigma_pi": _interval(q["sigma_pi"][..., j], hdi_prob),
+                       "sigma_delta": _interval(q["sigma_delta"][..., j], hdi_prob)} for j, f in enumerate(d.facets)},
+        "cells": {f"{f}/{ds}": {"facet": f, "dataset": ds, "mean_abs_delta": {
+            "estimate": float(np.abs(q["delta"][..., c, :].mean((0, 1))).mean()),
+            "hdi": _hdi(q["mean_abs_delta"][..., c], hdi_prob)}} for c, (f, ds) in enumerate(d.cells)},
+        "models": {m: {"theta": _interval(q["theta"][..., j], hdi_prob)} for j, m in enumerate(d.models)},
+        "diagnostics": diagnostics(fit, **thresholds),
+        "timings": {k: round(v, 2) for k, v in fit.timings.items()},
+    }
+
+
+def odi(trials, readout: str, profile: str | Profile = "fast", seed: int = 0, hdi_prob: float = 0.89,
+        thresholds: dict | None = None, **overrides) -> dict:
+    """Both ODI fits of a trials table (SPEC §4): the modal outcome gives per-facet σ_π / σ_δ and
+    per-cell |δ|; the correct outcome gives per-model θ. ``passed`` needs both fits' diagnostics."""
+    fits = {o: summarize(fit(from_trials(trials, readout, o), profile, seed, **overrides), hdi_prob,
+                         **(thresholds or {})) for o in ("modal", "correct")}
+    return {"readout": readout, "profile": fits["modal"]["profile"], "hdi_prob": hdi_prob,
+            "facets": fits["modal"]["facets"], "cells": fits["modal"]["cells"], "models": fits["correct"]["models"],
+            "diagnostics": {o: s["diagnostics"] for o, s in fits.items()},
+            "sizes": {o: s["sizes"] for o, s in fits.items()},
+            "passed": all(s["diagnostics"]["passed"] for s in fits.values())}
