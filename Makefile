@@ -46,6 +46,7 @@ test: $(VENV)/.installed
 benchmark: $(VENV)/.installed
 	$(PY) benchmarks/readout_throughput.py
 	$(PY) benchmarks/api_concurrency.py
+	$(PY) benchmarks/odi_scaling.py --scales small,medium --profiles fast
 
 clean:
 	rm -rf reports/allure-results reports/allure-report reports/runs grid_cards/*/
