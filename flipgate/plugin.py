@@ -132,8 +132,9 @@ def pytest_generate_tests(metafunc):
                            marks=[pytest.mark.xdist_group(model_id), pytest.mark.flipgate_cell])
               for model_id in cfg.audited("order") for cell, label, dataset in cells]
     if not params:  # e.g. an opt-in facet that models.yaml does not list
-        params = [pytest.param(None, id="not-declared", marks=pytest.mark.skip(
-            reason=f"{name}: no dataset declared for it in {cfg.path} (audit.facets / audit.controls)"))]
+        why = (f"no dataset declared for it in {cfg.path} (audit.facets / audit.controls)" if not cells
+               else f"no model in {cfg.path} lists suite 'order'")
+        params = [pytest.param(None, id="not-declared", marks=pytest.mark.skip(reason=f"{name}: {why}"))]
     metafunc.parametrize(CELL_FIXTURE, params, indirect=True)
 
 
