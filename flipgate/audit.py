@@ -194,7 +194,7 @@ class Auditor:
         interruption loses nothing already computed."""
         outputs: list[Output] = []
         streaming = getattr(backend, "streams_outputs", False)
-        step = len(requests) if streaming else max(1, getattr(backend, "batch_size", 8))
+        step = max(1, len(requests) if streaming else getattr(backend, "batch_size", 8))
         with tqdm(total=len(requests), desc=f"{backend.model_id} {label}", unit="call",
                   disable=not self.progress, leave=False) as bar:
             for start in range(0, len(requests), step):

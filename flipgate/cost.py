@@ -57,15 +57,15 @@ def project(auditor, model_id: str, pilot_items: int = 3) -> Projection:
 
     cfg = auditor.config
     proj = Projection(model_id)
+    if cfg.models[model_id]["backend"] != "litellm":
+        return proj
     price = price_per_token(cfg.models[model_id])
     if price is None:
         proj.priced = False
         price = (0.0, 0.0)
-    if price == (0.0, 0.0) and cfg.models[model_id]["backend"] != "litellm":
-        return proj
+    k = cfg.k
     for name, dataset in cfg.cells():
         plan, requests = auditor.cell_requests(dataset, name)
-        k = cfg.k
         pilot = requests[:pilot_items * k]
         outputs, cached = auditor._outputs(model_id, pilot, use_cache=True, label=f"pilot {name}/{dataset}")
         proj.pilot_calls += sum(not hit for hit in cached)

@@ -136,8 +136,9 @@ class LiteLLMBackend:
                             "weights_sha256": f"api:{self.model}", "revision": None, "dtype": None,
                             "quantization": None, "tokenizer_sha256": None, "chat_template_sha256": None,
                             "capabilities": self.capabilities}
+        self.params = self.params_preview()
         self.settings = {"backend": "litellm", "model": self.model, "api_base": self.api_base,
-                         "decoding": self.params_preview(), "max_new_tokens": self.max_new_tokens,
+                         "decoding": self.params, "max_new_tokens": self.max_new_tokens,
                          "temperature": self.decoding.get("temperature", 0.0),
                          "readouts": sorted(self.readouts)}
 
@@ -163,7 +164,7 @@ class LiteLLMBackend:
         messages = [{"role": role, "content": content_parts(text, request.images)} for role, text in request.messages]
         kw: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": self.timeout_s,
                               "max_tokens": request.max_new_tokens or self.max_new_tokens,
-                              "num_retries": 0, "max_retries": 0, "drop_params": True, **self.params_preview()}
+                              "num_retries": 0, "max_retries": 0, "drop_params": True, **self.params}
         if self.api_base:
             kw["api_base"] = self.api_base
         if self._api_key:

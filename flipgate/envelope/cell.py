@@ -10,7 +10,7 @@ import pytest
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
-from flipgate.config import ENVELOPE_CELL, load_thresholds
+from flipgate.config import ENVELOPE_CELL, ThresholdSet, load_thresholds
 from flipgate.envelope.analysis import NOT_VARIED, analyse, gate_metrics
 from flipgate.envelope.render import TEMPLATE_SHA256
 from flipgate.envelope.run import EnvelopeRunner, config_scores
@@ -19,6 +19,10 @@ from flipgate.gate import evaluate
 from flipgate.items import DatasetSpec
 from flipgate.report import report_envelope
 from flipgate.suite import assert_verdicts
+
+
+#: on_inconclusive settings, least to most strict (the roster's strictest file decides)
+STRICTNESS = ("warn", "xfail", "fail")
 
 
 def thetas_for(threshold_sets) -> list[float]:
@@ -38,16 +42,15 @@ class EnvelopeCell:
     def roster(self) -> list[str]:
         return self.envelope.roster or self.auditor.config.audited("envelope")
 
-    def measure(self) -> tuple[dict, pd.DataFrame]:
+    def measure(self, thresholds: dict[str, ThresholdSet]) -> tuple[dict, pd.DataFrame]:
         runner = EnvelopeRunner(self.auditor, self.envelope)
         cm = self.capture_manager
         with cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext():
             per_seed = pd.concat([runner.scores(m, self.benchmark) for m in self.roster()], ignore_index=True)
         scores = config_scores(per_seed)
         cfg = self.auditor.config
-        thresholds = [load_thresholds(self.thresholds_dir, m) for m in self.roster()]
         anchor = self.envelope.anchor(self.benchmark.name)
-        analysis = analyse(scores, anchor.id, thetas_for(thresholds), cfg.bootstrap_n, cfg.seed, cfg.level)
+        analysis = analyse(scores, anchor.id, thetas_for(thresholds.values()), cfg.bootstrap_n, cfg.seed, cfg.level)
         _, exemplars = runner.split(self.benchmark)
         analysis.update({
             "envelope": self.envelope.name, "envelope_sha256": self.envelope.sha256, "tier": self.envelope.run_tier,
@@ -61,20 +64,20 @@ class EnvelopeCell:
 
     def run(self) -> list[dict]:
         try:
-            analysis, scores = self.measure()
+            thresholds = {m: load_thresholds(self.thresholds_dir, m) for m in self.roster()}
+            analysis, scores = self.measure(thresholds)
         except FlipgateError as exc:
             pytest.fail(f"flipgate: {exc}", pytrace=False)
         store, name = self.auditor.store, self.benchmark.name
         store.add_envelope(name, analysis)
-        verdicts, on_inconclusive = [], "warn"
-        for model in self.roster():
-            ts = load_thresholds(self.thresholds_dir, model)
+        verdicts = []
+        for model, ts in thresholds.items():
             mine = evaluate(ts.for_cell(ENVELOPE_CELL, name), {"envelope": gate_metrics(analysis, model)}, "envelope")
             for v in mine:
                 v.update(facet=ENVELOPE_CELL, model=model)
             store.add_verdicts(model, name, ENVELOPE_CELL, mine)
             verdicts += mine
-            on_inconclusive = "fail" if "fail" in (on_inconclusive, ts.on_inconclusive) else ts.on_inconclusive
+        strictest = max((ts.on_inconclusive for ts in thresholds.values()), key=STRICTNESS.index, default="warn")
         report_envelope(name, analysis, scores, verdicts)
-        assert_verdicts(verdicts, on_inconclusive)
+        assert_verdicts(verdicts, strictest)
         return verdicts

@@ -80,13 +80,14 @@ class EnvelopeRunner:
             outputs, cached = self.auditor._outputs(variant, requests, use_cache=True,
                                                     label=f"{spec.name} {cfg.id}")
             readout = READOUT[cfg.scoring]
+            fingerprint = sha256_json(self.auditor.backend(variant).fingerprint)
             trials = []
             for (it, s), req, out, hit in zip(plan, requests, outputs, cached):
                 label = read_label(readout, out, req.labels, req.answer_prefix)
                 chosen = None if label is None else LETTERS.index(label)
                 trials.append({
                     "run_id": self.auditor.run_id, "model_id": model_id,
-                    "model_fingerprint": sha256_json(self.auditor.backend(variant).fingerprint),
+                    "model_fingerprint": fingerprint,
                     "dataset": spec.name, "item_id": it.item_id, "facet": envelope_cell(cfg), "condition": 0,
                     "permutation": list(range(it.n_options)), "sample": s,
                     "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix])),
