@@ -122,13 +122,25 @@ def test_failing_thresholds_are_reported_as_failed(recovered):
 
 
 def test_odi_end_to_end_is_json_and_flags_short_runs(trials):
-    report = odi(trials, "regex", num_warmup=30, num_samples=30, svi_steps=100)
+    report = odi(trials, "regex", num_warmup=30, num_samples=30, svi_steps=100, ess_target=0)
     json.dumps(report)
     assert set(report["facets"]) == {"option_order"} and set(report["models"]) == {"m1", "m2"}
     assert set(report["cells"]) == {"option_order/mmlu"}
     assert report["sizes"]["modal"]["trials"] == 17 and report["sizes"]["correct"]["trials"] == 22
     assert report["passed"] is False  # 60 draws cannot reach ESS 400
     assert report["diagnostics"]["correct"]["ess_bulk_min"] < 400
+
+
+def test_short_runs_are_extended_to_the_ess_target():
+    """The fast profile keeps drawing from each chain's last state until the reported quantities
+    reach the ESS target, and stops at max_samples."""
+    data, _ = simulate(n_models=3, items_per_cell=12, seed=2)
+    extended = fit(data, "fast", num_samples=100, ess_target=400, max_samples=4000)
+    d = diagnostics(extended)
+    assert 100 < extended.draws_per_chain <= 4000 and d["passed"], (extended.draws_per_chain, d)
+    assert extended.draws["theta_z"].shape[:2] == (4, extended.draws_per_chain)  # 4 chains
+    capped = fit(data, "fast", num_samples=100, ess_target=1e6, max_samples=250)
+    assert capped.draws_per_chain == 250
 
 
 def test_dense_and_per_trial_likelihoods_agree(monkeypatch):

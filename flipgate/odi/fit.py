@@ -57,15 +57,25 @@ class Profile:
     max_tree_depth: int = 10
     x64: bool = False
     chain_method: str = "auto"
+    #: keep drawing (from each chain's last state, same adapted kernel) until the reported
+    #: quantities' bulk and tail ESS reach ``ess_target`` and their R̂ is at most ``rhat_target``,
+    #: at most ``max_samples`` draws per chain; ess_target 0: off
+    ess_target: float = 0.0
+    rhat_target: float = 1.01
+    max_samples: int = 0
 
 
 PROFILES = {
     # Facet-Probe App. B: 4 chains x (3000 warmup + 1500 draws), target-accept 0.99, fp64
     "full": Profile("full", num_chains=4, num_warmup=3000, num_samples=1500, target_accept=0.99, x64=True),
-    # SVI-started NUTS with an SVI-seeded mass matrix, one chain per core, short warmup, fp32
-    # (measurements: benchmarks/odi_scaling.py)
-    "fast": Profile("fast", num_chains=2, num_warmup=300, num_samples=1500, target_accept=0.9),
+    # SVI-started NUTS with an SVI-seeded mass matrix, short warmup, fp32; 4 chains (2 at a time on
+    # 2 cores), as rank-normalised R̂ <= 1.01 presumes (Vehtari et al. 2021); drawn on past 1500
+    # until ESS >= 440 and R̂ <= 1.01 (measurements: benchmarks/odi_scaling.py)
+    "fast": Profile("fast", num_chains=4, num_warmup=300, num_samples=1500, target_accept=0.9,
+                    ess_target=440, max_samples=4000),
 }
+#: per-draw fields NUTS records besides the samples
+FIELDS = ("diverging", "num_steps")
 
 
 @dataclass
@@ -79,6 +89,7 @@ class ODIFit:
     divergences: int
     timings: dict[str, float] = field(default_factory=dict)
     mean_steps: float = float("nan")
+    draws_per_chain: int = 0
 
 
 def _profile(profile: str | Profile, overrides: dict) -> Profile:
@@ -141,11 +152,34 @@ def _chain_runs(prof: Profile) -> tuple[int, str]:
     return per_run, "parallel" if per_run > 1 else "sequential"
 
 
+def _concat(pieces: list, axis: int):
+    """Concatenate matching pytrees of arrays along ``axis``."""
+    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis), *pieces)
+
+
+def _more_draws(result: "ODIFit", prof: Profile) -> int:
+    """Draws per chain to add so the reported quantities reach ``prof.ess_target`` (ESS grows
+    about linearly with draws; 10% margin) and ``prof.rhat_target`` (double the draws: R̂ has no
+    such rule), within ``prof.max_samples``; 0 when done."""
+    room = prof.max_samples - result.draws_per_chain
+    if not prof.ess_target or room <= 0:
+        return 0
+    d = diagnostics(result, rhat_max=prof.rhat_target, ess_min=prof.ess_target)
+    ess = min(d["ess_bulk_min"], d["ess_tail_min"])
+    want = 0
+    if ess < prof.ess_target:
+        want = room if ess <= 0 else math.ceil(1.1 * result.draws_per_chain * (prof.ess_target / ess - 1))
+    if d["rhat_max"] > prof.rhat_target:
+        want = max(want, result.draws_per_chain)
+    return min(room, max(100, want)) if want else 0
+
+
 def fit(data: ODIData, profile: str | Profile = "fast", seed: int = 0, progress: bool = False,
         **overrides) -> ODIFit:
     """Fit ODI to ``data`` under a :data:`PROFILES` name (or a :class:`Profile`), with ``overrides``
     of its fields: SVI for starting points and a mass matrix, then NUTS on the model's potential
-    (each one compiled program; NumPyro's eager model set-up would cost more than a small fit)."""
+    (each one compiled program; NumPyro's eager model set-up would cost more than a small fit),
+    extended past ``num_samples`` while the ESS or R̂ misses ``ess_target`` / ``rhat_target``."""
     prof = _profile(profile, overrides)
     key_svi, key_mcmc = random.split(random.PRNGKey(seed))
     timings = {}
@@ -158,20 +192,31 @@ def fit(data: ODIData, profile: str | Profile = "fast", seed: int = 0, progress:
                       target_accept_prob=prof.target_accept, inverse_mass_matrix=mass,
                       adapt_mass_matrix=prof.adapt_mass, dense_mass=prof.dense_mass, max_tree_depth=prof.max_tree_depth)
         per_run, method = _chain_runs(prof)
-        mcmc = MCMC(kernel, num_warmup=prof.num_warmup, num_samples=prof.num_samples, num_chains=per_run,
-                    chain_method=method, progress_bar=progress)
-        t1 = time.perf_counter()
-        runs = []
-        for r, key in enumerate(random.split(key_mcmc, prof.num_chains // per_run)):
-            start = {k: v[r * per_run:(r + 1) * per_run] if per_run > 1 else v[r] for k, v in init.items()}
-            mcmc.run(key, init_params=start, extra_fields=("diverging", "num_steps"))
-            runs.append((mcmc.get_samples(group_by_chain=True), mcmc.get_extra_fields(group_by_chain=True)))
-        samples, extra = jax.tree.map(lambda *xs: np.asarray(jnp.concatenate(xs)), *runs)
         constrain = jax.jit(partial(constrain_fn, odi_model, (data,), {}, batch_ndims=2))
-        draws = jax.tree.map(np.asarray, constrain(samples))
+        t1 = time.perf_counter()
+        runs, pieces = [], []  # one MCMC per group of parallel chains, so each can go on from its last state
+        for r, key in enumerate(random.split(key_mcmc, prof.num_chains // per_run)):
+            mcmc = MCMC(kernel, num_warmup=prof.num_warmup, num_samples=prof.num_samples, num_chains=per_run,
+                        chain_method=method, progress_bar=progress)
+            start = {k: v[r * per_run:(r + 1) * per_run] if per_run > 1 else v[r] for k, v in init.items()}
+            mcmc.run(key, init_params=start, extra_fields=FIELDS)
+            runs.append(mcmc)
+            pieces.append([(mcmc.get_samples(group_by_chain=True), mcmc.get_extra_fields(group_by_chain=True))])
+        while True:
+            samples, extra = _concat([_concat(p, 1) for p in pieces], 0)
+            result = ODIFit(data, prof, jax.tree.map(np.asarray, constrain(samples)), int(np.sum(extra["diverging"])),
+                            timings, float(np.mean(extra["num_steps"])), int(extra["diverging"].shape[1]))
+            more = _more_draws(result, prof)
+            if not more:
+                break
+            for mcmc, piece in zip(runs, pieces):
+                mcmc.num_samples = more
+                mcmc.post_warmup_state = mcmc.last_state
+                mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=FIELDS)
+                piece.append((mcmc.get_samples(group_by_chain=True), mcmc.get_extra_fields(group_by_chain=True)))
         timings["mcmc_s"] = time.perf_counter() - t1
     timings["total_s"] = timings["svi_s"] + timings["mcmc_s"]
-    return ODIFit(data, prof, draws, int(np.sum(extra["diverging"])), timings, float(np.mean(extra["num_steps"])))
+    return result
 
 
 def _hdi(x: np.ndarray, prob: float) -> list[float]:
@@ -183,8 +228,11 @@ def _hdi(x: np.ndarray, prob: float) -> list[float]:
     return [float(x[lo]), float(x[lo + n - 1])]
 
 
-def _interval(x: np.ndarray, prob: float) -> dict:
-    return {"median": float(np.median(x)), "hdi": _hdi(x, prob)}
+def _interval(x: np.ndarray, prob: float, ci_level: float | None = None) -> dict:
+    """Posterior median and ``prob`` HDI; with ``ci_level``, also ``ci``: the HDI at that level
+    (what a threshold is decided on, SPEC §5)."""
+    out = {"median": float(np.median(x)), "hdi": _hdi(x, prob)}
+    return out if ci_level is None else {**out, "ci": _hdi(x, ci_level)}
 
 
 def _arviz():
@@ -222,34 +270,43 @@ def diagnostics(fit: ODIFit, rhat_max: float = 1.01, ess_min: float = 400, max_d
             "thresholds": {"rhat_max": rhat_max, "ess_min": ess_min, "max_divergences": max_divergences}}
 
 
-def summarize(fit: ODIFit, hdi_prob: float = 0.89, **thresholds) -> dict:
+def summarize(fit: ODIFit, hdi_prob: float = 0.89, ci_level: float | None = None, **thresholds) -> dict:
     """JSON-ready posterior summary: per facet σ_π (draw-wise median over its items) and σ_δ, per
     (facet, dataset) cell mean |δ| (estimate: mean |posterior-mean δ| with δ centred in its cell;
-    HDI: of the draw-wise mean |δ|), per model θ, each with ``hdi_prob`` HDIs, and
-    :func:`diagnostics` (``thresholds`` go to it)."""
+    HDI: of the draw-wise mean |δ|), per model θ, each with ``hdi_prob`` HDIs (and, with
+    ``ci_level``, a ``ci`` HDI at that level), and :func:`diagnostics` (``thresholds`` go to it)."""
     q = reported(fit.draws, fit.data)
     d = fit.data
+    interval = partial(_interval, prob=hdi_prob, ci_level=ci_level)
+
+    def abs_delta(c: int) -> dict:  # estimate from the posterior-mean δ; intervals from the draws
+        hdis = {k: v for k, v in interval(q["mean_abs_delta"][..., c]).items() if k != "median"}
+        return {"estimate": float(np.abs(q["delta"][..., c, :].mean((0, 1))).mean()), **hdis}
+
     return {
         "outcome": d.outcome, "profile": fit.profile.name, "hdi_prob": hdi_prob, "sizes": d.sizes(),
-        "facets": {f: {"sigma_pi": _interval(q["sigma_pi"][..., j], hdi_prob),
-                       "sigma_delta": _interval(q["sigma_delta"][..., j], hdi_prob)} for j, f in enumerate(d.facets)},
-        "cells": {f"{f}/{ds}": {"facet": f, "dataset": ds, "mean_abs_delta": {
-            "estimate": float(np.abs(q["delta"][..., c, :].mean((0, 1))).mean()),
-            "hdi": _hdi(q["mean_abs_delta"][..., c], hdi_prob)}} for c, (f, ds) in enumerate(d.cells)},
-        "models": {m: {"theta": _interval(q["theta"][..., j], hdi_prob)} for j, m in enumerate(d.models)},
+        "facets": {f: {"sigma_pi": interval(q["sigma_pi"][..., j]),
+                       "sigma_delta": interval(q["sigma_delta"][..., j])} for j, f in enumerate(d.facets)},
+        "cells": {f"{f}/{ds}": {"facet": f, "dataset": ds, "mean_abs_delta": abs_delta(c)}
+                  for c, (f, ds) in enumerate(d.cells)},
+        "models": {m: {"theta": interval(q["theta"][..., j])} for j, m in enumerate(d.models)},
         "diagnostics": diagnostics(fit, **thresholds),
+        "draws_per_chain": fit.draws_per_chain, "num_chains": fit.profile.num_chains,
         "timings": {k: round(v, 2) for k, v in fit.timings.items()},
     }
 
 
 def odi(trials, readout: str, profile: str | Profile = "fast", seed: int = 0, hdi_prob: float = 0.89,
-        thresholds: dict | None = None, **overrides) -> dict:
+        thresholds: dict | None = None, ci_level: float | None = None, **overrides) -> dict:
     """Both ODI fits of a trials table (SPEC §4): the modal outcome gives per-facet σ_π / σ_δ and
-    per-cell |δ|; the correct outcome gives per-model θ. ``passed`` needs both fits' diagnostics."""
-    fits = {o: summarize(fit(from_trials(trials, readout, o), profile, seed, **overrides), hdi_prob,
+    per-cell |δ|; the correct outcome gives per-model θ. ``passed`` needs both fits' diagnostics;
+    ``thresholds`` go to :func:`diagnostics`, ``ci_level`` adds gate intervals (:func:`summarize`)."""
+    fits = {o: summarize(fit(from_trials(trials, readout, o), profile, seed, **overrides), hdi_prob, ci_level,
                          **(thresholds or {})) for o in ("modal", "correct")}
     return {"readout": readout, "profile": fits["modal"]["profile"], "hdi_prob": hdi_prob,
             "facets": fits["modal"]["facets"], "cells": fits["modal"]["cells"], "models": fits["correct"]["models"],
             "diagnostics": {o: s["diagnostics"] for o, s in fits.items()},
             "sizes": {o: s["sizes"] for o, s in fits.items()},
+            "draws_per_chain": {o: s["draws_per_chain"] for o, s in fits.items()},
+            "timings": {o: s["timings"] for o, s in fits.items()},
             "passed": all(s["diagnostics"]["passed"] for s in fits.values())}
