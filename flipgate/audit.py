@@ -87,6 +87,15 @@ class Auditor:
         self.store.add_manifest(facet_name, dataset, manifest.k, manifest.sha256, str(path))
         return manifest
 
+    def unmeasurable(self, model_id: str, dataset: str, facet_name: str) -> str | None:
+        """Why ``model_id`` cannot take this facet × dataset cell (its items carry images and the
+        model takes none), or None when it can."""
+        facet = get_facet(facet_name)
+        needs_images = getattr(facet, "needs_images", False) or any(it.images for it in self.items(dataset, facet_name))
+        if needs_images and not getattr(self.backend(model_id), "supports_images", False):
+            return f"model {model_id!r} takes no images: {facet_name} on {dataset} not measured"
+        return None
+
     def readouts(self, model_id: str, facet_name: str) -> tuple[list[str], str]:
         """(readouts, primary readout) of a model on a facet."""
         model = self.config.models[model_id]

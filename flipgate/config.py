@@ -19,6 +19,12 @@ from flipgate.items.registry import DatasetSpec
 SCHEMAS = Path(__file__).parent / "config_schemas"
 #: the cell name of the configuration-envelope suite in thresholds files (``facet: envelope``)
 ENVELOPE_CELL = "envelope"
+#: the cell name of the ODI fit over the order suites (``facet: odi``; suites/analysis, SPEC §4)
+ODI_CELL = "odi"
+#: thresholds that only the suite-level cells take (their metrics exist nowhere else)
+SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL)
+#: ODI metrics: posterior quantities (``@<facet>`` selects one facet) and fit diagnostics
+ODI_METRICS = ("sigma_pi", "sigma_delta", "mean_abs_delta", "rhat_max", "ess_bulk_min", "ess_tail_min", "divergences")
 
 
 def _schema(name: str) -> dict:
@@ -69,6 +75,8 @@ class AuditConfig:
     controls: dict[str, list[tuple[str, DatasetSpec]]] = field(default_factory=dict)
     #: model id of the LLM judge for judged facets (None: each model judges its own answers)
     judge: str | None = None
+    #: ODI fit settings (``audit.odi``): profile name, seed and profile field overrides
+    odi: dict = field(default_factory=dict)
 
     def audited(self, suite: str) -> list[str]:
         """Ids of the models that ``suite`` ("order" or "envelope") audits."""
@@ -136,7 +144,7 @@ def load_models(path: Path | str) -> AuditConfig:
         raise FlipgateError(f"{path}: field audit.judge: no model with this id (value: {judge!r})")
     return AuditConfig(path, models, audit.get("seed", 42), audit.get("k", 6),
                        audit.get("items_per_dataset", 30), boot.get("n", 1000), boot.get("level", 0.95),
-                       facets, controls, judge)
+                       facets, controls, judge, audit.get("odi") or {})
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,7 @@ class Threshold:
         """``facet`` selects a facet, a control (on any facet) or one control cell
         (``same_ordering:option_order``); without it a threshold covers every facet, not controls."""
         control, facet = split_cell(cell)
-        if cell == ENVELOPE_CELL or self.facet == ENVELOPE_CELL:  # envelope metrics only where named
+        if cell in SUITE_CELLS or self.facet in SUITE_CELLS:  # envelope / ODI metrics only where named
             facet_ok = self.facet == cell
         elif self.facet is None:
             facet_ok = control is None
@@ -189,10 +197,19 @@ def _parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
     for i, t in enumerate(data["thresholds"]):
         facet = t.get("facet")
         control, base = split_cell(facet or "")
-        if facet is not None and not (facet in FACETS or facet in CONTROLS or facet == ENVELOPE_CELL
+        if facet is not None and not (facet in FACETS or facet in CONTROLS or facet in SUITE_CELLS
                                       or (control in CONTROLS and base in FACETS)):
             raise FlipgateError(f"{path}: field thresholds[{i}].facet: unknown facet (value: {facet!r}); "
-                                f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS) + [ENVELOPE_CELL]))}")
+                                f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS) + list(SUITE_CELLS)))}")
+        odi_metric = t["metric"].partition("@")[0] in ODI_METRICS
+        if odi_metric != (facet == ODI_CELL):
+            raise FlipgateError(f"{path}: field thresholds[{i}]: ODI metrics (sigma_pi, mean_abs_delta, rhat_max, ...) "
+                                f"go with facet: {ODI_CELL} and only they do (value: metric {t['metric']!r}, "
+                                f"facet {facet!r})")
+        of = t["metric"].partition("@")[2] if odi_metric else ""
+        if of and of not in FACETS:
+            raise FlipgateError(f"{path}: field thresholds[{i}].metric: unknown facet after '@' (value: "
+                                f"{t['metric']!r}); known: {', '.join(sorted(FACETS))}")
         direction = "max" if "max" in t else "min"
         out.append(Threshold(t["metric"], float(t[direction]), direction, t.get("rule", "lower"), facet,
                              t.get("dataset"), t.get("readout"), f"{path.name}#{i}"))

@@ -17,6 +17,7 @@ from flipgate import FlipgateError
 
 CELL_FIXTURE = "flip_cell"
 ENVELOPE_FIXTURE = "envelope_cell"
+ODI_FIXTURE = "odi_cell"
 
 
 def pytest_addoption(parser):
@@ -108,9 +109,21 @@ def _parametrise_envelope(metafunc):
     metafunc.parametrize(ENVELOPE_FIXTURE, params, indirect=True)
 
 
+def _parametrise_odi(metafunc):
+    """One ODI fit over every order-suite model: its own xdist group, since it reads every model."""
+    try:
+        _audit_config(metafunc.config)
+    except FlipgateError as exc:
+        raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
+    metafunc.parametrize(ODI_FIXTURE, [pytest.param("order", id="order-facets", marks=[
+        pytest.mark.xdist_group("odi"), pytest.mark.flipgate_cell])], indirect=True)
+
+
 def pytest_generate_tests(metafunc):
     if ENVELOPE_FIXTURE in metafunc.fixturenames:
         return _parametrise_envelope(metafunc)
+    if ODI_FIXTURE in metafunc.fixturenames:
+        return _parametrise_odi(metafunc)
     if CELL_FIXTURE not in metafunc.fixturenames:
         return
     from flipgate.facets import CONTROLS, FACETS, control_cell
@@ -169,6 +182,15 @@ def envelope_cell(request, flipgate_auditor):
 
     return EnvelopeCell(flipgate_auditor, str(_resolve(request.config, "--thresholds")), _envelope(request.config),
                         request.param, request.config.pluginmanager.getplugin("capturemanager"))
+
+
+@pytest.fixture
+def odi_cell(request, flipgate_auditor):
+    """The ODI fit over the order suites' trials of every model; call ``.run()``."""
+    from flipgate.odi.cell import ODICell
+
+    return ODICell(flipgate_auditor, str(_resolve(request.config, "--thresholds")),
+                   request.config.pluginmanager.getplugin("capturemanager"))
 
 
 def pytest_sessionstart(session):
@@ -230,6 +252,11 @@ def pytest_sessionfinish(session, exitstatus):
         alpha = 1 - cfg.level
         lines.append(f"flipgate: Benjamini–Hochberg over {len(qvals)} gated thresholds: "
                      f"{sum(q <= alpha for q in failed)} of {len(failed)} failed ones stay significant at FDR {alpha:.2f}")
+    odi = store.odi()
+    if odi:
+        lines.append(f"flipgate: ODI ({odi['profile']}, panel {', '.join(odi['roster'])}, diagnostics "
+                     f"{'passed' if odi['passed'] else 'FAILED'}): σ_π " + ", ".join(
+                         f"{f} {v['sigma_pi']['median']:.3f}" for f, v in odi["facets"].items()))
     lines += [f"flipgate: GRID card {p}" for p in written if p.suffix == ".json"]
     alluredir = config.getoption("--alluredir", None) if config.pluginmanager.hasplugin("allure_pytest") else None
     if alluredir:

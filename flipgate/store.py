@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS judgements (model_id TEXT, dataset TEXT, facet TEXT, 
 CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, threshold TEXT,
     result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
 CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
+CREATE TABLE IF NOT EXISTS odi (name TEXT PRIMARY KEY, analysis TEXT);
 """
 
 TRIAL_COLUMNS = ["run_id", "model_id", "model_fingerprint", "dataset", "item_id", "facet", "condition",
@@ -88,6 +89,15 @@ class TrialStore:
 
     def envelope(self, dataset: str) -> dict | None:
         row = self.conn.execute("SELECT analysis FROM envelopes WHERE dataset = ?", (dataset,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def add_odi(self, analysis: dict, name: str = "order") -> None:
+        """The ODI fit over a panel's order-suite trials (SPEC §4)."""
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO odi VALUES (?, ?)", (name, json.dumps(analysis)))
+
+    def odi(self, name: str = "order") -> dict | None:
+        row = self.conn.execute("SELECT analysis FROM odi WHERE name = ?", (name,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def trials(self, **where) -> pd.DataFrame:

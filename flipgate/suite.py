@@ -16,6 +16,16 @@ from flipgate.report import report_cell
 from flipgate.summary import control_summary, facet_summary
 
 
+#: on_inconclusive settings, least to most strict
+STRICTNESS = ("warn", "xfail", "fail")
+
+
+def strictest(threshold_sets) -> str:
+    """The strictest ``on_inconclusive`` of ``threshold_sets``: a cell gated for a whole roster
+    decides inconclusive verdicts as the strictest model's file says, whatever the roster's order."""
+    return max((ts.on_inconclusive for ts in threshold_sets), key=STRICTNESS.index, default="warn")
+
+
 class InconclusiveThreshold(UserWarning):
     """A threshold whose CI straddles its bound (SPEC §5)."""
 
@@ -61,11 +71,9 @@ class FlipCell:
     def run(self) -> list[dict]:
         try:
             thresholds: ThresholdSet = load_thresholds(self.thresholds_dir, self.model_id)
-            facet = get_facet(split_cell(self.name)[1])
-            needs_images = getattr(facet, "needs_images", False) or \
-                any(it.images for it in self.auditor.items(self.dataset, facet.name))
-            if needs_images and not getattr(self.auditor.backend(self.model_id), "supports_images", False):
-                pytest.skip(f"model {self.model_id!r} takes no images: {facet.name} on {self.dataset} not measured")
+            why = self.auditor.unmeasurable(self.model_id, self.dataset, split_cell(self.name)[1])
+            if why:
+                pytest.skip(why)
             summaries, items = self.measure()
         except FlipgateError as exc:
             pytest.fail(f"flipgate: {exc}", pytrace=False)

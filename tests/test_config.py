@@ -17,8 +17,11 @@ def test_repo_models_and_thresholds_are_valid():
     cfg = load_models(REPO / "models.yaml")
     assert "smollm2-135m-instruct" in cfg.models
     assert [d.name for d in cfg.facets["option_order"]] == ["mmlu", "arc_challenge", "commonsense_qa"]
+    assert cfg.audited("order") == ["smollm2-135m-instruct", "gemma3-270m"] and cfg.odi["profile"] == "fast"
     ts = load_thresholds(REPO / "thresholds", "smollm2-135m-instruct")
     assert any(t.metric == "flip_rate" for t in ts.thresholds)
+    assert {t.metric for t in ts.thresholds if t.facet == "odi"} == {"sigma_pi", "mean_abs_delta"}
+    assert any(t.metric == "cfr@0.5" for t in ts.thresholds)  # '@' of CFR is not an ODI facet selector
 
 
 def test_defaults_when_audit_section_missing(tmp_path):

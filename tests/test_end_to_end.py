@@ -64,13 +64,13 @@ def xdist_run(tiny_model_dir, tmp_path_factory):
 def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
     tmp, _, _, proc = xdist_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "8 passed" in proc.stdout  # 2 models x 2 datasets x (facet + control)
+    assert "9 passed" in proc.stdout  # 2 models x 2 datasets x (facet + control), and the ODI fit
     # loadgroup: all of a model's cells ran on one worker, so each worker loaded a model once
     workers = {}
     for line in proc.stdout.splitlines():
         if line.startswith("[gw") and "PASSED" in line:
             workers.setdefault(line.rsplit("@", 1)[-1].strip(), set()).add(line.split("]")[0])
-    assert set(workers) == {"tiny-fp32", "tiny-bf16"} and all(len(w) == 1 for w in workers.values()), workers
+    assert set(workers) == {"tiny-fp32", "tiny-bf16", "odi"} and all(len(w) == 1 for w in workers.values()), workers
     cards = sorted((tmp / "cards").glob("*/*.json"))
     assert [f"{p.parent.name}/{p.stem}" for p in cards] == [
         "tiny-bf16/arc_challenge", "tiny-bf16/commonsense_qa", "tiny-fp32/arc_challenge", "tiny-fp32/commonsense_qa"]
@@ -80,6 +80,10 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
         assert set(card["order_robustness"]) == {"option_order"} and set(card["controls"]) == {"same_ordering:option_order"}
         assert len(card["thresholds"]) == 3 and all(v["verdict"] == "pass" for v in card["thresholds"])
     assert (tmp / "cards/tiny-fp32/model-index.yaml").exists()
+    odi = json.loads((tmp / "cards/tiny-bf16/commonsense_qa.json").read_text())["odi"]
+    assert odi["panel"] == ["tiny-fp32", "tiny-bf16"] and odi["passed"] and odi["readouts"] == {
+        "option_order": "letter_logprob"}
+    assert set(odi["cells"]) == {"option_order/commonsense_qa"} and odi["sizes"]["correct"]["trials"] == 2 * 2 * 3 * 6
 
 
 def test_allure_results_labels_and_attachments(xdist_run):
@@ -92,6 +96,9 @@ def test_allure_results_labels_and_attachments(xdist_run):
     names = {a["name"] for r in cells for a in r["attachments"]}
     assert {"per-item results.csv", "flip rate.png", "cell card section.json"} <= names
     assert sum(r["name"].startswith("GRID card") for r in results) == 4
+    odi, = [r for r in results if {"name": "epic", "value": "ODI"} in r["labels"]]
+    assert odi["status"] == "passed" and {"ODI sigma_pi and delta.png", "ODI posterior.csv"} <= {
+        a["name"] for a in odi["attachments"]}
     assert "run_id=" in (tmp / "allure" / "environment.properties").read_text()
 
 

@@ -146,9 +146,29 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
     }
     if envelope:
         card["envelope"] = envelope_section(envelope, model_id)
+    odi = store.odi()
+    if odi and model_id in odi["roster"] and any(c["dataset"] == dataset for c in odi["cells"].values()):
+        card["odi"] = odi_section(odi, model_id, dataset, store.verdicts(model_id, "odi"))
     card = _jsonable(card)
     validate_card(card)
     return card
+
+
+def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[dict]) -> dict:
+    """SPEC §4 for one card: σ_π / σ_δ of the card's facets and mean |δ| of its cells from the panel's
+    modal fit, the model's θ from the correct fit, both fits' diagnostics and the ODI verdicts."""
+    cells = {c: v for c, v in analysis["cells"].items() if v["dataset"] == dataset}
+    facets = sorted({v["facet"] for v in cells.values()})
+    return {
+        "profile": analysis["profile"], "panel": analysis["roster"], "hdi_prob": analysis["hdi_prob"],
+        "ci_level": analysis.get("ci_level"), "readouts": analysis["readouts"].get(model_id, {}),
+        "sizes": analysis["sizes"], "draws_per_chain": analysis.get("draws_per_chain"),
+        "facets": {f: analysis["facets"][f] for f in facets},
+        "cells": cells, "theta": (analysis["models"].get(model_id) or {}).get("theta"),
+        "diagnostics": analysis["diagnostics"], "passed": analysis["passed"],
+        "unmeasured": analysis.get("unmeasured", []),
+        "verdicts": [v for v in verdicts if v.get("target") in {*facets, *cells, *analysis["diagnostics"]}],
+    }
 
 
 def envelope_section(analysis: dict, model_id: str) -> dict:
@@ -264,6 +284,8 @@ def card_markdown(card: dict) -> str:
                   f"| {_num(r['coverage'])} |" for r in m["k_policies"]]
     if card.get("envelope"):
         lines += envelope_markdown(card["envelope"], fmt)
+    if card.get("odi"):
+        lines += odi_markdown(card["odi"])
     lines += ["", "## Threshold verdicts", "", "| cell | threshold | estimate | CI | p | BH q | verdict |",
               "|---|---|---|---|---|---|---|"]
     for v in card["thresholds"]:
@@ -304,6 +326,33 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
     return lines
 
 
+def odi_markdown(odi: dict) -> list[str]:
+    """The card's ODI section (SPEC §4) as Markdown."""
+    hdi = lambda m: f"{_num(m.get('median', m.get('estimate')))} [{_num(m['hdi'][0])}, {_num(m['hdi'][1])}]"  # noqa: E731
+    pct = f"{odi['hdi_prob']:.0%}"
+    lines = ["", "## ODI: ordering-decomposed IRT", "",
+             f"Panel {', '.join(odi['panel'])}; profile `{odi['profile']}` (draws per chain "
+             f"{json.dumps(odi.get('draws_per_chain'))}); posterior medians with {pct} HDIs. "
+             "σ_π is per-item ordering noise pooled within the facet (median over its items), σ_δ the facet's "
+             "scale of per-ordering offsets, mean |δ| the cell's average offset (centred within the cell).", "",
+             f"| facet | σ_π [{pct} HDI] | σ_δ [{pct} HDI] |", "|---|---|---|"]
+    lines += [f"| {f} | {hdi(v['sigma_pi'])} | {hdi(v['sigma_delta'])} |" for f, v in odi["facets"].items()]
+    lines += ["", f"| cell | mean abs δ [{pct} HDI] |", "|---|---|"]
+    lines += [f"| {c} | {hdi(v['mean_abs_delta'])} |" for c, v in odi["cells"].items()]
+    if odi.get("theta"):
+        lines += ["", f"θ (correct outcome, centred over the panel): {hdi(odi['theta'])}."]
+    lines += ["", "Diagnostics: " + "; ".join(
+        f"{o}: R̂ max {_num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail min {d['ess_tail_min']:.0f}, "
+        f"{d['divergences']} divergences" for o, d in odi["diagnostics"].items())
+        + f" → {'passed' if odi['passed'] else 'FAILED'}."]
+    if odi["verdicts"]:
+        lines += ["", "| ODI threshold | estimate | CI | verdict |", "|---|---|---|---|"]
+        for v in odi["verdicts"]:
+            ci = "–" if not v.get("ci") or v["ci"][0] is None else f"[{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]"
+            lines.append(f"| `{v['threshold']}` | {_num(v.get('estimate'))} | {ci} | **{v['verdict']}** |")
+    return lines
+
+
 def model_index(model_id: str, cards: list[dict]) -> dict:
     """A Hugging Face ``model-index`` block with each card's facet metrics."""
     results = []
@@ -322,6 +371,10 @@ def model_index(model_id: str, cards: list[dict]) -> dict:
                          "value": env["score_neighbourhood"]["sdi"]["estimate"]}]
             metrics += [{"type": "cfr", "name": f"CFR at θ={k.split('@')[1]} ({env['name']})", "value": v["estimate"]}
                         for k, v in env["verdict_stability"].items()]
+        odi = card.get("odi")
+        if odi:
+            metrics += [{"type": "odi_sigma_pi", "name": f"ODI σ_π {f} (panel of {len(odi['panel'])})",
+                         "value": v["sigma_pi"]["median"]} for f, v in odi["facets"].items()]
         results.append({"task": {"type": "multiple-choice", "name": "ordering robustness"},
                         "dataset": {"name": card["dataset"]["name"], "type": card["dataset"]["name"]},
                         "metrics": [m for m in metrics if m["value"] is not None]})

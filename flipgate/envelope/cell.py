@@ -18,11 +18,7 @@ from flipgate.envelope.spec import Envelope
 from flipgate.gate import evaluate
 from flipgate.items import DatasetSpec
 from flipgate.report import report_envelope
-from flipgate.suite import assert_verdicts
-
-
-#: on_inconclusive settings, least to most strict (the roster's strictest file decides)
-STRICTNESS = ("warn", "xfail", "fail")
+from flipgate.suite import assert_verdicts, strictest
 
 
 def thetas_for(threshold_sets) -> list[float]:
@@ -77,7 +73,6 @@ class EnvelopeCell:
                 v.update(facet=ENVELOPE_CELL, model=model)
             store.add_verdicts(model, name, ENVELOPE_CELL, mine)
             verdicts += mine
-        strictest = max((ts.on_inconclusive for ts in thresholds.values()), key=STRICTNESS.index, default="warn")
         report_envelope(name, analysis, scores, verdicts)
-        assert_verdicts(verdicts, strictest)
+        assert_verdicts(verdicts, strictest(thresholds.values()))
         return verdicts

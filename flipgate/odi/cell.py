@@ -1,0 +1,89 @@
+"""What the ODI suite test does: gather the order suites' trials of every model (through the cache,
+like any test), fit ODI on each model's primary readout, record, report and gate (``facet: odi``)."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from flipgate import FlipgateError
+from flipgate.audit import Auditor
+from flipgate.config import load_thresholds
+from flipgate.odi.fit import odi
+from flipgate.odi.gate import diagnostic_bounds, gate
+from flipgate.report import report_odi
+from flipgate.suite import assert_verdicts, strictest
+
+#: the readout name of the panel table: each (model, facet)'s own primary readout
+PRIMARY = "primary"
+
+
+def primary_view(trials: pd.DataFrame, readout: str) -> pd.DataFrame:
+    """``trials`` with ``mapped`` / ``correct`` narrowed to ``readout``, renamed :data:`PRIMARY`."""
+    return trials[["model_id", "facet", "dataset", "item_id", "condition"]].assign(
+        mapped=[{PRIMARY: m.get(readout)} for m in trials["mapped"]],
+        correct=[{PRIMARY: c.get(readout)} for c in trials["correct"]])
+
+
+@dataclass
+class ODICell:
+    auditor: Auditor
+    thresholds_dir: str
+    capture_manager: object = None
+
+    def roster(self) -> list[str]:
+        return self.auditor.config.audited("order")
+
+    def panel(self) -> tuple[pd.DataFrame, dict, list[str]]:
+        """Every order-facet trial of every roster model (primary readouts), the readout used per
+        model and facet, and the cells a model could not take (with the reason)."""
+        frames, used, unmeasured = [], {m: {} for m in self.roster()}, []
+        cm = self.capture_manager
+        with cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext():
+            for facet, specs in self.auditor.config.facets.items():
+                for spec in specs:
+                    for model_id in self.roster():
+                        why = self.auditor.unmeasurable(model_id, spec.name, facet)
+                        if why:
+                            unmeasured.append(why)
+                            continue
+                        used[model_id][facet] = self.auditor.readouts(model_id, facet)[1]
+                        trials = self.auditor.trials(model_id, spec.name, facet)
+                        frames.append(primary_view(trials, used[model_id][facet]))
+        if not frames:
+            raise FlipgateError("ODI: no order-facet cell could be measured for any model: " + "; ".join(unmeasured))
+        return pd.concat(frames, ignore_index=True), used, unmeasured
+
+    def measure(self, bounds: dict, level: float) -> dict:
+        settings = dict(self.auditor.config.odi)
+        profile, seed = settings.pop("profile", "fast"), settings.pop("seed", 0)
+        trials, used, unmeasured = self.panel()
+        analysis = odi(trials, PRIMARY, profile, seed, thresholds=bounds, ci_level=level, **settings)
+        analysis.update(roster=self.roster(), unmeasured=unmeasured, ci_level=level, readouts=used)
+        return analysis
+
+    def run(self) -> list[dict]:
+        roster = self.roster()
+        if len(roster) < 2:
+            pytest.skip(f"ODI centres θ across a panel: it needs ≥ 2 models in the order suites, "
+                        f"{self.auditor.config.path} lists {roster}")
+        try:
+            thresholds = {m: load_thresholds(self.thresholds_dir, m) for m in roster}
+            level = max(ts.level for ts in thresholds.values())
+            analysis = self.measure(diagnostic_bounds(thresholds.values()), level)
+        except FlipgateError as exc:
+            pytest.fail(f"flipgate: {exc}", pytrace=False)
+        store = self.auditor.store
+        store.add_odi(analysis)
+        verdicts = []
+        for model_id, ts in thresholds.items():
+            mine = gate(analysis, ts)
+            for v in mine:
+                v["model"] = model_id
+            store.add_verdicts(model_id, "odi", "odi", mine)
+            verdicts += mine
+        report_odi(analysis, verdicts)
+        assert_verdicts(verdicts, strictest(thresholds.values()))
+        return verdicts
