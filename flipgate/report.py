@@ -177,7 +177,7 @@ def odi_plot(analysis: dict) -> bytes:
 
 
 def report_odi(analysis: dict, verdicts: list[dict]) -> None:
-    """Label and annotate the ODI test (epic "ODI", feature = its readout, story = the roster)."""
+    """Label and annotate the ODI test (epic "ODI", feature "order facets", story = the roster)."""
     allure = _allure()
     if allure is None:
         return

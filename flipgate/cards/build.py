@@ -243,6 +243,12 @@ def _num(x) -> str:
     return "–" if x is None or x != x else f"{x:.3f}"
 
 
+def _ci_text(verdict: dict) -> str:
+    """A verdict's interval as ``[lo, hi]``, or – where it has none."""
+    ci = verdict.get("ci")
+    return "–" if not ci or ci[0] is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
 def card_markdown(card: dict) -> str:
     r = card["axis_receipt"]
     fmt = lambda m: "–" if m is None or m["estimate"] is None else (  # noqa: E731
@@ -289,8 +295,7 @@ def card_markdown(card: dict) -> str:
     lines += ["", "## Threshold verdicts", "", "| cell | threshold | estimate | CI | p | BH q | verdict |",
               "|---|---|---|---|---|---|---|"]
     for v in card["thresholds"]:
-        ci = "–" if not v.get("ci") or v["ci"][0] is None else f"[{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]"
-        lines.append(f"| {v.get('facet', '')} | `{v['threshold']}` | {_num(v.get('estimate'))} | {ci} "
+        lines.append(f"| {v.get('facet', '')} | `{v['threshold']}` | {_num(v.get('estimate'))} | {_ci_text(v)} "
                      f"| {_num(v.get('p_value'))} | {_num(v.get('q_value'))} | **{v['verdict']}** |")
     lines += ["", "## Scope", "", "Varied: " + "; ".join(card["scope"]["varied"]) + ".", "",
               "Not varied: " + "; ".join(card["scope"]["not_varied"]) + ".", ""]
@@ -348,8 +353,7 @@ def odi_markdown(odi: dict) -> list[str]:
     if odi["verdicts"]:
         lines += ["", "| ODI threshold | estimate | CI | verdict |", "|---|---|---|---|"]
         for v in odi["verdicts"]:
-            ci = "–" if not v.get("ci") or v["ci"][0] is None else f"[{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]"
-            lines.append(f"| `{v['threshold']}` | {_num(v.get('estimate'))} | {ci} | **{v['verdict']}** |")
+            lines.append(f"| `{v['threshold']}` | {_num(v.get('estimate'))} | {_ci_text(v)} | **{v['verdict']}** |")
     return lines
 
 
