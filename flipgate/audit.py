@@ -15,7 +15,7 @@ from flipgate.backends import Backend, Output, Request, create_backend
 from flipgate.cache import ResponseCache, cache_key
 from flipgate.config import AuditConfig
 from flipgate.facets import get_facet, readouts_for, split_cell
-from flipgate.grammar import Manifest, item_seed
+from flipgate.grammar import GRAMMAR_VERSION, Manifest, item_seed
 from flipgate.hashing import sha256_bytes, sha256_json, sha256_text
 from flipgate.items import Item, load_items
 from flipgate.readouts import read_label
@@ -175,11 +175,14 @@ class Auditor:
         return verdicts
 
     def _outputs(self, model_id: str, requests: list[Request], use_cache: bool,
-                 label: str) -> tuple[list[Output], list[bool]]:
+                 label: str, grammar_version: int | None = GRAMMAR_VERSION) -> tuple[list[Output], list[bool]]:
+        """Outputs of ``requests`` and whether each came from the cache. The cache key carries the
+        SPEC §2 grammar version (facet cells, their cost pilot, the judge); envelope cells, which
+        permute nothing, pass ``grammar_version=None``."""
         backend = self.backend(model_id)
         if not use_cache or self.cache is None:
             return self._call(backend, requests, label), [False] * len(requests)
-        keys = [cache_key(backend.settings, r) for r in requests]
+        keys = [cache_key(backend.settings, r, grammar_version) for r in requests]
         found = self.cache.get_many(keys)
         if len(found) < len(set(keys)):
             # one worker computes a model's misses at a time; others then find them cached

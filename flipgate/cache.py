@@ -21,14 +21,20 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
-def cache_key(settings: dict, request: Request) -> str:
+def cache_key(settings: dict, request: Request, grammar_version: int | None = None) -> str:
+    """``grammar_version`` (SPEC §2 permutation grammar) is given by the auditor for facet cells
+    (rendered under manifest orderings), so responses cached under an older grammar are cold;
+    without it (envelope cells) the key is as before."""
     sampled = float(settings.get("temperature") or 0) > 0
-    return sha256_json({"settings": settings, "messages": request.messages, "prefix": request.answer_prefix,
-                        "labels": request.labels, "seed": request.seed if sampled else None,
-                        "max_new_tokens": request.max_new_tokens,
-                        "images": [sha256_bytes(im) for im in request.images],
-                        # replay answers by trial identity, so the identity is part of its key
-                        "key": request.key if settings.get("backend") == "replay" else None})
+    body = {"settings": settings, "messages": request.messages, "prefix": request.answer_prefix,
+            "labels": request.labels, "seed": request.seed if sampled else None,
+            "max_new_tokens": request.max_new_tokens,
+            "images": [sha256_bytes(im) for im in request.images],
+            # replay answers by trial identity, so the identity is part of its key
+            "key": request.key if settings.get("backend") == "replay" else None}
+    if grammar_version is not None:
+        body["grammar_version"] = grammar_version
+    return sha256_json(body)
 
 
 class ResponseCache:

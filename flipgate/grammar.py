@@ -3,12 +3,25 @@
 K orderings per (item, facet); ordering 0 is canonical; the rest are drawn without replacement
 from the non-canonical permutations when n! >= K, else all unique permutations are cycled.
 Seeds come from sha256, never Python's ``hash()``, so manifests are stable across processes.
+The draw reproduces Facet-Probe's public release step by step (see :func:`orderings`), so its
+manifests and ours agree item by item.
+
+``GRAMMAR_VERSION`` numbers the draw. Version 1 (manifests without a ``grammar_version`` field)
+sampled permutation ranks with ``rng.sample``; version 2 is Facet-Probe's draw. The version is
+written into every manifest (so it is part of the manifest sha256) and into the response-cache
+key of permuted trials (``flipgate.cache.cache_key``), so caches filled under version 1 are cold.
+A manifest file on disk with another or a missing grammar version is **regenerated** (overwritten,
+with a warning naming the file) rather than merged or refused: a manifest is a pure function of
+(item ids, unit counts, K, seed, grammar), an old file cannot be replayed under the new grammar
+anyway, and a user with an old ``fixtures/manifests/`` directory should not have to delete files
+by hand. Nothing mixes: the old orderings' cached answers sit under other cache keys.
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
+import logging
 import math
 import random
 from dataclasses import dataclass, field
@@ -18,6 +31,10 @@ from filelock import FileLock
 
 GLOBAL_SEED = 42
 DEFAULT_K = 6
+GRAMMAR_VERSION = 2  # 1: rng.sample over ranks (no field in the manifest); 2: Facet-Probe's draw
+_EXHAUSTIVE_MAX_N = 7  # up to this n the pool is every permutation; above it, repeated shuffles
+
+log = logging.getLogger("flipgate")
 
 
 def item_seed(item_id: str, n: int, k: int, seed: int = GLOBAL_SEED) -> int:
@@ -26,32 +43,38 @@ def item_seed(item_id: str, n: int, k: int, seed: int = GLOBAL_SEED) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
 
 
-def _unrank(index: int, n: int) -> tuple[int, ...]:
-    """The ``index``-th permutation of range(n) in lexicographic order."""
-    pool = list(range(n))
-    out = []
-    for pos in range(n, 0, -1):
-        block = math.factorial(pos - 1)
-        q, index = divmod(index, block)
-        out.append(pool.pop(q))
-    return tuple(out)
-
-
 def orderings(item_id: str, n: int, k: int = DEFAULT_K, seed: int = GLOBAL_SEED) -> list[tuple[int, ...]]:
-    """The K orderings of ``n`` units for one item; ordering[o][slot] = source unit index."""
+    """The K orderings of ``n`` units for one item; ordering[o][slot] = source unit index.
+
+    Facet-Probe's draw (SPEC §2): ``rng = random.Random(item_seed(...))``; n! < K: the
+    lexicographic list of all permutations (canonical first) cycled to length K; n <= 7:
+    ``itertools.permutations(range(n))`` less the canonical one, ``rng.shuffle``d, first K-1
+    kept after the canonical; n > 7: ``rng.shuffle`` a fresh ``list(range(n))`` until K-1
+    permutations that are neither canonical nor already chosen are found."""
     if n < 1:
         raise ValueError(f"cannot permute {n} units (item {item_id!r})")
     if k < 1:
         raise ValueError(f"K must be >= 1, got {k}")
     canonical = tuple(range(n))
-    total = math.factorial(n)
-    if total < k:
+    if math.factorial(n) < k:
         unique = list(itertools.permutations(range(n)))  # lexicographic, canonical first
-        return [unique[i % total] for i in range(k)]
+        return [unique[i % len(unique)] for i in range(k)]
     rng = random.Random(item_seed(item_id, n, k, seed))
-    # rank 0 is the canonical permutation; sample ranks 1..n!-1 without replacement
-    ranks = rng.sample(range(1, total), k - 1)
-    return [canonical] + [_unrank(r, n) for r in ranks]
+    if n <= _EXHAUSTIVE_MAX_N:
+        pool = list(itertools.permutations(range(n)))
+        pool.remove(canonical)  # lexicographically first
+        rng.shuffle(pool)
+        return [canonical] + pool[:k - 1]
+    chosen = [canonical]
+    seen = {canonical}
+    while len(chosen) < k:
+        perm = list(range(n))
+        rng.shuffle(perm)
+        candidate = tuple(perm)
+        if candidate not in seen:
+            seen.add(candidate)
+            chosen.append(candidate)
+    return chosen
 
 
 def inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
@@ -71,6 +94,7 @@ class Manifest:
     k: int
     seed: int
     entries: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
+    grammar_version: int | None = GRAMMAR_VERSION  # None: read from a file without the field
 
     @classmethod
     def build(cls, facet: str, dataset: str, units: dict[str, int], k: int = DEFAULT_K,
@@ -81,6 +105,7 @@ class Manifest:
 
     def to_json(self) -> str:
         body = {"facet": self.facet, "dataset": self.dataset, "k": self.k, "seed": self.seed,
+                "grammar_version": self.grammar_version,
                 "entries": {iid: [list(p) for p in perms] for iid, perms in self.entries.items()}}
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
@@ -92,23 +117,32 @@ class Manifest:
     def from_json(cls, text: str) -> "Manifest":
         body = json.loads(text)
         entries = {iid: [tuple(p) for p in perms] for iid, perms in body["entries"].items()}
-        return cls(body["facet"], body["dataset"], body["k"], body["seed"], entries)
+        return cls(body["facet"], body["dataset"], body["k"], body["seed"], entries,
+                   body.get("grammar_version"))
 
     def path_in(self, directory: Path) -> Path:
         return Path(directory) / f"{self.facet}__{self.dataset}__k{self.k}__s{self.seed}.json"
 
     def save(self, directory: Path) -> Path:
         """Write (or verify) the manifest; an existing file with other content is an error,
-        because manifests are replayed unchanged for every model."""
+        because manifests are replayed unchanged for every model. An existing file of another
+        grammar version is regenerated (overwritten), see the module docstring."""
         path = self.path_in(directory)
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock"):
             return self._save_locked(path)
 
     def _save_locked(self, path: Path) -> Path:
+        if self.grammar_version != GRAMMAR_VERSION:
+            raise ValueError(f"{path}: refusing to write a manifest of grammar version {self.grammar_version} "
+                             f"(this flipgate draws grammar version {GRAMMAR_VERSION})")
         text = self.to_json()
-        if path.exists():
-            old = Manifest.from_json(path.read_text())
+        old = Manifest.from_json(path.read_text()) if path.exists() else None
+        if old is not None and old.grammar_version != GRAMMAR_VERSION:
+            log.warning("%s: manifest of grammar version %s, regenerated under grammar version %s (SPEC §2)",
+                        path, old.grammar_version if old.grammar_version is not None else "1 (unversioned)",
+                        self.grammar_version)
+        elif old is not None:
             if old.entries.items() >= self.entries.items():
                 return path
             merged = dict(old.entries)
@@ -116,7 +150,7 @@ class Manifest:
                 if iid in merged and merged[iid] != perms:
                     raise ValueError(f"{path}: stored orderings for item {iid!r} differ from the grammar's")
                 merged[iid] = perms
-            text = Manifest(self.facet, self.dataset, self.k, self.seed, merged).to_json()
+            text = Manifest(self.facet, self.dataset, self.k, self.seed, merged, self.grammar_version).to_json()
         tmp = path.with_suffix(f".tmp{random.getrandbits(32)}")
         tmp.write_text(text)
         tmp.replace(path)

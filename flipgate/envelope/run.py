@@ -77,8 +77,8 @@ class EnvelopeRunner:
             plan = [(it, s) for s in seeds for it in items]
             requests = [render(it, cfg, exemplars, s, (spec.name, it.item_id, envelope_cell(cfg), 0, s))
                         for it, s in plan]
-            outputs, cached = self.auditor._outputs(variant, requests, use_cache=True,
-                                                    label=f"{spec.name} {cfg.id}")
+            outputs, cached = self.auditor._outputs(variant, requests, use_cache=True,  # no permutations:
+                                                    label=f"{spec.name} {cfg.id}", grammar_version=None)
             readout = READOUT[cfg.scoring]
             fingerprint = sha256_json(self.auditor.backend(variant).fingerprint)
             trials = []
