@@ -5,6 +5,7 @@ Every error names the file, the path inside it and the offending value.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,11 @@ ODI_CELL = "odi"
 SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL)
 #: ODI metrics: posterior quantities (``@<facet>`` selects one facet) and fit diagnostics
 ODI_METRICS = ("sigma_pi", "sigma_delta", "mean_abs_delta", "rhat_max", "ess_bulk_min", "ess_tail_min", "divergences")
+#: envelope metrics (``facet: envelope`` only; ``cfr@θ`` by its base name)
+ENVELOPE_METRICS = ("sdi", "cfr", "score_min", "score_mean", "score_max", "rho_flip_max", "strict_disagreement_max",
+                    "tau_r", "total_order_mismatch", "orderings_reached")
+#: metrics only a control cell (e.g. ``facet: same_ordering``) has
+CONTROL_METRICS = ("flip_rate_same", "delta_order", "ordering_excess_share")
 
 
 def _schema(name: str) -> dict:
@@ -44,7 +50,10 @@ def read_yaml(path: Path | str, schema_name: str) -> dict:
     if not path.is_file():
         raise FlipgateError(f"{path}: file not found")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise FlipgateError(f"{path}: not UTF-8 text: byte {exc.object[exc.start:exc.start + 1]!r} at offset "
+                            f"{exc.start} (save the file as UTF-8)") from None
     except yaml.YAMLError as exc:
         raise FlipgateError(f"{path}: not valid YAML: {exc}") from None
     validator = jsonschema.Draft202012Validator(_schema(schema_name))
@@ -137,6 +146,11 @@ def load_models(path: Path | str) -> AuditConfig:
                 raise FlipgateError(f"{path}: field audit.controls.{name}.facets[{j}]: facet not declared under "
                                     f"audit.facets (value: {f!r})")
         only = set(spec.get("datasets") or [])
+        declared = {d.name for f in chosen for d in facets[f]}
+        for j, d in enumerate(spec.get("datasets") or []):
+            if d not in declared:
+                raise FlipgateError(f"{path}: field audit.controls.{name}.datasets[{j}]: dataset not declared for "
+                                    f"its facets {chosen} (value: {d!r}); declared: {', '.join(sorted(declared))}")
         controls[name] = [(f, d) for f in chosen for d in facets[f] if not only or d.name in only]
     boot = audit.get("bootstrap") or {}
     judge = audit.get("judge")
@@ -159,11 +173,26 @@ class Threshold:
     dataset: str | None = None
     readout: str | None = None
     source: str = ""
+    #: CI level the gate uses (the threshold's own ``level``, else its file's)
+    level: float = 0.95
+    #: the file's rationale (``why:``), shown beside the verdict
+    why: str | None = None
+    #: ``model:`` selector: the threshold applies to this model only
+    model: str | None = None
+
+    @property
+    def selectors(self) -> dict[str, str]:
+        return {k: v for k, v in (("model", self.model), ("facet", self.facet), ("dataset", self.dataset),
+                                  ("readout", self.readout)) if v}
+
+    @property
+    def key(self) -> tuple:
+        """What an override replaces and what two thresholds of one file may not share."""
+        return self.metric, self.facet, self.dataset, self.readout, self.model, self.direction
 
     @property
     def label(self) -> str:
-        sel = ",".join(f"{k}={v}" for k, v in (("facet", self.facet), ("dataset", self.dataset),
-                                                 ("readout", self.readout)) if v)
+        sel = ",".join(f"{k}={v}" for k, v in self.selectors.items())
         op = "<=" if self.direction == "max" else ">="
         return f"{self.metric}{'[' + sel + ']' if sel else ''} {op} {self.bound} ({self.rule})"
 
@@ -184,16 +213,47 @@ class Threshold:
 class ThresholdSet:
     thresholds: list[Threshold]
     level: float = 0.95
-    on_inconclusive: str = "warn"
+    on_inconclusive: str = "by_rule"
     files: list[str] = field(default_factory=list)
 
     def for_cell(self, cell: str, dataset: str) -> list[Threshold]:
         return [t for t in self.thresholds if t.applies(cell, dataset)]
 
 
-def _parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
+#: metric -> (lowest, highest) a bound may take; rates are in [0, 1]
+_RATE = (0.0, 1.0)
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    **{m: _RATE for m in ("flip_rate", "osi", "pairwise_disagreement", "parse_rate", "accuracy", "acc_swing",
+                          "flip_rate_same", "sem_flip_rate", "judge_parse_rate", "score_min", "score_mean",
+                          "score_max", "rho_flip_max", "strict_disagreement_max", "total_order_mismatch", "cfr")},
+    "delta_order": (-1.0, 1.0), "ordering_excess_share": (-math.inf, 1.0), "tau_r": (-1.0, 1.0),
+    "sdi": (0.0, math.inf), "orderings_reached": (1.0, math.inf),
+    "sigma_pi": (0.0, math.inf), "sigma_delta": (0.0, math.inf), "mean_abs_delta": (0.0, math.inf),
+    "rhat_max": (1.0, math.inf), "ess_bulk_min": (0.0, math.inf), "ess_tail_min": (0.0, math.inf),
+    "divergences": (0.0, math.inf),
+}
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """The values a metric can take (``cfr@0.5`` and ``sigma_pi@facet`` by their base name)."""
+    return METRIC_RANGES.get(metric.partition("@")[0], (-math.inf, math.inf))
+
+
+def _check_bound(path: Path, i: int, t: dict, direction: str) -> float:
+    value = t[direction]
+    where = f"{path}: field thresholds[{i}].{direction}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise FlipgateError(f"{where}: a bound must be a finite number (value: {value!r})")
+    lo, hi = metric_range(t["metric"])
+    if not lo <= value <= hi:
+        raise FlipgateError(f"{where}: {value!r} is outside the range of {t['metric']} [{lo:g}, {hi:g}]")
+    return float(value)
+
+
+def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
     data = read_yaml(path, "thresholds")
-    out = []
+    file_level = data.get("level", 0.95)
+    out: list[Threshold] = []
     for i, t in enumerate(data["thresholds"]):
         facet = t.get("facet")
         control, base = split_cell(facet or "")
@@ -206,31 +266,52 @@ def _parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
             raise FlipgateError(f"{path}: field thresholds[{i}]: ODI metrics (sigma_pi, mean_abs_delta, rhat_max, ...) "
                                 f"go with facet: {ODI_CELL} and only they do (value: metric {t['metric']!r}, "
                                 f"facet {facet!r})")
+        base = t["metric"].partition("@")[0]
+        if (base in ENVELOPE_METRICS) != (facet == ENVELOPE_CELL):
+            raise FlipgateError(f"{path}: field thresholds[{i}]: envelope metrics (sdi, cfr@θ, rho_flip_max, ...) go "
+                                f"with facet: {ENVELOPE_CELL} and only they do (value: metric {t['metric']!r}, "
+                                f"facet {facet!r})")
+        if base in CONTROL_METRICS and control is None and facet not in CONTROLS:
+            raise FlipgateError(f"{path}: field thresholds[{i}].facet: {t['metric']} exists only in control cells; "
+                                f"name one, e.g. facet: same_ordering (value: {facet!r})")
         of = t["metric"].partition("@")[2] if odi_metric else ""
         if of and of not in FACETS:
             raise FlipgateError(f"{path}: field thresholds[{i}].metric: unknown facet after '@' (value: "
                                 f"{t['metric']!r}); known: {', '.join(sorted(FACETS))}")
         direction = "max" if "max" in t else "min"
-        out.append(Threshold(t["metric"], float(t[direction]), direction, t.get("rule", "lower"), facet,
-                             t.get("dataset"), t.get("readout"), f"{path.name}#{i}"))
+        new = Threshold(t["metric"], _check_bound(path, i, t, direction), direction, t.get("rule", "lower"), facet,
+                        t.get("dataset"), t.get("readout"), f"{path.name}#{i}", t.get("level", file_level),
+                        t.get("why"), t.get("model"))
+        twin = next((j for j, o in enumerate(out) if o.key == new.key), None)
+        if twin is not None and (out[twin].bound, out[twin].rule, out[twin].level) != (new.bound, new.rule, new.level):
+            raise FlipgateError(f"{path}: field thresholds[{i}]: conflicts with thresholds[{twin}] (same metric "
+                                f"and selectors, different bound, rule or level: {out[twin].label} vs {new.label})")
+        out.append(new)
     return out, data
+
+
+def threshold_files(directory: Path | str) -> list[Path]:
+    """The per-model override files of a thresholds directory (every ``*.yaml`` but default.yaml)."""
+    return sorted(p for p in Path(directory).glob("*.y*ml") if p.stem != "default")
 
 
 def load_thresholds(directory: Path | str, model_id: str) -> ThresholdSet:
     """``default.yaml`` plus ``<model_id>.yaml``; an override replaces thresholds on the same
-    (metric, facet, dataset, readout, direction) and adds new ones."""
+    (metric, facet, dataset, readout, model, direction) and adds new ones. Thresholds naming
+    another ``model:`` are left out; ones without their own ``level`` take their file's."""
     directory = Path(directory)
     base_path = directory / "default.yaml"
     if not base_path.exists():
         raise FlipgateError(f"{base_path}: file not found (the thresholds directory needs a default.yaml)")
-    merged, data = _parse_thresholds(base_path)
-    settings = {"level": data.get("level", 0.95), "on_inconclusive": data.get("on_inconclusive", "warn")}
+    merged, data = parse_thresholds(base_path)
+    settings = {"level": data.get("level", 0.95), "on_inconclusive": data.get("on_inconclusive", "by_rule")}
     files = [str(base_path)]
     override = directory / f"{model_id}.yaml"
     if override.exists():
-        extra, odata = _parse_thresholds(override)
-        keys = {(t.metric, t.facet, t.dataset, t.readout, t.direction) for t in extra}
-        merged = [t for t in merged if (t.metric, t.facet, t.dataset, t.readout, t.direction) not in keys] + extra
+        extra, odata = parse_thresholds(override)
+        keys = {t.key for t in extra}
+        merged = [t for t in merged if t.key not in keys] + extra
         settings.update({k: odata[k] for k in ("level", "on_inconclusive") if k in odata})
         files.append(str(override))
-    return ThresholdSet(merged, settings["level"], settings["on_inconclusive"], files)
+    mine = [t for t in merged if t.model in (None, model_id)]
+    return ThresholdSet(mine, settings["level"], settings["on_inconclusive"], files)

@@ -1,50 +1,105 @@
-"""Threshold decision rules (SPEC §5).
+"""Threshold decision rules (docs/thresholds.md; SPEC §5).
 
-``point``: pass iff the estimate is within the bound. ``upper`` (conformance must be proven):
-pass iff the whole CI is within the bound. ``lower`` (violation must be proven, default): fail iff
-the whole CI is outside the bound. Anything else is "inconclusive". ``warn`` never fails.
+A verdict has a *label* (what the CI says about the bound) and an *outcome* (what the release
+gate does with it). Labels: ``pass``, ``fail``, ``inconclusive`` (the CI straddles the bound),
+``warn`` (a ``warn``-rule bound exceeded) or ``missing`` (no estimate). Rules:
+
+- ``point``: pass iff the estimate is within the bound (no CI used);
+- ``upper`` — conformance must be proven: pass only when the whole CI is inside the bound; a
+  straddling CI is "not proven" (label ``inconclusive``) and **fails**;
+- ``lower`` — violation must be proven (the default): fail only when the whole CI is beyond the
+  bound; a straddling CI is ``inconclusive`` and **passes with a warning**;
+- ``warn``: never fails.
+
+``on_inconclusive`` (thresholds file): ``by_rule`` (default, as above) or ``warn`` / ``xfail`` /
+``fail``, which override what a straddling CI does under both rules. Every CI a gate uses is
+computed at the threshold's own ``level`` from the bootstrap draws where they were kept.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from flipgate.config import Threshold
 from flipgate.metrics import bootstrap_p_value
+
+#: what a straddling CI does: ``by_rule`` follows the rule (upper fails, lower warns)
+ON_INCONCLUSIVE = ("by_rule", "warn", "xfail", "fail")
+#: gate outcomes, least to most severe
+OUTCOMES = ("pass", "warn", "xfail", "fail")
 
 
 def _within(value: float, t: Threshold) -> bool:
     return value <= t.bound if t.direction == "max" else value >= t.bound
 
 
+def _nan(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
 def decide(t: Threshold, estimate: float, lo: float | None = None, hi: float | None = None) -> str:
-    """'pass', 'fail', 'inconclusive', 'warn' (a warn-rule violation) or 'missing' (no estimate)."""
-    if estimate is None or math.isnan(estimate):
+    """The verdict label: 'pass', 'fail', 'inconclusive', 'warn' or 'missing' (no estimate).
+    Without a CI, ``upper`` and ``lower`` fall back to the point rule."""
+    if _nan(estimate):
         return "missing"
     if t.rule == "warn":
         return "pass" if _within(estimate, t) else "warn"
-    if t.rule == "point" or lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+    if t.rule == "point" or _nan(lo) or _nan(hi):
         return "pass" if _within(estimate, t) else "fail"
     inside = _within(lo, t) and _within(hi, t)
     outside = not _within(lo, t) and not _within(hi, t)
-    if t.rule == "upper":
-        return "pass" if inside else ("fail" if outside else "inconclusive")
-    return "fail" if outside else ("pass" if inside else "inconclusive")  # lower
+    return "pass" if inside else ("fail" if outside else "inconclusive")
 
 
-def evaluate(thresholds: list[Threshold], metrics: dict[str, dict], readout: str) -> list[dict]:
+def outcome(label: str, rule: str, on_inconclusive: str = "by_rule") -> str:
+    """What the gate does with a verdict ``label``: 'pass', 'warn', 'xfail' or 'fail'."""
+    if label in ("fail", "missing"):
+        return "fail"
+    if label == "warn":
+        return "warn"
+    if label != "inconclusive":
+        return "pass"
+    if on_inconclusive == "by_rule":
+        return "fail" if rule == "upper" else "warn"
+    return on_inconclusive
+
+
+def ci_at(draws, level: float) -> tuple[float, float] | None:
+    """Percentile interval of bootstrap ``draws`` at ``level`` (None without draws)."""
+    draws = np.asarray(draws, dtype=float)
+    draws = draws[~np.isnan(draws)]
+    if not draws.size:
+        return None
+    lo, hi = np.quantile(draws, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def verdict(t: Threshold, estimate, ci, on_inconclusive: str = "by_rule", readout: str | None = None,
+            p_value: float | None = None) -> dict:
+    """One verdict record (as stored in the trials store and shown in cards and Allure)."""
+    lo, hi = ci if ci else (None, None)
+    label = decide(t, estimate, lo, hi)
+    return {"threshold": t.label, "metric": t.metric, "bound": t.bound, "direction": t.direction,
+            "rule": t.rule, "level": t.level, "readout": readout or t.readout, "estimate": estimate,
+            "ci": [lo, hi] if lo is not None else None, "verdict": label,
+            "outcome": outcome(label, t.rule, on_inconclusive),
+            "p_value": None if p_value is None or math.isnan(p_value) else p_value,
+            "source": t.source, "why": t.why}
+
+
+def evaluate(thresholds: list[Threshold], metrics: dict[str, dict], readout: str,
+             on_inconclusive: str = "by_rule") -> list[dict]:
     """Apply each threshold to a summary ``{readout: {metric: {estimate, ci}}}``. Where the
-    summary kept bootstrap draws, the verdict carries the one-sided bootstrap p-value of a
-    violation (for Benjamini–Hochberg across cells)."""
+    summary kept bootstrap draws, the CI is recomputed at the threshold's level and the verdict
+    carries the one-sided bootstrap p-value of a violation (for Benjamini–Hochberg across cells)."""
     results = []
     for t in thresholds:
         block = metrics.get(t.readout or readout, {})
         m = block.get(t.metric)
-        est, lo, hi = (None, None, None) if m is None else (m["estimate"], *(m.get("ci") or (None, None)))
         draws = getattr(block, "draws", {}).get(t.metric)
+        est = None if m is None else m["estimate"]
+        ci = ci_at(draws, t.level) if draws is not None else (None if m is None else m.get("ci"))
         p_value = bootstrap_p_value(draws, t.bound, t.direction) if draws is not None else None
-        results.append({"threshold": t.label, "metric": t.metric, "bound": t.bound, "direction": t.direction,
-                        "rule": t.rule, "readout": t.readout or readout, "estimate": est,
-                        "ci": [lo, hi] if lo is not None else None, "verdict": decide(t, est, lo, hi),
-                        "p_value": None if p_value is None or math.isnan(p_value) else p_value,
-                        "source": t.source})
+        results.append(verdict(t, est, ci, on_inconclusive, t.readout or readout, p_value))
     return results

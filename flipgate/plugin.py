@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from flipgate import FlipgateError
+from flipgate.exitcodes import USAGE_ERROR
 
 CELL_FIXTURE = "flip_cell"
 ENVELOPE_FIXTURE = "envelope_cell"
@@ -58,6 +59,28 @@ class _XdistHooks:
         node.workerinput["flipgate_dist"] = self.config.option.dist
 
 
+class _BadInputStatus:
+    """Controller: a flipgate input error (a FlipgateError at collection or in a cell, here or on a
+    worker: bad config, unreadable data, a failed backend) ends the run with the usage-error
+    status, so CI can tell "could not run" from "a gate failed"."""
+
+    def __init__(self):
+        self.seen = False
+
+    def pytest_collectreport(self, report):
+        if report.failed and str(report.longrepr).startswith("flipgate: "):
+            self.seen = True
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed and str(report.longrepr).startswith("flipgate: "):
+            self.seen = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session):
+        if self.seen:
+            session.exitstatus = USAGE_ERROR
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     config.addinivalue_line("markers", "flipgate_cell: a flipgate conformance cell (facet/control × model × dataset)")
@@ -67,6 +90,7 @@ def pytest_configure(config):
         if worker.get("flipgate_dist") == "loadgroup":
             config.option.loadgroup = True  # workers parse argv only; tag items with their group
     else:
+        config.pluginmanager.register(_BadInputStatus(), "flipgate-bad-input")
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         config._flipgate_run_id = f"{stamp}-{secrets.token_hex(3)}"
         if config.pluginmanager.hasplugin("xdist"):
@@ -77,14 +101,35 @@ def pytest_configure(config):
 
 
 def _audit_config(config):
+    """models.yaml, checked with the thresholds files and options against the plan (once)."""
     if config._flipgate_config is None:
         from flipgate.config import load_models, load_thresholds
+        from flipgate.threshold_check import check_thresholds, plan_cells
 
+        n = config.getoption("--items-per-dataset")
+        if n is not None and n < 1:
+            raise FlipgateError(f"option --items-per-dataset: must be a positive number of items (value: {n!r}); "
+                                f"leave it out to use audit.items_per_dataset and per-dataset n")
         cfg = load_models(_resolve(config, "--models"))
+        thresholds = _resolve(config, "--thresholds")
         for model_id in cfg.models:  # fail at collection on a malformed thresholds file
-            load_thresholds(_resolve(config, "--thresholds"), model_id)
+            load_thresholds(thresholds, model_id)
+        roster, benchmarks = _envelope_plan(config, cfg)
+        config._flipgate_notes = check_thresholds(thresholds, cfg, plan_cells(cfg, roster, benchmarks))
         config._flipgate_config = cfg
     return config._flipgate_config
+
+
+def _envelope_plan(config, cfg) -> tuple[list[str], list[str]]:
+    """(roster, benchmark names) of the configuration envelope; none when its file cannot be read
+    (the envelope suite reports that itself when it is collected)."""
+    from flipgate.envelope.spec import load_envelope
+
+    try:
+        envelope = load_envelope(_resolve(config, "--envelope"), list(cfg.models))
+    except FlipgateError:
+        return [], []
+    return envelope.roster or cfg.audited("envelope"), [b.name for b in envelope.benchmarks]
 
 
 def _envelope(config):
@@ -171,8 +216,11 @@ def _auditor(config):
 
 @pytest.fixture(scope="session")
 def flipgate_auditor(request):
-    """This process's :class:`~flipgate.audit.Auditor` (models load once per worker)."""
-    return _auditor(request.config)
+    """This process's :class:`~flipgate.audit.Auditor` (models load once per worker); its API call
+    counts are stored at teardown."""
+    auditor = _auditor(request.config)
+    yield auditor
+    _record_calls(auditor, os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
 
 @pytest.fixture
@@ -193,24 +241,80 @@ def odi_cell(request, flipgate_auditor):
                    request.config.pluginmanager.getplugin("capturemanager"))
 
 
+def _may_collect(config, suite: Path) -> bool:
+    """Whether this session may collect the suite directory ``suite``: some argument is it, inside it
+    or above it, and it is not ignored. True when it does not exist here (no way to tell; the guard
+    then projects it)."""
+    if not suite.exists():
+        return True
+    suite = suite.resolve()
+    if config.hook.pytest_ignore_collect(collection_path=suite, config=config):
+        return False
+    base = Path(config.invocation_params.dir)
+    for arg in config.args:
+        path = (base / str(arg).split("::")[0]).resolve()
+        if path == suite or suite in path.parents or path in suite.parents:
+            return True
+    return False
+
+
+def _record_calls(auditor, source: str) -> None:
+    """Store this process's API call counts (requests, retries, timeouts, failures) per model;
+    envelope variants (``<model>@...``) count for their model."""
+    totals: dict[str, dict[str, int]] = {}
+    for name, backend in list(getattr(auditor, "_backends", {}).items()):
+        stats = getattr(backend, "call_stats", None)
+        if stats:
+            model_id = auditor.config.models.get(name, {}).get("variant_of") or name
+            total = totals.setdefault(model_id, dict.fromkeys(stats, 0))
+            for key, value in stats.items():
+                total[key] += value
+    for model_id, counts in totals.items():
+        auditor.store.add_calls(model_id, source, counts)
+
+
+def _guard_plan(config):
+    """What this session will call (:class:`flipgate.cost.GuardPlan`), from the suites it may collect."""
+    from flipgate.cost import GuardPlan
+    from flipgate.facets import get_facet, split_cell
+
+    cfg, suites = _audit_config(config), _root(config) / "suites"
+    plan = GuardPlan()
+    if any(_may_collect(config, suites / d) for d in ("facets", "controls")):
+        plan.order = cfg.audited("order")
+        judged = any(getattr(get_facet(split_cell(name)[1]), "judged", False) for name, _ in cfg.cells())
+        plan.judge = [cfg.judge] if cfg.judge and judged else []
+    if _may_collect(config, suites / "benchmarks") and _resolve(config, "--envelope").exists():
+        plan.envelope = _envelope(config)
+        plan.roster = plan.envelope.roster or cfg.audited("envelope")
+    return plan
+
+
 def pytest_sessionstart(session):
-    """Controller only, with ``--budget``: the cost guard (pilot, projection, refusal)."""
+    """Controller only, with ``--budget``: the cost guard (flipgate.cost.guard) before any paid call.
+    A refusal exits with ``exitcodes.BUDGET_REFUSED``, bad input with ``exitcodes.USAGE_ERROR``."""
     config = session.config
     budget = config.getoption("--budget")
     if budget is None or getattr(config, "workerinput", None) is not None:
         return
-    import json
+    from flipgate import exitcodes
+    from flipgate.cost import BudgetRefused, guard
 
-    from flipgate.cost import check_budget, project
-
+    out = _resolve(config, "--runs-dir") / config._flipgate_run_id / "cost_projection.json"
     try:
+        plan = _guard_plan(config)
         auditor = _auditor(config)
-        projections = [project(auditor, m, config.getoption("--pilot-items")) for m in auditor.config.audited("order")]
-        out = auditor.paths.store.parent / "cost_projection.json"
-        out.write_text(json.dumps({"budget_usd": budget, "models": [p.to_dict() for p in projections]}, indent=1))
-        table = check_budget(projections, budget)
+        try:
+            table = guard(auditor, plan, budget, config.getoption("--pilot-items"), out)
+        finally:
+            _record_calls(auditor, "pilot")
+    except BudgetRefused as exc:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        for line in (exc.table or "").splitlines() if reporter is not None else []:
+            reporter.write_line(line)
+        pytest.exit(f"flipgate: {exc}", returncode=exitcodes.BUDGET_REFUSED)
     except FlipgateError as exc:
-        pytest.exit(f"flipgate: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.exit(f"flipgate: {exc}", returncode=exitcodes.USAGE_ERROR)
     config._flipgate_cost = table.splitlines()
 
 
@@ -245,6 +349,8 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return
     lines = [f"flipgate: run {config._flipgate_run_id}, trials in {store_path}"]
+    lines += [f"flipgate: {m}: {c['requests']} API calls, {c['retries']} retries, {c['timeouts']} timeouts, "
+              f"{c['failures']} failed" for m, c in store.calls().items()]
     qvals = q_values(store)
     failed = [qvals[key] for key in ((m, d, v.get("facet"), v["threshold"]) for m, d, v in store.all_verdicts()
                                      if v["verdict"] == "fail") if key in qvals]

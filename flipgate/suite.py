@@ -11,19 +11,15 @@ from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.config import ThresholdSet, load_thresholds
 from flipgate.facets import get_facet, split_cell
-from flipgate.gate import evaluate
+from flipgate.gate import evaluate, outcome
 from flipgate.report import report_cell
 from flipgate.summary import control_summary, facet_summary
 
 
-#: on_inconclusive settings, least to most strict
-STRICTNESS = ("warn", "xfail", "fail")
-
-
-def strictest(threshold_sets) -> str:
-    """The strictest ``on_inconclusive`` of ``threshold_sets``: a cell gated for a whole roster
-    decides inconclusive verdicts as the strictest model's file says, whatever the roster's order."""
-    return max((ts.on_inconclusive for ts in threshold_sets), key=STRICTNESS.index, default="warn")
+def fail_input(exc: FlipgateError):
+    """Fail the cell with the error's one-line message (no chained traceback); the plugin turns a
+    "flipgate: " failure into the run's usage-error status (flipgate.exitcodes)."""
+    raise pytest.fail.Exception(f"flipgate: {exc}", pytrace=False) from None
 
 
 class InconclusiveThreshold(UserWarning):
@@ -76,9 +72,10 @@ class FlipCell:
                 pytest.skip(why)
             summaries, items = self.measure()
         except FlipgateError as exc:
-            pytest.fail(f"flipgate: {exc}", pytrace=False)
+            fail_input(exc)
         primary = self.auditor.readouts(self.model_id, split_cell(self.name)[1])[1]
-        verdicts = evaluate(thresholds.for_cell(self.name, self.dataset), summaries, primary)
+        verdicts = evaluate(thresholds.for_cell(self.name, self.dataset), summaries, primary,
+                            thresholds.on_inconclusive)
         for v in verdicts:
             v["facet"] = self.name
         self.auditor.store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
@@ -86,31 +83,33 @@ class FlipCell:
             "model": self.model_id, "dataset": self.dataset, "facet": self.name, "K": self.auditor.config.k,
             "N": summaries[primary]["n_items"], "primary_readout": primary,
             "thresholds": ", ".join(thresholds.files)})
-        assert_verdicts(verdicts, thresholds.on_inconclusive)
+        assert_verdicts(verdicts)
         return verdicts
 
 
 def describe(v: dict) -> str:
     ci = v.get("ci")
-    ci_text = f" CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
+    level = f" {v['level']:.0%}" if v.get("level") else ""
+    ci_text = f"{level} CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
     est = "no estimate" if v["estimate"] is None else f"{v['estimate']:.3f}"
     who = f"{v['model']}: " if v.get("model") else ""
-    return f"{who}{v['threshold']} [{v['source']}]: {est}{ci_text} -> {v['verdict']}"
+    unproven = " (not proven)" if v["verdict"] == "inconclusive" and v.get("rule") == "upper" else ""
+    return f"{who}{v['threshold']} [{v['source']}]: {est}{ci_text} -> {v['verdict']}{unproven}"
 
 
-def assert_verdicts(verdicts: list[dict], on_inconclusive: str) -> None:
-    """Fail on failed/missing verdicts (and inconclusive ones when the file says so); warn or xfail
-    on inconclusive ones; warn on exceeded ``warn`` thresholds."""
-    failed = [v for v in verdicts if v["verdict"] in ("fail", "missing")]
-    unsure = [v for v in verdicts if v["verdict"] == "inconclusive"]
-    for v in verdicts:
-        if v["verdict"] == "warn":
-            warnings.warn(describe(v), ThresholdWarning, stacklevel=2)
-    if failed or (unsure and on_inconclusive == "fail"):
-        pytest.fail("threshold(s) violated:\n  " + "\n  ".join(describe(v) for v in failed + unsure
-                    if v in failed or on_inconclusive == "fail"), pytrace=False)
-    if unsure:
-        text = "inconclusive threshold(s):\n  " + "\n  ".join(describe(v) for v in unsure)
-        if on_inconclusive == "xfail":
-            pytest.xfail(text)
-        warnings.warn(text, InconclusiveThreshold, stacklevel=2)
+def _outcome(v: dict) -> str:
+    return v.get("outcome") or outcome(v["verdict"], v.get("rule", "lower"))
+
+
+def assert_verdicts(verdicts: list[dict]) -> None:
+    """Act on each verdict's outcome (flipgate.gate.outcome): fail on any 'fail', else xfail on
+    any 'xfail', and warn on 'warn' (an exceeded ``warn`` bound or a tolerated inconclusive CI)."""
+    by = {o: [v for v in verdicts if _outcome(v) == o] for o in ("fail", "xfail", "warn")}
+    if by["fail"]:
+        pytest.fail("threshold(s) violated:\n  " + "\n  ".join(describe(v) for v in by["fail"]), pytrace=False)
+    for v in by["warn"]:
+        kind = InconclusiveThreshold if v["verdict"] == "inconclusive" else ThresholdWarning
+        warnings.warn(("inconclusive threshold: " if kind is InconclusiveThreshold else "") + describe(v),
+                      kind, stacklevel=2)
+    if by["xfail"]:
+        pytest.xfail("inconclusive threshold(s):\n  " + "\n  ".join(describe(v) for v in by["xfail"]))

@@ -79,7 +79,7 @@ def test_thresholds_override_replaces_same_key(tmp_path):
     assert by_metric["flip_rate"].bound == 0.6 and by_metric["flip_rate"].rule == "point"
     assert by_metric["parse_rate"].bound == 0.9
     assert ts.on_inconclusive == "xfail"
-    assert load_thresholds(tmp_path, "other").on_inconclusive == "warn"
+    assert load_thresholds(tmp_path, "other").on_inconclusive == "by_rule"
 
 
 @pytest.mark.parametrize("text,needle", [

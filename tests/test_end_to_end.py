@@ -105,10 +105,10 @@ def test_allure_results_labels_and_attachments(xdist_run):
 def test_rerun_hits_cache_and_failing_threshold_fails(xdist_run):
     tmp, models, _, _ = xdist_run
     strict = write(tmp / "strict" / "default.yaml",
-                   "thresholds:\n  - {metric: flip_rate, max: -0.1, rule: lower}\n").parent
+                   "thresholds:\n  - {metric: flip_rate, max: 0.0, rule: lower}\n").parent
     proc = run_suite(tmp, models, strict, "-k", "option_order")
     assert proc.returncode == 1, proc.stdout[-2000:]
-    assert "flip_rate <= -0.1 (lower)" in proc.stdout and "-> fail" in proc.stdout
+    assert "flip_rate <= 0.0 (lower)" in proc.stdout and "-> fail" in proc.stdout
     run_dirs = sorted((tmp / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
     rerun = TrialStore(run_dirs[-1] / "trials.sqlite").trials(facet="option_order")
     assert len(rerun) == 2 * 2 * 3 * 6 and rerun["from_cache"].all()  # no model call on a warm cache

@@ -1,7 +1,7 @@
 import pytest
 
 from flipgate.config import Threshold
-from flipgate.gate import decide, evaluate
+from flipgate.gate import decide, evaluate, outcome
 
 
 def t(rule, bound=0.2, direction="max"):
@@ -44,26 +44,82 @@ def test_evaluate_picks_readout_block():
     assert verdicts == ["pass", "fail"]
 
 
-def _verdict(verdict):
-    return {"threshold": "flip_rate <= 0.2 (lower)", "source": "default.yaml#0", "estimate": 0.2,
-            "ci": [0.1, 0.3], "verdict": verdict}
+def _verdict(verdict, rule="lower", on_inconclusive="by_rule"):
+    return {"threshold": f"flip_rate <= 0.2 ({rule})", "source": "default.yaml#0", "estimate": 0.2,
+            "ci": [0.1, 0.3], "verdict": verdict, "rule": rule, "outcome": outcome(verdict, rule, on_inconclusive)}
 
 
-@pytest.mark.parametrize("on_inconclusive,outcome", [("xfail", "xfail"), ("fail", "fail"), ("warn", "warning")])
-def test_inconclusive_is_reported_not_hidden(on_inconclusive, outcome):
+# SPEC §5 grid: bound 0.2 (max), CIs inside / straddling / outside, estimates inside and outside
+GRID = [(est, lo, hi) for est, lo, hi in [(0.1, 0.05, 0.15), (0.1, 0.05, 0.3), (0.25, 0.1, 0.3),
+                                          (0.3, 0.25, 0.35), (0.2, 0.2, 0.2), (0.15, 0.2, 0.25)]]
+
+
+@pytest.mark.parametrize("est,lo,hi", GRID)
+def test_upper_and_lower_differ_exactly_on_straddling_cis(est, lo, hi):
+    up, low = decide(t("upper"), est, lo, hi), decide(t("lower"), est, lo, hi)
+    assert up == low  # the label says what the CI shows ...
+    go_up, go_low = outcome(up, "upper"), outcome(low, "lower")  # ... the rule what the gate does
+    straddles = lo <= 0.2 < hi
+    if straddles:
+        assert (up, go_up, go_low) == ("inconclusive", "fail", "warn")
+    else:
+        assert go_up == go_low == ("pass" if hi <= 0.2 else "fail")
+
+
+@pytest.mark.parametrize("setting,expected", [("by_rule", ("fail", "warn")), ("warn", ("warn", "warn")),
+                                              ("xfail", ("xfail", "xfail")), ("fail", ("fail", "fail"))])
+def test_on_inconclusive_overrides_both_rules(setting, expected):
+    assert (outcome("inconclusive", "upper", setting), outcome("inconclusive", "lower", setting)) == expected
+    assert outcome("pass", "upper", setting) == "pass" and outcome("fail", "lower", setting) == "fail"
+
+
+def test_parse_rate_upper_with_straddling_ci_fails_the_release():
+    """The issue's case: parse_rate >= 0.9 (upper), CI [0.85, 0.95] must not pass."""
+    (v,) = evaluate([Threshold("parse_rate", 0.9, "min", "upper")],
+                    {"regex": {"parse_rate": {"estimate": 0.9, "ci": [0.85, 0.95]}}}, "regex")
+    assert (v["verdict"], v["outcome"]) == ("inconclusive", "fail")
+
+
+def test_ci_is_recomputed_at_the_thresholds_level():
+    import numpy as np
+
+    from flipgate.summary import Summary
+
+    block = Summary()
+    draws = np.linspace(0.0, 1.0, 1001)  # quantiles are the levels themselves
+    block.add("flip_rate", 0.5, draws, 0.95)
+    th = [Threshold("flip_rate", 0.2, "max", "lower", level=0.5), Threshold("flip_rate", 0.2, "max", "lower", level=0.9)]
+    ci50, ci90 = (v["ci"] for v in evaluate(th, {"regex": block}, "regex"))
+    assert ci50 == pytest.approx([0.25, 0.75]) and ci90 == pytest.approx([0.05, 0.95])
+    assert block["flip_rate"]["ci"] == pytest.approx([0.025, 0.975])  # the reported CI is untouched
+
+
+@pytest.mark.parametrize("setting,expected", [("xfail", "xfail"), ("fail", "fail"), ("warn", "warning"),
+                                              ("by_rule", "warning")])
+def test_inconclusive_is_reported_not_hidden(setting, expected):
     from _pytest.outcomes import Failed, XFailed
 
     from flipgate.suite import InconclusiveThreshold, assert_verdicts
 
-    if outcome == "xfail":
+    verdicts = [_verdict("inconclusive", "lower", setting)]
+    if expected == "xfail":
         with pytest.raises(XFailed, match="inconclusive"):
-            assert_verdicts([_verdict("inconclusive")], on_inconclusive)
-    elif outcome == "fail":
+            assert_verdicts(verdicts)
+    elif expected == "fail":
         with pytest.raises(Failed, match="flip_rate <= 0.2"):
-            assert_verdicts([_verdict("inconclusive")], on_inconclusive)
+            assert_verdicts(verdicts)
     else:
         with pytest.warns(InconclusiveThreshold, match="CI \\[0.100, 0.300\\]"):
-            assert_verdicts([_verdict("inconclusive")], on_inconclusive)
+            assert_verdicts(verdicts)
+
+
+def test_upper_inconclusive_fails_as_not_proven():
+    from _pytest.outcomes import Failed
+
+    from flipgate.suite import assert_verdicts
+
+    with pytest.raises(Failed, match="not proven"):
+        assert_verdicts([_verdict("inconclusive", "upper")])
 
 
 def test_failed_and_missing_thresholds_fail_warn_rule_warns():
@@ -72,11 +128,11 @@ def test_failed_and_missing_thresholds_fail_warn_rule_warns():
     from flipgate.suite import ThresholdWarning, assert_verdicts
 
     with pytest.raises(Failed, match="-> fail"):
-        assert_verdicts([_verdict("pass"), _verdict("fail")], "warn")
+        assert_verdicts([_verdict("pass"), _verdict("fail")])
     with pytest.raises(Failed, match="-> missing"):
-        assert_verdicts([_verdict("missing")], "warn")
+        assert_verdicts([_verdict("missing")])
     with pytest.warns(ThresholdWarning):
-        assert_verdicts([_verdict("warn")], "warn")
+        assert_verdicts([_verdict("warn")])
 
 
 def test_evaluate_attaches_bootstrap_p_value():
@@ -88,3 +144,31 @@ def test_evaluate_attaches_bootstrap_p_value():
     block.add("flip_rate", 0.5, np.array([0.4, 0.5, 0.6, 0.7]), 0.95)
     (v,) = evaluate([Threshold("flip_rate", 0.45, "max", "lower")], {"regex": block}, "regex")
     assert v["p_value"] == pytest.approx((1 + 1) / 5)
+
+
+def test_odi_threshold_reads_the_hdi_at_its_own_level():
+    from flipgate.odi.fit import _interval
+    from flipgate.odi.gate import targets
+
+    import numpy as np
+
+    draws = np.random.default_rng(0).normal(0.5, 0.1, 4000)
+    interval = _interval(draws, 0.89, ci_level=0.95, gate_levels=(0.5, 0.95))
+    analysis = {"facets": {"option_order": {"sigma_pi": interval, "sigma_delta": interval}}}
+    at50 = targets(analysis, Threshold("sigma_pi", 0.5, "max", facet="odi", level=0.5))["option_order"]["ci"]
+    at95 = targets(analysis, Threshold("sigma_pi", 0.5, "max", facet="odi", level=0.95))["option_order"]["ci"]
+    assert at50[1] - at50[0] < at95[1] - at95[0]
+    assert at95 == interval["ci"] and at50 == interval["cis"]["0.5"]
+
+
+def test_envelope_gate_analysis_at_another_level_narrows_the_interval():
+    import pandas as pd
+
+    from flipgate.envelope.analysis import gate_analysis, gate_metrics
+
+    rng = __import__("numpy").random.default_rng(1)
+    rows = [{"model": m, "config": f"c{c}", "score": float(rng.uniform(0.3, 0.7)), "parse_rate": 1.0}
+            for m in ("a", "b") for c in range(12)]
+    scores = pd.DataFrame(rows)
+    wide, narrow = (gate_metrics(gate_analysis(scores, "c0", [0.5], 400, 42, lv), "a")["sdi"]["ci"] for lv in (0.95, 0.5))
+    assert narrow[0] >= wide[0] and narrow[1] <= wide[1] and (narrow[1] - narrow[0]) < (wide[1] - wide[0])

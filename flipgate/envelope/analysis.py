@@ -125,6 +125,13 @@ def analyse(scores: pd.DataFrame, anchor: str, thetas: list[float], n_boot: int 
     return full
 
 
+def gate_analysis(scores: pd.DataFrame, anchor: str, thetas: list[float], n_boot: int, seed: int,
+                  level: float) -> dict:
+    """The part of :func:`analyse` that :func:`gate_metrics` reads, at another CI ``level``."""
+    return {"models": model_neighbourhood(scores, anchor, thetas, n_boot, seed, level),
+            "roster": roster_stability(scores, n_boot, seed, level)}
+
+
 def gate_metrics(analysis: dict, model: str) -> dict:
     """``{metric: {estimate, ci}}`` for one model, the block the thresholds of ``facet: envelope`` read."""
     mine = analysis["models"][model]

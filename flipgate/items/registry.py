@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -14,16 +15,16 @@ from flipgate.items.item import Item
 # name -> loader(dataset_name, **options) -> all items
 DATASETS: dict[str, Callable[..., list[Item]]] = {
     "mmlu": offline.load_mmlu,
-    "arc_challenge": lambda name, **kw: offline.load_arc("ARC-Challenge", name),
-    "arc_easy": lambda name, **kw: offline.load_arc("ARC-Easy", name),
-    "commonsense_qa": lambda name, **kw: offline.load_commonsense_qa_offline(name),
+    "arc_challenge": functools.partial(offline.load_arc, "ARC-Challenge"),
+    "arc_easy": functools.partial(offline.load_arc, "ARC-Easy"),
+    "commonsense_qa": offline.load_commonsense_qa_offline,
     "mmlu_pro": hub.load_mmlu_pro,
     "commonsense_qa_hub": hub.load_commonsense_qa_hub,
     "hotpotqa": hub.load_hotpotqa,
     "musique": hub.load_musique,
     "multihop_rag": hub.load_multihop_rag,
-    "synthetic_multihop": lambda name, **kw: synthetic.generate(name, "chunks", **kw),
-    "synthetic_rag": lambda name, **kw: synthetic.generate(name, "documents", **kw),
+    "synthetic_multihop": functools.partial(synthetic.generate, units="chunks"),
+    "synthetic_rag": functools.partial(synthetic.generate, units="documents"),
     "synthetic_shapes": shapes.generate,
     "synthetic_mixed": shapes.generate_mixed,
     "basic_arithmetic_few_shot": offline.load_basic_arithmetic_few_shot,
@@ -42,6 +43,22 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "crows_pairs": alignment.load_crows_pairs,
     "xstest": alignment.load_xstest,
 }
+
+
+def loader_options(name: str) -> list[str]:
+    """The options (models.yaml keys besides ``name`` and ``n``) the loader of ``name`` takes."""
+    params = list(inspect.signature(DATASETS[name]).parameters.values())[1:]  # the first is the dataset name
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "units"]
+
+
+def check_options(name: str, options: dict, where: str) -> None:
+    """Refuse options the loader does not take (e.g. ``data_files`` on a bundled dataset), which
+    would otherwise be ignored or fail deep inside."""
+    known = loader_options(name)
+    for key in options:
+        if key not in known:
+            raise FlipgateError(f"{where}: field {key!r}: dataset {name!r} takes no such option (value: "
+                                f"{options[key]!r}); it takes: {', '.join(known) or 'none (a bundled copy)'}")
 
 
 @dataclass(frozen=True)
@@ -66,6 +83,7 @@ class DatasetSpec:
         n = value.get("n") if isinstance(value, dict) else None
         if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             raise FlipgateError(f"{where}: field 'n' must be a positive integer (value: {n!r})")
+        check_options(name, options, where)
         hashable = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}  # cache key
         return cls(name, tuple(sorted(hashable.items())), n)
 

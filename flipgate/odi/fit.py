@@ -228,11 +228,16 @@ def _hdi(x: np.ndarray, prob: float) -> list[float]:
     return [float(x[lo]), float(x[lo + n - 1])]
 
 
-def _interval(x: np.ndarray, prob: float, ci_level: float | None = None) -> dict:
-    """Posterior median and ``prob`` HDI; with ``ci_level``, also ``ci``: the HDI at that level
-    (what a threshold is decided on, SPEC §5)."""
+def _interval(x: np.ndarray, prob: float, ci_level: float | None = None, gate_levels=()) -> dict:
+    """Posterior median and ``prob`` HDI; with ``ci_level``, also ``ci``: the HDI at that level,
+    and ``cis``: the HDI at each of ``gate_levels`` (keyed ``f"{level:g}"``), what thresholds with
+    their own level are decided on (docs/thresholds.md)."""
     out = {"median": float(np.median(x)), "hdi": _hdi(x, prob)}
-    return out if ci_level is None else {**out, "ci": _hdi(x, ci_level)}
+    if ci_level is not None:
+        out["ci"] = _hdi(x, ci_level)
+    if gate_levels:
+        out["cis"] = {f"{level:g}": _hdi(x, level) for level in gate_levels}
+    return out
 
 
 def _arviz():
@@ -270,14 +275,15 @@ def diagnostics(fit: ODIFit, rhat_max: float = 1.01, ess_min: float = 400, max_d
             "thresholds": {"rhat_max": rhat_max, "ess_min": ess_min, "max_divergences": max_divergences}}
 
 
-def summarize(fit: ODIFit, hdi_prob: float = 0.89, ci_level: float | None = None, **thresholds) -> dict:
+def summarize(fit: ODIFit, hdi_prob: float = 0.89, ci_level: float | None = None, gate_levels=(),
+              **thresholds) -> dict:
     """JSON-ready posterior summary: per facet σ_π (draw-wise median over its items) and σ_δ, per
     (facet, dataset) cell mean |δ| (estimate: mean |posterior-mean δ| with δ centred in its cell;
     HDI: of the draw-wise mean |δ|), per model θ, each with ``hdi_prob`` HDIs (and, with
     ``ci_level``, a ``ci`` HDI at that level), and :func:`diagnostics` (``thresholds`` go to it)."""
     q = reported(fit.draws, fit.data)
     d = fit.data
-    interval = partial(_interval, prob=hdi_prob, ci_level=ci_level)
+    interval = partial(_interval, prob=hdi_prob, ci_level=ci_level, gate_levels=tuple(gate_levels))
 
     def abs_delta(c: int) -> dict:  # estimate from the posterior-mean δ; intervals from the draws
         hdis = {k: v for k, v in interval(q["mean_abs_delta"][..., c]).items() if k != "median"}
@@ -297,12 +303,13 @@ def summarize(fit: ODIFit, hdi_prob: float = 0.89, ci_level: float | None = None
 
 
 def odi(trials, readout: str, profile: str | Profile = "fast", seed: int = 0, hdi_prob: float = 0.89,
-        thresholds: dict | None = None, ci_level: float | None = None, **overrides) -> dict:
+        thresholds: dict | None = None, ci_level: float | None = None, gate_levels=(), **overrides) -> dict:
     """Both ODI fits of a trials table (SPEC §4): the modal outcome gives per-facet σ_π / σ_δ and
     per-cell |δ|; the correct outcome gives per-model θ. ``passed`` needs both fits' diagnostics;
-    ``thresholds`` go to :func:`diagnostics`, ``ci_level`` adds gate intervals (:func:`summarize`)."""
+    ``thresholds`` go to :func:`diagnostics`, ``ci_level`` / ``gate_levels`` add gate intervals
+    (:func:`summarize`)."""
     fits = {o: summarize(fit(from_trials(trials, readout, o), profile, seed, **overrides), hdi_prob, ci_level,
-                         **(thresholds or {})) for o in ("modal", "correct")}
+                         gate_levels, **(thresholds or {})) for o in ("modal", "correct")}
     return {"readout": readout, "profile": fits["modal"]["profile"], "hdi_prob": hdi_prob,
             "facets": fits["modal"]["facets"], "cells": fits["modal"]["cells"], "models": fits["correct"]["models"],
             "diagnostics": {o: s["diagnostics"] for o, s in fits.items()},

@@ -15,7 +15,7 @@ def odi_thresholds(ts: ThresholdSet) -> list[Threshold]:
     """The file's ``facet: odi`` thresholds, plus the default diagnostic ones it does not declare."""
     declared = [t for t in ts.thresholds if t.facet == ODI_CELL]
     named = {t.metric for t in declared}
-    return declared + [Threshold(m, bound, direction, "point", ODI_CELL, source="SPEC §4 default")
+    return declared + [Threshold(m, bound, direction, "point", ODI_CELL, source="SPEC §4 default", level=ts.level)
                        for m, (direction, bound) in DIAGNOSTICS.items() if m not in named]
 
 
@@ -34,10 +34,20 @@ def targets(analysis: dict, t: Threshold) -> dict[str, dict]:
     if metric in DIAGNOSTICS:
         return {o: {"estimate": d[metric]} for o, d in analysis["diagnostics"].items()}
     if metric == "mean_abs_delta":
-        return {c: v["mean_abs_delta"] for c, v in analysis["cells"].items()
-                if only in ("", v["facet"]) and t.dataset in (None, v["dataset"])}
-    return {f: {"estimate": v[metric]["median"], "ci": v[metric].get("ci")}
+        return {c: {"estimate": v["mean_abs_delta"]["estimate"], "ci": _ci(v["mean_abs_delta"], t.level)}
+                for c, v in analysis["cells"].items() if only in ("", v["facet"]) and t.dataset in (None, v["dataset"])}
+    return {f: {"estimate": v[metric]["median"], "ci": _ci(v[metric], t.level)}
             for f, v in analysis["facets"].items() if only in ("", f)}
+
+
+def _ci(interval: dict, level: float) -> list[float] | None:
+    """The HDI at the threshold's ``level`` (``cis``), else the summary's gate HDI."""
+    return (interval.get("cis") or {}).get(f"{level:g}", interval.get("ci"))
+
+
+def gate_levels(threshold_sets) -> list[float]:
+    """Every CI level an ODI threshold of ``threshold_sets`` is decided at."""
+    return sorted({t.level for ts in threshold_sets for t in odi_thresholds(ts)})
 
 
 def gate(analysis: dict, ts: ThresholdSet) -> list[dict]:
@@ -47,7 +57,7 @@ def gate(analysis: dict, ts: ThresholdSet) -> list[dict]:
     for t in odi_thresholds(ts):
         covered = targets(analysis, t) or {"(not in the fit)": {"estimate": None}}
         for target, est in covered.items():
-            v, = evaluate([t], {"odi": {t.metric: est}}, "odi")
+            v, = evaluate([t], {"odi": {t.metric: est}}, "odi", ts.on_inconclusive)
             v.update(threshold=f"{t.label} · {target}", target=target, facet=ODI_CELL, readout=analysis["readout"])
             verdicts.append(v)
     return verdicts

@@ -1,0 +1,103 @@
+"""Collection-time checks of the thresholds files against the audited plan (docs/thresholds.md).
+
+A threshold whose selectors (``facet``, ``dataset``, ``readout``, ``model``) match no cell of the
+plan would gate nothing, so the run would pass however bad the model: a typo must never silently
+disable a gate. The plan is models.yaml's (not the ``-k`` selection): every model's order cells
+(facets and controls × datasets × the readouts the model gives on that facet), the ODI panel, and
+the envelope's benchmarks for its roster. Thresholds of a whole suite the plan does not run (e.g.
+``facet: envelope`` when no model is in the envelope roster) are not errors: nothing runs that
+they could gate. Override files must be named after a model of the roster.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from flipgate import FlipgateError
+from flipgate.config import (ENVELOPE_CELL, ODI_CELL, AuditConfig, Threshold, parse_thresholds,
+                             threshold_files)
+from flipgate.facets import readouts_for, split_cell
+
+
+@dataclass(frozen=True)
+class PlanCell:
+    """One gated cell of the plan: a model's facet/control/suite cell on a dataset."""
+
+    model: str
+    cell: str
+    dataset: str
+    readouts: tuple[str, ...]
+
+
+def _suite(cell_or_facet: str | None) -> str:
+    return cell_or_facet if cell_or_facet in (ENVELOPE_CELL, ODI_CELL) else "order"
+
+
+def plan_cells(cfg: AuditConfig, envelope_roster: list[str] = (), envelope_benchmarks: list[str] = ()) -> list[PlanCell]:
+    """Every cell the plan gates (see module docstring)."""
+    out = []
+    for model_id in cfg.audited("order"):
+        model = cfg.models[model_id]
+        for cell, dataset in cfg.cells():
+            try:
+                readouts = readouts_for(split_cell(cell)[1], model["readouts"], model["primary_readout"])[0]
+            except FlipgateError:  # the cell itself reports this when it runs
+                readouts = model["readouts"]
+            out.append(PlanCell(model_id, cell, dataset, tuple(readouts)))
+        out.append(PlanCell(model_id, ODI_CELL, ODI_CELL, ()))
+    for model_id in envelope_roster:
+        out += [PlanCell(model_id, ENVELOPE_CELL, b, ()) for b in envelope_benchmarks]
+    return out
+
+
+def matches(t: Threshold, c: PlanCell, order_datasets: set[str]) -> bool:
+    """Whether threshold ``t`` gates plan cell ``c``."""
+    if t.model not in (None, c.model):
+        return False
+    if t.facet == ODI_CELL:  # ODI narrows by dataset inside the fit (mean |δ| per cell)
+        return c.cell == ODI_CELL and (t.dataset is None or t.dataset in order_datasets)
+    return t.applies(c.cell, c.dataset) and (t.readout is None or not c.readouts or t.readout in c.readouts)
+
+
+def _cells_text(cells: list[PlanCell]) -> str:
+    by_cell = defaultdict(set)
+    for c in cells:
+        by_cell[c.cell].add(c.dataset)
+    return "; ".join(f"{cell} × {', '.join(sorted(ds))}" for cell, ds in sorted(by_cell.items()))
+
+
+def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCell]) -> list[str]:
+    """Raise a FlipgateError naming every threshold that selects nothing, every ``model:`` and
+    override file naming no roster model; return notes on thresholds of suites the plan does not run."""
+    directory = Path(directory)
+    roster = sorted(cfg.models)
+    order_datasets = {c.dataset for c in cells if c.cell not in (ENVELOPE_CELL, ODI_CELL)}
+    suites_run = {_suite(c.cell) for c in cells}
+    errors, notes = [], []
+    files = [(directory / "default.yaml", None)]
+    for path in threshold_files(directory):
+        if path.stem not in cfg.models:
+            errors.append(f"{path}: override file for model {path.stem!r}, which is not in {cfg.path} "
+                          f"(models: {', '.join(roster)}); name it <model id>.yaml")
+            continue
+        files.append((path, path.stem))
+    for path, owner in files:
+        thresholds, _ = parse_thresholds(path)
+        for i, t in enumerate(thresholds):
+            where = f"{path}: field thresholds[{i}] ({t.label})"
+            if t.model is not None and t.model not in cfg.models:
+                errors.append(f"{where}.model: no model with this id (value: {t.model!r}); models: {', '.join(roster)}")
+                continue
+            if _suite(t.facet) not in suites_run:
+                notes.append(f"{where}: not applicable, the plan runs no {_suite(t.facet)} suite")
+                continue
+            mine = [c for c in cells if owner in (None, c.model)]
+            if not any(matches(t, c, order_datasets) for c in mine):
+                errors.append(f"{where}: selects no cell of this audit (selectors: "
+                              f"{', '.join(f'{k}={v!r}' for k, v in t.selectors.items()) or 'none'}); "
+                              f"cells: {_cells_text(mine)}")
+    if errors:
+        raise FlipgateError("thresholds that would gate nothing (a typo must not disable a gate):\n  "
+                            + "\n  ".join(errors))
+    return notes
