@@ -1,22 +1,67 @@
-"""Cost guard (FB): a pilot on a few items per cell projects the whole run's API spend.
+"""Cost guard (FB): refuse a run whose API spend would exceed ``--budget``, before spending it.
 
-For every facet and control cell of a priced (API) model, the first ``pilot_items`` items are run
-(through the response cache, so the pilot is not paid twice) and give the cell's tokens per prompt
-character and mean output tokens; the projection applies them to every request of the full plan,
-plus one judge call per item of a judged cell. Local models cost nothing and are not piloted.
+Every API model the selected suites call needs a known price (``price`` in models.yaml or litellm's
+bundled price map); one without is refused before any call. The envelope suite (suites/benchmarks)
+is projected from its request plan (roster model x valid configuration x item, x ``seeds`` for a
+stochastic decoding) with the conservative estimate below, and makes no pilot call. For every facet
+and control cell of an order-suite API model, the first ``pilot_items`` items are run (through the
+response cache, so the pilot is not paid twice) and give the cell's tokens per prompt character and
+mean output tokens; the projection applies them to every request of the full plan, plus one judge
+call per item of a judged cell. The pilot itself is capped by the budget: before each cell's pilot,
+its uncached calls are costed conservatively (:func:`estimate_tokens`: 1 token per 2 prompt
+characters, plus per-message and per-image allowances, and the full max output tokens) and piloting
+stops, refusing the run, before a cell whose pilot could take the spend past the budget; a budget too
+small for any pilot makes no call. The pilot's spend counts against the budget. Local models cost
+nothing and are not piloted. A refusal is :class:`BudgetRefused` (exit status
+``exitcodes.BUDGET_REFUSED``).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Request
 from flipgate.facets import get_facet, split_cell
 
+#: conservative request-size estimate: prompt characters per token (English text runs ~4)
+CHARS_PER_TOKEN = 2
+#: tokens allowed per chat message (role and template overhead) and per image
+TOKENS_PER_MESSAGE = 8
+TOKENS_PER_IMAGE = 2000
+
+
+def usd(x: float) -> str:
+    """A USD amount for messages: 4 decimals, or 3 significant digits below 0.0001."""
+    return f"{x:.4f}" if x == 0 or abs(x) >= 1e-4 else f"{x:.3g}"
+
+
+class BudgetRefused(FlipgateError):
+    """The cost guard refuses the run: over budget, or an API model without a known price.
+    ``table`` holds the projection table when there is one."""
+
+    def __init__(self, message: str, table: str | None = None):
+        super().__init__(message)
+        self.table = table
+
+
+@dataclass
+class Ledger:
+    """What the pilot may spend (USD) and has spent, over every model."""
+
+    budget: float = math.inf
+    #: USD already committed by suites projected without a pilot (the envelope)
+    reserved: float = 0.0
+    usd: float = 0.0
+    calls: int = 0
+
 
 @dataclass
 class Projection:
     model_id: str
+    suite: str = "order"
     n_calls: int = 0
     pilot_calls: int = 0
     pilot_usd: float = 0.0
@@ -37,8 +82,9 @@ def price_per_token(model_cfg: dict) -> tuple[float, float] | None:
     if model_cfg.get("price"):
         p = model_cfg["price"]
         return p["input_per_mtok"] / 1e6, p["output_per_mtok"] / 1e6
-    import litellm
+    from flipgate.backends.api import import_litellm  # sets LITELLM_LOCAL_MODEL_COST_MAP first
 
+    litellm = import_litellm()
     try:
         cost_in, cost_out = litellm.cost_per_token(model=model_cfg["source"]["model"], prompt_tokens=1,
                                                    completion_tokens=1)
@@ -51,25 +97,74 @@ def prompt_chars(request: Request) -> int:
     return sum(len(text) for _, text in request.messages) + len(request.answer_prefix)
 
 
-def project(auditor, model_id: str, pilot_items: int = 3) -> Projection:
-    """Pilot ``model_id`` on the first ``pilot_items`` items of each cell and project the full run."""
+def require_prices(models: dict[str, dict], model_ids) -> None:
+    """Raise :class:`BudgetRefused` naming every API model among ``model_ids`` with no known price."""
+    unpriced = [m for m in dict.fromkeys(model_ids) if price_per_token(models[m]) is None]
+    if unpriced:
+        named = ", ".join(f"{m} ({(models[m].get('source') or {}).get('model')})" for m in unpriced)
+        raise BudgetRefused(f"cost guard: no price known for {named}: add `price: {{input_per_mtok: .., "
+                            f"output_per_mtok: ..}}` (USD per million tokens) to its entry in models.yaml; "
+                            f"no call was made")
+
+
+def estimate_tokens(request: Request, max_out: int) -> tuple[int, int]:
+    """A conservative (input, output) token count for one call, before making it: 1 token per
+    ``CHARS_PER_TOKEN`` prompt characters plus allowances per message and image, and the request's
+    whole output budget (``max_out`` when the request sets none)."""
+    tokens_in = (math.ceil(prompt_chars(request) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(request.messages)
+                 + TOKENS_PER_IMAGE * len(request.images))
+    return tokens_in, int(request.max_new_tokens or max_out)
+
+
+def estimate_usd(requests: list[Request], price: tuple[float, float], max_out: int) -> float:
+    """Conservative USD for ``requests`` (see :func:`estimate_tokens`)."""
+    return sum(price[0] * t_in + price[1] * t_out for t_in, t_out in (estimate_tokens(r, max_out) for r in requests))
+
+
+def _uncached(auditor, model_id: str, requests: list[Request]) -> list[Request]:
+    """The requests the response cache cannot answer (all of them without a cache)."""
+    if auditor.cache is None:
+        return requests
+    from flipgate.cache import cache_key
+    from flipgate.grammar import GRAMMAR_VERSION
+
+    settings = auditor.backend(model_id).settings
+    keys = [cache_key(settings, r, GRAMMAR_VERSION) for r in requests]
+    found = auditor.cache.get_many(keys)
+    return [r for r, k in zip(requests, keys) if k not in found]
+
+
+def project(auditor, model_id: str, pilot_items: int = 3, ledger: Ledger | None = None) -> Projection:
+    """Pilot ``model_id`` on the first ``pilot_items`` items of each cell and project the full run;
+    raises :class:`BudgetRefused` before a cell whose pilot could take ``ledger`` past its budget."""
     from flipgate.judge import sem_flip_request
 
+    ledger = ledger if ledger is not None else Ledger()
     cfg = auditor.config
     proj = Projection(model_id)
     if cfg.models[model_id]["backend"] != "litellm":
         return proj
     price = price_per_token(cfg.models[model_id])
     if price is None:
-        proj.priced = False
-        price = (0.0, 0.0)
+        require_prices(cfg.models, [model_id])  # raises: a model without a price is not piloted
     k = cfg.k
     for name, dataset in cfg.cells():
         plan, requests = auditor.cell_requests(dataset, name)
         pilot = requests[:pilot_items * k]
+        fresh = _uncached(auditor, model_id, pilot)
+        worst = estimate_usd(fresh, price, int(cfg.models[model_id].get("max_new_tokens", 16)))
+        if ledger.reserved + ledger.usd + worst > ledger.budget:
+            reserved = f", the envelope suite is projected at {usd(ledger.reserved)} USD" if ledger.reserved else ""
+            raise BudgetRefused(
+                f"cost guard: the pilot of {model_id} on {name}/{dataset} ({len(fresh)} calls, up to {usd(worst)} USD "
+                f"by a conservative estimate) could take the spend past --budget {usd(ledger.budget)} (the pilot "
+                f"has spent {usd(ledger.usd)} USD on {ledger.calls} calls{reserved}); the run was not started")
         outputs, cached = auditor._outputs(model_id, pilot, use_cache=True, label=f"pilot {name}/{dataset}")
         proj.pilot_calls += sum(not hit for hit in cached)
-        proj.pilot_usd += sum(o.cost_usd for o, hit in zip(outputs, cached) if not hit)
+        spent = sum(o.cost_usd for o, hit in zip(outputs, cached) if not hit)
+        proj.pilot_usd += spent
+        ledger.usd += spent
+        ledger.calls += sum(not hit for hit in cached)
         per_char = sum(o.tokens_in for o in outputs) / max(1, sum(prompt_chars(r) for r in pilot))
         mean_out = sum(o.tokens_out for o in outputs) / max(1, len(outputs))
         todo = requests if split_cell(name)[0] is not None else requests[len(pilot):]  # controls bypass the cache
@@ -88,22 +183,89 @@ def project(auditor, model_id: str, pilot_items: int = 3) -> Projection:
     return proj
 
 
+def project_envelope(auditor, envelope, model_id: str) -> Projection:
+    """Project the envelope suite's calls of ``model_id`` (no pilot): every valid configuration it runs
+    on each benchmark x its items (x ``seeds`` for a stochastic decoding), each call costed with
+    :func:`estimate_tokens`. The response cache is not consulted (an upper bound)."""
+    from flipgate.envelope.render import render
+    from flipgate.envelope.run import EnvelopeRunner
+
+    model = auditor.config.models[model_id]
+    proj = Projection(model_id, suite="envelope")
+    if model["backend"] != "litellm":
+        return proj
+    price = price_per_token(model)
+    if price is None:
+        require_prices(auditor.config.models, [model_id])  # raises
+    max_out = int(model.get("max_new_tokens", 16))
+    runner = EnvelopeRunner(auditor, envelope)
+    for spec in envelope.benchmarks:
+        items, exemplars = runner.split(spec)
+        for config in envelope.configs(spec.name):
+            if not runner.applicable(model_id, config):
+                continue
+            calls = 1 if config.greedy else envelope.seeds
+            for it in items:
+                t_in, t_out = estimate_tokens(render(it, config, exemplars, 0, ()), max_out)
+                proj.n_calls += calls
+                proj.tokens_in += calls * t_in
+                proj.tokens_out += calls * t_out
+    proj.usd = price[0] * proj.tokens_in + price[1] * proj.tokens_out
+    return proj
+
+
 def check_budget(projections: list[Projection], budget: float) -> str:
-    """A table of projections; raises FlipgateError (with the table) when over ``budget`` USD or a
-    model has no known price."""
-    lines = [f"{'model':32} {'calls':>8} {'tokens in':>12} {'tokens out':>11} {'USD':>10}"]
+    """A table of projections; raises :class:`BudgetRefused` (carrying the table) when the projected
+    spend, the pilot's included, is over ``budget`` USD or a model has no known price."""
+    lines = [f"{'model':32} {'suite':8} {'calls':>8} {'tokens in':>12} {'tokens out':>11} {'USD':>10}"]
     for p in projections:
-        usd = f"{p.usd:10.4f}" if p.priced else "   no price"
-        lines.append(f"{p.model_id:32} {p.n_calls:8d} {p.tokens_in:12.0f} {p.tokens_out:11.0f} {usd}")
-    total = sum(p.usd for p in projections)
-    lines.append(f"{'projected total':32} {'':8} {'':12} {'':11} {total:10.4f}  (budget {budget:.4f}; pilot spent "
-                 f"{sum(p.pilot_usd for p in projections):.4f} on {sum(p.pilot_calls for p in projections)} calls)")
+        cost = f"{p.usd:10.4f}" if p.priced else "   no price"
+        lines.append(f"{p.model_id:32} {p.suite:8} {p.n_calls:8d} {p.tokens_in:12.0f} {p.tokens_out:11.0f} {cost}")
+    pilot = sum(p.pilot_usd for p in projections)
+    total = sum(p.usd for p in projections) + pilot
+    lines.append(f"{'projected total':32} {'':8} {'':8} {'':12} {'':11} {total:10.4f}  (budget {usd(budget)}; "
+                 f"includes the pilot's {pilot:.4f} on {sum(p.pilot_calls for p in projections)} calls)")
     table = "\n".join(lines)
     unpriced = [p.model_id for p in projections if not p.priced]
     if unpriced:
-        raise FlipgateError(f"cost guard: no price known for {', '.join(unpriced)}; add "
-                            f"`price: {{input_per_mtok: ..., output_per_mtok: ...}}` to models.yaml\n{table}")
+        raise BudgetRefused(f"cost guard: no price known for {', '.join(unpriced)}: add `price: {{input_per_mtok: "
+                            f".., output_per_mtok: ..}}` (USD per million tokens) to its entry in models.yaml", table)
     if total > budget:
-        raise FlipgateError(f"cost guard: projected cost {total:.4f} USD exceeds --budget {budget:.4f}; "
-                            f"the run was not started\n{table}")
+        raise BudgetRefused(f"cost guard: projected cost {usd(total)} USD exceeds --budget {usd(budget)}; "
+                            f"the run was not started", table)
+    return table
+
+
+@dataclass
+class GuardPlan:
+    """The API-calling parts of a session: order-suite models (and their judge) and the envelope's
+    roster (``envelope`` is None when its suite is not collected)."""
+
+    order: list[str] = field(default_factory=list)
+    judge: list[str] = field(default_factory=list)
+    envelope: object = None
+    roster: list[str] = field(default_factory=list)
+
+
+def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) -> str:
+    """The whole cost guard: prices first (no call), then the envelope projection (no call, reserved),
+    then the budget-capped pilot and projection of the order suites. Writes ``out`` (JSON, also on
+    refusal) and returns the projection table; raises :class:`BudgetRefused`."""
+    require_prices(auditor.config.models, [*plan.order, *plan.judge, *plan.roster])  # before any call
+    ledger, projections = Ledger(budget), []
+
+    def write(**extra) -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"budget_usd": budget, "pilot_usd": ledger.usd, "pilot_calls": ledger.calls,
+                                   **extra, "models": [p.to_dict() for p in projections]}, indent=1))
+
+    try:
+        projections += [project_envelope(auditor, plan.envelope, m) for m in plan.roster]
+        ledger.reserved = sum(p.usd for p in projections)
+        projections += [project(auditor, m, pilot_items, ledger) for m in plan.order]
+        table = check_budget(projections, budget)
+    except BudgetRefused as exc:
+        write(refused=str(exc))
+        raise
+    write()
     return table

@@ -10,6 +10,10 @@ malformed JSON, and a hard failure after N answers (to test resume).
 The assistant turn is prefilled with ``--prefill`` ("Answer:" by default) and the reply's content is
 that prefill plus the continuation. With ``logprobs: true`` the reply carries one logprobs entry:
 the first generated position, its ``top_logprobs`` restricted to the letters A–Z.
+
+The API key is checked (401) before the body is parsed; a body that is not a JSON object with a
+``messages`` list is answered 400 (``invalid_request_error``), any other failure 500, each with a
+JSON error body and never a traceback.
 """
 from __future__ import annotations
 
@@ -90,6 +94,26 @@ class Batcher:
                     future.set_exception(exc)
 
 
+#: the largest request body read (data-URL images included)
+MAX_BODY_BYTES = 64 * 2 ** 20
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """An OpenAI chat body: a JSON object with a non-empty ``messages`` list; ValueError otherwise."""
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"the body is not valid JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("field 'messages' (a non-empty list of {role, content}) is required")
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+        raise ValueError("each entry of 'messages' must be an object with a string 'role'")
+    return body
+
+
 def request_from_body(body: dict[str, Any], prefill: str) -> Request:
     """A backend request from an OpenAI chat body (text and data-URL image parts)."""
     messages, images = [], []
@@ -135,7 +159,8 @@ class LoopbackServer:
         self.faults = faults or Faults()
         self.batcher = Batcher(backend, max_batch, window_s)
         self.counts: dict[str, int] = {"requests": 0, "ok": 0, "rate_limit": 0, "server_error": 0, "slow": 0,
-                                       "malformed": 0, "unauthorized": 0, "failed_after": 0}
+                                       "malformed": 0, "unauthorized": 0, "failed_after": 0, "bad_request": 0,
+                                       "internal_error": 0}
         self._lock = threading.Lock()
         self._admitted = 0  # requests let through to the model (for ``fail_after``)
         self.httpd = ThreadingHTTPServer((host, port), self._handler())
@@ -176,13 +201,16 @@ class LoopbackServer:
                 pass
 
             def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(payload)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. its timeout)
+                    self.close_connection = True
 
             def _error(self, status: int, message: str, kind: str, headers=None):
                 self._send(status, json.dumps({"error": {"message": message, "type": kind}}).encode(), headers)
@@ -194,13 +222,41 @@ class LoopbackServer:
                 else:
                     self._error(404, f"no route {self.path}", "not_found")
 
+            def _read_body(self) -> bytes | None:
+                """The raw body (read, not parsed), or None when Content-Length is not a usable size."""
+                try:
+                    size = int(self.headers.get("Content-Length", 0))
+                except ValueError:
+                    return None
+                if not 0 <= size <= MAX_BODY_BYTES:
+                    return None
+                return self.rfile.read(size)
+
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                try:
+                    self._post()
+                except Exception as exc:  # never a traceback: a JSON 500 names what went wrong
+                    server._count("internal_error")
+                    self._error(500, f"internal error: {type(exc).__name__}: {exc}"[:500], "server_error")
+
+            def _post(self):
+                raw = self._read_body()  # drained before any reply, parsed only once the caller is authorised
+                if raw is None:
+                    self.close_connection = True
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     return self._error(404, f"no route {self.path}", "not_found")
                 if server.api_key and self.headers.get("Authorization") != f"Bearer {server.api_key}":
                     server._count("unauthorized")
                     return self._error(401, "invalid API key", "authentication_error")
+                try:
+                    if raw is None:
+                        raise ValueError("missing or invalid Content-Length")
+                    body = parse_body(raw)
+                    request = request_from_body(body, server.prefill)
+                except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                    server._count("bad_request")
+                    why = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)
+                    return self._error(400, f"bad request: {why}"[:500], "invalid_request_error")
                 outcome = server._outcome()
                 if outcome != "ok" and outcome != "slow":
                     server._count(outcome)
@@ -214,10 +270,7 @@ class LoopbackServer:
                 if outcome == "slow":
                     server._count("slow")
                     time.sleep(server.faults.slow_s)
-                try:
-                    out = server.batcher.submit(request_from_body(body, server.prefill))
-                except (KeyError, TypeError, ValueError) as exc:
-                    return self._error(400, f"bad request: {exc}", "invalid_request_error")
+                out = server.batcher.submit(request)
                 server._count("ok")
                 self._send(200, json.dumps(completion_body(out, body.get("model", ""), server.prefill,
                                                            bool(body.get("logprobs")),

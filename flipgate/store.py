@@ -31,7 +31,10 @@ CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, th
     result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
 CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS odi (name TEXT PRIMARY KEY, analysis TEXT);
+CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER, timeouts INTEGER,
+    failures INTEGER, PRIMARY KEY (model_id, source));
 """
+CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
 
 TRIAL_COLUMNS = ["run_id", "model_id", "model_fingerprint", "dataset", "item_id", "facet", "condition",
                  "permutation", "sample", "prompt_sha256", "raw_output", "readouts", "mapped", "correct", "gold",
@@ -53,6 +56,18 @@ class TrialStore:
         with self.conn:
             self.conn.execute("INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
                               (model_id, json.dumps(fingerprint, sort_keys=True), json.dumps(config, default=str)))
+
+    def add_calls(self, model_id: str, source: str, counts: dict[str, int]) -> None:
+        """API call counts of one process (``source``: "pilot", an xdist worker id, "main"), cumulative."""
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?)",
+                              (model_id, source, *(int(counts.get(k, 0)) for k in CALL_COUNTS)))
+
+    def calls(self) -> dict[str, dict[str, int]]:
+        """Per model: API requests, retried attempts, timed-out attempts and failed calls, over the run."""
+        rows = self.conn.execute(f"SELECT model_id, {', '.join(f'SUM({k})' for k in CALL_COUNTS)} FROM calls "
+                                 "GROUP BY model_id ORDER BY model_id")
+        return {m: dict(zip(CALL_COUNTS, map(int, counts))) for m, *counts in rows}
 
     def add_manifest(self, facet: str, dataset: str, k: int, sha256: str, path: str) -> None:
         with self.conn:

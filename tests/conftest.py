@@ -118,3 +118,21 @@ def rejects_row(loader, rows: list[dict], path: Path, row: int, field: str, valu
     pd.DataFrame(rows).to_parquet(path)
     with pytest.raises(FlipgateError, match=match):
         loader(path.stem, data_files=str(path), **kw)
+
+
+@pytest.fixture
+def serve():
+    """Start loopback servers; stop them after the test."""
+    started = []
+
+    def start(backend, **kw) -> "LoopbackServer":
+        from flipgate.serve import LoopbackServer
+
+        server = LoopbackServer(backend, **kw)
+        server.start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -19,22 +19,6 @@ from conftest import REPO, ScriptedBackend
 KEY = "sk-flipgate-test-5f1c0ffee0ddba11"
 
 
-@pytest.fixture
-def serve():
-    """Start loopback servers; stop them after the test."""
-    started = []
-
-    def start(backend, **kw) -> LoopbackServer:
-        server = LoopbackServer(backend, **kw)
-        server.start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
 def api_model(server: LoopbackServer, **extra) -> dict:
     return {"id": "api", "backend": "litellm", "readouts": ["regex"], "concurrency": 8,
             "source": {"model": "openai/scripted", "api_base": server.base_url, "api_key_env": "FLIPGATE_TEST_KEY"},

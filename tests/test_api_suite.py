@@ -68,11 +68,13 @@ def test_suite_runs_on_an_api_model_and_leaks_no_key(server, tmp_path):
 
 
 def test_cost_guard_refuses_a_run_over_budget(server, tmp_path):
+    before = server.counts["requests"]
     proc = run_api_suite(tmp_path, api_models(tmp_path, server, "{input_per_mtok: 50000, output_per_mtok: 50000}"),
                          "--budget", "0.5")
-    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == 6, proc.stdout[-2000:] + proc.stderr[-2000:]  # exitcodes.BUDGET_REFUSED
     out = proc.stdout + proc.stderr
-    assert "exceeds --budget 0.5000" in out and "tiny-api" in out and "the run was not started" in out
+    assert "--budget 0.5000" in out and "tiny-api" in out and "the run was not started" in out
+    assert server.counts["requests"] == before and "Traceback" not in out  # even the pilot would be over: no call
     assert not list((tmp_path / "runs").glob("*/trials.sqlite")) or "passed" not in proc.stdout
     assert KEY not in out
 
@@ -81,4 +83,4 @@ def test_cost_guard_needs_a_price_for_unknown_models(server, tmp_path):
     models = api_models(tmp_path, server)
     models.write_text(models.read_text().replace("    price: {input_per_mtok: 1.0, output_per_mtok: 4.0}\n", ""))
     proc = run_api_suite(tmp_path, models, "--budget", "5")
-    assert proc.returncode == 4 and "no price known for tiny-api" in proc.stdout + proc.stderr
+    assert proc.returncode == 6 and "no price known for tiny-api" in proc.stdout + proc.stderr

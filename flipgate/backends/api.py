@@ -22,6 +22,14 @@ from flipgate.backends.base import Output, Request
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the bundled price map, no download
 
+
+def import_litellm():
+    """litellm, imported only after ``LITELLM_LOCAL_MODEL_COST_MAP`` is set (this module sets it on
+    import), so litellm reads its bundled price map instead of fetching one from the network."""
+    import litellm
+
+    return litellm
+
 RETRIABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 DEFAULT_CAPABILITIES = {"logprobs": False, "images": False, "seed": False}
 
@@ -42,10 +50,16 @@ def retry_after_s(exc: BaseException) -> float | None:
     return None
 
 
+def is_timeout(exc: BaseException) -> bool:
+    import litellm
+
+    return isinstance(exc, (litellm.Timeout, asyncio.TimeoutError))
+
+
 def is_retriable(exc: BaseException) -> bool:
     import litellm
 
-    if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError, asyncio.TimeoutError)):
+    if is_timeout(exc) or isinstance(exc, litellm.APIConnectionError):
         return True
     return getattr(exc, "status_code", None) in RETRIABLE_STATUS
 
@@ -131,7 +145,8 @@ class LiteLLMBackend:
         if "letter_logprob" in self.readouts and not self.capabilities["logprobs"]:
             raise FlipgateError(f"model {self.model_id!r}: readout 'letter_logprob' needs capabilities.logprobs: "
                                 f"true (set it only if the provider returns logprobs)")
-        self.retries = 0  # retried attempts made by this process (reported by benchmarks and tests)
+        #: this process's calls: requests asked, attempts retried, attempts timed out, calls failed for good
+        self.call_stats = {"requests": 0, "retries": 0, "timeouts": 0, "failures": 0}
         self.fingerprint = {"backend": "litellm", "source": self.model, "api_base": self.api_base,
                             "weights_sha256": f"api:{self.model}", "revision": None, "dtype": None,
                             "quantization": None, "tokenizer_sha256": None, "chat_template_sha256": None,
@@ -141,6 +156,11 @@ class LiteLLMBackend:
                          "decoding": self.params, "max_new_tokens": self.max_new_tokens,
                          "temperature": self.decoding.get("temperature", 0.0),
                          "readouts": sorted(self.readouts)}
+
+    @property
+    def retries(self) -> int:
+        """Retried attempts made by this process (reported by benchmarks and tests)."""
+        return self.call_stats["retries"]
 
     @property
     def supports_images(self) -> bool:
@@ -195,6 +215,8 @@ class LiteLLMBackend:
         import litellm
 
         kw = self.kwargs(request)
+        stats = self.call_stats
+        stats["requests"] += 1
         for attempt in range(1, self.max_attempts + 1):
             t0 = time.perf_counter()
             try:
@@ -203,7 +225,9 @@ class LiteLLMBackend:
                 text = choice.message.content or ""
             except Exception as exc:  # classified below: retried, or a clear error naming the trial
                 status = getattr(exc, "status_code", None)
+                stats["timeouts"] += is_timeout(exc)
                 if not is_retriable(exc) or attempt == self.max_attempts:
+                    stats["failures"] += 1
                     hint = f" (check the key in ${self.key_env})" if status in (401, 403) and self.key_env else ""
                     raise FlipgateError(self._redact(
                         f"model {self.model_id!r} ({self.model}): call failed after {attempt} attempt(s) for trial "
@@ -211,7 +235,7 @@ class LiteLLMBackend:
                 wait = retry_after_s(exc)
                 if wait is None:
                     wait = random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
-                self.retries += 1
+                stats["retries"] += 1
                 await asyncio.sleep(min(wait, self.max_delay_s))
                 continue
             usage = getattr(resp, "usage", None)
