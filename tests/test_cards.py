@@ -7,6 +7,7 @@ import yaml
 
 from flipgate.cards import build_card, validate_card, write_cards
 from flipgate.cards.build import card_markdown
+from flipgate.items import DatasetSpec
 
 from test_audit_runner import ScriptedBackend, make_auditor
 
@@ -90,3 +91,90 @@ def test_card_k_policies_section(card_store):
     # always-"A" flips every item by K=6; the K=2 screen catches those whose first two orderings differ
     assert block["k_ablation"]["6"] == 1.0 and block["k2_screen_recall"] == block["k_ablation"]["2"] > 0
     assert "### K-policies: option_order (regex)" in card_markdown(card)
+
+
+def _table_rows(md: str) -> list[list[str]]:
+    """Each Markdown table as its rows' cell counts, splitting only on unescaped pipes (GFM)."""
+    tables, current = [], []
+    for line in md.splitlines() + [""]:
+        if not line.startswith("|"):
+            if current:
+                tables.append(current)
+            current = []
+            continue
+        cells, i, n = 0, 0, len(line)
+        while i < n:
+            if line[i] == "\\":
+                i += 2
+                continue
+            cells += line[i] == "|"
+            i += 1
+        current.append(cells)
+    return tables
+
+
+def test_markdown_escapes_user_strings(card_store):
+    from flipgate.cards.build import md_escape
+
+    evil = "main|<script>alert(1)</script>"
+    card_store.add_model("scripted", {"backend": "scripted", "weights_sha256": "abc", "revision": evil,
+                                      "source": "/models/a|b <img src=x onerror=alert(1)>"},
+                         {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"})
+    card_store.add_verdicts("scripted", "arc_challenge", "option_order", [
+        {"threshold": "flip_rate <= 0.2 | `x` <b>", "metric": "flip_rate", "rule": "lower", "verdict": "fail",
+         "estimate": 1.0, "ci": [1.0, 1.0], "why": "release bar | see <a href=x>policy</a>\nline two & more"}])
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    assert card["axis_receipt"]["model_revision"] == evil
+    assert {v["threshold"]: v["why"] for v in card["thresholds"]}["flip_rate <= 0.2 (lower)"] is None
+    card["model"]["id"] = "acme|model`x`"
+    card["dataset"]["name"] = "arc|<img src=x onerror=alert(1)>"
+    validate_card(card)
+    md = card_markdown(card)
+    for needle in ("<script", "<img", "<a ", "<b>", "onerror=alert(1)>", "`x`"):
+        assert needle not in md, needle
+    for rows in _table_rows(md):
+        assert len(set(rows)) == 1, rows  # every row has the header's number of columns
+    assert "| model_revision | main\\|&lt;script&gt;alert(1)&lt;/script&gt; |" in md
+    assert "release bar \\| see &lt;a href=x&gt;policy&lt;/a&gt;<br>line two &amp; more |" in md
+    assert md.startswith("# GRID card: acme\\|model\\`x\\` on arc\\|&lt;img")
+    assert md_escape(None) == "–" and md_escape("a\\|b") == "a\\\\\\|b" and md_escape("x\r\ny") == "x<br>y"
+
+
+def test_verdict_why_in_card_json_and_markdown(card_store):
+    card_store.add_verdicts("scripted", "arc_challenge", "option_order", [
+        {"threshold": "flip_rate <= 0.2 (lower)", "metric": "flip_rate", "rule": "lower", "verdict": "fail",
+         "estimate": 1.0, "ci": [1.0, 1.0], "why": "users see a different answer if the options move"}])
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    assert card["thresholds"][0]["why"] == "users see a different answer if the options move"
+    md = card_markdown(card)
+    assert "| cell | threshold | estimate | CI | p | BH q | verdict | why |" in md
+    assert "| **fail** | users see a different answer if the options move |" in md
+    bad = copy.deepcopy(card)
+    bad["thresholds"][0]["why"] = 3
+    with pytest.raises(jsonschema.ValidationError):
+        validate_card(bad)
+
+
+def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
+    from flipgate.cards.build import StaleCardWarning
+
+    out = tmp_path / "cards"
+    first = make_auditor(tmp_path / "a", ScriptedBackend(), run_id="r1")
+    first.store.add_model("scripted", {"backend": "scripted", "weights_sha256": "abc"}, {"readouts": ["regex"]})
+    first.config.facets["option_order"].append(DatasetSpec("mmlu"))
+    for dataset in ("arc_challenge", "mmlu"):
+        first.trials("scripted", dataset, "option_order")
+    write_cards(first.store, out, "r1", n_boot=200)
+    (out / "scripted/old_broken.json").write_text(json.dumps({"schema_version": "grid-card/0.0"}))
+    (out / "scripted/truncated.json").write_text("{")
+    second = make_auditor(tmp_path / "b", ScriptedBackend(), run_id="r2")  # a partial run: -k arc
+    second.store.add_model("scripted", {"backend": "scripted", "weights_sha256": "abc"}, {"readouts": ["regex"]})
+    second.trials("scripted", "arc_challenge", "option_order")
+    with pytest.warns(StaleCardWarning) as caught:
+        written = write_cards(second.store, out, "r2", n_boot=200)
+    assert {p.name for p in written} == {"arc_challenge.json", "arc_challenge.md", "model-index.yaml"}
+    assert sorted(str(w.message).split(" left out")[0].rsplit("/", 1)[1] for w in caught) == \
+        ["old_broken.json", "truncated.json"]
+    index = yaml.safe_load((out / "scripted/model-index.yaml").read_text())
+    assert [r["dataset"]["name"] for r in index["model-index"][0]["results"]] == ["arc_challenge", "mmlu"]
+    assert json.loads((out / "scripted/arc_challenge.json").read_text())["run"]["run_id"] == "r2"

@@ -5,6 +5,7 @@ import datetime as dt
 import json
 import os
 import subprocess
+import warnings
 from importlib import metadata
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
                     "sampling": f"seed-{seed} uniform shuffle, facet filter, first N",
                     "screens": store.screens(dataset)},
         "run": {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "trials_store": str(store.path)},
+                "trials_store": str(store.path), **_calls_field(store, model_id)},
         "axis_receipt": {
             "template_id": template.template_id, "template_sha256": template.template_sha256,
             "templates": templates,
@@ -137,7 +138,8 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
                    "accuracy_all_orderings": {"estimate": acc_all[0], "ci": [acc_all[1], acc_all[2]]}},
         "order_robustness": order,
         "controls": controls,
-        "thresholds": [{**v, "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"]))}
+        "thresholds": [{**v, "why": v.get("why"),
+                        "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"]))}
                        for v in store.verdicts(model_id, dataset)],
         "scope": {"varied": [f"{f} (K={next(iter(order[f].values()))['k']} orderings per item, SPEC §2 grammar)"
                              for f in order]
@@ -167,7 +169,8 @@ def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[dict
         "cells": cells, "theta": (analysis["models"].get(model_id) or {}).get("theta"),
         "diagnostics": analysis["diagnostics"], "passed": analysis["passed"],
         "unmeasured": analysis.get("unmeasured", []),
-        "verdicts": [v for v in verdicts if v.get("target") in {*facets, *cells, *analysis["diagnostics"]}],
+        "verdicts": [{**v, "why": v.get("why")} for v in verdicts
+                     if v.get("target") in {*facets, *cells, *analysis["diagnostics"]}],
     }
 
 
@@ -212,7 +215,7 @@ def _envelope_card(store: TrialStore, model_id: str, dataset: str, run_id: str, 
                     "sampling": "seed-42 uniform shuffle, first N; the next items are the few-shot exemplars",
                     "screens": {}},
         "run": {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "trials_store": str(store.path)},
+                "trials_store": str(store.path), **_calls_field(store, model_id)},
         "axis_receipt": {
             "template_id": f"sr-{anchor['template']}", "template_sha256": envelope["template_sha256"][anchor["template"]],
             "templates": {}, "decoding": {"name": anchor["decoding"], "greedy": anchor["decoding"] == "greedy"},
@@ -228,7 +231,8 @@ def _envelope_card(store: TrialStore, model_id: str, dataset: str, run_id: str, 
                    "accuracy_canonical": {"estimate": point, "ci": None},
                    "accuracy_all_orderings": {"estimate": section["score_neighbourhood"]["mean"], "ci": None}},
         "order_robustness": {}, "controls": {},
-        "thresholds": [{**v, "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"]))}
+        "thresholds": [{**v, "why": v.get("why"),
+                        "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"]))}
                        for v in store.verdicts(model_id, dataset)],
         "scope": {"varied": [f"{axis}: {', '.join(map(str, values))}" for axis, values in envelope["axes"].items()],
                   "not_varied": envelope["scope_not_varied"]},
@@ -239,33 +243,68 @@ def _envelope_card(store: TrialStore, model_id: str, dataset: str, run_id: str, 
     return card
 
 
+def _calls_field(store: TrialStore, model_id: str) -> dict:
+    """``{"calls": {requests, retries, timeouts, failures}}`` for a model that made API calls in the run."""
+    calls = store.calls().get(model_id)
+    return {"calls": calls} if calls else {}
+
+
 def _num(x) -> str:
     return "–" if x is None or x != x else f"{x:.3f}"
 
 
+_MD_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "`": "\\`", "|": "\\|",
+                             "[": "\\[", "]": "\\]"})
+
+
+def md_escape(value) -> str:
+    """``value`` as inert Markdown text, safe in a table cell: HTML (``& < >``) as entities, backslash,
+    backtick, ``|`` and ``[ ]`` backslash-escaped (no code span, no column break, no link), line breaks
+    as ``<br>``. Every user-supplied string (ids, names, labels, ``why`` texts, receipt values) goes
+    through here before it reaches a card's Markdown; None is rendered as –."""
+    if value is None:
+        return "–"
+    text = str(value).translate(_MD_ESCAPES)
+    return "<br>".join(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+
+
 def _ci_text(verdict: dict) -> str:
-    """A verdict's interval as ``[lo, hi]``, or – where it has none."""
+    """A verdict's interval as ``[lo, hi]`` with the level it was computed at, or – where it has none."""
     ci = verdict.get("ci")
-    return "–" if not ci or ci[0] is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+    level = f"{verdict['level']:.0%} " if verdict.get("level") else ""
+    return "–" if not ci or ci[0] is None else f"{level}[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _verdict_text(v: dict) -> str:
+    """The label, and what the gate did with it where that differs (docs/thresholds.md):
+    e.g. "**inconclusive** → fail" for an unproven ``upper`` bound."""
+    label, outcome = v["verdict"], v.get("outcome")
+    return f"**{md_escape(label)}**" + (f" → {md_escape(outcome)}" if outcome and outcome != label else "")
 
 
 def card_markdown(card: dict) -> str:
     r = card["axis_receipt"]
     fmt = lambda m: "–" if m is None or m["estimate"] is None else (  # noqa: E731
         f"{m['estimate']:.3f}" + (f" [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]" if m.get("ci") and m["ci"][0] is not None else ""))
-    lines = [f"# GRID card: {card['model']['id']} on {card['dataset']['name']}", "",
-             f"Run `{card['run']['run_id']}`, {card['run']['created']}; N = {card['dataset']['n_items']} items "
-             f"({card['dataset']['sampling']})."]
-    lines += [f"Position-reference screen ({f}): {s['excluded']} of {s['considered']} items excluded, "
+    esc = md_escape  # every string below that came from models.yaml, thresholds, envelopes or the store
+    lines = [f"# GRID card: {esc(card['model']['id'])} on {esc(card['dataset']['name'])}", "",
+             f"Run {esc(card['run']['run_id'])}, {esc(card['run']['created'])}; N = {card['dataset']['n_items']} items "
+             f"({esc(card['dataset']['sampling'])})."]
+    lines += [f"Position-reference screen ({esc(f)}): {s['excluded']} of {s['considered']} items excluded, "
               f"{s['kept']} kept." for f, s in card["dataset"].get("screens", {}).items()]
+    calls = card["run"].get("calls")
+    if calls:
+        lines.append(f"API calls: {calls['requests']} requests, {calls['retries']} retries, {calls['timeouts']} "
+                     f"timeouts, {calls.get('failures', 0)} failed.")
     lines += ["", "## Axis receipt", "",
-             "| field | value |", "|---|---|"]
+              "| field | value |", "|---|---|",
+              f"| backend | {esc(card['model'].get('backend'))} |", f"| source | {esc(card['model'].get('source'))} |"]
     for key in ("template_id", "template_sha256", "weights_sha256", "tokenizer_sha256", "chat_template_sha256",
                 "quantization", "dtype", "model_revision", "git_commit"):
-        lines.append(f"| {key} | `{r.get(key)}` |")
-    lines += [f"| decoding | `{json.dumps(r['decoding'])}` |", f"| scoring path | `{json.dumps(r['scoring_path'])}` |",
-              f"| manifests | `{json.dumps(r['manifest_sha256'])}` |", "",
-              "## Scores", "", f"Facet `{card['scores']['facet']}`, primary readout `{card['scores']['primary_readout']}`.", "",
+        lines.append(f"| {key} | {esc(r.get(key))} |")
+    lines += [f"| decoding | {esc(json.dumps(r['decoding']))} |", f"| scoring path | {esc(json.dumps(r['scoring_path']))} |",
+              f"| manifests | {esc(json.dumps(r['manifest_sha256']))} |", "",
+              "## Scores", "", f"Facet {esc(card['scores']['facet'])}, primary readout {esc(card['scores']['primary_readout'])}.", "",
               f"- accuracy (canonical ordering): {fmt(card['scores']['accuracy_canonical'])}",
               f"- accuracy (all orderings): {fmt(card['scores']['accuracy_all_orderings'])}", "",
               "## Order robustness", "",
@@ -274,7 +313,7 @@ def card_markdown(card: dict) -> str:
     for group in ("order_robustness", "controls"):
         for facet, by_readout in card[group].items():
             for readout, m in by_readout.items():
-                lines.append(f"| {facet} | {readout} | {m['n_items']} | {m['k']} | {fmt(m['flip_rate'])} | {fmt(m['osi'])} "
+                lines.append(f"| {esc(facet)} | {esc(readout)} | {m['n_items']} | {m['k']} | {fmt(m['flip_rate'])} | {fmt(m['osi'])} "
                              f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | {fmt(m['accuracy'])} "
                              f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))} |")
     for facet, by_readout in card["order_robustness"].items():
@@ -282,23 +321,24 @@ def card_markdown(card: dict) -> str:
         m = by_readout.get(primary) or next(iter(by_readout.values()))
         if not m.get("k_policies"):
             continue
-        lines += ["", f"### K-policies: {facet} ({primary})", "",
+        lines += ["", f"### K-policies: {esc(facet)} ({esc(primary)})", "",
                   f"K=2 screen recall against K={m['k']} flip: {_num(m.get('k2_screen_recall'))}; "
                   "flip rate by K: " + ", ".join(f"K={k}: {_num(v)}" for k, v in m["k_ablation"].items()) + ".", "",
                   "| policy | cost (calls/item) | accuracy | selective accuracy | coverage |", "|---|---|---|---|---|"]
-        lines += [f"| {r['policy']} | {r['cost']} | {_num(r['accuracy'])} | {_num(r['selective_accuracy'])} "
+        lines += [f"| {esc(r['policy'])} | {r['cost']} | {_num(r['accuracy'])} | {_num(r['selective_accuracy'])} "
                   f"| {_num(r['coverage'])} |" for r in m["k_policies"]]
     if card.get("envelope"):
         lines += envelope_markdown(card["envelope"], fmt)
     if card.get("odi"):
         lines += odi_markdown(card["odi"])
-    lines += ["", "## Threshold verdicts", "", "| cell | threshold | estimate | CI | p | BH q | verdict |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "## Threshold verdicts", "", "| cell | threshold | estimate | CI | p | BH q | verdict | why |",
+              "|---|---|---|---|---|---|---|---|"]
     for v in card["thresholds"]:
-        lines.append(f"| {v.get('facet', '')} | `{v['threshold']}` | {_num(v.get('estimate'))} | {_ci_text(v)} "
-                     f"| {_num(v.get('p_value'))} | {_num(v.get('q_value'))} | **{v['verdict']}** |")
-    lines += ["", "## Scope", "", "Varied: " + "; ".join(card["scope"]["varied"]) + ".", "",
-              "Not varied: " + "; ".join(card["scope"]["not_varied"]) + ".", ""]
+        lines.append(f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} "
+                     f"| {_num(v.get('p_value'))} | {_num(v.get('q_value'))} | {_verdict_text(v)} "
+                     f"| {esc(v.get('why') or '')} |")
+    lines += ["", "## Scope", "", "Varied: " + "; ".join(map(esc, card["scope"]["varied"])) + ".", "",
+              "Not varied: " + "; ".join(map(esc, card["scope"]["not_varied"])) + ".", ""]
     return "\n".join(lines)
 
 
@@ -306,28 +346,29 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
     """SR App. B (iii)–(vi) as Markdown."""
     n = env["score_neighbourhood"]
     r = env["ranking_stability"]
+    esc = md_escape
     lines = ["", "## Configuration envelope", "",
-             f"Envelope `{env['name']}` (sha256 `{env['sha256']}`), tier {env['tier']}: {env['n_configs']} valid "
-             f"configurations, N = {env['n_items']} items. Anchor (receipt) configuration `{env['anchor']['id']}`: "
+             f"Envelope {esc(env['name'])} (sha256 {esc(env['sha256'])}), tier {esc(env['tier'])}: {env['n_configs']} valid "
+             f"configurations, N = {env['n_items']} items. Anchor (receipt) configuration {esc(env['anchor']['id'])}: "
              f"point score {_num(env['point_score'])}.", "",
-             "| score min | mean | max | SDI | " + " | ".join(env["verdict_stability"]) + " |",
+             "| score min | mean | max | SDI | " + " | ".join(map(esc, env["verdict_stability"])) + " |",
              "|---|---|---|---|" + "---|" * len(env["verdict_stability"]),
              f"| {_num(n['min'])} | {_num(n['mean'])} | {_num(n['max'])} | {fmt(n['sdi'])} | "
              + " | ".join(fmt(v) for v in env["verdict_stability"].values()) + " |", "",
-             f"Ranking stability over roster {', '.join(r['models'])} ({r['n_configs']} shared configurations): "
+             f"Ranking stability over roster {', '.join(map(esc, r['models']))} ({r['n_configs']} shared configurations): "
              + (f"τ_R {fmt(r['tau_r'])}, total-order mismatch {fmt(r['total_order_mismatch'])}, orderings reached "
-                f"{fmt(r['orderings_reached'])}." if "tau_r" in r else r.get("note", "") + ".")]
+                f"{fmt(r['orderings_reached'])}." if "tau_r" in r else esc(r.get("note", "")) + ".")]
     if r["pairs"]:
         lines += ["", "| pair | N+ | N− | N0 | ρ_flip | ceiling | strict disagreement |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {p['model_a']} vs {p['model_b']} | {p['n_plus']} | {p['n_minus']} | {p['n_zero']} "
+        lines += [f"| {esc(p['model_a'])} vs {esc(p['model_b'])} | {p['n_plus']} | {p['n_minus']} | {p['n_zero']} "
                   f"| {_num(p['rho_flip'])} | {_num(p['ceiling'])} | {_num(p['strict_disagreement'])} |" for p in r["pairs"]]
     variance = env.get("variance") or {}
     lines += ["", "Variance shares (Type-II ANOVA, SR App. F): " + (
         f"η² model {_num(variance['eta_model'])}, implementation {_num(variance['eta_impl'])}, "
-        f"ρ = {_num(variance['rho'])}." if "eta_model" in variance else variance.get("not_estimable", "–"))]
+        f"ρ = {_num(variance['rho'])}." if "eta_model" in variance else esc(variance.get("not_estimable", "–")))]
     lines += ["", "| configuration | score | parse rate |", "|---|---|---|"]
-    lines += [f"| `{c['config']}` | {_num(c['score'])} | {_num(c['parse_rate'])} |" for c in env["configs"]]
-    lines += ["", "Not varied: " + "; ".join(env["scope_not_varied"]) + "."]
+    lines += [f"| {esc(c['config'])} | {_num(c['score'])} | {_num(c['parse_rate'])} |" for c in env["configs"]]
+    lines += ["", "Not varied: " + "; ".join(map(esc, env["scope_not_varied"])) + "."]
     return lines
 
 
@@ -335,25 +376,27 @@ def odi_markdown(odi: dict) -> list[str]:
     """The card's ODI section (SPEC §4) as Markdown."""
     hdi = lambda m: f"{_num(m.get('median', m.get('estimate')))} [{_num(m['hdi'][0])}, {_num(m['hdi'][1])}]"  # noqa: E731
     pct = f"{odi['hdi_prob']:.0%}"
+    esc = md_escape
     lines = ["", "## ODI: ordering-decomposed IRT", "",
-             f"Panel {', '.join(odi['panel'])}; profile `{odi['profile']}` (draws per chain "
+             f"Panel {', '.join(map(esc, odi['panel']))}; profile {esc(odi['profile'])} (draws per chain "
              f"{json.dumps(odi.get('draws_per_chain'))}); posterior medians with {pct} HDIs. "
              "σ_π is per-item ordering noise pooled within the facet (median over its items), σ_δ the facet's "
              "scale of per-ordering offsets, mean |δ| the cell's average offset (centred within the cell).", "",
              f"| facet | σ_π [{pct} HDI] | σ_δ [{pct} HDI] |", "|---|---|---|"]
-    lines += [f"| {f} | {hdi(v['sigma_pi'])} | {hdi(v['sigma_delta'])} |" for f, v in odi["facets"].items()]
+    lines += [f"| {esc(f)} | {hdi(v['sigma_pi'])} | {hdi(v['sigma_delta'])} |" for f, v in odi["facets"].items()]
     lines += ["", f"| cell | mean abs δ [{pct} HDI] |", "|---|---|"]
-    lines += [f"| {c} | {hdi(v['mean_abs_delta'])} |" for c, v in odi["cells"].items()]
+    lines += [f"| {esc(c)} | {hdi(v['mean_abs_delta'])} |" for c, v in odi["cells"].items()]
     if odi.get("theta"):
         lines += ["", f"θ (correct outcome, centred over the panel): {hdi(odi['theta'])}."]
     lines += ["", "Diagnostics: " + "; ".join(
-        f"{o}: R̂ max {_num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail min {d['ess_tail_min']:.0f}, "
+        f"{esc(o)}: R̂ max {_num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail min {d['ess_tail_min']:.0f}, "
         f"{d['divergences']} divergences" for o, d in odi["diagnostics"].items())
         + f" → {'passed' if odi['passed'] else 'FAILED'}."]
     if odi["verdicts"]:
-        lines += ["", "| ODI threshold | estimate | CI | verdict |", "|---|---|---|---|"]
+        lines += ["", "| ODI threshold | estimate | CI | verdict | why |", "|---|---|---|---|---|"]
         for v in odi["verdicts"]:
-            lines.append(f"| `{v['threshold']}` | {_num(v.get('estimate'))} | {_ci_text(v)} | **{v['verdict']}** |")
+            lines.append(f"| {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} | {_verdict_text(v)} "
+                         f"| {esc(v.get('why') or '')} |")
     return lines
 
 
@@ -392,9 +435,32 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+class StaleCardWarning(UserWarning):
+    """A card JSON on disk that cannot enter its model's model-index.yaml (unreadable or not schema-valid)."""
+
+
+def cards_on_disk(model_dir: Path, model_id: str) -> list[dict]:
+    """Every valid card of ``model_id`` under ``model_dir`` (this run's and earlier runs'), by dataset name;
+    a file that does not parse or validate is skipped with a StaleCardWarning."""
+    cards = []
+    for path in sorted(Path(model_dir).rglob("*.json")):
+        try:
+            card = json.loads(path.read_text())
+            validate_card(card)
+        except (OSError, ValueError, jsonschema.ValidationError) as exc:
+            reason = exc.message if isinstance(exc, jsonschema.ValidationError) else f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"flipgate: {path} left out of model-index.yaml: {reason}", StaleCardWarning, stacklevel=2)
+            continue
+        if card["model"]["id"] == model_id:  # a nested model id's directory (org/model) is not this model's
+            cards.append(card)
+    return sorted(cards, key=lambda c: c["dataset"]["name"])
+
+
 def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 1000, level: float = 0.95,
                 seed: int = 42, root: Path | None = None) -> list[Path]:
-    """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model."""
+    """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model. The index
+    is rebuilt from every card on disk in the model's directory, so a partial run (``-k arc``) keeps the
+    datasets it did not audit; it returns the paths this run wrote."""
     pairs = store.conn.execute("SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2").fetchall()
     written, by_model = [], {}
     qvals = q_values(store)
@@ -405,7 +471,8 @@ def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 100
         _atomic_write(base.with_suffix(".md"), card_markdown(card))
         written += [base.with_suffix(".json"), base.with_suffix(".md")]
         by_model.setdefault(model_id, []).append(card)
-    for model_id, cards in by_model.items():
+    for model_id in by_model:
+        cards = cards_on_disk(Path(out_dir) / model_id, model_id)
         path = Path(out_dir) / model_id / "model-index.yaml"
         _atomic_write(path, yaml.safe_dump(model_index(model_id, cards), sort_keys=False))
         written.append(path)
