@@ -462,7 +462,7 @@ def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 100
     is rebuilt from every card on disk in the model's directory, so a partial run (``-k arc``) keeps the
     datasets it did not audit; it returns the paths this run wrote."""
     pairs = store.conn.execute("SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2").fetchall()
-    written, by_model = [], {}
+    written = []
     qvals = q_values(store)
     for model_id, dataset in pairs:
         card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root, qvals)
@@ -470,8 +470,7 @@ def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 100
         _atomic_write(base.with_suffix(".json"), json.dumps(card, indent=2, sort_keys=False))
         _atomic_write(base.with_suffix(".md"), card_markdown(card))
         written += [base.with_suffix(".json"), base.with_suffix(".md")]
-        by_model.setdefault(model_id, []).append(card)
-    for model_id in by_model:
+    for model_id in dict.fromkeys(m for m, _ in pairs):
         cards = cards_on_disk(Path(out_dir) / model_id, model_id)
         path = Path(out_dir) / model_id / "model-index.yaml"
         _atomic_write(path, yaml.safe_dump(model_index(model_id, cards), sort_keys=False))
