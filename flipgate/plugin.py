@@ -349,6 +349,7 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return
     lines = [f"flipgate: run {config._flipgate_run_id}, trials in {store_path}"]
+    lines += [f"flipgate: {note}" for note in getattr(config, "_flipgate_notes", [])]
     lines += [f"flipgate: {m}: {c['requests']} API calls, {c['retries']} retries, {c['timeouts']} timeouts, "
               f"{c['failures']} failed" for m, c in store.calls().items()]
     qvals = q_values(store)

@@ -199,6 +199,17 @@ def test_suites_the_plan_does_not_run_leave_their_thresholds_inert(tmp_path, cap
     assert status == 0, text[-3000:]
 
 
+def test_thresholds_of_suites_not_run_are_noted(tmp_path):
+    from flipgate.config import load_models
+    from flipgate.threshold_check import check_thresholds, plan_cells
+
+    (tmp_path / "models.yaml").write_text(MODELS)
+    cfg = load_models(tmp_path / "models.yaml")
+    notes = check_thresholds(REPO / "thresholds", cfg, plan_cells(cfg))  # no envelope roster
+    assert notes and all("no envelope suite" in n for n in notes)
+    assert any("rho_flip_max" in n for n in notes)
+
+
 @pytest.mark.parametrize("field,value,match", [("options", None, "options"), ("answer_index", 99, "answer_index")])
 def test_bad_dataset_row_fails_with_file_row_and_field(tmp_path, capsys, field, value, match):
     """A hub dataset read from local files (``data_files``) with a bad row: the cell stops with a
