@@ -174,6 +174,12 @@ class Auditor:
         self.store.add_judgements(model_id, dataset, name, judge_id, verdicts)
         return verdicts
 
+    def cache_keys(self, model_id: str, requests: list[Request],
+                   grammar_version: int | None = GRAMMAR_VERSION) -> list[str]:
+        """Response-cache keys of ``requests`` for ``model_id`` (see :meth:`_outputs`)."""
+        settings = self.backend(model_id).settings
+        return [cache_key(settings, r, grammar_version) for r in requests]
+
     def _outputs(self, model_id: str, requests: list[Request], use_cache: bool,
                  label: str, grammar_version: int | None = GRAMMAR_VERSION) -> tuple[list[Output], list[bool]]:
         """Outputs of ``requests`` and whether each came from the cache. The cache key carries the
@@ -182,7 +188,7 @@ class Auditor:
         backend = self.backend(model_id)
         if not use_cache or self.cache is None:
             return self._call(backend, requests, label), [False] * len(requests)
-        keys = [cache_key(backend.settings, r, grammar_version) for r in requests]
+        keys = self.cache_keys(model_id, requests, grammar_version)
         found = self.cache.get_many(keys)
         if len(found) < len(set(keys)):
             # one worker computes a model's misses at a time; others then find them cached

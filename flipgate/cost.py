@@ -125,11 +125,7 @@ def _uncached(auditor, model_id: str, requests: list[Request]) -> list[Request]:
     """The requests the response cache cannot answer (all of them without a cache)."""
     if auditor.cache is None:
         return requests
-    from flipgate.cache import cache_key
-    from flipgate.grammar import GRAMMAR_VERSION
-
-    settings = auditor.backend(model_id).settings
-    keys = [cache_key(settings, r, GRAMMAR_VERSION) for r in requests]
+    keys = auditor.cache_keys(model_id, requests)
     found = auditor.cache.get_many(keys)
     return [r for r, k in zip(requests, keys) if k not in found]
 

@@ -129,6 +129,7 @@ def _envelope_plan(config, cfg) -> tuple[list[str], list[str]]:
         envelope = load_envelope(_resolve(config, "--envelope"), list(cfg.models))
     except FlipgateError:
         return [], []
+    config._flipgate_envelope = envelope  # read once: the envelope suite reuses it
     return envelope.roster or cfg.audited("envelope"), [b.name for b in envelope.benchmarks]
 
 

@@ -11,7 +11,7 @@ from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.config import ThresholdSet, load_thresholds
 from flipgate.facets import get_facet, split_cell
-from flipgate.gate import evaluate, outcome
+from flipgate.gate import evaluate
 from flipgate.report import report_cell
 from flipgate.summary import control_summary, facet_summary
 
@@ -97,14 +97,10 @@ def describe(v: dict) -> str:
     return f"{who}{v['threshold']} [{v['source']}]: {est}{ci_text} -> {v['verdict']}{unproven}"
 
 
-def _outcome(v: dict) -> str:
-    return v.get("outcome") or outcome(v["verdict"], v.get("rule", "lower"))
-
-
 def assert_verdicts(verdicts: list[dict]) -> None:
     """Act on each verdict's outcome (flipgate.gate.outcome): fail on any 'fail', else xfail on
     any 'xfail', and warn on 'warn' (an exceeded ``warn`` bound or a tolerated inconclusive CI)."""
-    by = {o: [v for v in verdicts if _outcome(v) == o] for o in ("fail", "xfail", "warn")}
+    by = {o: [v for v in verdicts if v["outcome"] == o] for o in ("fail", "xfail", "warn")}
     if by["fail"]:
         pytest.fail("threshold(s) violated:\n  " + "\n  ".join(describe(v) for v in by["fail"]), pytrace=False)
     for v in by["warn"]:
