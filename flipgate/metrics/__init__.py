@@ -20,6 +20,7 @@ from flipgate.metrics.envelope import (
     tau_r, to_score_matrix, total_order_mismatch, total_orders,
 )
 from flipgate.metrics.multiple import benjamini_hochberg, bootstrap_p_value
+from flipgate.metrics.paired import McNemar, mcnemar
 from flipgate.metrics.policies import k2_screen_recall, k_ablation, k_policies
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "k_policies", "ordering_excess_share", "osi", "paired_bootstrap_ci", "paired_bootstrap_draws",
     "pairwise_disagreement",
     "parse_rate",
+    # SPEC §11 paired regression
+    "McNemar", "mcnemar",
     # SPEC §7 configuration envelope
     "ANOVA_TERMS", "IMPL_TERMS", "AnovaShares", "MaxStatInterval", "ParseClean", "anova_shares", "cfr",
     "config_bootstrap", "config_bootstrap_draws", "kendall_tau_matrix", "max_stat_bootstrap", "ordering_metrics",
