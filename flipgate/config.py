@@ -31,6 +31,8 @@ ENVELOPE_METRICS = ("sdi", "cfr", "score_min", "score_mean", "score_max", "rho_f
                     "tau_r", "total_order_mismatch", "orderings_reached")
 #: metrics only a control cell (e.g. ``facet: same_ordering``) has
 CONTROL_METRICS = ("flip_rate_same", "delta_order", "ordering_excess_share")
+#: paired candidate − baseline deltas (``vs: baseline`` only, SPEC §11); delta_delta_order: control cells
+REGRESSION_METRICS = ("delta_flip_rate", "delta_accuracy", "delta_parse_rate", "delta_delta_order")
 
 
 def _schema(name: str) -> dict:
@@ -91,10 +93,17 @@ class AuditConfig:
         """Ids of the models that ``suite`` ("order" or "envelope") audits."""
         return [m for m, cfg in self.models.items() if suite in cfg["suites"]]
 
-    def cells(self) -> list[tuple[str, str]]:
-        """Every (facet or control cell, dataset) the audit runs, e.g. ("same_ordering:option_order", "mmlu")."""
+    def cells(self, model_id: str | None = None) -> list[tuple[str, str]]:
+        """Every (facet or control cell, dataset) the audit runs, e.g. ("same_ordering:option_order", "mmlu");
+        with ``model_id``, those of that model (its ``facets:`` / ``datasets:`` restrict the plan)."""
         out = [(name, d.name) for name, specs in self.facets.items() for d in specs]
-        return out + [(control_cell(c, f), d.name) for c, pairs in self.controls.items() for f, d in pairs]
+        out += [(control_cell(c, f), d.name) for c, pairs in self.controls.items() for f, d in pairs]
+        if model_id is None:
+            return out
+        model = self.models[model_id]
+        facets, datasets = model.get("facets"), model.get("datasets")
+        return [(cell, d) for cell, d in out
+                if (facets is None or split_cell(cell)[1] in facets) and (datasets is None or d in datasets)]
 
     def dataset(self, name: str) -> DatasetSpec:
         for specs in self.facets.values():
@@ -152,6 +161,23 @@ def load_models(path: Path | str) -> AuditConfig:
                 raise FlipgateError(f"{path}: field audit.controls.{name}.datasets[{j}]: dataset not declared for "
                                     f"its facets {chosen} (value: {d!r}); declared: {', '.join(sorted(declared))}")
         controls[name] = [(f, d) for f in chosen for d in facets[f] if not only or d.name in only]
+    declared = {d.name for specs in facets.values() for d in specs}
+    for i, m in enumerate(data["models"]):
+        for key, known in (("facets", list(facets)), ("datasets", sorted(declared))):
+            for j, name in enumerate(m.get(key) or []):
+                if name not in known:
+                    raise FlipgateError(f"{path}: field models[{i}].{key}[{j}]: not declared under audit.facets "
+                                        f"(value: {name!r}); declared: {', '.join(known)}")
+        base = m.get("baseline")
+        if base is None:
+            continue
+        where = f"{path}: field models[{i}].baseline"
+        if base not in models or base == m["id"]:
+            raise FlipgateError(f"{where}: {'a model cannot be its own baseline' if base == m['id'] else 'no model with this id'} "
+                                f"(value: {base!r}); models: {', '.join(models)}")
+        for who in (m["id"], base):
+            if "order" not in models[who]["suites"]:
+                raise FlipgateError(f"{where}: {who!r} must list suite 'order' to be compared (value: {base!r})")
     boot = audit.get("bootstrap") or {}
     judge = audit.get("judge")
     if judge is not None and judge not in models:
@@ -179,16 +205,18 @@ class Threshold:
     why: str | None = None
     #: ``model:`` selector: the threshold applies to this model only
     model: str | None = None
+    #: ``vs: baseline``: a regression threshold on a paired delta against the model's baseline (SPEC §11)
+    vs: str | None = None
 
     @property
     def selectors(self) -> dict[str, str]:
         return {k: v for k, v in (("model", self.model), ("facet", self.facet), ("dataset", self.dataset),
-                                  ("readout", self.readout)) if v}
+                                  ("readout", self.readout), ("vs", self.vs)) if v}
 
     @property
     def key(self) -> tuple:
         """What an override replaces and what two thresholds of one file may not share."""
-        return self.metric, self.facet, self.dataset, self.readout, self.model, self.direction
+        return self.metric, self.facet, self.dataset, self.readout, self.model, self.vs, self.direction
 
     @property
     def label(self) -> str:
@@ -216,8 +244,9 @@ class ThresholdSet:
     on_inconclusive: str = "by_rule"
     files: list[str] = field(default_factory=list)
 
-    def for_cell(self, cell: str, dataset: str) -> list[Threshold]:
-        return [t for t in self.thresholds if t.applies(cell, dataset)]
+    def for_cell(self, cell: str, dataset: str, vs: str | None = None) -> list[Threshold]:
+        """Thresholds gating a cell; with ``vs="baseline"`` the regression thresholds of its comparison."""
+        return [t for t in self.thresholds if t.vs == vs and t.applies(cell, dataset)]
 
 
 #: metric -> (lowest, highest) a bound may take; rates are in [0, 1]
@@ -226,7 +255,7 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
     **{m: _RATE for m in ("flip_rate", "osi", "pairwise_disagreement", "parse_rate", "accuracy", "acc_swing",
                           "flip_rate_same", "sem_flip_rate", "judge_parse_rate", "score_min", "score_mean",
                           "score_max", "rho_flip_max", "strict_disagreement_max", "total_order_mismatch", "cfr")},
-    "delta_order": (-1.0, 1.0), "ordering_excess_share": (-math.inf, 1.0), "tau_r": (-1.0, 1.0),
+    "delta_order": (-1.0, 1.0), **{m: (-1.0, 1.0) for m in REGRESSION_METRICS}, "ordering_excess_share": (-math.inf, 1.0), "tau_r": (-1.0, 1.0),
     "sdi": (0.0, math.inf), "orderings_reached": (1.0, math.inf),
     "sigma_pi": (0.0, math.inf), "sigma_delta": (0.0, math.inf), "mean_abs_delta": (0.0, math.inf),
     "rhat_max": (1.0, math.inf), "ess_bulk_min": (0.0, math.inf), "ess_tail_min": (0.0, math.inf),
@@ -271,6 +300,13 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
             raise FlipgateError(f"{path}: field thresholds[{i}]: envelope metrics (sdi, cfr@θ, rho_flip_max, ...) go "
                                 f"with facet: {ENVELOPE_CELL} and only they do (value: metric {t['metric']!r}, "
                                 f"facet {facet!r})")
+        if (base in REGRESSION_METRICS) != (t.get("vs") == "baseline"):
+            raise FlipgateError(f"{path}: field thresholds[{i}]: regression deltas (delta_flip_rate, delta_accuracy, "
+                                f"...) go with vs: baseline and only they do (value: metric {t['metric']!r}, "
+                                f"vs {t.get('vs')!r})")
+        if base == "delta_delta_order" and control is None and facet not in CONTROLS:
+            raise FlipgateError(f"{path}: field thresholds[{i}].facet: delta_delta_order exists only in control cells; "
+                                f"name one, e.g. facet: same_ordering (value: {facet!r})")
         if base in CONTROL_METRICS and control is None and facet not in CONTROLS:
             raise FlipgateError(f"{path}: field thresholds[{i}].facet: {t['metric']} exists only in control cells; "
                                 f"name one, e.g. facet: same_ordering (value: {facet!r})")
@@ -281,7 +317,7 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
         direction = "max" if "max" in t else "min"
         new = Threshold(t["metric"], _check_bound(path, i, t, direction), direction, t.get("rule", "lower"), facet,
                         t.get("dataset"), t.get("readout"), f"{path.name}#{i}", t.get("level", file_level),
-                        t.get("why"), t.get("model"))
+                        t.get("why"), t.get("model"), t.get("vs"))
         twin = next((j for j, o in enumerate(out) if o.key == new.key), None)
         if twin is not None and (out[twin].bound, out[twin].rule, out[twin].level) != (new.bound, new.rule, new.level):
             raise FlipgateError(f"{path}: field thresholds[{i}]: conflicts with thresholds[{twin}] (same metric "
@@ -297,7 +333,7 @@ def threshold_files(directory: Path | str) -> list[Path]:
 
 def load_thresholds(directory: Path | str, model_id: str) -> ThresholdSet:
     """``default.yaml`` plus ``<model_id>.yaml``; an override replaces thresholds on the same
-    (metric, facet, dataset, readout, model, direction) and adds new ones. Thresholds naming
+    (metric, facet, dataset, readout, model, vs, direction) and adds new ones. Thresholds naming
     another ``model:`` are left out; ones without their own ``level`` take their file's."""
     directory = Path(directory)
     base_path = directory / "default.yaml"

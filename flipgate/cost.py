@@ -144,7 +144,7 @@ def project(auditor, model_id: str, pilot_items: int = 3, ledger: Ledger | None 
     if price is None:
         require_prices(cfg.models, [model_id])  # raises: a model without a price is not piloted
     k = cfg.k
-    for name, dataset in cfg.cells():
+    for name, dataset in cfg.cells(model_id):
         plan, requests = auditor.cell_requests(dataset, name)
         pilot = requests[:pilot_items * k]
         fresh = _uncached(auditor, model_id, pilot)

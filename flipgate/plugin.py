@@ -19,6 +19,7 @@ from flipgate.exitcodes import USAGE_ERROR
 CELL_FIXTURE = "flip_cell"
 ENVELOPE_FIXTURE = "envelope_cell"
 ODI_FIXTURE = "odi_cell"
+REGRESSION_FIXTURE = "regression_cell"
 
 
 def pytest_addoption(parser):
@@ -26,7 +27,12 @@ def pytest_addoption(parser):
     g.addoption("--models", default="models.yaml", help="models under audit (default: models.yaml)")
     g.addoption("--thresholds", default="thresholds", help="thresholds directory (default: thresholds/)")
     g.addoption("--items-per-dataset", type=int, default=None, help="override audit.items_per_dataset")
-    g.addoption("--baseline-dir", default=None, help="reserved: previous run's grid_cards for version comparison")
+    g.addoption("--baseline", default=None, metavar="PATH",
+                help="compare with a previous run (reports/runs/<run_id>, reports/baseline or its trials.sqlite)")
+    g.addoption("--candidate", default=None, metavar="MODEL",
+                help="with --baseline: compare only this model (default: every order-suite model)")
+    g.addoption("--baseline-partial", action="store_true",
+                help="compare cells on the (item, ordering) pairs both versions share instead of refusing them")
     g.addoption("--cache-dir", default=".flipgate_cache", help="response cache and dequantised models")
     g.addoption("--no-cache", action="store_true", help="do not read or write the response cache")
     g.addoption("--grid-cards-dir", default="grid_cards", help="where GRID cards are written")
@@ -98,6 +104,19 @@ def pytest_configure(config):
             if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") in ("no", "load"):
                 config.option.dist = "loadgroup"  # one group per model: each worker loads a model once
     config._flipgate_config = None
+    if worker is None and (config.getoption("--baseline") is not None or config.getoption("--candidate") is not None):
+        _check_baseline(config)
+
+
+def _check_baseline(config) -> None:
+    """A bad ``--baseline`` / ``--candidate`` is one usage-error line (exit status 4) before anything is
+    collected, loaded or written."""
+    from flipgate.config import load_models
+
+    try:
+        _pairings(config, load_models(_resolve(config, "--models")))
+    except FlipgateError as exc:
+        raise pytest.UsageError(f"flipgate: {exc}") from None
 
 
 def _audit_config(config):
@@ -115,9 +134,28 @@ def _audit_config(config):
         for model_id in cfg.models:  # fail at collection on a malformed thresholds file
             load_thresholds(thresholds, model_id)
         roster, benchmarks = _envelope_plan(config, cfg)
-        config._flipgate_notes = check_thresholds(thresholds, cfg, plan_cells(cfg, roster, benchmarks))
+        config._flipgate_pairings = _pairings(config, cfg)
+        compared = sorted({p.candidate for p in config._flipgate_pairings if not p.skip})
+        config._flipgate_notes = check_thresholds(thresholds, cfg, plan_cells(cfg, roster, benchmarks, compared))
         config._flipgate_config = cfg
     return config._flipgate_config
+
+
+def _pairings(config, cfg):
+    """Candidate/baseline pairs of the regression suite (SPEC §11): models.yaml ``baseline:`` entries,
+    and with ``--baseline PATH`` every order-suite model (or ``--candidate``) against that run."""
+    from flipgate.regression.plan import pairings
+    from flipgate.regression.runs import RunRecord
+
+    path, candidate = config.getoption("--baseline"), config.getoption("--candidate")
+    if candidate is not None and path is None:
+        raise FlipgateError(f"option --candidate {candidate!r}: names the model to compare with --baseline PATH, "
+                            f"which is not given")
+    record = None
+    if path is not None:
+        record = RunRecord.open(path if Path(path).is_absolute() else Path(config.invocation_params.dir) / path)
+        record.check_grammar(cfg.seed)
+    return pairings(cfg.models, cfg.audited("order"), record, candidate, str(cfg.path))
 
 
 def _envelope_plan(config, cfg) -> tuple[list[str], list[str]]:
@@ -165,7 +203,34 @@ def _parametrise_odi(metafunc):
         pytest.mark.xdist_group("odi"), pytest.mark.flipgate_cell])], indirect=True)
 
 
+def _cell_label(cell: str, dataset: str) -> str:
+    return f"{cell.replace(':', '-')}-{dataset}"
+
+
+def _compared_cells(cfg, pairing) -> list[tuple[str, str]]:
+    """The candidate's cells; in one run only those its baseline is audited on too."""
+    mine = cfg.cells(pairing.candidate)
+    return mine if pairing.run is not None else [c for c in mine if c in cfg.cells(pairing.baseline)]
+
+
+def _parametrise_regression(metafunc):
+    """One case per (candidate, baseline, cell), in the candidate's xdist group (its cells ran there first)."""
+    try:
+        cfg = _audit_config(metafunc.config)
+    except FlipgateError as exc:
+        raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
+    params = [pytest.param((p, cell, dataset), id=f"{p.label}-{_cell_label(cell, dataset)}",
+                           marks=[pytest.mark.xdist_group(p.candidate), pytest.mark.flipgate_cell])
+              for p in metafunc.config._flipgate_pairings for cell, dataset in _compared_cells(cfg, p)]
+    if not params:
+        params = [pytest.param(None, id="no-baseline", marks=pytest.mark.skip(
+            reason=f"no baseline: name one with `baseline: <model id>` in {cfg.path} or pass --baseline PATH"))]
+    metafunc.parametrize(REGRESSION_FIXTURE, params, indirect=True)
+
+
 def pytest_generate_tests(metafunc):
+    if REGRESSION_FIXTURE in metafunc.fixturenames:
+        return _parametrise_regression(metafunc)
     if ENVELOPE_FIXTURE in metafunc.fixturenames:
         return _parametrise_envelope(metafunc)
     if ODI_FIXTURE in metafunc.fixturenames:
@@ -189,10 +254,12 @@ def pytest_generate_tests(metafunc):
         cells = [(name, d.name, d.name) for d in cfg.facets.get(name, [])]
     params = [pytest.param((cell, model_id, dataset), id=f"{model_id}-{label}",
                            marks=[pytest.mark.xdist_group(model_id), pytest.mark.flipgate_cell])
-              for model_id in cfg.audited("order") for cell, label, dataset in cells]
+              for model_id in cfg.audited("order") for cell, label, dataset in cells
+              if (cell, dataset) in cfg.cells(model_id)]
     if not params:  # e.g. an opt-in facet that models.yaml does not list
         why = (f"no dataset declared for it in {cfg.path} (audit.facets / audit.controls)" if not cells
-               else f"no model in {cfg.path} lists suite 'order'")
+               else f"no model in {cfg.path} lists suite 'order'" if not cfg.audited("order")
+               else f"no order-suite model of {cfg.path} takes it (see the models' facets: / datasets:)")
         params = [pytest.param(None, id="not-declared", marks=pytest.mark.skip(reason=f"{name}: {why}"))]
     metafunc.parametrize(CELL_FIXTURE, params, indirect=True)
 
@@ -231,6 +298,17 @@ def envelope_cell(request, flipgate_auditor):
 
     return EnvelopeCell(flipgate_auditor, str(_resolve(request.config, "--thresholds")), _envelope(request.config),
                         request.param, request.config.pluginmanager.getplugin("capturemanager"))
+
+
+@pytest.fixture
+def regression_cell(request, flipgate_auditor):
+    """A candidate vs its baseline on one cell (SPEC §11); call ``.run()``."""
+    from flipgate.regression.cell import RegressionCell
+
+    pairing, cell, dataset = request.param
+    return RegressionCell(flipgate_auditor, str(_resolve(request.config, "--thresholds")), pairing, cell, dataset,
+                          request.config.getoption("--baseline-partial"),
+                          request.config.pluginmanager.getplugin("capturemanager"))
 
 
 @pytest.fixture
@@ -295,10 +373,13 @@ def pytest_sessionstart(session):
     """Controller only, with ``--budget``: the cost guard (flipgate.cost.guard) before any paid call.
     A refusal exits with ``exitcodes.BUDGET_REFUSED``, bad input with ``exitcodes.USAGE_ERROR``."""
     config = session.config
-    budget = config.getoption("--budget")
-    if budget is None or getattr(config, "workerinput", None) is not None:
+    if getattr(config, "workerinput", None) is not None:
         return
     from flipgate import exitcodes
+
+    budget = config.getoption("--budget")
+    if budget is None:
+        return
     from flipgate.cost import BudgetRefused, guard
 
     out = _resolve(config, "--runs-dir") / config._flipgate_run_id / "cost_projection.json"
@@ -336,11 +417,13 @@ def pytest_sessionfinish(session, exitstatus):
     if getattr(config, "workerinput", None) is not None or not store_path.exists():
         return
     from flipgate.cards.build import library_versions, q_values, write_cards
+    from flipgate.regression.runs import run_meta
     from flipgate.report import add_card_results, write_environment
     from flipgate.store import TrialStore
 
     cfg = _audit_config(config)
     store = TrialStore(store_path)
+    store.set_meta(run_meta(config._flipgate_run_id, cfg, config.getoption("--items-per-dataset"), _root(config)))
     try:
         written = write_cards(store, _resolve(config, "--grid-cards-dir"), config._flipgate_run_id,
                               cfg.bootstrap_n, cfg.level, cfg.seed, _root(config))

@@ -6,6 +6,7 @@ them at session end to build cards. Every number in a card is recomputable from 
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +34,9 @@ CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS odi (name TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER, timeouts INTEGER,
     failures INTEGER, PRIMARY KEY (model_id, source));
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS comparisons (model_id TEXT, dataset TEXT, cell TEXT, baseline TEXT, result TEXT,
+    PRIMARY KEY (model_id, dataset, cell, baseline));
 """
 CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
 
@@ -42,9 +46,26 @@ TRIAL_COLUMNS = ["run_id", "model_id", "model_fingerprint", "dataset", "item_id"
 
 
 class TrialStore:
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, conn: sqlite3.Connection | None = None):
         self.path = Path(path)
-        self.conn = connect(self.path, SCHEMA)
+        self.conn = conn if conn is not None else connect(self.path, SCHEMA)
+
+    @classmethod
+    def read_only(cls, path: Path | str) -> "TrialStore":
+        """An existing store opened for reading (a baseline run): nothing is created or written.
+        Raises sqlite3.DatabaseError when the file is not a SQLite database."""
+        path = Path(path).resolve()
+        # without a pending write-ahead log the file is complete: ``immutable`` reads it without creating
+        # the -shm / -wal files a WAL database otherwise gets next to it
+        flags = "mode=ro" if Path(f"{path}-wal").exists() else "mode=ro&immutable=1"
+        conn = sqlite3.connect(f"{path.as_uri()}?{flags}", uri=True, timeout=60)
+        conn.execute("SELECT name FROM sqlite_master").fetchall()  # fails here on a non-database file
+        return cls(path, conn)
+
+    def tables(self) -> dict[str, list[str]]:
+        """Table name -> column names (to check a foreign file's schema)."""
+        names = [r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {n: [c[1] for c in self.conn.execute(f"PRAGMA table_info('{n}')")] for n in names}
 
     def add_trials(self, rows: list[dict]) -> None:
         marks = ",".join("?" * len(TRIAL_COLUMNS))
@@ -114,6 +135,27 @@ class TrialStore:
     def odi(self, name: str = "order") -> dict | None:
         row = self.conn.execute("SELECT analysis FROM odi WHERE name = ?", (name,)).fetchone()
         return json.loads(row[0]) if row else None
+
+    def set_meta(self, values: dict) -> None:
+        """Run identity (run id, git commit, date, seed, K, grammar version): what a later run that
+        names this one as its baseline checks and discloses (SPEC §11)."""
+        with self.conn:
+            self.conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                  [(k, json.dumps(v)) for k, v in values.items()])
+
+    def meta(self) -> dict:
+        return {k: json.loads(v) for k, v in self.conn.execute("SELECT key, value FROM meta")}
+
+    def add_comparison(self, model_id: str, dataset: str, cell: str, baseline: str, result: dict) -> None:
+        """A paired comparison of ``model_id`` against ``baseline`` on one cell (SPEC §11)."""
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?)",
+                              (model_id, dataset, cell, baseline, json.dumps(result)))
+
+    def comparisons(self, model_id: str | None = None) -> list[dict]:
+        rows = self.conn.execute("SELECT result FROM comparisons WHERE ? IS NULL OR model_id = ? "
+                                 "ORDER BY model_id, dataset, cell, baseline", (model_id, model_id))
+        return [json.loads(r[0]) for r in rows]
 
     def trials(self, **where) -> pd.DataFrame:
         clause = " AND ".join(f"{k} = ?" for k in where) or "1"

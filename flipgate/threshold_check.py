@@ -4,7 +4,7 @@ A threshold whose selectors (``facet``, ``dataset``, ``readout``, ``model``) mat
 plan would gate nothing, so the run would pass however bad the model: a typo must never silently
 disable a gate. The plan is models.yaml's (not the ``-k`` selection): every model's order cells
 (facets and controls × datasets × the readouts the model gives on that facet), the ODI panel, and
-the envelope's benchmarks for its roster. Thresholds of a whole suite the plan does not run (e.g.
+the envelope's benchmarks for its roster, and each regression candidate's order cells (``vs: baseline``). Thresholds of a whole suite the plan does not run (e.g.
 ``facet: envelope`` when no model is in the envelope roster) are not errors: nothing runs that
 they could gate. Override files must be named after a model of the roster.
 """
@@ -28,23 +28,30 @@ class PlanCell:
     cell: str
     dataset: str
     readouts: tuple[str, ...]
+    #: "baseline" for a regression comparison of the cell (SPEC §11)
+    vs: str | None = None
 
 
-def _suite(cell_or_facet: str | None) -> str:
+def _suite(cell_or_facet: str | None, vs: str | None = None) -> str:
+    if vs is not None:
+        return "regression"
     return cell_or_facet if cell_or_facet in (ENVELOPE_CELL, ODI_CELL) else "order"
 
 
-def plan_cells(cfg: AuditConfig, envelope_roster: list[str] = (), envelope_benchmarks: list[str] = ()) -> list[PlanCell]:
-    """Every cell the plan gates (see module docstring)."""
+def plan_cells(cfg: AuditConfig, envelope_roster: list[str] = (), envelope_benchmarks: list[str] = (),
+               compared: list[str] = ()) -> list[PlanCell]:
+    """Every cell the plan gates (see module docstring); ``compared``: the candidates of the regression suite."""
     out = []
     for model_id in cfg.audited("order"):
         model = cfg.models[model_id]
-        for cell, dataset in cfg.cells():
+        for cell, dataset in cfg.cells(model_id):
             try:
                 readouts = readouts_for(split_cell(cell)[1], model["readouts"], model["primary_readout"])[0]
             except FlipgateError:  # the cell itself reports this when it runs
                 readouts = model["readouts"]
             out.append(PlanCell(model_id, cell, dataset, tuple(readouts)))
+            if model_id in compared:
+                out.append(PlanCell(model_id, cell, dataset, tuple(readouts), "baseline"))
         out.append(PlanCell(model_id, ODI_CELL, ODI_CELL, ()))
     for model_id in envelope_roster:
         out += [PlanCell(model_id, ENVELOPE_CELL, b, ()) for b in envelope_benchmarks]
@@ -53,7 +60,7 @@ def plan_cells(cfg: AuditConfig, envelope_roster: list[str] = (), envelope_bench
 
 def matches(t: Threshold, c: PlanCell, order_datasets: set[str]) -> bool:
     """Whether threshold ``t`` gates plan cell ``c``."""
-    if t.model not in (None, c.model):
+    if t.model not in (None, c.model) or t.vs != c.vs:
         return False
     if t.facet == ODI_CELL:  # ODI narrows by dataset inside the fit (mean |δ| per cell)
         return c.cell == ODI_CELL and (t.dataset is None or t.dataset in order_datasets)
@@ -73,7 +80,7 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
     directory = Path(directory)
     roster = sorted(cfg.models)
     order_datasets = {c.dataset for c in cells if c.cell not in (ENVELOPE_CELL, ODI_CELL)}
-    suites_run = {_suite(c.cell) for c in cells}
+    suites_run = {_suite(c.cell, c.vs) for c in cells}
     errors, notes = [], []
     files = [(directory / "default.yaml", None)]
     for path in threshold_files(directory):
@@ -89,8 +96,8 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
             if t.model is not None and t.model not in cfg.models:
                 errors.append(f"{where}.model: no model with this id (value: {t.model!r}); models: {', '.join(roster)}")
                 continue
-            if _suite(t.facet) not in suites_run:
-                notes.append(f"{where}: not applicable, the plan runs no {_suite(t.facet)} suite")
+            if _suite(t.facet, t.vs) not in suites_run:
+                notes.append(f"{where}: not applicable, the plan runs no {_suite(t.facet, t.vs)} suite")
                 continue
             mine = [c for c in cells if owner in (None, c.model)]
             if not any(matches(t, c, order_datasets) for c in mine):

@@ -45,6 +45,8 @@ class ODICell:
             for facet, specs in self.auditor.config.facets.items():
                 for spec in specs:
                     for model_id in self.roster():
+                        if (facet, spec.name) not in self.auditor.config.cells(model_id):
+                            continue  # the model's facets: / datasets: leave this cell out
                         why = self.auditor.unmeasurable(model_id, spec.name, facet)
                         if why:
                             unmeasured.append(why)

@@ -1,0 +1,156 @@
+"""A finished run named as a baseline (``reports/runs/<run_id>`` or its ``trials.sqlite``), opened
+read-only and checked before anything is compared: a missing, corrupt or foreign file, or a run drawn
+under another permutation grammar or seed, is one clean error and nothing is written (SPEC §11)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from flipgate import FlipgateError
+from flipgate.facets import FACETS, readouts_for, split_cell
+from flipgate.grammar import GRAMMAR_VERSION, Manifest
+from flipgate.regression.compare import Arm
+from flipgate.store import TRIAL_COLUMNS, TrialStore
+
+STORE_NAME = "trials.sqlite"
+#: tables (and their columns) a trials store must have to be compared
+REQUIRED = {"trials": TRIAL_COLUMNS, "models": ["model_id", "fingerprint", "config"],
+            "manifests": ["facet", "dataset", "k", "sha256", "path"]}
+
+
+def store_path(path: Path | str, role: str = "baseline") -> Path:
+    """The trials store of a run directory, or ``path`` itself when it is the store file; errors name
+    the path's ``role`` ("baseline", "candidate", ...)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / STORE_NAME
+    if not path.is_file():
+        where = "run directory has no " + STORE_NAME if path.name == STORE_NAME and path.parent.is_dir() else \
+            "no such run directory or trials store"
+        raise FlipgateError(f"{role} {path}: {where} (give reports/runs/<run_id> or its {STORE_NAME})")
+    return path
+
+
+@dataclass
+class RunRecord:
+    """A finished run's trials store, read-only: its identity, models, manifests and cell trials."""
+
+    path: Path
+    store: TrialStore
+
+    @classmethod
+    def open(cls, path: Path | str, role: str = "baseline") -> "RunRecord":
+        file = store_path(path, role)
+        try:
+            store = TrialStore.read_only(file)
+            tables = store.tables()
+        except sqlite3.DatabaseError as exc:
+            raise FlipgateError(f"{role} {file}: not a flipgate trials store (SQLite says: {exc})") from None
+        for table, columns in REQUIRED.items():
+            missing = [c for c in columns if c not in tables.get(table, [])]
+            if missing:
+                raise FlipgateError(f"{role} {file}: not a flipgate trials store (table {table!r} "
+                                    f"{'lacks columns ' + ', '.join(missing) if table in tables else 'is missing'})")
+        record = cls(file, store)
+        if not record.models:
+            raise FlipgateError(f"{role} {file}: the run recorded no model (was it interrupted before any trial?)")
+        return record
+
+    @cached_property
+    def meta(self) -> dict:
+        """Run identity written at the run's end (empty for runs made before flipgate recorded it)."""
+        return self.store.meta() if "meta" in self.store.tables() else {}
+
+    @property
+    def run_id(self) -> str:
+        return self.meta.get("run_id") or self.path.parent.name
+
+    @cached_property
+    def models(self) -> dict[str, dict]:
+        return self.store.models()
+
+    @cached_property
+    def manifests(self) -> dict[tuple[str, str], dict]:
+        return self.store.manifests()
+
+    @cached_property
+    def cells(self) -> set[tuple[str, str, str]]:
+        """(model, facet or control cell, dataset) triples that have trials."""
+        rows = self.store.conn.execute("SELECT DISTINCT model_id, facet, dataset FROM trials")
+        return {tuple(r) for r in rows}
+
+    def trials(self, model_id: str, dataset: str, cell: str) -> pd.DataFrame:
+        return self.store.trials(model_id=model_id, dataset=dataset, facet=cell)
+
+    def identity(self, model_id: str) -> dict:
+        """What a regression section discloses about the baseline (SPEC §11, issue: model id,
+        weights sha256, run id, git commit, date)."""
+        fp = self.models.get(model_id, {}).get("fingerprint", {})
+        return {"model_id": model_id, "weights_sha256": fp.get("weights_sha256"), "run_id": self.run_id,
+                "git_commit": self.meta.get("git_commit"), "date": self.meta.get("created"),
+                "trials_store": str(self.path)}
+
+    def check_grammar(self, seed: int) -> None:
+        """Refuse a run whose orderings were drawn under another grammar version or seed: none of its
+        cells could be paired with ours. Runs without recorded metadata are checked by redrawing
+        their manifests from their own items."""
+        version, their_seed = self.meta.get("grammar_version"), self.meta.get("seed")
+        if version is not None or their_seed is not None:
+            if (version, their_seed) != (GRAMMAR_VERSION, seed):
+                raise FlipgateError(
+                    f"baseline {self.path}: run {self.run_id} drew its orderings under grammar version {version} "
+                    f"with seed {their_seed}; this audit uses grammar version {GRAMMAR_VERSION} with seed {seed}, "
+                    f"so no cell pairs up (re-run the baseline with this flipgate and seed)")
+            return
+        for (facet, dataset), manifest in sorted(self.manifests.items()):
+            units = self.store.conn.execute(
+                "SELECT item_id, permutation FROM trials WHERE facet = ? AND dataset = ? AND condition = 0 "
+                "GROUP BY item_id", (facet, dataset)).fetchall()
+            if not units:
+                continue
+            redrawn = Manifest.build(facet, dataset, {i: len(json.loads(p)) for i, p in units}, manifest["k"], seed)
+            if redrawn.sha256 != manifest["sha256"]:
+                raise FlipgateError(
+                    f"baseline {self.path}: run {self.run_id} records no grammar version, and its {facet} × {dataset} "
+                    f"orderings are not those of grammar version {GRAMMAR_VERSION} with seed {seed} (manifest "
+                    f"{manifest['sha256'][:12]}, redrawn {redrawn.sha256[:12]}): it was drawn under another grammar "
+                    f"or seed; re-run the baseline with this flipgate")
+
+    def arm(self, model_id: str, cell: str, dataset: str) -> Arm | None:
+        """The recorded side of a cell for :func:`~flipgate.regression.compare.compare_cell`, or None when
+        the run has no trials of it."""
+        trials = self.trials(model_id, dataset, cell)
+        if trials.empty:
+            return None
+        facet = split_cell(cell)[1]
+        config = self.models.get(model_id, {}).get("config", {})
+        readouts = config.get("readouts") or sorted({r for rs in trials["readouts"] for r in rs})
+        readouts = readouts_for(facet, readouts, config.get("primary_readout", readouts[0]))[0]
+        perm = self.trials(model_id, dataset, facet) if cell != facet else None
+        manifest = self.manifests.get((facet, dataset), {}).get("sha256")
+        return Arm(model_id, trials, tuple(readouts), manifest, perm)
+
+    def primary_readout(self, model_id: str, cell: str) -> str:
+        config = self.models[model_id]["config"]
+        return readouts_for(split_cell(cell)[1], config["readouts"], config["primary_readout"])[1]
+
+    def order_cells(self, model_id: str) -> list[tuple[str, str]]:
+        """(facet or control cell, dataset) of every order cell the run measured for ``model_id``."""
+        return sorted((c, d) for m, c, d in self.cells if m == model_id and split_cell(c)[1] in FACETS)
+
+
+def run_meta(run_id: str, cfg, items_per_dataset: int | None, root: Path | None = None) -> dict:
+    """The identity a run records in its store for later comparisons (see :meth:`RunRecord.check_grammar`)."""
+    import datetime as dt
+
+    from flipgate import __version__
+    from flipgate.cards.build import git_commit
+
+    return {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": git_commit(root), "flipgate_version": __version__, "grammar_version": GRAMMAR_VERSION,
+            "seed": cfg.seed, "k": cfg.k, "items_per_dataset": items_per_dataset or cfg.items_per_dataset}
