@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup audit report test benchmark clean
+.PHONY: setup audit baseline report test benchmark clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -34,6 +34,11 @@ setup: $(VENV)/.installed $(VENV)/.roster node_modules/.installed $(BIGBENCH)
 ## (flipgate/exitcodes.py); make itself collapses any non-zero status to 2, so CI calls ./scripts/audit.
 audit:
 	VENV=$(VENV) ./scripts/audit $(PYTEST_ARGS)
+
+## Promote the latest run (reports/runs/<run_id>) to reports/baseline, which scripts/audit then compares
+## with (SPEC §11); compare two runs with `$(PY) -m flipgate compare BASELINE CANDIDATE`.
+baseline: $(VENV)/.installed
+	$(PY) -m flipgate baseline
 
 report: node_modules/.installed
 	npx --no-install allure generate reports/allure-results --config allurerc.mjs

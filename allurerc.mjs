@@ -2,6 +2,9 @@
 export default {
   name: "flipgate audit",
   output: "reports/allure-report",
+  // carried between `make audit` runs: each report appends its run, so every test shows its history
+  // (status per run) and the trend charts span successive audits
+  historyPath: "reports/allure-history.jsonl",
   plugins: {
     awesome: {
       options: {

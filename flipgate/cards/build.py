@@ -151,6 +151,9 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
     odi = store.odi()
     if odi and model_id in odi["roster"] and any(c["dataset"] == dataset for c in odi["cells"].values()):
         card["odi"] = odi_section(odi, model_id, dataset, store.verdicts(model_id, "odi"))
+    regression = regression_section(store.comparisons(model_id), dataset, level)
+    if regression:
+        card["regression"] = regression
     card = _jsonable(card)
     validate_card(card)
     return card
@@ -172,6 +175,68 @@ def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[dict
         "verdicts": [{**v, "why": v.get("why")} for v in verdicts
                      if v.get("target") in {*facets, *cells, *analysis["diagnostics"]}],
     }
+
+
+def regression_section(comparisons: list[dict], dataset: str, level: float | None) -> dict | None:
+    """SPEC §11 for one card: the stored comparisons of this model (the candidate) with its baseline(s)
+    on the dataset's cells, without their per-item values, and the comparison table; None when there
+    are none."""
+    from flipgate.regression.table import markdown
+
+    mine = [_without_per_item(c) for c in comparisons if c["dataset"] == dataset]
+    if not mine:
+        return None
+    return {"level": level, "comparisons": mine, "markdown": markdown(mine, level)}
+
+
+def _without_per_item(comparison: dict) -> dict:
+    return {**comparison, "readouts": {r: {k: v for k, v in block.items() if k != "per_item"}
+                                       for r, block in comparison["readouts"].items()}}
+
+
+def _short(sha, n: int = 12) -> str | None:
+    return sha[:n] if isinstance(sha, str) and len(sha) > n else sha
+
+
+#: at most this many item ids per list in a regression section's Markdown
+ITEMS_SHOWN = 20
+
+
+def regression_markdown(comparisons: list[dict], level: float | None = None,
+                        heading: str | None = "## Regression vs baseline") -> list[str]:
+    """Comparisons (:meth:`CellComparison.to_dict` records) as Markdown: each baseline's identity,
+    the comparison table, the overlap where a comparison used only the shared (item, ordering) pairs,
+    and the items whose flip state or correctness changed (primary readout)."""
+    from flipgate.regression.table import markdown
+
+    esc = md_escape
+    lines = ["", heading, ""] if heading else [""]
+    identities = {}
+    for c in comparisons:
+        identities.setdefault(c["baseline"], c.get("baseline_identity") or {})
+    for name, ident in identities.items():
+        lines.append(f"Baseline {esc(name)}: model {esc(ident.get('model_id', name))}, weights sha256 "
+                     f"{esc(_short(ident.get('weights_sha256')))}, run {esc(ident.get('run_id'))}, git commit "
+                     f"{esc(_short(ident.get('git_commit')))}, {esc(ident.get('date'))}.")
+    lines += ["", "Δ = candidate − baseline, paired per item; ▲ worse / ▼ better where the CI excludes 0; "
+              "McNemar p on the discordant items.", "", markdown(comparisons, level).rstrip("\n")]
+    for c in comparisons:
+        what = f"{esc(c['cell'])} × {esc(c['dataset'])} vs {esc(c['baseline'])}"
+        o = c["overlap"]
+        if o.get("partial") and not (o["baseline_pairs"] == o["candidate_pairs"] == o["shared_pairs"]):
+            union = o["baseline_pairs"] + o["candidate_pairs"] - o["shared_pairs"]
+            lines += ["", f"{what}: compared on {o['shared_pairs']} of {union} (item, ordering) pairs "
+                      f"(baseline {o['baseline_pairs']}, candidate {o['candidate_pairs']}; {o['shared_items']} "
+                      f"shared items of {o['baseline_items']} / {o['candidate_items']})."]
+        block = c["readouts"][c["primary_readout"]]
+        lists = [(label.replace("_", " "), ids) for label, ids in block["items"].items() if ids]
+        if lists:
+            lines += ["", f"{what} ({esc(block['readout'])}):"]
+            for label, ids in lists:
+                shown = ", ".join(esc(i) for i in ids[:ITEMS_SHOWN])
+                more = f", … and {len(ids) - ITEMS_SHOWN} more" if len(ids) > ITEMS_SHOWN else ""
+                lines.append(f"- {label} ({len(ids)}): {shown}{more}")
+    return lines
 
 
 def envelope_section(analysis: dict, model_id: str) -> dict:
@@ -331,6 +396,8 @@ def card_markdown(card: dict) -> str:
         lines += envelope_markdown(card["envelope"], fmt)
     if card.get("odi"):
         lines += odi_markdown(card["odi"])
+    if card.get("regression"):
+        lines += regression_markdown(card["regression"]["comparisons"], card["regression"].get("level"))
     lines += ["", "## Threshold verdicts", "", "| cell | threshold | estimate | CI | p | BH q | verdict | why |",
               "|---|---|---|---|---|---|---|---|"]
     for v in card["thresholds"]:
@@ -475,4 +542,16 @@ def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 100
         path = Path(out_dir) / model_id / "model-index.yaml"
         _atomic_write(path, yaml.safe_dump(model_index(model_id, cards), sort_keys=False))
         written.append(path)
+        comparisons = store.comparisons(model_id)
+        if comparisons:
+            path = Path(out_dir) / model_id / "regression.md"
+            _atomic_write(path, regression_page(model_id, comparisons, run_id, level))
+            written.append(path)
     return written
+
+
+def regression_page(model_id: str, comparisons: list[dict], run_id: str, level: float | None) -> str:
+    """``grid_cards/<model>/regression.md``: the run's whole comparison table, every dataset."""
+    return "\n".join([f"# Regression: {md_escape(model_id)} vs baseline", "",
+                      f"Run {md_escape(run_id)}; {len(comparisons)} compared cells."]
+                     + regression_markdown(comparisons, level, heading=None)) + "\n"

@@ -1,0 +1,25 @@
+"""``python -m flipgate <command>``: the parts of flipgate that work without pytest.
+
+  compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 regression / 2 usage)
+  baseline [RUN]               promote a run (default: the latest) to reports/baseline/
+  card --into README.md        merge GRID sections and model-index into a Hugging Face model card
+"""
+from __future__ import annotations
+
+import sys
+
+COMMANDS = {"compare": "flipgate.regression.cli:compare_main", "baseline": "flipgate.regression.cli:promote_main",
+            "card": "flipgate.cards.cli:card_main"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        print(__doc__.strip(), file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    module, _, func = COMMANDS[argv[0]].partition(":")
+    return getattr(__import__(module, fromlist=[func]), func)(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,322 @@
+"""``python -m flipgate compare`` and ``python -m flipgate baseline`` (SPEC §11, docs/regression.md).
+
+``compare BASELINE CANDIDATE`` reads two finished runs (``reports/runs/<run_id>``, ``reports/baseline``
+or their ``trials.sqlite``), pairs each candidate model with its version in the baseline run, compares
+every order cell they share and gates the candidate's ``vs: baseline`` thresholds. It writes nothing;
+exit 0: no regression threshold failed, 1: one failed, 2: bad or incomparable input (one line on
+stderr starting ``flipgate: ``).
+
+``baseline [RUN]`` promotes a run (default: the latest under ``reports/runs``) to ``reports/baseline``,
+the baseline ``scripts/audit`` compares with when it exists.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+
+from flipgate import FlipgateError
+from flipgate.grammar import GRAMMAR_VERSION
+from flipgate.regression.runs import STORE_NAME, RunRecord
+
+#: exit statuses of the two commands
+OK, REGRESSION, USAGE = 0, 1, 2
+#: the seed a run without recorded metadata was drawn with (the models.yaml default)
+DEFAULT_SEED = 42
+N_BOOT = 1000
+PROMOTED = "PROMOTED.json"
+COST_PROJECTION = "cost_projection.json"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as a FlipgateError (one ``flipgate: `` line, exit 2)."""
+
+    def error(self, message):
+        raise FlipgateError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _run(main, argv: list[str] | None) -> int:
+    """Run a command body on its arguments (those after the command name): a FlipgateError (bad
+    input) or an unreadable store or path is one line on stderr and exit 2, never a traceback."""
+    try:
+        return main([] if argv is None else list(argv))
+    except SystemExit as exc:  # --help, or argparse exiting by itself
+        return exc.code if isinstance(exc.code, int) else (OK if exc.code is None else USAGE)
+    except FlipgateError as exc:
+        print(f"flipgate: {_one_line(exc)}", file=sys.stderr)
+        return USAGE
+    except (sqlite3.DatabaseError, json.JSONDecodeError) as exc:
+        print(f"flipgate: could not read a trials store ({type(exc).__name__}: {_one_line(exc)})", file=sys.stderr)
+        return USAGE
+    except OSError as exc:
+        print(f"flipgate: {_one_line(exc)}", file=sys.stderr)
+        return USAGE
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+# ---------------------------------------------------------------------------------------------- compare
+
+def _compare_parser() -> _Parser:
+    p = _Parser(prog="python -m flipgate compare",
+                description="Paired regression table of a candidate run against a baseline run (SPEC §11). "
+                            "Exit 0: no regression threshold failed; 1: one failed; 2: bad or incomparable input.")
+    p.add_argument("baseline", metavar="BASELINE", help="baseline run: reports/runs/<run_id>, reports/baseline "
+                                                         "or its trials.sqlite")
+    p.add_argument("candidate", metavar="CANDIDATE", help="candidate run: reports/runs/<run_id> or its trials.sqlite")
+    p.add_argument("--thresholds", default="thresholds", metavar="DIR",
+                   help="thresholds directory whose vs: baseline thresholds gate the deltas (default: thresholds)")
+    p.add_argument("--format", choices=("md", "json"), default="md", help="output format (default: md)")
+    p.add_argument("--candidate", dest="model", default=None, metavar="MODEL",
+                   help="compare only this model of the candidate run (default: every model with order cells)")
+    p.add_argument("--baseline-partial", action="store_true",
+                   help="compare the shared (item, ordering) pairs of cells whose manifests differ")
+    p.add_argument("--level", type=float, default=0.95, metavar="L",
+                   help="confidence level of the deltas' bootstrap CIs (default: 0.95)")
+    return p
+
+
+def compare_main(argv: list[str] | None = None) -> int:
+    """``python -m flipgate compare BASELINE CANDIDATE ...``; returns the exit status."""
+    return _run(_compare, argv)
+
+
+def _compare(argv: list[str]) -> int:
+    args = _compare_parser().parse_args(argv)
+    if not 0 < args.level < 1:
+        raise FlipgateError(f"option --level: must lie strictly between 0 and 1 (value: {args.level!r})")
+    result = compare_runs(args.baseline, args.candidate, args.thresholds, args.model, args.baseline_partial,
+                          args.level)
+    if args.format == "json":
+        data = json.loads(_table().to_json(result["comparisons"]))
+        data.update({k: result[k] for k in ("baseline_run", "candidate_run", "skipped", "summary")})
+        print(json.dumps(data, indent=2))
+        print(result["summary"]["line"], file=sys.stderr)
+    else:
+        print(_markdown(result, args.level), end="")
+    return REGRESSION if result["summary"]["failed"] else OK
+
+
+def _table():
+    from flipgate.regression import table
+
+    return table
+
+
+def _markdown(result: dict, level: float) -> str:
+    base, cand = result["baseline_run"], result["candidate_run"]
+    lines = [f"Regression: candidate run {cand['run_id']} ({cand['trials_store']}) vs baseline run "
+             f"{base['run_id']} ({base['trials_store']}; git {base['git_commit'] or '–'}, {base['date'] or 'date –'})",
+             ""]
+    if result["comparisons"]:
+        lines.append(_table().markdown(result["comparisons"], level).rstrip("\n"))
+        lines.append("")
+    lines += [f"skipped: {_skip_label(s)}: {s['reason']}" for s in result["skipped"]]
+    lines.append(result["summary"]["line"])
+    return "\n".join(lines) + "\n"
+
+
+def _skip_label(s: dict) -> str:
+    where = f" on {s['cell']} × {s['dataset']}" if s.get("cell") else ""
+    return f"{s['candidate']} vs {s['baseline'] or 'none'}{where}"
+
+
+def compare_runs(baseline: str | Path, candidate: str | Path, thresholds_dir: str | Path = "thresholds",
+                 model: str | None = None, partial: bool = False, level: float = 0.95) -> dict:
+    """Compare every order cell of the candidate run's models (or ``model``) with their baseline
+    versions and gate them. Returns ``{"comparisons": [CellComparison.to_dict()], "skipped": [...],
+    "summary": {...}, "baseline_run": identity, "candidate_run": identity}``; raises FlipgateError
+    (IncomparableCell included) on bad or incomparable input."""
+    from flipgate.regression.cell import gate_comparison
+    from flipgate.regression.compare import compare_cell
+    from flipgate.regression.plan import baseline_in
+
+    base_run = RunRecord.open(baseline, role="baseline")
+    cand_run = RunRecord.open(candidate, role="candidate")
+    version = cand_run.meta.get("grammar_version")
+    if version is not None and version != GRAMMAR_VERSION:
+        raise FlipgateError(f"candidate {cand_run.path}: run {cand_run.run_id} drew its orderings under grammar "
+                            f"version {version}; this flipgate uses grammar version {GRAMMAR_VERSION} "
+                            f"(re-run the candidate with this flipgate)")
+    seed = cand_run.meta.get("seed")
+    seed = DEFAULT_SEED if seed is None else seed
+    base_run.check_grammar(seed)
+
+    with_cells = sorted(m for m in cand_run.models if cand_run.order_cells(m))
+    if model is not None and model not in with_cells:
+        raise FlipgateError(f"option --candidate {model!r}: not a model of candidate run {cand_run.run_id} with "
+                            f"order cells (models: {', '.join(with_cells) or 'none'})")
+    if not with_cells:
+        raise FlipgateError(f"candidate {cand_run.path}: run {cand_run.run_id} has no order-suite cell to compare "
+                            f"(models: {', '.join(sorted(cand_run.models))})")
+    comparisons, skipped = [], []
+    for cand in [model] if model else with_cells:
+        declared = cand_run.models[cand].get("config", {}).get("baseline")
+        base, why = baseline_in(base_run, cand, declared)
+        if base is None:
+            skipped.append({"candidate": cand, "baseline": None, "cell": None, "dataset": None, "reason": why})
+            continue
+        name = f"{base}@{base_run.run_id}"
+        for cell, dataset in cand_run.order_cells(cand):
+            base_arm = base_run.arm(base, cell, dataset)
+            if base_arm is None:
+                skipped.append({"candidate": cand, "baseline": name, "cell": cell, "dataset": dataset,
+                                "reason": f"baseline run {base_run.run_id} has no {cell} × {dataset} trials of "
+                                          f"{base!r}: nothing to compare with (not a pass)"})
+                continue
+            cand_arm = cand_run.arm(cand, cell, dataset)
+            comparison = compare_cell(base_arm, cand_arm, cell, dataset, _primary(cand_run, cand, cell), N_BOOT,
+                                      level, seed, partial)
+            comparison.baseline = name
+            comparison.baseline_identity = base_run.identity(base)
+            gate_comparison(comparison, str(thresholds_dir))
+            comparisons.append(comparison.to_dict())
+    if not comparisons:
+        raise FlipgateError("nothing compared: " + "; ".join(f"{_skip_label(s)}: {s['reason']}" for s in skipped))
+    failed = [v for c in comparisons for v in c["verdicts"] if v["outcome"] == "fail"]
+    regressions = sum(v["verdict"] == "fail" for v in failed)  # the CI is beyond the bound
+    other = len(failed) - regressions  # no estimate ("missing"), or not proven under rule: upper
+    gated = sum(len(c["verdicts"]) for c in comparisons)
+    line = (f"{len(comparisons)} cell{'s' * (len(comparisons) != 1)} compared, {len(skipped)} skipped, "
+            f"{regressions} regression{'s' * (regressions != 1)}"
+            + (f", {other} other failed threshold{'s' * (other != 1)} (no estimate, or not proven)" if other else "")
+            + ("" if gated else f"; no vs: baseline threshold in {thresholds_dir} applies (nothing gated)"))
+    return {"comparisons": comparisons, "skipped": skipped,
+            "summary": {"compared": len(comparisons), "skipped": len(skipped), "regressions": regressions,
+                        "failed": len(failed), "verdicts": gated, "line": line},
+            "baseline_run": _run_identity(base_run), "candidate_run": _run_identity(cand_run)}
+
+
+def _primary(record: RunRecord, model_id: str, cell: str) -> str:
+    try:
+        return record.primary_readout(model_id, cell)
+    except (KeyError, TypeError):
+        raise FlipgateError(f"candidate {record.path}: model {model_id!r} has no readouts / primary_readout in "
+                            f"its stored config") from None
+
+
+def _run_identity(record: RunRecord) -> dict:
+    meta = record.meta
+    return {"run_id": record.run_id, "trials_store": str(record.path), "git_commit": meta.get("git_commit"),
+            "date": meta.get("created"), "seed": meta.get("seed"), "grammar_version": meta.get("grammar_version")}
+
+
+# ---------------------------------------------------------------------------------------------- baseline
+
+def _promote_parser() -> _Parser:
+    p = _Parser(prog="python -m flipgate baseline",
+                description="Promote a finished run to the baseline that later audits and `compare` use.")
+    p.add_argument("run", nargs="?", default=None, metavar="RUN",
+                   help="run directory or its trials.sqlite (default: the latest run under --runs-dir)")
+    p.add_argument("--runs-dir", default="reports/runs", metavar="DIR", help="where runs are (default: reports/runs)")
+    p.add_argument("--to", default="reports/baseline", metavar="DIR",
+                   help="baseline directory to write (default: reports/baseline)")
+    return p
+
+
+def promote_main(argv: list[str] | None = None) -> int:
+    """``python -m flipgate baseline [RUN] ...``; returns the exit status."""
+    return _run(_promote, argv)
+
+
+def latest_run(runs_dir: Path | str, exclude: Path | str | None = None) -> Path:
+    """The latest run directory under ``runs_dir`` that has a trials store (run ids start with a UTC
+    timestamp, so the latest sorts last), ``exclude`` (the baseline directory) aside."""
+    runs_dir = Path(runs_dir)
+    skip = Path(exclude).resolve() if exclude is not None else None
+    runs = sorted(p for p in runs_dir.iterdir() if (p / STORE_NAME).is_file() and p.resolve() != skip) \
+        if runs_dir.is_dir() else []
+    if not runs:
+        raise FlipgateError(f"no run to promote: {runs_dir} has no run directory with a {STORE_NAME} "
+                            f"(run an audit first, or name the run)")
+    return runs[-1]
+
+
+def _promote(argv: list[str]) -> int:
+    args = _promote_parser().parse_args(argv)
+    source = Path(args.run) if args.run is not None else latest_run(args.runs_dir, args.to)
+    record = RunRecord.open(source, role="run")
+    to = Path(args.to)
+    target = to / STORE_NAME
+    if to.exists() and not to.is_dir():
+        raise FlipgateError(f"option --to {str(to)!r}: not a directory")
+    if target.exists() and target.resolve() == record.path.resolve():
+        raise FlipgateError(f"run {record.path}: is already the baseline in {to}")
+    run_dir, meta, models = record.path.parent, record.meta, sorted(record.models)
+    n_trials = record.store.conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+    to.mkdir(parents=True, exist_ok=True)
+    _backup(record.store.conn, target)
+    record.store.conn.close()
+    cost = run_dir / COST_PROJECTION
+    if cost.is_file():
+        _atomic_copy(cost, to / COST_PROJECTION)
+    else:
+        (to / COST_PROJECTION).unlink(missing_ok=True)  # a previous baseline's projection would misdescribe it
+    promoted = {"source": str(run_dir.resolve()), "trials_store": str(record.path.resolve()), "run_id": record.run_id,
+                "promoted": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "run_created": meta.get("created"), "git_commit": meta.get("git_commit"), "models": models,
+                "trials": n_trials}
+    _atomic_write(to / PROMOTED, json.dumps(promoted, indent=2) + "\n")
+    print(f"promoted run {record.run_id} ({record.path}; {n_trials} trials of {', '.join(models)}) to {target}")
+    return OK
+
+
+def _tmp_in(directory: Path, name: str) -> Path:
+    """An empty temporary file beside ``directory/name``, with the mode a new file would get."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    return Path(tmp)
+
+
+def _backup(source: sqlite3.Connection, target: Path) -> None:
+    """Copy a store with SQLite's backup API (what is still in its WAL included) into a single
+    self-contained file, written beside ``target`` and moved over it atomically."""
+    tmp = _tmp_in(target.parent, target.name)
+    try:
+        dest = sqlite3.connect(str(tmp))
+        try:
+            source.backup(dest)
+            dest.execute("PRAGMA journal_mode=DELETE")  # one file: no -wal beside the baseline
+            dest.commit()
+        finally:
+            dest.close()
+        for side in ("-wal", "-shm", "-journal"):  # a previous baseline's would be replayed onto the new file
+            Path(f"{target}{side}").unlink(missing_ok=True)
+        os.replace(tmp, target)
+    except BaseException:
+        for leftover in (tmp, Path(f"{tmp}-journal")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+        raise
+
+
+def _atomic_copy(source: Path, target: Path) -> None:
+    tmp = _tmp_in(target.parent, target.name)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _atomic_write(target: Path, text: str) -> None:
+    tmp = _tmp_in(target.parent, target.name)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,375 @@
+"""`python -m flipgate compare` / `baseline` (SPEC §11) on small run stores built directly, and the
+reports/baseline default of scripts/audit (run against a stub Makefile and python, no real audit)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from flipgate.__main__ import main
+from flipgate.grammar import GRAMMAR_VERSION
+from flipgate.regression.runs import RunRecord
+from flipgate.store import TRIAL_COLUMNS, TrialStore
+
+REPO = Path(__file__).resolve().parents[1]
+SHA = "ab" * 32
+K = 4
+FACET = "option_order"
+THRESHOLDS = """\
+version: 1
+thresholds:
+  - metric: delta_flip_rate
+    vs: baseline
+    max: 0.05
+    rule: lower
+  - metric: delta_accuracy
+    vs: baseline
+    min: -0.05
+    rule: lower
+"""
+
+
+def stable(i: int, condition: int) -> str:
+    """Always the right answer: no flips."""
+    return "A"
+
+
+def flipping(i: int, condition: int) -> str:
+    """Right under the canonical ordering, but 15 of 20 items change their answer when reordered."""
+    return "A" if condition == 0 or i >= 15 else "B"
+
+
+def make_run(root: Path, run_id: str, answer=stable, items=range(20), model="m", datasets=("ds_a",),
+             meta: dict | None = None, config: dict | None = None, sha: str = SHA, close: bool = True) -> Path:
+    """A finished run directory ``root/run_id`` with one model's option_order trials."""
+    run_dir = root / run_id
+    store = TrialStore(run_dir / "trials.sqlite")
+    store.add_model(model, {"weights_sha256": f"w-{model}-{run_id}"},
+                    {"id": model, "readouts": ["regex"], "primary_readout": "regex", "suites": ["order"],
+                     **(config or {})})
+    rows = []
+    for dataset in datasets:
+        store.add_manifest(FACET, dataset, K, sha, f"fixtures/manifests/{FACET}__{dataset}.json")
+        for i in items:
+            for c in range(K):
+                label = answer(i, c)
+                rows.append(dict(zip(TRIAL_COLUMNS, [
+                    run_id, model, f"w-{model}", dataset, f"{dataset}/item{i}", FACET, c,
+                    [(j + c) % 4 for j in range(4)], 0, f"p{i}-{c}", json.dumps({"text": f" {label}"}),
+                    {"regex": label}, {"regex": label}, {"regex": label == "A"}, "A", 4, 100, 2, 0.1, 0.0, 0])))
+    store.add_trials(rows)
+    store.set_meta({"run_id": run_id, "created": "2026-01-01T00:00:00+00:00", "git_commit": "abc1234",
+                    "grammar_version": GRAMMAR_VERSION, "seed": 42, "k": K, **(meta or {})})
+    if close:
+        store.conn.close()
+    return run_dir
+
+
+@pytest.fixture
+def runs(tmp_path):
+    root = tmp_path / "runs"
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+    (thresholds / "default.yaml").write_text(THRESHOLDS)
+    return root, thresholds
+
+
+def compare(capsys, *args) -> tuple[int, str, str]:
+    code = main(["compare", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_clean_error(code: int, out: str, err: str, *needles: str) -> None:
+    assert code == 2, (out, err)
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flipgate: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_no_regression_exits_0(runs, capsys):
+    root, thresholds = runs
+    base = make_run(root, "20260101T000000Z-base")
+    cand = make_run(root, "20260102T000000Z-cand")
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds)
+    assert code == 0, err
+    assert "| m vs m@20260101T000000Z-base | option_order | ds_a | delta_flip_rate |" in out
+    assert "pass" in out and "| fail" not in out
+    assert "1 cell compared, 0 skipped, 0 regressions" in out
+    assert err == ""
+
+
+def test_regression_exits_1_via_subprocess(runs):
+    root, thresholds = runs
+    base = make_run(root, "20260101T000000Z-base")
+    cand = make_run(root, "20260102T000000Z-cand", answer=flipping)
+    proc = subprocess.run([sys.executable, "-m", "flipgate", "compare", str(base / "trials.sqlite"), str(cand),
+                           "--thresholds", str(thresholds)], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 1, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if "delta_flip_rate" in line)
+    assert "fail" in row and "+0.750" in row and "▲ worse" in row
+    accuracy = next(line for line in proc.stdout.splitlines() if "delta_accuracy" in line)
+    assert "pass" in accuracy
+    assert "1 cell compared, 0 skipped, 1 regression" in proc.stdout
+
+
+def test_json_format_parses(runs, capsys):
+    root, thresholds = runs
+    base = make_run(root, "20260101T000000Z-base")
+    cand = make_run(root, "20260102T000000Z-cand", answer=flipping, datasets=("ds_a", "ds_b"))
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds, "--format", "json")
+    assert code == 1
+    data = json.loads(out)
+    assert [c["dataset"] for c in data["comparisons"]] == ["ds_a"]
+    assert {r["metric"]: r["outcome"] for r in data["rows"]}["delta_flip_rate"] == "fail"
+    assert data["comparisons"][0]["baseline_identity"]["run_id"] == "20260101T000000Z-base"
+    assert data["comparisons"][0]["baseline_identity"]["weights_sha256"] == "w-m-20260101T000000Z-base"
+    [skip] = data["skipped"]
+    assert (skip["cell"], skip["dataset"]) == (FACET, "ds_b") and "not a pass" in skip["reason"]
+    assert data["summary"]["regressions"] == 1 and data["summary"]["compared"] == 1
+    assert "1 cell compared, 1 skipped, 1 regression" in err
+
+
+def test_missing_baseline_cell_is_skipped_not_passed(runs, capsys):
+    root, thresholds = runs
+    base = make_run(root, "20260101T000000Z-base")
+    cand = make_run(root, "20260102T000000Z-cand", datasets=("ds_a", "ds_b"))
+    code, out, _ = compare(capsys, base, cand, "--thresholds", thresholds)
+    assert code == 0
+    assert "skipped: m vs m@20260101T000000Z-base on option_order × ds_b:" in out
+    assert "| ds_b |" not in out
+
+
+def test_declared_baseline_and_unmatched_candidate(runs, capsys):
+    """A candidate is paired with the `baseline:` its stored config declares; one with no match in the
+    baseline run is a skipped line, and a comparison of nothing at all is an error, not a pass."""
+    root, thresholds = runs
+    base = root / "base"
+    make_run(root, "base", model="old")
+    store = TrialStore(base / "trials.sqlite")
+    store.add_model("other", {}, {"readouts": ["regex"], "primary_readout": "regex"})
+    store.conn.close()
+    cand = make_run(root, "cand", model="new", config={"baseline": "old"})
+    code, out, _ = compare(capsys, base, cand, "--thresholds", thresholds)
+    assert code == 0 and "| new vs old@base |" in out
+    lone = make_run(root, "lone", model="stranger")
+    code, out, err = compare(capsys, base, lone, "--thresholds", thresholds)
+    assert_clean_error(code, out, err, "nothing compared", "no model 'stranger'")
+
+
+@pytest.mark.parametrize("case", ["missing-baseline", "missing-candidate", "not-sqlite", "other-schema",
+                                  "grammar-1", "seed-7", "incomparable", "unknown-candidate", "bad-option",
+                                  "no-thresholds"])
+def test_bad_input_exits_2_with_one_clean_line(runs, capsys, case):
+    root, thresholds = runs
+    base = make_run(root, "20260101T000000Z-base")
+    cand = make_run(root, "20260102T000000Z-cand")
+    extra, needles = [], []
+    if case == "missing-baseline":
+        base, needles = root / "nope", ["baseline ", "no such run directory"]
+    elif case == "missing-candidate":
+        cand, needles = root / "nope" / "trials.sqlite", ["candidate ", "no such run directory"]
+    elif case == "not-sqlite":
+        base = root / "junk" / "trials.sqlite"
+        base.parent.mkdir()
+        base.write_text("not a database, just text\n" * 100)
+        needles = ["baseline ", "not a flipgate trials store"]
+    elif case == "other-schema":
+        cand = root / "foreign.sqlite"
+        with sqlite3.connect(cand) as conn:
+            conn.execute("CREATE TABLE trials (x INTEGER)")
+        needles = ["candidate ", "not a flipgate trials store", "lacks columns"]
+    elif case == "grammar-1":
+        base = make_run(root, "old-grammar", meta={"grammar_version": 1})
+        needles = ["baseline ", "grammar version 1"]
+    elif case == "seed-7":
+        base = make_run(root, "seed7", meta={"seed": 7})
+        needles = ["baseline ", "seed 7"]
+    elif case == "incomparable":
+        cand = make_run(root, "other-items", items=range(5, 25))
+        needles = ["did not answer the same manifest", "--baseline-partial"]
+    elif case == "unknown-candidate":
+        extra, needles = ["--candidate", "ghost"], ["--candidate 'ghost'", "models: m"]
+    elif case == "bad-option":
+        extra, needles = ["--format", "html"], ["invalid choice"]
+    elif case == "no-thresholds":
+        thresholds, needles = root / "no-thresholds", ["default.yaml"]
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds, *extra)
+    assert_clean_error(code, out, err, *needles)
+
+
+def files(root: Path) -> list[tuple[Path, int]]:
+    """Every file under ``root`` with its size, but SQLite's -shm / -wal sidecars, which a read-only
+    connection to a WAL-mode store creates (TrialStore.read_only; the stores themselves are unchanged)."""
+    return sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")
+                  if p.is_file() and not p.name.endswith(("-shm", "-wal")))
+
+
+def test_errors_write_nothing(runs, capsys):
+    root, thresholds = runs
+    base = make_run(root, "20260101T000000Z-base", meta={"seed": 7})
+    cand = make_run(root, "20260102T000000Z-cand", answer=flipping)
+    before = files(root.parent)
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds)
+    assert_clean_error(code, out, err)
+    code, out, err = compare(capsys, cand, cand, "--thresholds", thresholds)
+    assert code == 0
+    assert files(root.parent) == before
+
+
+def test_baseline_partial_compares_shared_pairs(runs, capsys):
+    root, thresholds = runs
+    base = make_run(root, "20260101T000000Z-base")
+    cand = make_run(root, "20260102T000000Z-cand", items=range(5, 25), sha="cd" * 32)
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds, "--baseline-partial",
+                             "--format", "json")
+    assert code == 0, err
+    [comparison] = json.loads(out)["comparisons"]
+    assert comparison["overlap"]["shared_items"] == 15 and comparison["overlap"]["partial"]
+
+
+def test_candidate_option_selects_one_model(runs, capsys):
+    root, thresholds = runs
+    base = make_run(root, "20260101T000000Z-base")
+    cand = make_run(root, "20260102T000000Z-cand", answer=flipping)
+    store = TrialStore(cand / "trials.sqlite")
+    store.add_model("idle", {}, {"readouts": ["regex"], "primary_readout": "regex"})  # no order cell
+    store.conn.close()
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds, "--candidate", "m")
+    assert code == 1 and "| m vs m@" in out
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds, "--candidate", "idle")
+    assert_clean_error(code, out, err, "--candidate 'idle'")
+
+
+def test_compare_help_exits_0(capsys):
+    assert main(["compare", "--help"]) == 0
+    assert "BASELINE" in capsys.readouterr().out
+
+
+# -------------------------------------------------------------------------------------------- baseline
+
+
+def promote(capsys, *args) -> tuple[int, str, str]:
+    code = main(["baseline", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def count(path: Path) -> int:
+    return RunRecord.open(path).store.conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+
+
+def test_promote_latest_run(runs, capsys):
+    root, thresholds = runs
+    make_run(root, "20260101T000000Z-old")
+    latest = make_run(root, "20260102T000000Z-new", answer=flipping)
+    (latest / "cost_projection.json").write_text('{"total_usd": 0}\n')
+    (root / "20260103T000000Z-empty").mkdir()  # no trials store: not a run to promote
+    to = root.parent / "baseline"
+    code, out, err = promote(capsys, "--runs-dir", root, "--to", to)
+    assert code == 0, err
+    assert out.count("\n") == 1 and "20260102T000000Z-new" in out
+    assert count(to) == count(latest) == 80
+    assert RunRecord.open(to).run_id == "20260102T000000Z-new"
+    promoted = json.loads((to / "PROMOTED.json").read_text())
+    assert promoted["run_id"] == "20260102T000000Z-new" and promoted["source"] == str(latest.resolve())
+    assert (to / "cost_projection.json").read_text() == '{"total_usd": 0}\n'
+    assert sorted(p.name for p in to.iterdir()) == ["PROMOTED.json", "cost_projection.json", "trials.sqlite"]
+    # a baseline directory inside the runs directory is not itself "the latest run"
+    inside = root / "zz-baseline"
+    assert promote(capsys, "--runs-dir", root, "--to", inside)[0] == 0
+    code, out, _ = promote(capsys, "--runs-dir", root, "--to", inside)
+    assert code == 0 and "20260102T000000Z-new" in out
+    # the promoted baseline is what compare reads: the flipping run against itself, no regression
+    code, out, _ = compare(capsys, to, latest, "--thresholds", thresholds)
+    assert code == 0 and "| m vs m@20260102T000000Z-new |" in out
+
+
+def test_promote_named_run_includes_wal_and_replaces(runs, capsys):
+    root, _ = runs
+    to = root.parent / "baseline"
+    make_run(root, "first")
+    assert promote(capsys, root / "first", "--to", to)[0] == 0
+    assert (to / "cost_projection.json").exists() is False
+    # a run still open by its writer: its trials are in the WAL, not yet in the main file
+    run = make_run(root, "second", items=range(30), close=False)
+    assert (run / "trials.sqlite-wal").stat().st_size > 0
+    code, out, err = promote(capsys, run / "trials.sqlite", "--to", to)
+    assert code == 0, err
+    assert count(to) == 30 * K
+    assert json.loads((to / "PROMOTED.json").read_text())["run_id"] == "second"
+    assert not list(to.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("case", ["no-runs-dir", "empty-runs-dir", "missing-run", "corrupt-run"])
+def test_promote_bad_input_exits_2(runs, capsys, case):
+    root, _ = runs
+    to = root.parent / "baseline"
+    args = ["--runs-dir", root, "--to", to]
+    if case == "empty-runs-dir":
+        (root / "20260101T000000Z-x").mkdir(parents=True)
+    elif case == "missing-run":
+        args = [root / "ghost", *args]
+    elif case == "corrupt-run":
+        (root / "bad").mkdir(parents=True)
+        (root / "bad" / "trials.sqlite").write_bytes(b"\x00garbage" * 200)
+        args = [root / "bad", *args]
+    code, out, err = promote(capsys, *args)
+    assert_clean_error(code, out, err, "no run to promote" if "runs-dir" in case else "run ")
+    assert not to.exists()
+
+
+# ---------------------------------------------------------------------------------------- scripts/audit
+
+
+@pytest.fixture
+def audit_sandbox(tmp_path):
+    """A copy of scripts/audit beside a stub Makefile (setup and report do nothing) and a stub python
+    that records its arguments and exits with $STUB_STATUS: the script's own logic, no audit."""
+    if shutil.which("make") is None or shutil.which("bash") is None:
+        pytest.skip("needs make and bash")
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "audit", tmp_path / "scripts" / "audit")
+    (tmp_path / "Makefile").write_text("setup:\n\t@true\nreport:\n\t@true\n")
+    python = tmp_path / "stubenv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(textwrap.dedent("""\
+        #!/usr/bin/env bash
+        printf '%s\\n' "$@" > "$(dirname "$0")/../args"
+        exit "${STUB_STATUS:-0}"
+        """))
+    python.chmod(0o755)
+
+    def run(*args: str, status: int = 0) -> tuple[int, list[str], str]:
+        env = {**os.environ, "VENV": "stubenv", "STUB_STATUS": str(status)}
+        proc = subprocess.run(["bash", str(tmp_path / "scripts" / "audit"), *args], capture_output=True,
+                              text=True, env=env, cwd=tmp_path)
+        return proc.returncode, (tmp_path / "stubenv" / "args").read_text().splitlines(), proc.stderr
+
+    return tmp_path, run
+
+
+def test_audit_script_adds_promoted_baseline(audit_sandbox):
+    root, run = audit_sandbox
+    code, args, err = run("-k", "arc")
+    assert code == 0 and "--baseline" not in args and "reports/baseline" not in err
+    (root / "reports" / "baseline").mkdir(parents=True)
+    (root / "reports" / "baseline" / "trials.sqlite").write_bytes(b"")
+    code, args, err = run("-k", "arc", "--baseline-partial", status=1)
+    assert code == 1
+    assert args == ["-m", "pytest", "suites", "-n", "auto", "--alluredir", "reports/allure-results", "-k", "arc",
+                    "--baseline-partial", "--baseline", "reports/baseline"]
+    assert "reports/baseline" in err
+    for own in (["--baseline", "reports/runs/x"], ["--baseline=reports/runs/x"]):
+        code, args, err = run(*own, status=4)
+        assert code == 4 and args.count("reports/baseline") == 0 and args[-len(own):] == own
