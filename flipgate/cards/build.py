@@ -161,7 +161,8 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
 
 def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[dict]) -> dict:
     """SPEC §4 for one card: σ_π / σ_δ of the card's facets and mean |δ| of its cells from the panel's
-    modal fit, the model's θ from the correct fit, both fits' diagnostics and the ODI verdicts."""
+    modal fit, the model's θ and its Δθ against its baselines (SPEC §11) from the correct fit, both
+    fits' diagnostics and the ODI verdicts."""
     cells = {c: v for c, v in analysis["cells"].items() if v["dataset"] == dataset}
     facets = sorted({v["facet"] for v in cells.values()})
     return {
@@ -170,6 +171,7 @@ def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[dict
         "sizes": analysis["sizes"], "draws_per_chain": analysis.get("draws_per_chain"),
         "facets": {f: analysis["facets"][f] for f in facets},
         "cells": cells, "theta": (analysis["models"].get(model_id) or {}).get("theta"),
+        "versions": [v for v in analysis.get("versions", []) if v["candidate"] == model_id],
         "diagnostics": analysis["diagnostics"], "passed": analysis["passed"],
         "unmeasured": analysis.get("unmeasured", []),
         "verdicts": [{**v, "why": v.get("why")} for v in verdicts
@@ -240,8 +242,10 @@ def regression_markdown(comparisons: list[dict], level: float | None = None,
 
 
 def envelope_section(analysis: dict, model_id: str) -> dict:
-    """SR App. B (iii)–(vi) for one model: score neighbourhood, verdict and ranking stability, scope."""
+    """SR App. B (iii)–(vi) for one model: score neighbourhood, verdict and ranking stability, scope;
+    ``versions``: its envelope deltas against its baseline, where it names one in the roster."""
     mine = analysis["models"][model_id]
+    versions = [v for v in analysis.get("versions", []) if v["candidate"] == model_id]
     return {
         "name": analysis["envelope"], "sha256": analysis["envelope_sha256"], "tier": analysis["tier"],
         "n_configs": analysis["n_configs"], "n_items": analysis["n_items"], "anchor": analysis["anchor"],
@@ -260,6 +264,7 @@ def envelope_section(analysis: dict, model_id: str) -> dict:
         "configs": [c for c in analysis["configs"] if c["model"] == model_id],
         "axes": analysis["axes"], "exemplar_ids": analysis["exemplar_ids"],
         "scope_not_varied": analysis["scope_not_varied"],
+        **({"versions": versions} if versions else {}),  # SPEC §11: this model vs its baseline
     }
 
 
@@ -429,6 +434,19 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
         lines += ["", "| pair | N+ | N− | N0 | ρ_flip | ceiling | strict disagreement |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {esc(p['model_a'])} vs {esc(p['model_b'])} | {p['n_plus']} | {p['n_minus']} | {p['n_zero']} "
                   f"| {_num(p['rho_flip'])} | {_num(p['ceiling'])} | {_num(p['strict_disagreement'])} |" for p in r["pairs"]]
+    signed = lambda x: "–" if x is None or x != x else f"{x:+.3f}" if x else "0.000"  # noqa: E731
+    for v in env.get("versions", []):  # SPEC §11: this model (candidate) vs its baseline over the envelope
+        if "missing" in v:
+            lines += ["", f"vs baseline {esc(v['baseline'])}: not compared ({esc(v['missing'])})."]
+            continue
+        lines += ["", f"vs baseline {esc(v['baseline'])} over {v['n_configs']} shared configurations "
+                  f"(Δ = candidate − baseline): mean Δ {fmt(v['mean_delta'])} (configuration bootstrap), "
+                  f"min {signed(v['min_delta'])}, max {signed(v['max_delta'])}; worse on {v['n_worse']}, better on "
+                  f"{v['n_better']}, equal on {v['n_equal']}; ρ_flip {_num(v['rho_flip'])} "
+                  f"(ceiling {_num(v['ceiling'])}).",
+                  "", "| configuration | candidate | baseline | Δ |", "|---|---|---|---|"]
+        lines += [f"| {esc(d['config'])} | {_num(d['candidate'])} | {_num(d['baseline'])} | {signed(d['delta'])} |"
+                  for d in v["deltas"]]
     variance = env.get("variance") or {}
     lines += ["", "Variance shares (Type-II ANOVA, SR App. F): " + (
         f"η² model {_num(variance['eta_model'])}, implementation {_num(variance['eta_impl'])}, "
@@ -455,6 +473,11 @@ def odi_markdown(odi: dict) -> list[str]:
     lines += [f"| {esc(c)} | {hdi(v['mean_abs_delta'])} |" for c, v in odi["cells"].items()]
     if odi.get("theta"):
         lines += ["", f"θ (correct outcome, centred over the panel): {hdi(odi['theta'])}."]
+    for v in odi.get("versions", []):
+        d = v.get("delta_theta")
+        lines += ["", f"Δθ vs {esc(v['baseline'])} (correct outcome): " + (
+            f"median {_num(d['median'])}, {pct} HDI [{_num(d['hdi'][0])}, {_num(d['hdi'][1])}]." if d
+            else f"not estimated: {esc(v.get('missing'))}.")]
     lines += ["", "Diagnostics: " + "; ".join(
         f"{esc(o)}: R̂ max {_num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail min {d['ess_tail_min']:.0f}, "
         f"{d['divergences']} divergences" for o, d in odi["diagnostics"].items())

@@ -5,12 +5,14 @@ Input: seed-averaged configuration scores (:func:`flipgate.envelope.run.config_s
 roster model on one benchmark. Output: a JSON-able dict with per-model score neighbourhood (min /
 mean / max, SDI and CFR_θ with configuration-bootstrap ranges), pairwise ρ_flip, roster ranking
 stability (τ_R with its range, total-order mismatch, orderings reached), the ANOVA variance shares,
-parse-clean recomputation, scoring-path strata and the core-tier ablation.
+parse-clean recomputation, scoring-path strata and the core-tier ablation; with (candidate, baseline)
+pairs, per-configuration score deltas and ρ_flip between model versions (SPEC §11).
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from flipgate import FlipgateError
@@ -103,12 +105,51 @@ def variance_shares(scores: pd.DataFrame) -> dict:
     return shares.as_dict()
 
 
+def version_deltas(scores: pd.DataFrame, pairs, n_boot: int, seed: int, level: float) -> list[dict]:
+    """Regression between model versions over the envelope (SPEC §11): per (candidate, baseline)
+    pair, over the configurations both were scored on, the per-configuration score delta
+    (candidate − baseline), its mean with a configuration-bootstrap interval, min / max, how many
+    configurations the candidate is worse / better / equal on (exact, strict signs) and ρ_flip
+    between the two versions (:func:`flipgate.metrics.rho_flip`) with its ceiling ⌊|C|/2⌋/|C|.
+    A pair with a model (or shared configuration) missing is ``{candidate, baseline, missing: why}``."""
+    present = set(scores["model"].astype(str))
+    out = []
+    for candidate, baseline in pairs:
+        entry = {"candidate": str(candidate), "baseline": str(baseline)}
+        absent = [f"{role} {name!r} has no configuration score on this benchmark"
+                  for role, name in (("candidate", candidate), ("baseline", baseline)) if str(name) not in present]
+        if absent:
+            out.append({**entry, "missing": "; ".join(absent)})
+            continue
+        both = scores[scores["model"].astype(str).isin([str(candidate), str(baseline)])]
+        wide = M.to_score_matrix(both.assign(model=both["model"].astype(str)))
+        if len(wide) == 0:
+            out.append({**entry, "missing": "no configuration was scored for both versions"})
+            continue
+        a, b = wide[str(candidate)].to_numpy(float), wide[str(baseline)].to_numpy(float)
+        delta = a - b
+        n_better, n_worse, n_equal = M.sign_counts(a, b)  # N+ = candidate > baseline
+        entry.update(
+            n_configs=int(len(wide)),
+            deltas=[{"config": str(c), "candidate": float(x), "baseline": float(y), "delta": float(d)}
+                    for c, x, y, d in zip(wide.index, a, b, delta)],
+            mean_delta=_boot(delta, np.mean, n_boot, seed, level) if len(delta) >= 2 else _est(float(delta.mean())),
+            min_delta=float(delta.min()), max_delta=float(delta.max()),
+            n_worse=n_worse, n_better=n_better, n_equal=n_equal,
+            rho_flip=M.rho_flip(a, b), ceiling=M.rho_flip_ceiling(len(wide)))
+        out.append(entry)
+    return out
+
+
 def analyse(scores: pd.DataFrame, anchor: str, thetas: list[float], n_boot: int = 1000, seed: int = 42,
-            level: float = 0.95, min_parse_rate: float = 0.95) -> dict:
-    """The whole disclosure for one benchmark (see module docstring)."""
+            level: float = 0.95, min_parse_rate: float = 0.95, pairs=()) -> dict:
+    """The whole disclosure for one benchmark (see module docstring); with ``pairs`` of (candidate,
+    baseline) model ids also ``versions`` (:func:`version_deltas`)."""
     full = {"models": model_neighbourhood(scores, anchor, thetas, n_boot, seed, level),
             "roster": roster_stability(scores, n_boot, seed, level), "variance": variance_shares(scores),
             "headline_max": headlines(scores, thetas, n_boot, seed, level)}
+    if pairs:
+        full["versions"] = version_deltas(scores, pairs, n_boot, seed, level)
     clean = M.parse_clean(scores, min_parse_rate, thetas)
     full["parse_clean"] = {"min_parse_rate": min_parse_rate, "cells_dropped": int(len(clean.dropped)),
                            "cells_kept": int(len(clean.frame)),

@@ -47,7 +47,10 @@ class EnvelopeCell:
         scores = config_scores(per_seed)
         cfg = self.auditor.config
         anchor = self.envelope.anchor(self.benchmark.name)
-        analysis = analyse(scores, anchor.id, thetas_for(thresholds.values()), cfg.bootstrap_n, cfg.seed, cfg.level)
+        roster = self.roster()
+        pairs = [(m, cfg.models[m]["baseline"]) for m in roster if cfg.models[m].get("baseline") in roster]
+        analysis = analyse(scores, anchor.id, thetas_for(thresholds.values()), cfg.bootstrap_n, cfg.seed, cfg.level,
+                           pairs=pairs)
         _, exemplars = runner.split(self.benchmark)
         analysis.update({
             "envelope": self.envelope.name, "envelope_sha256": self.envelope.sha256, "tier": self.envelope.run_tier,

@@ -62,8 +62,10 @@ class ODICell:
         settings = dict(self.auditor.config.odi)
         profile, seed = settings.pop("profile", "fast"), settings.pop("seed", 0)
         trials, used, unmeasured = self.panel()
+        roster, models = self.roster(), self.auditor.config.models
+        versions = [(m, models[m]["baseline"]) for m in roster if models[m].get("baseline") in roster]
         analysis = odi(trials, PRIMARY, profile, seed, thresholds=bounds, ci_level=level, gate_levels=levels,
-                       **settings)
+                       versions=versions, **settings)
         analysis.update(roster=self.roster(), unmeasured=unmeasured, ci_level=level, readouts=used)
         return analysis
 

@@ -276,14 +276,25 @@ def diagnostics(fit: ODIFit, rhat_max: float = 1.01, ess_min: float = 400, max_d
 
 
 def summarize(fit: ODIFit, hdi_prob: float = 0.89, ci_level: float | None = None, gate_levels=(),
-              **thresholds) -> dict:
+              versions=(), **thresholds) -> dict:
     """JSON-ready posterior summary: per facet σ_π (draw-wise median over its items) and σ_δ, per
     (facet, dataset) cell mean |δ| (estimate: mean |posterior-mean δ| with δ centred in its cell;
-    HDI: of the draw-wise mean |δ|), per model θ, each with ``hdi_prob`` HDIs (and, with
-    ``ci_level``, a ``ci`` HDI at that level), and :func:`diagnostics` (``thresholds`` go to it)."""
+    HDI: of the draw-wise mean |δ|), per model θ, per (candidate, baseline) pair of ``versions``
+    Δθ = θ_candidate − θ_baseline draw-wise (SPEC §11; ``missing`` instead when either is not in
+    the fit), each with ``hdi_prob`` HDIs (and, with ``ci_level``, a ``ci`` HDI at that level), and
+    :func:`diagnostics` (``thresholds`` go to it)."""
     q = reported(fit.draws, fit.data)
     d = fit.data
     interval = partial(_interval, prob=hdi_prob, ci_level=ci_level, gate_levels=tuple(gate_levels))
+    index = {m: j for j, m in enumerate(d.models)}
+
+    def version(c: str, b: str) -> dict:
+        gone = [m for m in (c, b) if m not in index]
+        if gone:
+            return {"candidate": c, "baseline": b,
+                    "missing": f"{' and '.join(gone)} not in the {d.outcome}-outcome fit (no usable trials)"}
+        return {"candidate": c, "baseline": b,
+                "delta_theta": interval(q["theta"][..., index[c]] - q["theta"][..., index[b]])}
 
     def abs_delta(c: int) -> dict:  # estimate from the posterior-mean δ; intervals from the draws
         hdis = {k: v for k, v in interval(q["mean_abs_delta"][..., c]).items() if k != "median"}
@@ -296,6 +307,7 @@ def summarize(fit: ODIFit, hdi_prob: float = 0.89, ci_level: float | None = None
         "cells": {f"{f}/{ds}": {"facet": f, "dataset": ds, "mean_abs_delta": abs_delta(c)}
                   for c, (f, ds) in enumerate(d.cells)},
         "models": {m: {"theta": interval(q["theta"][..., j])} for j, m in enumerate(d.models)},
+        "versions": [version(c, b) for c, b in versions],
         "diagnostics": diagnostics(fit, **thresholds),
         "draws_per_chain": fit.draws_per_chain, "num_chains": fit.profile.num_chains,
         "timings": {k: round(v, 2) for k, v in fit.timings.items()},
@@ -303,16 +315,18 @@ def summarize(fit: ODIFit, hdi_prob: float = 0.89, ci_level: float | None = None
 
 
 def odi(trials, readout: str, profile: str | Profile = "fast", seed: int = 0, hdi_prob: float = 0.89,
-        thresholds: dict | None = None, ci_level: float | None = None, gate_levels=(), **overrides) -> dict:
+        thresholds: dict | None = None, ci_level: float | None = None, gate_levels=(), versions=(),
+        **overrides) -> dict:
     """Both ODI fits of a trials table (SPEC §4): the modal outcome gives per-facet σ_π / σ_δ and
-    per-cell |δ|; the correct outcome gives per-model θ. ``passed`` needs both fits' diagnostics;
-    ``thresholds`` go to :func:`diagnostics`, ``ci_level`` / ``gate_levels`` add gate intervals
-    (:func:`summarize`)."""
+    per-cell |δ|; the correct outcome gives per-model θ and, for each (candidate, baseline) pair of
+    ``versions``, Δθ (SPEC §11). ``passed`` needs both fits' diagnostics; ``thresholds`` go to
+    :func:`diagnostics`, ``ci_level`` / ``gate_levels`` add gate intervals (:func:`summarize`)."""
     fits = {o: summarize(fit(from_trials(trials, readout, o), profile, seed, **overrides), hdi_prob, ci_level,
-                         gate_levels, **(thresholds or {})) for o in ("modal", "correct")}
+                         gate_levels, versions if o == "correct" else (), **(thresholds or {}))
+            for o in ("modal", "correct")}
     return {"readout": readout, "profile": fits["modal"]["profile"], "hdi_prob": hdi_prob,
             "facets": fits["modal"]["facets"], "cells": fits["modal"]["cells"], "models": fits["correct"]["models"],
-            "diagnostics": {o: s["diagnostics"] for o, s in fits.items()},
+            "versions": fits["correct"]["versions"], "diagnostics": {o: s["diagnostics"] for o, s in fits.items()},
             "sizes": {o: s["sizes"] for o, s in fits.items()},
             "draws_per_chain": {o: s["draws_per_chain"] for o, s in fits.items()},
             "timings": {o: s["timings"] for o, s in fits.items()},
