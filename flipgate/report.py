@@ -77,8 +77,10 @@ def k_ablation_plot(name: str, by_readout: dict[str, dict]) -> bytes:
 
 
 def report_cell(facet: str, dataset: str, model_id: str, summaries: dict[str, dict],
-                items: pd.DataFrame, verdicts: list[dict], params: dict) -> None:
-    """Label and annotate the running test (epic = facet, feature = dataset, story = model)."""
+                items: pd.DataFrame, verdicts: list[dict], params: dict, trend: list | None = None) -> None:
+    """Label and annotate the running test (epic = facet, feature = dataset, story = model). ``trend``:
+    the primary readout's flip rate per run (:func:`flipgate.trend.metric_trend`, this run last),
+    plotted and attached from two runs on."""
     allure = _allure()
     if allure is None:
         return
@@ -103,6 +105,13 @@ def report_cell(facet: str, dataset: str, model_id: str, summaries: dict[str, di
         allure.attach(table.to_csv(index=False), name="K-policies.csv", attachment_type=allure.attachment_type.CSV)
         allure.attach(k_ablation_plot(f"K-ablation: {facet} / {dataset} / {model_id}", summaries),
                       name="K-ablation.png", attachment_type=allure.attachment_type.PNG)
+    if trend and len(trend) >= 2:
+        from flipgate.trend import trend_plot
+
+        allure.attach(trend_plot(trend, f"flip rate over runs: {facet} / {dataset} / {model_id} ({primary})"),
+                      name="flip rate trend.png", attachment_type=allure.attachment_type.PNG)
+        allure.attach(pd.DataFrame([p.to_dict() for p in trend]).to_csv(index=False), name="flip rate trend.csv",
+                      attachment_type=allure.attachment_type.CSV)
 
 
 def neighbourhood_plot(name: str, analysis: dict) -> bytes:

@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, 
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS comparisons (model_id TEXT, dataset TEXT, cell TEXT, baseline TEXT, result TEXT,
     PRIMARY KEY (model_id, dataset, cell, baseline));
+CREATE TABLE IF NOT EXISTS summaries (model_id TEXT, dataset TEXT, cell TEXT, readout TEXT, metric TEXT,
+    estimate REAL, lo REAL, hi REAL, n_items INTEGER, PRIMARY KEY (model_id, dataset, cell, readout, metric));
 """
 CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
 
@@ -157,6 +159,27 @@ class TrialStore:
                                  "ORDER BY model_id, dataset, cell, baseline", (model_id, model_id))
         return [json.loads(r[0]) for r in rows]
 
+    def add_summaries(self, model_id: str, dataset: str, cell: str, summaries: dict[str, dict]) -> None:
+        """A cell's metric estimates per readout (every ``{estimate, ci}`` entry of its Summary), kept so
+        later runs can plot each metric's trend across runs (:mod:`flipgate.trend`)."""
+        rows = [(model_id, dataset, cell, readout, metric, _num(v["estimate"]),
+                 *(_num(x) for x in v["ci"] or (None, None)), s.get("n_items"))
+                for readout, s in summaries.items() for metric, v in s.items()
+                if isinstance(v, dict) and "estimate" in v and "ci" in v]
+        with self.conn:
+            self.conn.executemany("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def summaries(self, model_id: str, dataset: str, cell: str) -> dict[str, dict]:
+        """readout -> {metric: {estimate, ci}, "n_items": N}, as :meth:`add_summaries` stored them
+        (a NaN is read back as None)."""
+        out: dict[str, dict] = {}
+        rows = self.conn.execute("SELECT readout, metric, estimate, lo, hi, n_items FROM summaries WHERE model_id = ? "
+                                 "AND dataset = ? AND cell = ? ORDER BY readout, metric", (model_id, dataset, cell))
+        for readout, metric, est, lo, hi, n in rows:
+            block = out.setdefault(readout, {"n_items": n})
+            block[metric] = {"estimate": est, "ci": None if lo is None and hi is None else [lo, hi]}
+        return out
+
     def trials(self, **where) -> pd.DataFrame:
         clause = " AND ".join(f"{k} = ?" for k in where) or "1"
         df = pd.read_sql_query(f"SELECT * FROM trials WHERE {clause}", self.conn, params=list(where.values()))
@@ -181,6 +204,14 @@ class TrialStore:
         rows = self.conn.execute("SELECT result FROM verdicts WHERE model_id = ? AND dataset = ? "
                                  "ORDER BY facet, threshold", (model_id, dataset))
         return [json.loads(r[0]) for r in rows]
+
+
+def _num(value) -> float | None:
+    """A metric value as a plain float; None for a missing or NaN one."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if value != value else value
 
 
 def _cell(value):

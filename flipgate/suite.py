@@ -14,6 +14,7 @@ from flipgate.facets import get_facet, split_cell
 from flipgate.gate import evaluate
 from flipgate.report import report_cell
 from flipgate.summary import control_summary, facet_summary
+from flipgate.trend import metric_trend
 
 
 def fail_input(exc: FlipgateError):
@@ -78,11 +79,15 @@ class FlipCell:
                             thresholds.on_inconclusive)
         for v in verdicts:
             v["facet"] = self.name
-        self.auditor.store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
+        store = self.auditor.store
+        store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
+        store.add_summaries(self.model_id, self.dataset, self.name, summaries)
+        # the runs directory holds every run's store: this cell's flip rate across them, this run last
+        trend = metric_trend(store.path.parent.parent, self.model_id, self.dataset, self.name, primary, "flip_rate")
         report_cell(self.name, self.dataset, self.model_id, summaries, items, verdicts, {
             "model": self.model_id, "dataset": self.dataset, "facet": self.name, "K": self.auditor.config.k,
             "N": summaries[primary]["n_items"], "primary_readout": primary,
-            "thresholds": ", ".join(thresholds.files)})
+            "thresholds": ", ".join(thresholds.files)}, trend)
         assert_verdicts(verdicts)
         return verdicts
 
