@@ -17,7 +17,9 @@ def test_repo_models_and_thresholds_are_valid():
     cfg = load_models(REPO / "models.yaml")
     assert "smollm2-135m-instruct" in cfg.models
     assert [d.name for d in cfg.facets["option_order"]] == ["mmlu", "arc_challenge", "commonsense_qa"]
-    assert cfg.audited("order") == ["smollm2-135m-instruct", "gemma3-270m"] and cfg.odi["profile"] == "fast"
+    assert cfg.audited("order") == ["smollm2-135m-instruct", "gemma3-270m", "smollm2-135m-instruct-nf4"]
+    assert cfg.odi["profile"] == "fast" and cfg.models["smollm2-135m-instruct-nf4"]["baseline"] == "smollm2-135m-instruct"
+    assert cfg.cells("smollm2-135m-instruct-nf4") == [("option_order", "mmlu"), ("same_ordering:option_order", "mmlu")]
     ts = load_thresholds(REPO / "thresholds", "smollm2-135m-instruct")
     assert any(t.metric == "flip_rate" for t in ts.thresholds)
     assert {t.metric for t in ts.thresholds if t.facet == "odi"} == {"sigma_pi", "mean_abs_delta"}

@@ -109,8 +109,9 @@ class RegressionCell:
         if p.skip:
             pytest.skip(p.skip)
         try:
-            for model_id in (p.candidate, p.baseline if p.run is None else None):
-                why = model_id and self.auditor.unmeasurable(model_id, self.dataset, split_cell(self.cell)[1])
+            live = [p.candidate] + ([p.baseline] if p.run is None else [])  # models this session measures
+            for model_id in live:
+                why = self.auditor.unmeasurable(model_id, self.dataset, split_cell(self.cell)[1])
                 if why:
                     pytest.skip(why)
             comparison = self.measure()
