@@ -373,13 +373,10 @@ def pytest_sessionstart(session):
     """Controller only, with ``--budget``: the cost guard (flipgate.cost.guard) before any paid call.
     A refusal exits with ``exitcodes.BUDGET_REFUSED``, bad input with ``exitcodes.USAGE_ERROR``."""
     config = session.config
-    if getattr(config, "workerinput", None) is not None:
+    budget = config.getoption("--budget")
+    if budget is None or getattr(config, "workerinput", None) is not None:
         return
     from flipgate import exitcodes
-
-    budget = config.getoption("--budget")
-    if budget is None:
-        return
     from flipgate.cost import BudgetRefused, guard
 
     out = _resolve(config, "--runs-dir") / config._flipgate_run_id / "cost_projection.json"

@@ -98,7 +98,9 @@ class RegressionCell:
         primary = self.auditor.readouts(self.pairing.candidate, facet)[1]
         comparison = compare_cell(base, cand, self.cell, self.dataset, primary, cfg.bootstrap_n, cfg.level,
                                   cfg.seed, self.partial)
-        comparison.baseline = self.pairing.baseline_name
+        # across runs the baseline is named with its run, as `python -m flipgate compare` does
+        comparison.baseline = self.pairing.baseline if self.pairing.run is None else \
+            f"{self.pairing.baseline}@{identity['run_id']}"
         comparison.baseline_identity = identity
         return comparison
 

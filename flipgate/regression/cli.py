@@ -24,6 +24,7 @@ from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.grammar import GRAMMAR_VERSION
+from flipgate.regression import table
 from flipgate.regression.runs import STORE_NAME, RunRecord
 
 #: exit statuses of the two commands
@@ -97,7 +98,7 @@ def _compare(argv: list[str]) -> int:
     result = compare_runs(args.baseline, args.candidate, args.thresholds, args.model, args.baseline_partial,
                           args.level)
     if args.format == "json":
-        data = json.loads(_table().to_json(result["comparisons"]))
+        data = json.loads(table.to_json(result["comparisons"]))
         data.update({k: result[k] for k in ("baseline_run", "candidate_run", "skipped", "summary")})
         print(json.dumps(data, indent=2))
         print(result["summary"]["line"], file=sys.stderr)
@@ -106,19 +107,13 @@ def _compare(argv: list[str]) -> int:
     return REGRESSION if result["summary"]["failed"] else OK
 
 
-def _table():
-    from flipgate.regression import table
-
-    return table
-
-
 def _markdown(result: dict, level: float) -> str:
     base, cand = result["baseline_run"], result["candidate_run"]
     lines = [f"Regression: candidate run {cand['run_id']} ({cand['trials_store']}) vs baseline run "
              f"{base['run_id']} ({base['trials_store']}; git {base['git_commit'] or '–'}, {base['date'] or 'date –'})",
              ""]
     if result["comparisons"]:
-        lines.append(_table().markdown(result["comparisons"], level).rstrip("\n"))
+        lines.append(table.markdown(result["comparisons"], level).rstrip("\n"))
         lines.append("")
     lines += [f"skipped: {_skip_label(s)}: {s['reason']}" for s in result["skipped"]]
     lines.append(result["summary"]["line"])

@@ -24,15 +24,6 @@ class Pairing:
         where = "" if self.run is None else "@baseline-run"
         return f"{self.candidate}-vs-{self.baseline or 'none'}{where}"
 
-    @property
-    def baseline_name(self) -> str:
-        """How verdicts and cards name the baseline (run-qualified across runs)."""
-        return self.baseline if self.run is None else f"{self.baseline}@{_run_id(self.run)}"
-
-
-def _run_id(path: Path) -> str:
-    return path.parent.name if path.name == "trials.sqlite" else path.name
-
 
 def baseline_in(record: RunRecord, candidate: str, declared: str | None) -> tuple[str | None, str | None]:
     """(baseline model id in ``record``, None) or (None, why not): the candidate's own id (its previous
