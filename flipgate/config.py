@@ -8,7 +8,6 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import yaml

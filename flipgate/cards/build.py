@@ -10,7 +10,6 @@ from importlib import metadata
 from pathlib import Path
 
 import jsonschema
-import pandas as pd
 import yaml
 
 from flipgate.facets import FACETS, readouts_for, split_cell

@@ -7,7 +7,6 @@ import functools
 from dataclasses import dataclass
 
 import pandas as pd
-import pytest
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
