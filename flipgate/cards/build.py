@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import subprocess
 import warnings
 from importlib import metadata
@@ -13,6 +12,7 @@ import jsonschema
 import yaml
 
 from flipgate.facets import FACETS, readouts_for, split_cell
+from flipgate.files import atomic_write
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
 from flipgate import metrics as M
@@ -517,13 +517,6 @@ def model_index(model_id: str, cards: list[dict]) -> dict:
     return {"model-index": [{"name": model_id, "results": results}]}
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 class StaleCardWarning(UserWarning):
     """A card JSON on disk that cannot enter its model's model-index.yaml (unreadable or not schema-valid)."""
 
@@ -556,18 +549,18 @@ def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 100
     for model_id, dataset in pairs:
         card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root, qvals)
         base = Path(out_dir) / model_id / dataset
-        _atomic_write(base.with_suffix(".json"), json.dumps(card, indent=2, sort_keys=False))
-        _atomic_write(base.with_suffix(".md"), card_markdown(card))
+        atomic_write(base.with_suffix(".json"), json.dumps(card, indent=2, sort_keys=False))
+        atomic_write(base.with_suffix(".md"), card_markdown(card))
         written += [base.with_suffix(".json"), base.with_suffix(".md")]
     for model_id in dict.fromkeys(m for m, _ in pairs):
         cards = cards_on_disk(Path(out_dir) / model_id, model_id)
         path = Path(out_dir) / model_id / "model-index.yaml"
-        _atomic_write(path, yaml.safe_dump(model_index(model_id, cards), sort_keys=False))
+        atomic_write(path, yaml.safe_dump(model_index(model_id, cards), sort_keys=False))
         written.append(path)
         comparisons = store.comparisons(model_id)
         if comparisons:
             path = Path(out_dir) / model_id / "regression.md"
-            _atomic_write(path, regression_page(model_id, comparisons, run_id, level))
+            atomic_write(path, regression_page(model_id, comparisons, run_id, level))
             written.append(path)
     return written
 

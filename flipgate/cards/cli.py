@@ -7,49 +7,40 @@ never the author's text or other metadata. Exit 0, or 2 with one ``flipgate: `` 
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
-import os
-import sys
 import warnings
 from pathlib import Path
 
 import yaml
 
+from flipgate import FlipgateError
 from flipgate.cards.build import cards_on_disk, md_escape, model_index, regression_markdown
+from flipgate.cli import OK, Parser, one_line, run_command
 from flipgate.facets import split_cell
+from flipgate.files import atomic_write
 
 BEGIN, END = "<!-- flipgate:begin -->", "<!-- flipgate:end -->"
 NOTE = "<!-- written by `python -m flipgate card`; edits between these markers are replaced on the next run -->"
 
 
-class CardError(Exception):
-    """A usage or input error: one line for stderr."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not argparse's usage block
-        raise CardError(f"card: {message} (usage: python -m flipgate card --into README.md [--model ID] "
-                        f"[--grid-cards-dir DIR])")
-
-
 def card_main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m flipgate card",
-                     description="Merge a model's GRID cards and model-index into a Hugging Face model card.")
+    """``python -m flipgate card --into README.md ...``; returns the exit status."""
+    return run_command(_card, argv)
+
+
+def _card(argv: list[str]) -> int:
+    parser = Parser(prog="python -m flipgate card",
+                    description="Merge a model's GRID cards and model-index into a Hugging Face model card.")
     parser.add_argument("--into", required=True, type=Path, help="the model card (README.md) to create or update")
     parser.add_argument("--model", help="model id (default: the only model under --grid-cards-dir)")
     parser.add_argument("--grid-cards-dir", type=Path, default=Path("grid_cards"))
-    try:
-        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-        model, cards, index = load_model(args.grid_cards_dir, args.model)
-        merge_into(args.into, model, cards, index, args.grid_cards_dir)
-    except CardError as exc:
-        print(f"flipgate: {exc}", file=sys.stderr)
-        return 2
+    args = parser.parse_args(argv)
+    model, cards, index = load_model(args.grid_cards_dir, args.model)
+    merge_into(args.into, model, cards, index, args.grid_cards_dir)
     print(f"flipgate: {args.into}: GRID section of {model} ({len(cards)} dataset"
           f"{'s' if len(cards) != 1 else ''}) and model-index merged")
-    return 0
+    return OK
 
 
 def model_dirs(grid_dir: Path) -> list[str]:
@@ -58,13 +49,13 @@ def model_dirs(grid_dir: Path) -> list[str]:
 
 
 def load_model(grid_dir: Path, model: str | None) -> tuple[str, list[dict], dict]:
-    """(model id, its valid cards by dataset, its model-index) from ``grid_dir``, or a CardError."""
+    """(model id, its valid cards by dataset, its model-index) from ``grid_dir``, or a FlipgateError."""
     if not grid_dir.is_dir():
-        raise CardError(f"{grid_dir}: no GRID cards directory (run the audit first, or pass --grid-cards-dir)")
+        raise FlipgateError(f"{grid_dir}: no GRID cards directory (run the audit first, or pass --grid-cards-dir)")
     if model is None:
         models = model_dirs(grid_dir)
         if len(models) != 1:
-            raise CardError(f"{grid_dir}: " + (f"holds {len(models)} models ({', '.join(models)}); pick one with "
+            raise FlipgateError(f"{grid_dir}: " + (f"holds {len(models)} models ({', '.join(models)}); pick one with "
                                                "--model" if models else "holds no model's GRID cards"))
         model = models[0]
     model_dir = grid_dir / model
@@ -73,23 +64,19 @@ def load_model(grid_dir: Path, model: str | None) -> tuple[str, list[dict], dict
         cards = cards_on_disk(model_dir, model) if model_dir.is_dir() else []
     if not cards:
         known = model_dirs(grid_dir)
-        raise CardError(f"{model_dir}: no GRID cards of model {model!r}"
+        raise FlipgateError(f"{model_dir}: no GRID cards of model {model!r}"
                         + (f" (models there: {', '.join(known)})" if known else ""))
     path = model_dir / "model-index.yaml"
     if path.is_file():
         try:
             index = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise CardError(f"{path}: unreadable ({type(exc).__name__}: {_one_line(exc)})") from None
+            raise FlipgateError(f"{path}: unreadable ({type(exc).__name__}: {one_line(exc)})") from None
         if not isinstance(index, dict) or not isinstance(index.get("model-index"), list):
-            raise CardError(f"{path}: has no model-index list")
+            raise FlipgateError(f"{path}: has no model-index list")
     else:
         index = model_index(model, cards)
     return model, cards, index
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
 
 
 def _fmt(m: dict | None) -> str:
@@ -149,7 +136,7 @@ def merge_section(text: str, section: str, where: Path) -> str:
         return (text.rstrip("\n") + "\n\n" if text.strip() else "") + block + "\n"
     start, end = text.find(BEGIN), text.find(END)
     if n_begin != 1 or n_end != 1 or end < start:
-        raise CardError(f"{where}: expected one {BEGIN} … {END} pair, found {n_begin} begin and {n_end} end "
+        raise FlipgateError(f"{where}: expected one {BEGIN} … {END} pair, found {n_begin} begin and {n_end} end "
                         f"markers; fix them by hand, nothing was written")
     return text[:start] + block + text[end + len(END):]
 
@@ -174,11 +161,11 @@ def merge_into(path: Path, model: str, cards: list[dict], index: dict, grid_dir:
     try:
         name, results = model_index_to_eval_results(index["model-index"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise CardError(f"{grid_dir / model / 'model-index.yaml'}: not a valid model-index ({_one_line(exc)})") from None
+        raise FlipgateError(f"{grid_dir / model / 'model-index.yaml'}: not a valid model-index ({one_line(exc)})") from None
     if path.is_dir():
-        raise CardError(f"{path}: is a directory, not a model card file")
+        raise FlipgateError(f"{path}: is a directory, not a model card file")
     if not path.parent.is_dir():
-        raise CardError(f"{path.parent}: no such directory for the model card")
+        raise FlipgateError(f"{path.parent}: no such directory for the model card")
     with _quiet_hub():
         try:
             if path.exists():
@@ -186,14 +173,11 @@ def merge_into(path: Path, model: str, cards: list[dict], index: dict, grid_dir:
             else:
                 card = ModelCard(f"---\n{yaml.safe_dump(index, sort_keys=False)}---\n\n# {model}\n")
         except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
-            raise CardError(f"{path}: unreadable model card ({type(exc).__name__}: {_one_line(exc)})") from None
+            raise FlipgateError(f"{path}: unreadable model card ({type(exc).__name__}: {one_line(exc)})") from None
         card.data.model_name, card.data.eval_results = name, results  # the model-index key, replaced
         card.text = merge_section(card.text, grid_section(model, cards, grid_dir), path)
         content = str(card)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(content, encoding="utf-8", newline="")
-        os.replace(tmp, path)
+        atomic_write(path, content)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise CardError(f"{path}: cannot write ({_one_line(exc)})") from None
+        raise FlipgateError(f"{path}: cannot write ({one_line(exc)})") from None

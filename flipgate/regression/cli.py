@@ -11,24 +11,21 @@ the baseline ``scripts/audit`` compares with when it exists.
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
 import datetime as dt
 import json
-import os
-import shutil
 import sqlite3
 import sys
-import tempfile
 from pathlib import Path
 
 from flipgate import FlipgateError
+from flipgate.cli import OK, Parser, run_command
+from flipgate.files import atomic_copy, atomic_write, replace_with
 from flipgate.grammar import GRAMMAR_VERSION
 from flipgate.regression import table
 from flipgate.regression.runs import STORE_NAME, RunRecord
 
-#: exit statuses of the two commands
-OK, REGRESSION, USAGE = 0, 1, 2
+#: exit status of a comparison in which a regression threshold failed
+REGRESSION = 1
 #: the seed a run without recorded metadata was drawn with (the models.yaml default)
 DEFAULT_SEED = 42
 N_BOOT = 1000
@@ -36,39 +33,10 @@ PROMOTED = "PROMOTED.json"
 COST_PROJECTION = "cost_projection.json"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as a FlipgateError (one ``flipgate: `` line, exit 2)."""
-
-    def error(self, message):
-        raise FlipgateError(f"{self.prog}: {message} (see {self.prog} --help)")
-
-
-def _run(main, argv: list[str] | None) -> int:
-    """Run a command body on its arguments (those after the command name): a FlipgateError (bad
-    input) or an unreadable store or path is one line on stderr and exit 2, never a traceback."""
-    try:
-        return main([] if argv is None else list(argv))
-    except SystemExit as exc:  # --help, or argparse exiting by itself
-        return exc.code if isinstance(exc.code, int) else (OK if exc.code is None else USAGE)
-    except FlipgateError as exc:
-        print(f"flipgate: {_one_line(exc)}", file=sys.stderr)
-        return USAGE
-    except (sqlite3.DatabaseError, json.JSONDecodeError) as exc:
-        print(f"flipgate: could not read a trials store ({type(exc).__name__}: {_one_line(exc)})", file=sys.stderr)
-        return USAGE
-    except OSError as exc:
-        print(f"flipgate: {_one_line(exc)}", file=sys.stderr)
-        return USAGE
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
-
-
 # ---------------------------------------------------------------------------------------------- compare
 
-def _compare_parser() -> _Parser:
-    p = _Parser(prog="python -m flipgate compare",
+def _compare_parser() -> Parser:
+    p = Parser(prog="python -m flipgate compare",
                 description="Paired regression table of a candidate run against a baseline run (SPEC §11). "
                             "Exit 0: no regression threshold failed; 1: one failed; 2: bad or incomparable input.")
     p.add_argument("baseline", metavar="BASELINE", help="baseline run: reports/runs/<run_id>, reports/baseline "
@@ -88,7 +56,7 @@ def _compare_parser() -> _Parser:
 
 def compare_main(argv: list[str] | None = None) -> int:
     """``python -m flipgate compare BASELINE CANDIDATE ...``; returns the exit status."""
-    return _run(_compare, argv)
+    return run_command(_compare, argv)
 
 
 def _compare(argv: list[str]) -> int:
@@ -207,8 +175,8 @@ def _run_identity(record: RunRecord) -> dict:
 
 # ---------------------------------------------------------------------------------------------- baseline
 
-def _promote_parser() -> _Parser:
-    p = _Parser(prog="python -m flipgate baseline",
+def _promote_parser() -> Parser:
+    p = Parser(prog="python -m flipgate baseline",
                 description="Promote a finished run to the baseline that later audits and `compare` use.")
     p.add_argument("run", nargs="?", default=None, metavar="RUN",
                    help="run directory or its trials.sqlite (default: the latest run under --runs-dir)")
@@ -220,7 +188,7 @@ def _promote_parser() -> _Parser:
 
 def promote_main(argv: list[str] | None = None) -> int:
     """``python -m flipgate baseline [RUN] ...``; returns the exit status."""
-    return _run(_promote, argv)
+    return run_command(_promote, argv)
 
 
 def latest_run(runs_dir: Path | str, exclude: Path | str | None = None) -> Path:
@@ -253,33 +221,22 @@ def _promote(argv: list[str]) -> int:
     record.store.conn.close()
     cost = run_dir / COST_PROJECTION
     if cost.is_file():
-        _atomic_copy(cost, to / COST_PROJECTION)
+        atomic_copy(cost, to / COST_PROJECTION)
     else:
         (to / COST_PROJECTION).unlink(missing_ok=True)  # a previous baseline's projection would misdescribe it
     promoted = {"source": str(run_dir.resolve()), "trials_store": str(record.path.resolve()), "run_id": record.run_id,
                 "promoted": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "run_created": meta.get("created"), "git_commit": meta.get("git_commit"), "models": models,
                 "trials": n_trials}
-    _atomic_write(to / PROMOTED, json.dumps(promoted, indent=2) + "\n")
+    atomic_write(to / PROMOTED, json.dumps(promoted, indent=2) + "\n")
     print(f"promoted run {record.run_id} ({record.path}; {n_trials} trials of {', '.join(models)}) to {target}")
     return OK
 
 
-def _tmp_in(directory: Path, name: str) -> Path:
-    """An empty temporary file beside ``directory/name``, with the mode a new file would get."""
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    return Path(tmp)
-
-
 def _backup(source: sqlite3.Connection, target: Path) -> None:
-    """Copy a store with SQLite's backup API (what is still in its WAL included) into a single
-    self-contained file, written beside ``target`` and moved over it atomically."""
-    tmp = _tmp_in(target.parent, target.name)
-    try:
+    """Copy a store with SQLite's backup API (what is still in its WAL included) into one self-contained
+    file that atomically replaces ``target``."""
+    def fill(tmp: Path) -> None:
         dest = sqlite3.connect(str(tmp))
         try:
             source.backup(dest)
@@ -289,29 +246,5 @@ def _backup(source: sqlite3.Connection, target: Path) -> None:
             dest.close()
         for side in ("-wal", "-shm", "-journal"):  # a previous baseline's would be replayed onto the new file
             Path(f"{target}{side}").unlink(missing_ok=True)
-        os.replace(tmp, target)
-    except BaseException:
-        for leftover in (tmp, Path(f"{tmp}-journal")):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
-        raise
 
-
-def _atomic_copy(source: Path, target: Path) -> None:
-    tmp = _tmp_in(target.parent, target.name)
-    try:
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _atomic_write(target: Path, text: str) -> None:
-    tmp = _tmp_in(target.parent, target.name)
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    replace_with(target, fill)
