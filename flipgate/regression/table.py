@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+from flipgate.cards.build import md_escape
 from flipgate.regression.compare import DELTA_METRICS
 
 #: arrows for a delta's direction judged by its CI: ▲ worse, ▼ better, ≈ CI covers 0
@@ -60,17 +61,11 @@ def markdown(comparisons: list[dict], level: float | None = None) -> str:
             ci = f"[{_num(r['ci'][0], signed=True)}, {_num(r['ci'][1], signed=True)}]" if r["ci"] else "–"
             p = f"{_num(r['p_two_sided'], 4)} / {_num(r['p_regression'], 4)}" if r["p_two_sided"] is not None else "–"
             verdict = f"{r['verdict']} ({r['threshold']})" if r["verdict"] else "not gated"
-            lines.append(f"| {_md(r['candidate'])} vs {_md(r['baseline'])} | {_md(r['cell'])} | {_md(r['dataset'])} | "
+            lines.append(f"| {md_escape(r['candidate'])} vs {md_escape(r['baseline'])} | {md_escape(r['cell'])} | {md_escape(r['dataset'])} | "
                          f"{r['metric']} | {_num(r['baseline_value'])} | {_num(r['candidate_value'])} | "
                          f"{_num(r['delta'], signed=True)} | {ci} | {r['n_items'] if r['n_items'] is not None else '–'} | "
-                         f"{p} | {_md(verdict)} | {r['arrow']} |")
+                         f"{p} | {md_escape(verdict)} | {r['arrow']} |")
     return "\n".join(lines) + "\n"
-
-
-def _md(text) -> str:
-    from flipgate.cards.build import md_escape
-
-    return md_escape(text)
 
 
 def to_json(comparisons: list[dict]) -> str:
