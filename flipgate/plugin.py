@@ -114,7 +114,7 @@ def _check_baseline(config) -> None:
     from flipgate.config import load_models
 
     try:
-        _pairings(config, load_models(_resolve(config, "--models")))
+        config._flipgate_pairings = _pairings(config, load_models(_resolve(config, "--models")))
     except FlipgateError as exc:
         raise pytest.UsageError(f"flipgate: {exc}") from None
 
@@ -134,7 +134,8 @@ def _audit_config(config):
         for model_id in cfg.models:  # fail at collection on a malformed thresholds file
             load_thresholds(thresholds, model_id)
         roster, benchmarks = _envelope_plan(config, cfg)
-        config._flipgate_pairings = _pairings(config, cfg)
+        if getattr(config, "_flipgate_pairings", None) is None:  # the controller checked them at configure
+            config._flipgate_pairings = _pairings(config, cfg)
         compared = sorted({p.candidate for p in config._flipgate_pairings if not p.skip})
         config._flipgate_notes = check_thresholds(thresholds, cfg, plan_cells(cfg, roster, benchmarks, compared))
         config._flipgate_config = cfg

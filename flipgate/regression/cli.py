@@ -137,7 +137,7 @@ def compare_runs(baseline: str | Path, candidate: str | Path, thresholds_dir: st
                                           f"{base!r}: nothing to compare with (not a pass)"})
                 continue
             cand_arm = cand_run.arm(cand, cell, dataset)
-            comparison = compare_cell(base_arm, cand_arm, cell, dataset, _primary(cand_run, cand, cell), N_BOOT,
+            comparison = compare_cell(base_arm, cand_arm, cell, dataset, cand_run.primary_readout(cand, cell), N_BOOT,
                                       level, seed, partial)
             comparison.baseline = name
             comparison.baseline_identity = base_run.identity(base)
@@ -157,14 +157,6 @@ def compare_runs(baseline: str | Path, candidate: str | Path, thresholds_dir: st
             "summary": {"compared": len(comparisons), "skipped": len(skipped), "regressions": regressions,
                         "failed": len(failed), "verdicts": gated, "line": line},
             "baseline_run": _run_identity(base_run), "candidate_run": _run_identity(cand_run)}
-
-
-def _primary(record: RunRecord, model_id: str, cell: str) -> str:
-    try:
-        return record.primary_readout(model_id, cell)
-    except (KeyError, TypeError):
-        raise FlipgateError(f"candidate {record.path}: model {model_id!r} has no readouts / primary_readout in "
-                            f"its stored config") from None
 
 
 def _run_identity(record: RunRecord) -> dict:

@@ -42,6 +42,8 @@ class RunRecord:
 
     path: Path
     store: TrialStore
+    #: how errors name the run ("baseline", "candidate", ...)
+    role: str = "baseline"
 
     @classmethod
     def open(cls, path: Path | str, role: str = "baseline") -> "RunRecord":
@@ -56,7 +58,7 @@ class RunRecord:
             if missing:
                 raise FlipgateError(f"{role} {file}: not a flipgate trials store (table {table!r} "
                                     f"{'lacks columns ' + ', '.join(missing) if table in tables else 'is missing'})")
-        record = cls(file, store)
+        record = cls(file, store, role)
         if not record.models:
             raise FlipgateError(f"{role} {file}: the run recorded no model (was it interrupted before any trial?)")
         return record
@@ -136,7 +138,10 @@ class RunRecord:
         return Arm(model_id, trials, tuple(readouts), manifest, perm)
 
     def primary_readout(self, model_id: str, cell: str) -> str:
-        config = self.models[model_id]["config"]
+        config = self.models.get(model_id, {}).get("config") or {}
+        if not config.get("readouts") or not config.get("primary_readout"):
+            raise FlipgateError(f"{self.role} {self.path}: model {model_id!r} has no readouts / primary_readout in "
+                                f"its stored config")
         return readouts_for(split_cell(cell)[1], config["readouts"], config["primary_readout"])[1]
 
     def order_cells(self, model_id: str) -> list[tuple[str, str]]:
