@@ -1,4 +1,5 @@
 """What the benchmark scripts share: the model options and option-order prompts from a dataset."""
+
 from __future__ import annotations
 
 import argparse

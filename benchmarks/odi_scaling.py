@@ -6,6 +6,7 @@ small 4 models x 2 facets x 40 items; medium 8 x 3 facets x 2 datasets x 100 ite
     python benchmarks/odi_scaling.py [--scales small,medium] [--profiles fast,full] [--seed 0]
 On a 2-core CPU, `fast` at paper scale takes about 19 min and 9.6 GB; `full` beyond small takes hours.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,8 +16,24 @@ import numpy as np
 
 from flipgate.odi import PROFILES, SCALES, fit, simulate_scale, summarize
 
-COLUMNS = ["scale", "profile", "trials", "wall_s", "svi_s", "draws", "steps", "rhat_max", "ess_bulk", "ess_tail",
-           "div", "passed", "worst_ess", "sigma_pi_err", "theta_rmse", "delta_rmse"]
+COLUMNS = [
+    "scale",
+    "profile",
+    "trials",
+    "wall_s",
+    "svi_s",
+    "draws",
+    "steps",
+    "rhat_max",
+    "ess_bulk",
+    "ess_tail",
+    "div",
+    "passed",
+    "worst_ess",
+    "sigma_pi_err",
+    "theta_rmse",
+    "delta_rmse",
+]
 
 
 def recovery(summary: dict, truth: dict, data) -> dict[str, float]:
@@ -24,10 +41,14 @@ def recovery(summary: dict, truth: dict, data) -> dict[str, float]:
     cells' mean |δ| estimates."""
     sp = np.array([summary["facets"][f]["sigma_pi"]["median"] for f in data.facets])
     th = np.array([summary["models"][m]["theta"]["median"] for m in data.models])
-    md = np.array([summary["cells"][f"{f}/{d}"]["mean_abs_delta"]["estimate"] for f, d in data.cells])
-    return {"sigma_pi_err": float(np.abs(np.log(sp / truth["sigma_pi"])).max()),
-            "theta_rmse": float(np.sqrt(np.mean((th - truth["theta"]) ** 2))),
-            "delta_rmse": float(np.sqrt(np.mean((md - truth["mean_abs_delta"]) ** 2)))}
+    md = np.array(
+        [summary["cells"][f"{f}/{d}"]["mean_abs_delta"]["estimate"] for f, d in data.cells]
+    )
+    return {
+        "sigma_pi_err": float(np.abs(np.log(sp / truth["sigma_pi"])).max()),
+        "theta_rmse": float(np.sqrt(np.mean((th - truth["theta"]) ** 2))),
+        "delta_rmse": float(np.sqrt(np.mean((md - truth["mean_abs_delta"]) ** 2))),
+    }
 
 
 def row(scale: str, profile: str, seed: int) -> dict:
@@ -35,11 +56,22 @@ def row(scale: str, profile: str, seed: int) -> dict:
     result = fit(data, profile, seed=seed)
     summary = summarize(result)
     d = summary["diagnostics"]
-    return {"scale": scale, "profile": profile, "trials": data.n, "wall_s": result.timings["total_s"],
-            "svi_s": result.timings["svi_s"], "draws": result.draws_per_chain, "steps": result.mean_steps,
-            "rhat_max": d["rhat_max"], "ess_bulk": d["ess_bulk_min"], "ess_tail": d["ess_tail_min"],
-            "div": d["divergences"], "passed": d["passed"], "worst_ess": d["worst"]["ess_bulk"],
-            **recovery(summary, truth, data)}
+    return {
+        "scale": scale,
+        "profile": profile,
+        "trials": data.n,
+        "wall_s": result.timings["total_s"],
+        "svi_s": result.timings["svi_s"],
+        "draws": result.draws_per_chain,
+        "steps": result.mean_steps,
+        "rhat_max": d["rhat_max"],
+        "ess_bulk": d["ess_bulk_min"],
+        "ess_tail": d["ess_tail_min"],
+        "div": d["divergences"],
+        "passed": d["passed"],
+        "worst_ess": d["worst"]["ess_bulk"],
+        **recovery(summary, truth, data),
+    }
 
 
 def fmt(value) -> str:
@@ -49,7 +81,9 @@ def fmt(value) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--scales", default="small,medium", help=f"comma list of {list(SCALES)}")
     ap.add_argument("--profiles", default="fast,full", help=f"comma list of {list(PROFILES)}")
     ap.add_argument("--seed", type=int, default=0)

@@ -3,6 +3,7 @@
 Same model, same prompts, same run. Default model: the embedded SmolLM2-135M-Instruct.
     python benchmarks/readout_throughput.py [--n 48] [--batch-size 16] [--models models.yaml --model ID]
 """
+
 from __future__ import annotations
 
 import time
@@ -30,20 +31,33 @@ def main() -> None:
 
     scoring = HFBackend({**cfg, "readouts": ["letter_logprob"], "batch_size": args.batch_size})
     naive = HFBackend({**cfg, "readouts": ["regex"], "batch_size": 1})
-    batched_gen = HFBackend({**cfg, "readouts": ["regex", "letter_logprob"], "batch_size": args.batch_size})
-    arms = {"batched letter-logprob (forward pass, bs=%d)" % args.batch_size: timed(scoring, requests),
-            "naive generate loop (bs=1)": timed(naive, requests),
-            "batched generate + logprobs (bs=%d)" % args.batch_size: timed(batched_gen, requests)}
+    batched_gen = HFBackend(
+        {**cfg, "readouts": ["regex", "letter_logprob"], "batch_size": args.batch_size}
+    )
+    arms = {
+        "batched letter-logprob (forward pass, bs=%d)" % args.batch_size: timed(scoring, requests),
+        "naive generate loop (bs=1)": timed(naive, requests),
+        "batched generate + logprobs (bs=%d)" % args.batch_size: timed(batched_gen, requests),
+    }
     base = arms["naive generate loop (bs=1)"][0]
-    print(f"model {args.model}, {len(requests)} trials per arm, prompts from {args.dataset} option_order")
+    print(
+        f"model {args.model}, {len(requests)} trials per arm, prompts from {args.dataset} option_order"
+    )
     for name, (rate, _) in arms.items():
         print(f"  {name:48s} {rate:7.2f} trials/s   x{rate / base:5.2f} vs naive")
-    letters = [read_label("letter_logprob", o, r.labels, r.answer_prefix)
-               for o, r in zip(arms[next(iter(arms))][1], requests)]
-    texts = [read_label("regex", o, r.labels, r.answer_prefix) for o, r in zip(arms["naive generate loop (bs=1)"][1], requests)]
+    letters = [
+        read_label("letter_logprob", o, r.labels, r.answer_prefix)
+        for o, r in zip(arms[next(iter(arms))][1], requests)
+    ]
+    texts = [
+        read_label("regex", o, r.labels, r.answer_prefix)
+        for o, r in zip(arms["naive generate loop (bs=1)"][1], requests)
+    ]
     agree = sum(a == b for a, b in zip(letters, texts)) / len(requests)
-    print(f"  letter-logprob vs generated-text label agreement: {agree:.3f}; "
-          f"text parse rate {sum(t is not None for t in texts) / len(texts):.3f}")
+    print(
+        f"  letter-logprob vs generated-text label agreement: {agree:.3f}; "
+        f"text parse rate {sum(t is not None for t in texts) / len(texts):.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,15 +1,19 @@
 """``python -m flipgate <command>``: the parts of flipgate that work without pytest.
 
-  compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 regression / 2 usage)
-  baseline [RUN]               promote a run (default: the latest) to reports/baseline/
-  card --into README.md        merge GRID sections and model-index into a Hugging Face model card
+compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 regression / 2 usage)
+baseline [RUN]               promote a run (default: the latest) to reports/baseline/
+card --into README.md        merge GRID sections and model-index into a Hugging Face model card
 """
+
 from __future__ import annotations
 
 import sys
 
-COMMANDS = {"compare": "flipgate.regression.cli:compare_main", "baseline": "flipgate.regression.cli:promote_main",
-            "card": "flipgate.cards.cli:card_main"}
+COMMANDS = {
+    "compare": "flipgate.regression.cli:compare_main",
+    "baseline": "flipgate.regression.cli:promote_main",
+    "card": "flipgate.cards.cli:card_main",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

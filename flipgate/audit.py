@@ -1,4 +1,5 @@
 """The audit runner: turns (model, dataset, facet) into trials, through manifest, cache and store."""
+
 from __future__ import annotations
 
 import json
@@ -26,17 +27,23 @@ log = logging.getLogger("flipgate")
 
 @dataclass
 class Paths:
-    store: Path           # reports/runs/<run_id>/trials.sqlite
-    cache: Path | None    # response cache sqlite, None = --no-cache
-    manifests: Path       # fixtures/manifests
-    models: Path          # dequantised model cache
+    store: Path  # reports/runs/<run_id>/trials.sqlite
+    cache: Path | None  # response cache sqlite, None = --no-cache
+    manifests: Path  # fixtures/manifests
+    models: Path  # dequantised model cache
 
 
 class Auditor:
     """Runs cells for one process (an xdist worker or the whole session); loads each model once."""
 
-    def __init__(self, config: AuditConfig, run_id: str, paths: Paths, items_per_dataset: int | None = None,
-                 progress: bool = True):
+    def __init__(
+        self,
+        config: AuditConfig,
+        run_id: str,
+        paths: Paths,
+        items_per_dataset: int | None = None,
+        progress: bool = True,
+    ):
         self.config = config
         self.run_id = run_id
         self.paths = paths
@@ -54,8 +61,11 @@ class Auditor:
                 raise FlipgateError(f"{self.config.path}: no model with id {model_id!r}")
             cfg = {**self.config.models[model_id], "_cache_dir": str(self.paths.models)}
             backend = create_backend(cfg)
-            self.store.add_model(model_id, backend.fingerprint,
-                                 {k: v for k, v in cfg.items() if not k.startswith("_")})
+            self.store.add_model(
+                model_id,
+                backend.fingerprint,
+                {k: v for k, v in cfg.items() if not k.startswith("_")},
+            )
             self._backends[model_id] = backend
         return self._backends[model_id]
 
@@ -81,8 +91,13 @@ class Auditor:
 
     def manifest(self, dataset: str, facet_name: str, items: list[Item]) -> Manifest:
         facet = get_facet(facet_name)
-        manifest = Manifest.build(facet_name, dataset, {it.item_id: facet.n_units(it) for it in items},
-                                  self.config.k, self.config.seed)
+        manifest = Manifest.build(
+            facet_name,
+            dataset,
+            {it.item_id: facet.n_units(it) for it in items},
+            self.config.k,
+            self.config.seed,
+        )
         path = manifest.save(self.paths.manifests)
         self.store.add_manifest(facet_name, dataset, manifest.k, manifest.sha256, str(path))
         return manifest
@@ -91,7 +106,9 @@ class Auditor:
         """Why ``model_id`` cannot take this facet × dataset cell (its items carry images and the
         model takes none), or None when it can."""
         facet = get_facet(facet_name)
-        needs_images = getattr(facet, "needs_images", False) or any(it.images for it in self.items(dataset, facet_name))
+        needs_images = getattr(facet, "needs_images", False) or any(
+            it.images for it in self.items(dataset, facet_name)
+        )
         if needs_images and not getattr(self.backend(model_id), "supports_images", False):
             return f"model {model_id!r} takes no images: {facet_name} on {dataset} not measured"
         return None
@@ -108,7 +125,9 @@ class Auditor:
         facet = get_facet(facet_name)
         items = self.items(dataset, facet_name)
         if not items:
-            raise FlipgateError(f"dataset {dataset!r} has no items that facet {facet_name!r} can permute")
+            raise FlipgateError(
+                f"dataset {dataset!r} has no items that facet {facet_name!r} can permute"
+            )
         k = self.config.k
         plan = []  # (item, condition, perm, sample)
         if control is not None:
@@ -119,9 +138,17 @@ class Auditor:
             manifest = self.manifest(dataset, facet_name, items)
             for it in items:
                 plan += [(it, o, perm, 0) for o, perm in enumerate(manifest.entries[it.item_id])]
-        requests = [facet.render(it, perm, seed=item_seed(f"{it.item_id}#{s}", len(perm), k, self.config.seed)
-                                 if control is not None else 0, key=(dataset, it.item_id, name, o, s))
-                    for it, o, perm, s in plan]
+        requests = [
+            facet.render(
+                it,
+                perm,
+                seed=item_seed(f"{it.item_id}#{s}", len(perm), k, self.config.seed)
+                if control is not None
+                else 0,
+                key=(dataset, it.item_id, name, o, s),
+            )
+            for it, o, perm, s in plan
+        ]
         return plan, requests
 
     def trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
@@ -133,28 +160,53 @@ class Auditor:
         readouts = self.readouts(model_id, facet_name)[0]
         k = self.config.k
         plan, requests = self.cell_requests(dataset, name)
-        outputs, cached = self._outputs(model_id, requests, use_cache=control is None, label=f"{name}/{dataset}")
+        outputs, cached = self._outputs(
+            model_id, requests, use_cache=control is None, label=f"{name}/{dataset}"
+        )
         backend = self.backend(model_id)
         rows = []
         for (it, o, perm, s), req, out, hit in zip(plan, requests, outputs, cached):
             labels = {r: read_label(r, out, req.labels, req.answer_prefix) for r in readouts}
             mapped = {r: facet.map_back(lab, it, perm) for r, lab in labels.items()}
-            rows.append({
-                "run_id": self.run_id, "model_id": model_id,
-                "model_fingerprint": sha256_json(backend.fingerprint), "dataset": dataset,
-                "item_id": it.item_id, "facet": name, "condition": o, "permutation": list(perm), "sample": s,
-                "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix,
-                                                         [sha256_bytes(im) for im in req.images]])),
-                "raw_output": json.dumps(out.to_dict()), "readouts": labels, "mapped": mapped,
-                "correct": {r: facet.is_correct(m, it) for r, m in mapped.items()},
-                "gold": it.answer if it.gold is None else str(it.gold), "n_classes": facet.n_classes(it, k),
-                "tokens_in": out.tokens_in,
-                "tokens_out": out.tokens_out, "latency_s": out.latency_s, "cost_usd": out.cost_usd,
-                "from_cache": int(hit)})
+            rows.append(
+                {
+                    "run_id": self.run_id,
+                    "model_id": model_id,
+                    "model_fingerprint": sha256_json(backend.fingerprint),
+                    "dataset": dataset,
+                    "item_id": it.item_id,
+                    "facet": name,
+                    "condition": o,
+                    "permutation": list(perm),
+                    "sample": s,
+                    "prompt_sha256": sha256_text(
+                        json.dumps(
+                            [
+                                req.messages,
+                                req.answer_prefix,
+                                [sha256_bytes(im) for im in req.images],
+                            ]
+                        )
+                    ),
+                    "raw_output": json.dumps(out.to_dict()),
+                    "readouts": labels,
+                    "mapped": mapped,
+                    "correct": {r: facet.is_correct(m, it) for r, m in mapped.items()},
+                    "gold": it.answer if it.gold is None else str(it.gold),
+                    "n_classes": facet.n_classes(it, k),
+                    "tokens_in": out.tokens_in,
+                    "tokens_out": out.tokens_out,
+                    "latency_s": out.latency_s,
+                    "cost_usd": out.cost_usd,
+                    "from_cache": int(hit),
+                }
+            )
         self.store.add_trials(rows)
         return pd.DataFrame(rows)
 
-    def judgements(self, model_id: str, dataset: str, name: str, trials: pd.DataFrame) -> dict[str, str]:
+    def judgements(
+        self, model_id: str, dataset: str, name: str, trials: pd.DataFrame
+    ) -> dict[str, str]:
         """Judge verdicts (SPEC §3.5 sem-flip) per item over the K answers of a judged cell; the judge is
         ``audit.judge`` or the audited model itself."""
         from flipgate.judge import sem_flip_request, verdict_from_label
@@ -165,23 +217,38 @@ class Auditor:
         requests, order = [], []
         for item_id, g in trials.sort_values("condition").groupby("item_id", sort=True):
             answers = [r.get("regex") for r in g["readouts"]]
-            requests.append(sem_flip_request(items[item_id], answers, key=(dataset, item_id, f"judge:{name}", 0, 0)))
+            requests.append(
+                sem_flip_request(
+                    items[item_id], answers, key=(dataset, item_id, f"judge:{name}", 0, 0)
+                )
+            )
             order.append(item_id)
-        outputs, _ = self._outputs(judge_id, requests, use_cache=True, label=f"judge {name}/{dataset}")
+        outputs, _ = self._outputs(
+            judge_id, requests, use_cache=True, label=f"judge {name}/{dataset}"
+        )
         readout = self.config.models[judge_id]["primary_readout"]
-        verdicts = {i: verdict_from_label(read_label(readout, out, req.labels, req.answer_prefix))
-                    for i, out, req in zip(order, outputs, requests)}
+        verdicts = {
+            i: verdict_from_label(read_label(readout, out, req.labels, req.answer_prefix))
+            for i, out, req in zip(order, outputs, requests)
+        }
         self.store.add_judgements(model_id, dataset, name, judge_id, verdicts)
         return verdicts
 
-    def cache_keys(self, model_id: str, requests: list[Request],
-                   grammar_version: int | None = GRAMMAR_VERSION) -> list[str]:
+    def cache_keys(
+        self, model_id: str, requests: list[Request], grammar_version: int | None = GRAMMAR_VERSION
+    ) -> list[str]:
         """Response-cache keys of ``requests`` for ``model_id`` (see :meth:`_outputs`)."""
         settings = self.backend(model_id).settings
         return [cache_key(settings, r, grammar_version) for r in requests]
 
-    def _outputs(self, model_id: str, requests: list[Request], use_cache: bool,
-                 label: str, grammar_version: int | None = GRAMMAR_VERSION) -> tuple[list[Output], list[bool]]:
+    def _outputs(
+        self,
+        model_id: str,
+        requests: list[Request],
+        use_cache: bool,
+        label: str,
+        grammar_version: int | None = GRAMMAR_VERSION,
+    ) -> tuple[list[Output], list[bool]]:
         """Outputs of ``requests`` and whether each came from the cache. The cache key carries the
         SPEC §2 grammar version (facet cells, their cost pilot, the judge); envelope cells, which
         permute nothing, pass ``grammar_version=None``."""
@@ -196,7 +263,9 @@ class Auditor:
                 found = self.cache.get_many(keys)
                 todo = {k: r for k, r in zip(keys, requests) if k not in found}
                 if todo:
-                    fresh = dict(zip(todo, self._call(backend, list(todo.values()), label, list(todo))))
+                    fresh = dict(
+                        zip(todo, self._call(backend, list(todo.values()), label, list(todo)))
+                    )
                     found.update(fresh)
                     missed = set(todo)
                 else:
@@ -205,19 +274,29 @@ class Auditor:
             missed = set()
         return [found[k] for k in keys], [k not in missed for k in keys]
 
-    def _call(self, backend: Backend, requests: list[Request], label: str,
-              keys: list[str] | None = None) -> list[Output]:
+    def _call(
+        self, backend: Backend, requests: list[Request], label: str, keys: list[str] | None = None
+    ) -> list[Output]:
         """Call the backend in batches (or, for a streaming API backend, all at once under its own
         concurrency limit); with ``keys``, cache outputs as they return so a failure or
         interruption loses nothing already computed."""
         outputs: list[Output] = []
         streaming = getattr(backend, "streams_outputs", False)
         step = max(1, len(requests) if streaming else getattr(backend, "batch_size", 8))
-        with tqdm(total=len(requests), desc=f"{backend.model_id} {label}", unit="call",
-                  disable=not self.progress, leave=False) as bar:
+        with tqdm(
+            total=len(requests),
+            desc=f"{backend.model_id} {label}",
+            unit="call",
+            disable=not self.progress,
+            leave=False,
+        ) as bar:
             for start in range(0, len(requests), step):
-                chunk = requests[start:start + step]
-                chunk_keys = keys[start:start + step] if keys is not None and self.cache is not None else None
+                chunk = requests[start : start + step]
+                chunk_keys = (
+                    keys[start : start + step]
+                    if keys is not None and self.cache is not None
+                    else None
+                )
                 pending: dict[str, Output] = {}
 
                 def finished(i: int, out: Output) -> None:
@@ -228,12 +307,18 @@ class Auditor:
                             self._flush(backend.model_id, pending)
 
                 try:
-                    done = backend.complete(chunk, on_output=finished) if streaming else backend.complete(chunk)
+                    done = (
+                        backend.complete(chunk, on_output=finished)
+                        if streaming
+                        else backend.complete(chunk)
+                    )
                 except FlipgateError:
                     raise
                 except Exception as exc:
-                    raise FlipgateError(f"model {backend.model_id!r}: backend call failed on {label} "
-                                        f"(trial {chunk[0].key}): {type(exc).__name__}: {exc}") from exc
+                    raise FlipgateError(
+                        f"model {backend.model_id!r}: backend call failed on {label} "
+                        f"(trial {chunk[0].key}): {type(exc).__name__}: {exc}"
+                    ) from exc
                 finally:
                     self._flush(backend.model_id, pending)
                 outputs.extend(done)

@@ -4,6 +4,7 @@ The key is the sha256 of everything that determines an output: the backend's set
 digest, dtype, decoding, ...) and the request (messages, answer prefix, labels; the seed only when
 decoding samples). A rerun with a warm cache makes no model calls.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,12 +27,17 @@ def cache_key(settings: dict, request: Request, grammar_version: int | None = No
     (rendered under manifest orderings), so responses cached under an older grammar are cold;
     without it (envelope cells) the key is as before."""
     sampled = float(settings.get("temperature") or 0) > 0
-    body = {"settings": settings, "messages": request.messages, "prefix": request.answer_prefix,
-            "labels": request.labels, "seed": request.seed if sampled else None,
-            "max_new_tokens": request.max_new_tokens,
-            "images": [sha256_bytes(im) for im in request.images],
-            # replay answers by trial identity, so the identity is part of its key
-            "key": request.key if settings.get("backend") == "replay" else None}
+    body = {
+        "settings": settings,
+        "messages": request.messages,
+        "prefix": request.answer_prefix,
+        "labels": request.labels,
+        "seed": request.seed if sampled else None,
+        "max_new_tokens": request.max_new_tokens,
+        "images": [sha256_bytes(im) for im in request.images],
+        # replay answers by trial identity, so the identity is part of its key
+        "key": request.key if settings.get("backend") == "replay" else None,
+    }
     if grammar_version is not None:
         body["grammar_version"] = grammar_version
     return sha256_json(body)
@@ -45,9 +51,11 @@ class ResponseCache:
     def get_many(self, keys: list[str]) -> dict[str, Output]:
         found: dict[str, Output] = {}
         for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
+            chunk = keys[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for key, text in self.conn.execute(f"SELECT key, output FROM responses WHERE key IN ({marks})", chunk):
+            for key, text in self.conn.execute(
+                f"SELECT key, output FROM responses WHERE key IN ({marks})", chunk
+            ):
                 found[key] = Output.from_dict(json.loads(text))
         return found
 
@@ -56,7 +64,8 @@ class ResponseCache:
         with self.conn:
             self.conn.executemany(
                 "INSERT OR REPLACE INTO responses (key, model_id, output, created) VALUES (?, ?, ?, ?)",
-                [(k, model_id, json.dumps(o.to_dict()), now) for k, o in entries.items()])
+                [(k, model_id, json.dumps(o.to_dict()), now) for k, o in entries.items()],
+            )
 
     def __len__(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]

@@ -1,5 +1,6 @@
 """Plumbing shared by the ``python -m flipgate`` commands: usage and input errors are one line on
 stderr starting ``flipgate: `` and exit status 2, never a traceback."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,10 @@ def run_command(body: Callable[[list[str]], int], argv: list[str] | None) -> int
     except FlipgateError as exc:
         print(f"flipgate: {one_line(exc)}", file=sys.stderr)
     except (sqlite3.DatabaseError, json.JSONDecodeError) as exc:
-        print(f"flipgate: could not read a trials store ({type(exc).__name__}: {one_line(exc)})", file=sys.stderr)
+        print(
+            f"flipgate: could not read a trials store ({type(exc).__name__}: {one_line(exc)})",
+            file=sys.stderr,
+        )
     except OSError as exc:
         print(f"flipgate: {one_line(exc)}", file=sys.stderr)
     return USAGE

@@ -2,6 +2,7 @@
 
 Every error names the file, the path inside it and the offending value.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,28 @@ ODI_CELL = "odi"
 #: thresholds that only the suite-level cells take (their metrics exist nowhere else)
 SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL)
 #: ODI metrics: posterior quantities (``@<facet>`` selects one facet) and fit diagnostics
-ODI_METRICS = ("sigma_pi", "sigma_delta", "mean_abs_delta", "rhat_max", "ess_bulk_min", "ess_tail_min", "divergences")
+ODI_METRICS = (
+    "sigma_pi",
+    "sigma_delta",
+    "mean_abs_delta",
+    "rhat_max",
+    "ess_bulk_min",
+    "ess_tail_min",
+    "divergences",
+)
 #: envelope metrics (``facet: envelope`` only; ``cfr@θ`` by its base name)
-ENVELOPE_METRICS = ("sdi", "cfr", "score_min", "score_mean", "score_max", "rho_flip_max", "strict_disagreement_max",
-                    "tau_r", "total_order_mismatch", "orderings_reached")
+ENVELOPE_METRICS = (
+    "sdi",
+    "cfr",
+    "score_min",
+    "score_mean",
+    "score_max",
+    "rho_flip_max",
+    "strict_disagreement_max",
+    "tau_r",
+    "total_order_mismatch",
+    "orderings_reached",
+)
 #: metrics only a control cell (e.g. ``facet: same_ordering``) has
 CONTROL_METRICS = ("flip_rate_same", "delta_order", "ordering_excess_share")
 #: paired candidate − baseline deltas (``vs: baseline`` only, SPEC §11); delta_delta_order: control cells
@@ -53,18 +72,24 @@ def read_yaml(path: Path | str, schema_name: str) -> dict:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        raise FlipgateError(f"{path}: not UTF-8 text: byte {exc.object[exc.start:exc.start + 1]!r} at offset "
-                            f"{exc.start} (save the file as UTF-8)") from None
+        raise FlipgateError(
+            f"{path}: not UTF-8 text: byte {exc.object[exc.start : exc.start + 1]!r} at offset "
+            f"{exc.start} (save the file as UTF-8)"
+        ) from None
     except yaml.YAMLError as exc:
         raise FlipgateError(f"{path}: not valid YAML: {exc}") from None
     validator = jsonschema.Draft202012Validator(_schema(schema_name))
     # best_match descends into oneOf/anyOf branches to the error that names the real field
-    errors = sorted((jsonschema.exceptions.best_match([e]) for e in validator.iter_errors(data)),
-                    key=lambda e: list(e.absolute_path))
+    errors = sorted(
+        (jsonschema.exceptions.best_match([e]) for e in validator.iter_errors(data)),
+        key=lambda e: list(e.absolute_path),
+    )
     if errors:
-        lines = [f"{path}: field {_path(e.absolute_path)}: {e.message}"
-                 + (f" (value: {e.instance!r})" if not isinstance(e.instance, (dict, list)) else "")
-                 for e in errors[:5]]
+        lines = [
+            f"{path}: field {_path(e.absolute_path)}: {e.message}"
+            + (f" (value: {e.instance!r})" if not isinstance(e.instance, (dict, list)) else "")
+            for e in errors[:5]
+        ]
         raise FlipgateError("invalid configuration\n  " + "\n  ".join(lines))
     return data
 
@@ -96,13 +121,19 @@ class AuditConfig:
         """Every (facet or control cell, dataset) the audit runs, e.g. ("same_ordering:option_order", "mmlu");
         with ``model_id``, those of that model (its ``facets:`` / ``datasets:`` restrict the plan)."""
         out = [(name, d.name) for name, specs in self.facets.items() for d in specs]
-        out += [(control_cell(c, f), d.name) for c, pairs in self.controls.items() for f, d in pairs]
+        out += [
+            (control_cell(c, f), d.name) for c, pairs in self.controls.items() for f, d in pairs
+        ]
         if model_id is None:
             return out
         model = self.models[model_id]
         facets, datasets = model.get("facets"), model.get("datasets")
-        return [(cell, d) for cell, d in out
-                if (facets is None or split_cell(cell)[1] in facets) and (datasets is None or d in datasets)]
+        return [
+            (cell, d)
+            for cell, d in out
+            if (facets is None or split_cell(cell)[1] in facets)
+            and (datasets is None or d in datasets)
+        ]
 
     def dataset(self, name: str) -> DatasetSpec:
         for specs in self.facets.values():
@@ -129,61 +160,95 @@ def load_models(path: Path | str) -> AuditConfig:
     models: dict[str, dict] = {}
     for i, m in enumerate(data["models"]):
         if m["id"] in models:
-            raise FlipgateError(f"{path}: field models[{i}].id: duplicate model id (value: {m['id']!r})")
+            raise FlipgateError(
+                f"{path}: field models[{i}].id: duplicate model id (value: {m['id']!r})"
+            )
         readouts = m.get("readouts") or default_readouts(m)
         primary = m.get("primary_readout", readouts[0])
         if primary not in readouts:
-            raise FlipgateError(f"{path}: field models[{i}].primary_readout: {primary!r} is not in readouts")
-        models[m["id"]] = {**m, "primary_readout": primary, "readouts": readouts,
-                           "suites": m.get("suites", ["order", "envelope"])}
+            raise FlipgateError(
+                f"{path}: field models[{i}].primary_readout: {primary!r} is not in readouts"
+            )
+        models[m["id"]] = {
+            **m,
+            "primary_readout": primary,
+            "readouts": readouts,
+            "suites": m.get("suites", ["order", "envelope"]),
+        }
     facets = {}
     for name, spec in (audit.get("facets") or DEFAULT_PLAN).items():
         if name not in FACETS:
-            raise FlipgateError(f"{path}: field audit.facets.{name}: unknown facet (value: {name!r}); "
-                                f"known: {', '.join(sorted(FACETS))}")
-        facets[name] = [DatasetSpec.parse(d, f"{path}: field audit.facets.{name}.datasets[{j}]")
-                        for j, d in enumerate(spec["datasets"])]
+            raise FlipgateError(
+                f"{path}: field audit.facets.{name}: unknown facet (value: {name!r}); "
+                f"known: {', '.join(sorted(FACETS))}"
+            )
+        facets[name] = [
+            DatasetSpec.parse(d, f"{path}: field audit.facets.{name}.datasets[{j}]")
+            for j, d in enumerate(spec["datasets"])
+        ]
     controls = {}
     for name, spec in (audit.get("controls") or {c: {} for c in CONTROLS}).items():
         if name not in CONTROLS:
-            raise FlipgateError(f"{path}: field audit.controls.{name}: unknown control (value: {name!r}); "
-                                f"known: {', '.join(sorted(CONTROLS))}")
+            raise FlipgateError(
+                f"{path}: field audit.controls.{name}: unknown control (value: {name!r}); "
+                f"known: {', '.join(sorted(CONTROLS))}"
+            )
         chosen = spec.get("facets") or list(facets)
         for j, f in enumerate(chosen):
             if f not in facets:
-                raise FlipgateError(f"{path}: field audit.controls.{name}.facets[{j}]: facet not declared under "
-                                    f"audit.facets (value: {f!r})")
+                raise FlipgateError(
+                    f"{path}: field audit.controls.{name}.facets[{j}]: facet not declared under "
+                    f"audit.facets (value: {f!r})"
+                )
         only = set(spec.get("datasets") or [])
         declared = {d.name for f in chosen for d in facets[f]}
         for j, d in enumerate(spec.get("datasets") or []):
             if d not in declared:
-                raise FlipgateError(f"{path}: field audit.controls.{name}.datasets[{j}]: dataset not declared for "
-                                    f"its facets {chosen} (value: {d!r}); declared: {', '.join(sorted(declared))}")
+                raise FlipgateError(
+                    f"{path}: field audit.controls.{name}.datasets[{j}]: dataset not declared for "
+                    f"its facets {chosen} (value: {d!r}); declared: {', '.join(sorted(declared))}"
+                )
         controls[name] = [(f, d) for f in chosen for d in facets[f] if not only or d.name in only]
     declared = {d.name for specs in facets.values() for d in specs}
     for i, m in enumerate(data["models"]):
         for key, known in (("facets", list(facets)), ("datasets", sorted(declared))):
             for j, name in enumerate(m.get(key) or []):
                 if name not in known:
-                    raise FlipgateError(f"{path}: field models[{i}].{key}[{j}]: not declared under audit.facets "
-                                        f"(value: {name!r}); declared: {', '.join(known)}")
+                    raise FlipgateError(
+                        f"{path}: field models[{i}].{key}[{j}]: not declared under audit.facets "
+                        f"(value: {name!r}); declared: {', '.join(known)}"
+                    )
         base = m.get("baseline")
         if base is None:
             continue
         where = f"{path}: field models[{i}].baseline"
         if base not in models or base == m["id"]:
-            raise FlipgateError(f"{where}: {'a model cannot be its own baseline' if base == m['id'] else 'no model with this id'} "
-                                f"(value: {base!r}); models: {', '.join(models)}")
+            raise FlipgateError(
+                f"{where}: {'a model cannot be its own baseline' if base == m['id'] else 'no model with this id'} "
+                f"(value: {base!r}); models: {', '.join(models)}"
+            )
         for who in (m["id"], base):
             if "order" not in models[who]["suites"]:
-                raise FlipgateError(f"{where}: {who!r} must list suite 'order' to be compared (value: {base!r})")
+                raise FlipgateError(
+                    f"{where}: {who!r} must list suite 'order' to be compared (value: {base!r})"
+                )
     boot = audit.get("bootstrap") or {}
     judge = audit.get("judge")
     if judge is not None and judge not in models:
         raise FlipgateError(f"{path}: field audit.judge: no model with this id (value: {judge!r})")
-    return AuditConfig(path, models, audit.get("seed", 42), audit.get("k", 6),
-                       audit.get("items_per_dataset", 30), boot.get("n", 1000), boot.get("level", 0.95),
-                       facets, controls, judge, audit.get("odi") or {})
+    return AuditConfig(
+        path,
+        models,
+        audit.get("seed", 42),
+        audit.get("k", 6),
+        audit.get("items_per_dataset", 30),
+        boot.get("n", 1000),
+        boot.get("level", 0.95),
+        facets,
+        controls,
+        judge,
+        audit.get("odi") or {},
+    )
 
 
 @dataclass(frozen=True)
@@ -209,13 +274,30 @@ class Threshold:
 
     @property
     def selectors(self) -> dict[str, str]:
-        return {k: v for k, v in (("model", self.model), ("facet", self.facet), ("dataset", self.dataset),
-                                  ("readout", self.readout), ("vs", self.vs)) if v}
+        return {
+            k: v
+            for k, v in (
+                ("model", self.model),
+                ("facet", self.facet),
+                ("dataset", self.dataset),
+                ("readout", self.readout),
+                ("vs", self.vs),
+            )
+            if v
+        }
 
     @property
     def key(self) -> tuple:
         """What an override replaces and what two thresholds of one file may not share."""
-        return self.metric, self.facet, self.dataset, self.readout, self.model, self.vs, self.direction
+        return (
+            self.metric,
+            self.facet,
+            self.dataset,
+            self.readout,
+            self.model,
+            self.vs,
+            self.direction,
+        )
 
     @property
     def label(self) -> str:
@@ -227,7 +309,9 @@ class Threshold:
         """``facet`` selects a facet, a control (on any facet) or one control cell
         (``same_ordering:option_order``); without it a threshold covers every facet, not controls."""
         control, facet = split_cell(cell)
-        if cell in SUITE_CELLS or self.facet in SUITE_CELLS:  # envelope / ODI metrics only where named
+        if (
+            cell in SUITE_CELLS or self.facet in SUITE_CELLS
+        ):  # envelope / ODI metrics only where named
             facet_ok = self.facet == cell
         elif self.facet is None:
             facet_ok = control is None
@@ -251,13 +335,39 @@ class ThresholdSet:
 #: metric -> (lowest, highest) a bound may take; rates are in [0, 1]
 _RATE = (0.0, 1.0)
 METRIC_RANGES: dict[str, tuple[float, float]] = {
-    **{m: _RATE for m in ("flip_rate", "osi", "pairwise_disagreement", "parse_rate", "accuracy", "acc_swing",
-                          "flip_rate_same", "sem_flip_rate", "judge_parse_rate", "score_min", "score_mean",
-                          "score_max", "rho_flip_max", "strict_disagreement_max", "total_order_mismatch", "cfr")},
-    "delta_order": (-1.0, 1.0), **{m: (-1.0, 1.0) for m in REGRESSION_METRICS}, "ordering_excess_share": (-math.inf, 1.0), "tau_r": (-1.0, 1.0),
-    "sdi": (0.0, math.inf), "orderings_reached": (1.0, math.inf),
-    "sigma_pi": (0.0, math.inf), "sigma_delta": (0.0, math.inf), "mean_abs_delta": (0.0, math.inf),
-    "rhat_max": (1.0, math.inf), "ess_bulk_min": (0.0, math.inf), "ess_tail_min": (0.0, math.inf),
+    **{
+        m: _RATE
+        for m in (
+            "flip_rate",
+            "osi",
+            "pairwise_disagreement",
+            "parse_rate",
+            "accuracy",
+            "acc_swing",
+            "flip_rate_same",
+            "sem_flip_rate",
+            "judge_parse_rate",
+            "score_min",
+            "score_mean",
+            "score_max",
+            "rho_flip_max",
+            "strict_disagreement_max",
+            "total_order_mismatch",
+            "cfr",
+        )
+    },
+    "delta_order": (-1.0, 1.0),
+    **{m: (-1.0, 1.0) for m in REGRESSION_METRICS},
+    "ordering_excess_share": (-math.inf, 1.0),
+    "tau_r": (-1.0, 1.0),
+    "sdi": (0.0, math.inf),
+    "orderings_reached": (1.0, math.inf),
+    "sigma_pi": (0.0, math.inf),
+    "sigma_delta": (0.0, math.inf),
+    "mean_abs_delta": (0.0, math.inf),
+    "rhat_max": (1.0, math.inf),
+    "ess_bulk_min": (0.0, math.inf),
+    "ess_tail_min": (0.0, math.inf),
     "divergences": (0.0, math.inf),
 }
 
@@ -274,7 +384,9 @@ def _check_bound(path: Path, i: int, t: dict, direction: str) -> float:
         raise FlipgateError(f"{where}: a bound must be a finite number (value: {value!r})")
     lo, hi = metric_range(t["metric"])
     if not lo <= value <= hi:
-        raise FlipgateError(f"{where}: {value!r} is outside the range of {t['metric']} [{lo:g}, {hi:g}]")
+        raise FlipgateError(
+            f"{where}: {value!r} is outside the range of {t['metric']} [{lo:g}, {hi:g}]"
+        )
     return float(value)
 
 
@@ -285,42 +397,77 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
     for i, t in enumerate(data["thresholds"]):
         facet = t.get("facet")
         control, base = split_cell(facet or "")
-        if facet is not None and not (facet in FACETS or facet in CONTROLS or facet in SUITE_CELLS
-                                      or (control in CONTROLS and base in FACETS)):
-            raise FlipgateError(f"{path}: field thresholds[{i}].facet: unknown facet (value: {facet!r}); "
-                                f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS) + list(SUITE_CELLS)))}")
+        if facet is not None and not (
+            facet in FACETS
+            or facet in CONTROLS
+            or facet in SUITE_CELLS
+            or (control in CONTROLS and base in FACETS)
+        ):
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}].facet: unknown facet (value: {facet!r}); "
+                f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS) + list(SUITE_CELLS)))}"
+            )
         odi_metric = t["metric"].partition("@")[0] in ODI_METRICS
         if odi_metric != (facet == ODI_CELL):
-            raise FlipgateError(f"{path}: field thresholds[{i}]: ODI metrics (sigma_pi, mean_abs_delta, rhat_max, ...) "
-                                f"go with facet: {ODI_CELL} and only they do (value: metric {t['metric']!r}, "
-                                f"facet {facet!r})")
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}]: ODI metrics (sigma_pi, mean_abs_delta, rhat_max, ...) "
+                f"go with facet: {ODI_CELL} and only they do (value: metric {t['metric']!r}, "
+                f"facet {facet!r})"
+            )
         base = t["metric"].partition("@")[0]
         if (base in ENVELOPE_METRICS) != (facet == ENVELOPE_CELL):
-            raise FlipgateError(f"{path}: field thresholds[{i}]: envelope metrics (sdi, cfr@θ, rho_flip_max, ...) go "
-                                f"with facet: {ENVELOPE_CELL} and only they do (value: metric {t['metric']!r}, "
-                                f"facet {facet!r})")
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}]: envelope metrics (sdi, cfr@θ, rho_flip_max, ...) go "
+                f"with facet: {ENVELOPE_CELL} and only they do (value: metric {t['metric']!r}, "
+                f"facet {facet!r})"
+            )
         if (base in REGRESSION_METRICS) != (t.get("vs") == "baseline"):
-            raise FlipgateError(f"{path}: field thresholds[{i}]: regression deltas (delta_flip_rate, delta_accuracy, "
-                                f"...) go with vs: baseline and only they do (value: metric {t['metric']!r}, "
-                                f"vs {t.get('vs')!r})")
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}]: regression deltas (delta_flip_rate, delta_accuracy, "
+                f"...) go with vs: baseline and only they do (value: metric {t['metric']!r}, "
+                f"vs {t.get('vs')!r})"
+            )
         if base == "delta_delta_order" and control is None and facet not in CONTROLS:
-            raise FlipgateError(f"{path}: field thresholds[{i}].facet: delta_delta_order exists only in control cells; "
-                                f"name one, e.g. facet: same_ordering (value: {facet!r})")
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}].facet: delta_delta_order exists only in control cells; "
+                f"name one, e.g. facet: same_ordering (value: {facet!r})"
+            )
         if base in CONTROL_METRICS and control is None and facet not in CONTROLS:
-            raise FlipgateError(f"{path}: field thresholds[{i}].facet: {t['metric']} exists only in control cells; "
-                                f"name one, e.g. facet: same_ordering (value: {facet!r})")
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}].facet: {t['metric']} exists only in control cells; "
+                f"name one, e.g. facet: same_ordering (value: {facet!r})"
+            )
         of = t["metric"].partition("@")[2] if odi_metric else ""
         if of and of not in FACETS:
-            raise FlipgateError(f"{path}: field thresholds[{i}].metric: unknown facet after '@' (value: "
-                                f"{t['metric']!r}); known: {', '.join(sorted(FACETS))}")
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}].metric: unknown facet after '@' (value: "
+                f"{t['metric']!r}); known: {', '.join(sorted(FACETS))}"
+            )
         direction = "max" if "max" in t else "min"
-        new = Threshold(t["metric"], _check_bound(path, i, t, direction), direction, t.get("rule", "lower"), facet,
-                        t.get("dataset"), t.get("readout"), f"{path.name}#{i}", t.get("level", file_level),
-                        t.get("why"), t.get("model"), t.get("vs"))
+        new = Threshold(
+            t["metric"],
+            _check_bound(path, i, t, direction),
+            direction,
+            t.get("rule", "lower"),
+            facet,
+            t.get("dataset"),
+            t.get("readout"),
+            f"{path.name}#{i}",
+            t.get("level", file_level),
+            t.get("why"),
+            t.get("model"),
+            t.get("vs"),
+        )
         twin = next((j for j, o in enumerate(out) if o.key == new.key), None)
-        if twin is not None and (out[twin].bound, out[twin].rule, out[twin].level) != (new.bound, new.rule, new.level):
-            raise FlipgateError(f"{path}: field thresholds[{i}]: conflicts with thresholds[{twin}] (same metric "
-                                f"and selectors, different bound, rule or level: {out[twin].label} vs {new.label})")
+        if twin is not None and (out[twin].bound, out[twin].rule, out[twin].level) != (
+            new.bound,
+            new.rule,
+            new.level,
+        ):
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}]: conflicts with thresholds[{twin}] (same metric "
+                f"and selectors, different bound, rule or level: {out[twin].label} vs {new.label})"
+            )
         out.append(new)
     return out, data
 
@@ -337,9 +484,14 @@ def load_thresholds(directory: Path | str, model_id: str) -> ThresholdSet:
     directory = Path(directory)
     base_path = directory / "default.yaml"
     if not base_path.exists():
-        raise FlipgateError(f"{base_path}: file not found (the thresholds directory needs a default.yaml)")
+        raise FlipgateError(
+            f"{base_path}: file not found (the thresholds directory needs a default.yaml)"
+        )
     merged, data = parse_thresholds(base_path)
-    settings = {"level": data.get("level", 0.95), "on_inconclusive": data.get("on_inconclusive", "by_rule")}
+    settings = {
+        "level": data.get("level", 0.95),
+        "on_inconclusive": data.get("on_inconclusive", "by_rule"),
+    }
     files = [str(base_path)]
     override = directory / f"{model_id}.yaml"
     if override.exists():

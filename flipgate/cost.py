@@ -15,6 +15,7 @@ small for any pilot makes no call. The pilot's spend counts against the budget. 
 nothing and are not piloted. A refusal is :class:`BudgetRefused` (exit status
 ``exitcodes.BUDGET_REFUSED``).
 """
+
 from __future__ import annotations
 
 import json
@@ -86,8 +87,9 @@ def price_per_token(model_cfg: dict) -> tuple[float, float] | None:
 
     litellm = import_litellm()
     try:
-        cost_in, cost_out = litellm.cost_per_token(model=model_cfg["source"]["model"], prompt_tokens=1,
-                                                   completion_tokens=1)
+        cost_in, cost_out = litellm.cost_per_token(
+            model=model_cfg["source"]["model"], prompt_tokens=1, completion_tokens=1
+        )
     except Exception:  # litellm raises for models missing from its map
         return None
     return float(cost_in), float(cost_out)
@@ -102,23 +104,31 @@ def require_prices(models: dict[str, dict], model_ids) -> None:
     unpriced = [m for m in dict.fromkeys(model_ids) if price_per_token(models[m]) is None]
     if unpriced:
         named = ", ".join(f"{m} ({(models[m].get('source') or {}).get('model')})" for m in unpriced)
-        raise BudgetRefused(f"cost guard: no price known for {named}: add `price: {{input_per_mtok: .., "
-                            f"output_per_mtok: ..}}` (USD per million tokens) to its entry in models.yaml; "
-                            f"no call was made")
+        raise BudgetRefused(
+            f"cost guard: no price known for {named}: add `price: {{input_per_mtok: .., "
+            f"output_per_mtok: ..}}` (USD per million tokens) to its entry in models.yaml; "
+            f"no call was made"
+        )
 
 
 def estimate_tokens(request: Request, max_out: int) -> tuple[int, int]:
     """A conservative (input, output) token count for one call, before making it: 1 token per
     ``CHARS_PER_TOKEN`` prompt characters plus allowances per message and image, and the request's
     whole output budget (``max_out`` when the request sets none)."""
-    tokens_in = (math.ceil(prompt_chars(request) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(request.messages)
-                 + TOKENS_PER_IMAGE * len(request.images))
+    tokens_in = (
+        math.ceil(prompt_chars(request) / CHARS_PER_TOKEN)
+        + TOKENS_PER_MESSAGE * len(request.messages)
+        + TOKENS_PER_IMAGE * len(request.images)
+    )
     return tokens_in, int(request.max_new_tokens or max_out)
 
 
 def estimate_usd(requests: list[Request], price: tuple[float, float], max_out: int) -> float:
     """Conservative USD for ``requests`` (see :func:`estimate_tokens`)."""
-    return sum(price[0] * t_in + price[1] * t_out for t_in, t_out in (estimate_tokens(r, max_out) for r in requests))
+    return sum(
+        price[0] * t_in + price[1] * t_out
+        for t_in, t_out in (estimate_tokens(r, max_out) for r in requests)
+    )
 
 
 def _uncached(auditor, model_id: str, requests: list[Request]) -> list[Request]:
@@ -130,7 +140,9 @@ def _uncached(auditor, model_id: str, requests: list[Request]) -> list[Request]:
     return [r for r, k in zip(requests, keys) if k not in found]
 
 
-def project(auditor, model_id: str, pilot_items: int = 3, ledger: Ledger | None = None) -> Projection:
+def project(
+    auditor, model_id: str, pilot_items: int = 3, ledger: Ledger | None = None
+) -> Projection:
     """Pilot ``model_id`` on the first ``pilot_items`` items of each cell and project the full run;
     raises :class:`BudgetRefused` before a cell whose pilot could take ``ledger`` past its budget."""
     from flipgate.judge import sem_flip_request
@@ -146,16 +158,23 @@ def project(auditor, model_id: str, pilot_items: int = 3, ledger: Ledger | None 
     k = cfg.k
     for name, dataset in cfg.cells(model_id):
         plan, requests = auditor.cell_requests(dataset, name)
-        pilot = requests[:pilot_items * k]
+        pilot = requests[: pilot_items * k]
         fresh = _uncached(auditor, model_id, pilot)
         worst = estimate_usd(fresh, price, int(cfg.models[model_id].get("max_new_tokens", 16)))
         if ledger.reserved + ledger.usd + worst > ledger.budget:
-            reserved = f", the envelope suite is projected at {usd(ledger.reserved)} USD" if ledger.reserved else ""
+            reserved = (
+                f", the envelope suite is projected at {usd(ledger.reserved)} USD"
+                if ledger.reserved
+                else ""
+            )
             raise BudgetRefused(
                 f"cost guard: the pilot of {model_id} on {name}/{dataset} ({len(fresh)} calls, up to {usd(worst)} USD "
                 f"by a conservative estimate) could take the spend past --budget {usd(ledger.budget)} (the pilot "
-                f"has spent {usd(ledger.usd)} USD on {ledger.calls} calls{reserved}); the run was not started")
-        outputs, cached = auditor._outputs(model_id, pilot, use_cache=True, label=f"pilot {name}/{dataset}")
+                f"has spent {usd(ledger.usd)} USD on {ledger.calls} calls{reserved}); the run was not started"
+            )
+        outputs, cached = auditor._outputs(
+            model_id, pilot, use_cache=True, label=f"pilot {name}/{dataset}"
+        )
         proj.pilot_calls += sum(not hit for hit in cached)
         spent = sum(o.cost_usd for o, hit in zip(outputs, cached) if not hit)
         proj.pilot_usd += spent
@@ -163,7 +182,9 @@ def project(auditor, model_id: str, pilot_items: int = 3, ledger: Ledger | None 
         ledger.calls += sum(not hit for hit in cached)
         per_char = sum(o.tokens_in for o in outputs) / max(1, sum(prompt_chars(r) for r in pilot))
         mean_out = sum(o.tokens_out for o in outputs) / max(1, len(outputs))
-        todo = requests if split_cell(name)[0] is not None else requests[len(pilot):]  # controls bypass the cache
+        todo = (
+            requests if split_cell(name)[0] is not None else requests[len(pilot) :]
+        )  # controls bypass the cache
         proj.n_calls += len(todo)
         proj.tokens_in += per_char * sum(prompt_chars(r) for r in todo)
         proj.tokens_out += mean_out * len(todo)
@@ -171,7 +192,9 @@ def project(auditor, model_id: str, pilot_items: int = 3, ledger: Ledger | None 
             answer = "x" * int(4 * mean_out)  # ~4 characters a token
             judge_id = cfg.judge or model_id
             items = {it.item_id: it for it, *_ in plan}
-            judge_chars = sum(prompt_chars(sem_flip_request(it, [answer] * k)) for it in items.values())
+            judge_chars = sum(
+                prompt_chars(sem_flip_request(it, [answer] * k)) for it in items.values()
+            )
             judge_price = price_per_token(cfg.models[judge_id]) or price
             proj.n_calls += len(items)
             proj.usd += judge_price[0] * per_char * judge_chars + judge_price[1] * len(items)
@@ -213,22 +236,34 @@ def project_envelope(auditor, envelope, model_id: str) -> Projection:
 def check_budget(projections: list[Projection], budget: float) -> str:
     """A table of projections; raises :class:`BudgetRefused` (carrying the table) when the projected
     spend, the pilot's included, is over ``budget`` USD or a model has no known price."""
-    lines = [f"{'model':32} {'suite':8} {'calls':>8} {'tokens in':>12} {'tokens out':>11} {'USD':>10}"]
+    lines = [
+        f"{'model':32} {'suite':8} {'calls':>8} {'tokens in':>12} {'tokens out':>11} {'USD':>10}"
+    ]
     for p in projections:
         cost = f"{p.usd:10.4f}" if p.priced else "   no price"
-        lines.append(f"{p.model_id:32} {p.suite:8} {p.n_calls:8d} {p.tokens_in:12.0f} {p.tokens_out:11.0f} {cost}")
+        lines.append(
+            f"{p.model_id:32} {p.suite:8} {p.n_calls:8d} {p.tokens_in:12.0f} {p.tokens_out:11.0f} {cost}"
+        )
     pilot = sum(p.pilot_usd for p in projections)
     total = sum(p.usd for p in projections) + pilot
-    lines.append(f"{'projected total':32} {'':8} {'':8} {'':12} {'':11} {total:10.4f}  (budget {usd(budget)}; "
-                 f"includes the pilot's {pilot:.4f} on {sum(p.pilot_calls for p in projections)} calls)")
+    lines.append(
+        f"{'projected total':32} {'':8} {'':8} {'':12} {'':11} {total:10.4f}  (budget {usd(budget)}; "
+        f"includes the pilot's {pilot:.4f} on {sum(p.pilot_calls for p in projections)} calls)"
+    )
     table = "\n".join(lines)
     unpriced = [p.model_id for p in projections if not p.priced]
     if unpriced:
-        raise BudgetRefused(f"cost guard: no price known for {', '.join(unpriced)}: add `price: {{input_per_mtok: "
-                            f".., output_per_mtok: ..}}` (USD per million tokens) to its entry in models.yaml", table)
+        raise BudgetRefused(
+            f"cost guard: no price known for {', '.join(unpriced)}: add `price: {{input_per_mtok: "
+            f".., output_per_mtok: ..}}` (USD per million tokens) to its entry in models.yaml",
+            table,
+        )
     if total > budget:
-        raise BudgetRefused(f"cost guard: projected cost {usd(total)} USD exceeds --budget {usd(budget)}; "
-                            f"the run was not started", table)
+        raise BudgetRefused(
+            f"cost guard: projected cost {usd(total)} USD exceeds --budget {usd(budget)}; "
+            f"the run was not started",
+            table,
+        )
     return table
 
 
@@ -247,13 +282,25 @@ def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) 
     """The whole cost guard: prices first (no call), then the envelope projection (no call, reserved),
     then the budget-capped pilot and projection of the order suites. Writes ``out`` (JSON, also on
     refusal) and returns the projection table; raises :class:`BudgetRefused`."""
-    require_prices(auditor.config.models, [*plan.order, *plan.judge, *plan.roster])  # before any call
+    require_prices(
+        auditor.config.models, [*plan.order, *plan.judge, *plan.roster]
+    )  # before any call
     ledger, projections = Ledger(budget), []
 
     def write(**extra) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"budget_usd": budget, "pilot_usd": ledger.usd, "pilot_calls": ledger.calls,
-                                   **extra, "models": [p.to_dict() for p in projections]}, indent=1))
+        out.write_text(
+            json.dumps(
+                {
+                    "budget_usd": budget,
+                    "pilot_usd": ledger.usd,
+                    "pilot_calls": ledger.calls,
+                    **extra,
+                    "models": [p.to_dict() for p in projections],
+                },
+                indent=1,
+            )
+        )
 
     try:
         projections += [project_envelope(auditor, plan.envelope, m) for m in plan.roster]

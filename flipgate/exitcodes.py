@@ -2,6 +2,7 @@
 
 0-5 are pytest's own codes (``pytest.ExitCode``); flipgate adds one for the cost guard.
 """
+
 from __future__ import annotations
 
 #: every declared threshold held
@@ -20,6 +21,12 @@ NO_TESTS = 5
 #: ``--budget``: the projected cost exceeds the budget, or a model has no known price; no paid call made
 BUDGET_REFUSED = 6
 
-MEANING = {GATE_PASSED: "every threshold held", GATE_FAILED: "a threshold failed",
-           INTERRUPTED: "interrupted", INTERNAL_ERROR: "internal error", USAGE_ERROR: "usage error (bad input)",
-           NO_TESTS: "no test collected", BUDGET_REFUSED: "refused by the cost guard"}
+MEANING = {
+    GATE_PASSED: "every threshold held",
+    GATE_FAILED: "a threshold failed",
+    INTERRUPTED: "interrupted",
+    INTERNAL_ERROR: "internal error",
+    USAGE_ERROR: "usage error (bad input)",
+    NO_TESTS: "no test collected",
+    BUDGET_REFUSED: "refused by the cost guard",
+}

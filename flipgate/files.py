@@ -1,5 +1,6 @@
 """Atomic file writes: a temporary file beside the target, then a rename, so a reader never sees a
 half-written card, baseline or model card."""
+
 from __future__ import annotations
 
 import os

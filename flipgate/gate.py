@@ -15,6 +15,7 @@ gate does with it). Labels: ``pass``, ``fail``, ``inconclusive`` (the CI straddl
 ``fail``, which override what a straddling CI does under both rules. Every CI a gate uses is
 computed at the threshold's own ``level`` from the bootstrap draws where they were kept.
 """
+
 from __future__ import annotations
 
 import math
@@ -75,21 +76,41 @@ def ci_at(draws, level: float) -> tuple[float, float] | None:
     return float(lo), float(hi)
 
 
-def verdict(t: Threshold, estimate, ci, on_inconclusive: str = "by_rule", readout: str | None = None,
-            p_value: float | None = None) -> dict:
+def verdict(
+    t: Threshold,
+    estimate,
+    ci,
+    on_inconclusive: str = "by_rule",
+    readout: str | None = None,
+    p_value: float | None = None,
+) -> dict:
     """One verdict record (as stored in the trials store and shown in cards and Allure)."""
     lo, hi = ci if ci else (None, None)
     label = decide(t, estimate, lo, hi)
-    return {"threshold": t.label, "metric": t.metric, "bound": t.bound, "direction": t.direction,
-            "rule": t.rule, "level": t.level, "readout": readout or t.readout, "estimate": estimate,
-            "ci": [lo, hi] if lo is not None else None, "verdict": label,
-            "outcome": outcome(label, t.rule, on_inconclusive),
-            "p_value": None if p_value is None or math.isnan(p_value) else p_value,
-            "source": t.source, "why": t.why}
+    return {
+        "threshold": t.label,
+        "metric": t.metric,
+        "bound": t.bound,
+        "direction": t.direction,
+        "rule": t.rule,
+        "level": t.level,
+        "readout": readout or t.readout,
+        "estimate": estimate,
+        "ci": [lo, hi] if lo is not None else None,
+        "verdict": label,
+        "outcome": outcome(label, t.rule, on_inconclusive),
+        "p_value": None if p_value is None or math.isnan(p_value) else p_value,
+        "source": t.source,
+        "why": t.why,
+    }
 
 
-def evaluate(thresholds: list[Threshold], metrics: dict[str, dict], readout: str,
-             on_inconclusive: str = "by_rule") -> list[dict]:
+def evaluate(
+    thresholds: list[Threshold],
+    metrics: dict[str, dict],
+    readout: str,
+    on_inconclusive: str = "by_rule",
+) -> list[dict]:
     """Apply each threshold to a summary ``{readout: {metric: {estimate, ci}}}``. Where the
     summary kept bootstrap draws, the CI is recomputed at the threshold's level and the verdict
     carries the one-sided bootstrap p-value of a violation (for Benjamini–Hochberg across cells)."""

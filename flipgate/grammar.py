@@ -16,6 +16,7 @@ with a warning naming the file) rather than merged or refused: a manifest is a p
 anyway, and a user with an old ``fixtures/manifests/`` directory should not have to delete files
 by hand. Nothing mixes: the old orderings' cached answers sit under other cache keys.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,7 +44,9 @@ def item_seed(item_id: str, n: int, k: int, seed: int = GLOBAL_SEED) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
 
 
-def orderings(item_id: str, n: int, k: int = DEFAULT_K, seed: int = GLOBAL_SEED) -> list[tuple[int, ...]]:
+def orderings(
+    item_id: str, n: int, k: int = DEFAULT_K, seed: int = GLOBAL_SEED
+) -> list[tuple[int, ...]]:
     """The K orderings of ``n`` units for one item; ordering[o][slot] = source unit index.
 
     Facet-Probe's draw (SPEC §2): ``rng = random.Random(item_seed(...))``; n! < K: the
@@ -64,7 +67,7 @@ def orderings(item_id: str, n: int, k: int = DEFAULT_K, seed: int = GLOBAL_SEED)
         pool = list(itertools.permutations(range(n)))
         pool.remove(canonical)  # lexicographically first
         rng.shuffle(pool)
-        return [canonical] + pool[:k - 1]
+        return [canonical] + pool[: k - 1]
     chosen = [canonical]
     seen = {canonical}
     while len(chosen) < k:
@@ -97,16 +100,27 @@ class Manifest:
     grammar_version: int | None = GRAMMAR_VERSION  # None: read from a file without the field
 
     @classmethod
-    def build(cls, facet: str, dataset: str, units: dict[str, int], k: int = DEFAULT_K,
-              seed: int = GLOBAL_SEED) -> "Manifest":
+    def build(
+        cls,
+        facet: str,
+        dataset: str,
+        units: dict[str, int],
+        k: int = DEFAULT_K,
+        seed: int = GLOBAL_SEED,
+    ) -> "Manifest":
         """``units`` maps item_id -> number of permutable units."""
         entries = {iid: orderings(iid, n, k, seed) for iid, n in sorted(units.items())}
         return cls(facet, dataset, k, seed, entries)
 
     def to_json(self) -> str:
-        body = {"facet": self.facet, "dataset": self.dataset, "k": self.k, "seed": self.seed,
-                "grammar_version": self.grammar_version,
-                "entries": {iid: [list(p) for p in perms] for iid, perms in self.entries.items()}}
+        body = {
+            "facet": self.facet,
+            "dataset": self.dataset,
+            "k": self.k,
+            "seed": self.seed,
+            "grammar_version": self.grammar_version,
+            "entries": {iid: [list(p) for p in perms] for iid, perms in self.entries.items()},
+        }
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @property
@@ -117,8 +131,14 @@ class Manifest:
     def from_json(cls, text: str) -> "Manifest":
         body = json.loads(text)
         entries = {iid: [tuple(p) for p in perms] for iid, perms in body["entries"].items()}
-        return cls(body["facet"], body["dataset"], body["k"], body["seed"], entries,
-                   body.get("grammar_version"))
+        return cls(
+            body["facet"],
+            body["dataset"],
+            body["k"],
+            body["seed"],
+            entries,
+            body.get("grammar_version"),
+        )
 
     def path_in(self, directory: Path) -> Path:
         return Path(directory) / f"{self.facet}__{self.dataset}__k{self.k}__s{self.seed}.json"
@@ -134,23 +154,32 @@ class Manifest:
 
     def _save_locked(self, path: Path) -> Path:
         if self.grammar_version != GRAMMAR_VERSION:
-            raise ValueError(f"{path}: refusing to write a manifest of grammar version {self.grammar_version} "
-                             f"(this flipgate draws grammar version {GRAMMAR_VERSION})")
+            raise ValueError(
+                f"{path}: refusing to write a manifest of grammar version {self.grammar_version} "
+                f"(this flipgate draws grammar version {GRAMMAR_VERSION})"
+            )
         text = self.to_json()
         old = Manifest.from_json(path.read_text()) if path.exists() else None
         if old is not None and old.grammar_version != GRAMMAR_VERSION:
-            log.warning("%s: manifest of grammar version %s, regenerated under grammar version %s (SPEC §2)",
-                        path, old.grammar_version if old.grammar_version is not None else "1 (unversioned)",
-                        self.grammar_version)
+            log.warning(
+                "%s: manifest of grammar version %s, regenerated under grammar version %s (SPEC §2)",
+                path,
+                old.grammar_version if old.grammar_version is not None else "1 (unversioned)",
+                self.grammar_version,
+            )
         elif old is not None:
             if old.entries.items() >= self.entries.items():
                 return path
             merged = dict(old.entries)
             for iid, perms in self.entries.items():
                 if iid in merged and merged[iid] != perms:
-                    raise ValueError(f"{path}: stored orderings for item {iid!r} differ from the grammar's")
+                    raise ValueError(
+                        f"{path}: stored orderings for item {iid!r} differ from the grammar's"
+                    )
                 merged[iid] = perms
-            text = Manifest(self.facet, self.dataset, self.k, self.seed, merged, self.grammar_version).to_json()
+            text = Manifest(
+                self.facet, self.dataset, self.k, self.seed, merged, self.grammar_version
+            ).to_json()
         tmp = path.with_suffix(f".tmp{random.getrandbits(32)}")
         tmp.write_text(text)
         tmp.replace(path)

@@ -1,4 +1,5 @@
 """sha256 helpers for receipts and cache keys."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,9 @@ def sha256_file(path: Path | str, chunk: int = 1 << 22) -> str:
     path = Path(path)
     stat = path.stat()
     stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
-    memo = Path(os.environ.get("FLIPGATE_HASH_MEMO", Path.home() / ".cache" / "flipgate" / "sha256"))
+    memo = Path(
+        os.environ.get("FLIPGATE_HASH_MEMO", Path.home() / ".cache" / "flipgate" / "sha256")
+    )
     memo_file = memo / sha256_text(str(path.resolve()))
     if memo_file.exists():
         saved_stamp, _, digest = memo_file.read_text().partition(" ")

@@ -4,6 +4,7 @@ Suite tests declare ``FACET = "<facet or control>"`` at module level and take th
 fixture; the plugin parametrises them over every (model, dataset) in models.yaml, one xdist group
 per model, so each worker loads a model once.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -25,24 +26,55 @@ REGRESSION_FIXTURE = "regression_cell"
 def pytest_addoption(parser):
     g = parser.getgroup("flipgate", "flipgate model-card conformance suite")
     g.addoption("--models", default="models.yaml", help="models under audit (default: models.yaml)")
-    g.addoption("--thresholds", default="thresholds", help="thresholds directory (default: thresholds/)")
-    g.addoption("--items-per-dataset", type=int, default=None, help="override audit.items_per_dataset")
-    g.addoption("--baseline", default=None, metavar="PATH",
-                help="compare with a previous run (reports/runs/<run_id>, reports/baseline or its trials.sqlite)")
-    g.addoption("--candidate", default=None, metavar="MODEL",
-                help="with --baseline: compare only this model (default: every order-suite model)")
-    g.addoption("--baseline-partial", action="store_true",
-                help="compare cells on the (item, ordering) pairs both versions share instead of refusing them")
-    g.addoption("--cache-dir", default=".flipgate_cache", help="response cache and dequantised models")
+    g.addoption(
+        "--thresholds", default="thresholds", help="thresholds directory (default: thresholds/)"
+    )
+    g.addoption(
+        "--items-per-dataset", type=int, default=None, help="override audit.items_per_dataset"
+    )
+    g.addoption(
+        "--baseline",
+        default=None,
+        metavar="PATH",
+        help="compare with a previous run (reports/runs/<run_id>, reports/baseline or its trials.sqlite)",
+    )
+    g.addoption(
+        "--candidate",
+        default=None,
+        metavar="MODEL",
+        help="with --baseline: compare only this model (default: every order-suite model)",
+    )
+    g.addoption(
+        "--baseline-partial",
+        action="store_true",
+        help="compare cells on the (item, ordering) pairs both versions share instead of refusing them",
+    )
+    g.addoption(
+        "--cache-dir", default=".flipgate_cache", help="response cache and dequantised models"
+    )
     g.addoption("--no-cache", action="store_true", help="do not read or write the response cache")
     g.addoption("--grid-cards-dir", default="grid_cards", help="where GRID cards are written")
-    g.addoption("--runs-dir", default="reports/runs", help="where per-run trials stores are written")
+    g.addoption(
+        "--runs-dir", default="reports/runs", help="where per-run trials stores are written"
+    )
     g.addoption("--manifests-dir", default="fixtures/manifests", help="permutation manifests")
-    g.addoption("--envelope", default="suites/benchmarks/envelopes/default.yaml",
-                help="configuration envelope for suites/benchmarks (SPEC §7)")
-    g.addoption("--budget", type=float, default=None,
-                help="USD: pilot API models, project the run's cost, refuse to start when over")
-    g.addoption("--pilot-items", type=int, default=3, help="items per cell in the cost-guard pilot (default 3)")
+    g.addoption(
+        "--envelope",
+        default="suites/benchmarks/envelopes/default.yaml",
+        help="configuration envelope for suites/benchmarks (SPEC §7)",
+    )
+    g.addoption(
+        "--budget",
+        type=float,
+        default=None,
+        help="USD: pilot API models, project the run's cost, refuse to start when over",
+    )
+    g.addoption(
+        "--pilot-items",
+        type=int,
+        default=3,
+        help="items per cell in the cost-guard pilot (default 3)",
+    )
 
 
 def _root(config) -> Path:
@@ -89,7 +121,9 @@ class _BadInputStatus:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    config.addinivalue_line("markers", "flipgate_cell: a flipgate conformance cell (facet/control × model × dataset)")
+    config.addinivalue_line(
+        "markers", "flipgate_cell: a flipgate conformance cell (facet/control × model × dataset)"
+    )
     worker = getattr(config, "workerinput", None)
     if worker is not None:
         config._flipgate_run_id = worker["flipgate_run_id"]
@@ -101,10 +135,16 @@ def pytest_configure(config):
         config._flipgate_run_id = f"{stamp}-{secrets.token_hex(3)}"
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistHooks(config), "flipgate-xdist")
-            if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") in ("no", "load"):
-                config.option.dist = "loadgroup"  # one group per model: each worker loads a model once
+            if getattr(config.option, "numprocesses", None) and getattr(
+                config.option, "dist", "no"
+            ) in ("no", "load"):
+                config.option.dist = (
+                    "loadgroup"  # one group per model: each worker loads a model once
+                )
     config._flipgate_config = None
-    if worker is None and (config.getoption("--baseline") is not None or config.getoption("--candidate") is not None):
+    if worker is None and (
+        config.getoption("--baseline") is not None or config.getoption("--candidate") is not None
+    ):
         _check_baseline(config)
 
 
@@ -127,17 +167,23 @@ def _audit_config(config):
 
         n = config.getoption("--items-per-dataset")
         if n is not None and n < 1:
-            raise FlipgateError(f"option --items-per-dataset: must be a positive number of items (value: {n!r}); "
-                                f"leave it out to use audit.items_per_dataset and per-dataset n")
+            raise FlipgateError(
+                f"option --items-per-dataset: must be a positive number of items (value: {n!r}); "
+                f"leave it out to use audit.items_per_dataset and per-dataset n"
+            )
         cfg = load_models(_resolve(config, "--models"))
         thresholds = _resolve(config, "--thresholds")
         for model_id in cfg.models:  # fail at collection on a malformed thresholds file
             load_thresholds(thresholds, model_id)
         roster, benchmarks = _envelope_plan(config, cfg)
-        if getattr(config, "_flipgate_pairings", None) is None:  # the controller checked them at configure
+        if (
+            getattr(config, "_flipgate_pairings", None) is None
+        ):  # the controller checked them at configure
             config._flipgate_pairings = _pairings(config, cfg)
         compared = sorted({p.candidate for p in config._flipgate_pairings if not p.skip})
-        config._flipgate_notes = check_thresholds(thresholds, cfg, plan_cells(cfg, roster, benchmarks, compared))
+        config._flipgate_notes = check_thresholds(
+            thresholds, cfg, plan_cells(cfg, roster, benchmarks, compared)
+        )
         config._flipgate_config = cfg
     return config._flipgate_config
 
@@ -150,11 +196,15 @@ def _pairings(config, cfg):
 
     path, candidate = config.getoption("--baseline"), config.getoption("--candidate")
     if candidate is not None and path is None:
-        raise FlipgateError(f"option --candidate {candidate!r}: names the model to compare with --baseline PATH, "
-                            f"which is not given")
+        raise FlipgateError(
+            f"option --candidate {candidate!r}: names the model to compare with --baseline PATH, "
+            f"which is not given"
+        )
     record = None
     if path is not None:
-        record = RunRecord.open(path if Path(path).is_absolute() else Path(config.invocation_params.dir) / path)
+        record = RunRecord.open(
+            path if Path(path).is_absolute() else Path(config.invocation_params.dir) / path
+        )
         record.check_grammar(cfg.seed)
     return pairings(cfg.models, cfg.audited("order"), record, candidate, str(cfg.path))
 
@@ -176,7 +226,9 @@ def _envelope(config):
     if getattr(config, "_flipgate_envelope", None) is None:
         from flipgate.envelope.spec import load_envelope
 
-        config._flipgate_envelope = load_envelope(_resolve(config, "--envelope"), list(_audit_config(config).models))
+        config._flipgate_envelope = load_envelope(
+            _resolve(config, "--envelope"), list(_audit_config(config).models)
+        )
     return config._flipgate_envelope
 
 
@@ -186,11 +238,24 @@ def _parametrise_envelope(metafunc):
         roster = envelope.roster or _audit_config(metafunc.config).audited("envelope")
     except FlipgateError as exc:
         raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
-    params = [pytest.param(spec, id=spec.name, marks=[pytest.mark.xdist_group("envelope"), pytest.mark.flipgate_cell])
-              for spec in envelope.benchmarks]
+    params = [
+        pytest.param(
+            spec,
+            id=spec.name,
+            marks=[pytest.mark.xdist_group("envelope"), pytest.mark.flipgate_cell],
+        )
+        for spec in envelope.benchmarks
+    ]
     if not roster:
-        params = [pytest.param(None, id="no-roster", marks=pytest.mark.skip(
-            reason=f"no model in {metafunc.config.getoption('--models')} lists suite 'envelope'"))]
+        params = [
+            pytest.param(
+                None,
+                id="no-roster",
+                marks=pytest.mark.skip(
+                    reason=f"no model in {metafunc.config.getoption('--models')} lists suite 'envelope'"
+                ),
+            )
+        ]
     metafunc.parametrize(ENVELOPE_FIXTURE, params, indirect=True)
 
 
@@ -200,8 +265,17 @@ def _parametrise_odi(metafunc):
         _audit_config(metafunc.config)
     except FlipgateError as exc:
         raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
-    metafunc.parametrize(ODI_FIXTURE, [pytest.param("order", id="order-facets", marks=[
-        pytest.mark.xdist_group("odi"), pytest.mark.flipgate_cell])], indirect=True)
+    metafunc.parametrize(
+        ODI_FIXTURE,
+        [
+            pytest.param(
+                "order",
+                id="order-facets",
+                marks=[pytest.mark.xdist_group("odi"), pytest.mark.flipgate_cell],
+            )
+        ],
+        indirect=True,
+    )
 
 
 def _cell_label(cell: str, dataset: str) -> str:
@@ -211,7 +285,9 @@ def _cell_label(cell: str, dataset: str) -> str:
 def _compared_cells(cfg, pairing) -> list[tuple[str, str]]:
     """The candidate's cells; in one run only those its baseline is audited on too."""
     mine = cfg.cells(pairing.candidate)
-    return mine if pairing.run is not None else [c for c in mine if c in cfg.cells(pairing.baseline)]
+    return (
+        mine if pairing.run is not None else [c for c in mine if c in cfg.cells(pairing.baseline)]
+    )
 
 
 def _parametrise_regression(metafunc):
@@ -220,12 +296,25 @@ def _parametrise_regression(metafunc):
         cfg = _audit_config(metafunc.config)
     except FlipgateError as exc:
         raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
-    params = [pytest.param((p, cell, dataset), id=f"{p.label}-{_cell_label(cell, dataset)}",
-                           marks=[pytest.mark.xdist_group(p.candidate), pytest.mark.flipgate_cell])
-              for p in metafunc.config._flipgate_pairings for cell, dataset in _compared_cells(cfg, p)]
+    params = [
+        pytest.param(
+            (p, cell, dataset),
+            id=f"{p.label}-{_cell_label(cell, dataset)}",
+            marks=[pytest.mark.xdist_group(p.candidate), pytest.mark.flipgate_cell],
+        )
+        for p in metafunc.config._flipgate_pairings
+        for cell, dataset in _compared_cells(cfg, p)
+    ]
     if not params:
-        params = [pytest.param(None, id="no-baseline", marks=pytest.mark.skip(
-            reason=f"no baseline: name one with `baseline: <model id>` in {cfg.path} or pass --baseline PATH"))]
+        params = [
+            pytest.param(
+                None,
+                id="no-baseline",
+                marks=pytest.mark.skip(
+                    reason=f"no baseline: name one with `baseline: <model id>` in {cfg.path} or pass --baseline PATH"
+                ),
+            )
+        ]
     metafunc.parametrize(REGRESSION_FIXTURE, params, indirect=True)
 
 
@@ -244,24 +333,39 @@ def pytest_generate_tests(metafunc):
     if name not in FACETS and name not in CONTROLS:
         raise pytest.Collector.CollectError(
             f"flipgate: {metafunc.module.__file__}: FACET = {name!r} is not a known facet or control "
-            f"(known: {', '.join(sorted(list(FACETS) + list(CONTROLS)))})")
+            f"(known: {', '.join(sorted(list(FACETS) + list(CONTROLS)))})"
+        )
     try:
         cfg = _audit_config(metafunc.config)
     except FlipgateError as exc:
         raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
     if name in CONTROLS:
-        cells = [(control_cell(name, f), f"{f}-{d.name}", d.name) for f, d in cfg.controls.get(name, [])]
+        cells = [
+            (control_cell(name, f), f"{f}-{d.name}", d.name) for f, d in cfg.controls.get(name, [])
+        ]
     else:
         cells = [(name, d.name, d.name) for d in cfg.facets.get(name, [])]
-    params = [pytest.param((cell, model_id, dataset), id=f"{model_id}-{label}",
-                           marks=[pytest.mark.xdist_group(model_id), pytest.mark.flipgate_cell])
-              for model_id in cfg.audited("order") for cell, label, dataset in cells
-              if (cell, dataset) in cfg.cells(model_id)]
+    params = [
+        pytest.param(
+            (cell, model_id, dataset),
+            id=f"{model_id}-{label}",
+            marks=[pytest.mark.xdist_group(model_id), pytest.mark.flipgate_cell],
+        )
+        for model_id in cfg.audited("order")
+        for cell, label, dataset in cells
+        if (cell, dataset) in cfg.cells(model_id)
+    ]
     if not params:  # e.g. an opt-in facet that models.yaml does not list
-        why = (f"no dataset declared for it in {cfg.path} (audit.facets / audit.controls)" if not cells
-               else f"no model in {cfg.path} lists suite 'order'" if not cfg.audited("order")
-               else f"no order-suite model of {cfg.path} takes it (see the models' facets: / datasets:)")
-        params = [pytest.param(None, id="not-declared", marks=pytest.mark.skip(reason=f"{name}: {why}"))]
+        why = (
+            f"no dataset declared for it in {cfg.path} (audit.facets / audit.controls)"
+            if not cells
+            else f"no model in {cfg.path} lists suite 'order'"
+            if not cfg.audited("order")
+            else f"no order-suite model of {cfg.path} takes it (see the models' facets: / datasets:)"
+        )
+        params = [
+            pytest.param(None, id="not-declared", marks=pytest.mark.skip(reason=f"{name}: {why}"))
+        ]
     metafunc.parametrize(CELL_FIXTURE, params, indirect=True)
 
 
@@ -270,17 +374,27 @@ def _auditor(config):
 
     cfg = _audit_config(config)
     workers = int((getattr(config, "workerinput", None) or {}).get("workercount", 1))
-    if workers > 1:  # busy workers <= models (one xdist group per model): share the cores among them
+    if (
+        workers > 1
+    ):  # busy workers <= models (one xdist group per model): share the cores among them
         import torch
 
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // min(workers, len(cfg.models))))
     cache_dir = _resolve(config, "--cache-dir")
     run_id = config._flipgate_run_id
-    paths = Paths(store=_resolve(config, "--runs-dir") / run_id / "trials.sqlite",
-                  cache=None if config.getoption("--no-cache") else cache_dir / "responses.sqlite",
-                  manifests=_resolve(config, "--manifests-dir"), models=cache_dir)
-    return Auditor(cfg, run_id, paths, config.getoption("--items-per-dataset"),
-                   progress=not getattr(config, "workerinput", None))
+    paths = Paths(
+        store=_resolve(config, "--runs-dir") / run_id / "trials.sqlite",
+        cache=None if config.getoption("--no-cache") else cache_dir / "responses.sqlite",
+        manifests=_resolve(config, "--manifests-dir"),
+        models=cache_dir,
+    )
+    return Auditor(
+        cfg,
+        run_id,
+        paths,
+        config.getoption("--items-per-dataset"),
+        progress=not getattr(config, "workerinput", None),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -297,8 +411,13 @@ def envelope_cell(request, flipgate_auditor):
     """One benchmark of the configuration envelope over the roster; call ``.run()``."""
     from flipgate.envelope.cell import EnvelopeCell
 
-    return EnvelopeCell(flipgate_auditor, str(_resolve(request.config, "--thresholds")), _envelope(request.config),
-                        request.param, request.config.pluginmanager.getplugin("capturemanager"))
+    return EnvelopeCell(
+        flipgate_auditor,
+        str(_resolve(request.config, "--thresholds")),
+        _envelope(request.config),
+        request.param,
+        request.config.pluginmanager.getplugin("capturemanager"),
+    )
 
 
 @pytest.fixture
@@ -307,9 +426,15 @@ def regression_cell(request, flipgate_auditor):
     from flipgate.regression.cell import RegressionCell
 
     pairing, cell, dataset = request.param
-    return RegressionCell(flipgate_auditor, str(_resolve(request.config, "--thresholds")), pairing, cell, dataset,
-                          request.config.getoption("--baseline-partial"),
-                          request.config.pluginmanager.getplugin("capturemanager"))
+    return RegressionCell(
+        flipgate_auditor,
+        str(_resolve(request.config, "--thresholds")),
+        pairing,
+        cell,
+        dataset,
+        request.config.getoption("--baseline-partial"),
+        request.config.pluginmanager.getplugin("capturemanager"),
+    )
 
 
 @pytest.fixture
@@ -317,8 +442,11 @@ def odi_cell(request, flipgate_auditor):
     """The ODI fit over the order suites' trials of every model; call ``.run()``."""
     from flipgate.odi.cell import ODICell
 
-    return ODICell(flipgate_auditor, str(_resolve(request.config, "--thresholds")),
-                   request.config.pluginmanager.getplugin("capturemanager"))
+    return ODICell(
+        flipgate_auditor,
+        str(_resolve(request.config, "--thresholds")),
+        request.config.pluginmanager.getplugin("capturemanager"),
+    )
 
 
 def _may_collect(config, suite: Path) -> bool:
@@ -362,7 +490,9 @@ def _guard_plan(config):
     plan = GuardPlan()
     if any(_may_collect(config, suites / d) for d in ("facets", "controls")):
         plan.order = cfg.audited("order")
-        judged = any(getattr(get_facet(split_cell(name)[1]), "judged", False) for name, _ in cfg.cells())
+        judged = any(
+            getattr(get_facet(split_cell(name)[1]), "judged", False) for name, _ in cfg.cells()
+        )
         plan.judge = [cfg.judge] if cfg.judge and judged else []
     if _may_collect(config, suites / "benchmarks") and _resolve(config, "--envelope").exists():
         plan.envelope = _envelope(config)
@@ -404,8 +534,14 @@ def flip_cell(request, flipgate_auditor):
     from flipgate.suite import FlipCell
 
     name, model_id, dataset = request.param
-    return FlipCell(flipgate_auditor, str(_resolve(request.config, "--thresholds")), name, model_id, dataset,
-                    request.config.pluginmanager.getplugin("capturemanager"))
+    return FlipCell(
+        flipgate_auditor,
+        str(_resolve(request.config, "--thresholds")),
+        name,
+        model_id,
+        dataset,
+        request.config.pluginmanager.getplugin("capturemanager"),
+    )
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -421,38 +557,74 @@ def pytest_sessionfinish(session, exitstatus):
 
     cfg = _audit_config(config)
     store = TrialStore(store_path)
-    store.set_meta(run_meta(config._flipgate_run_id, cfg, config.getoption("--items-per-dataset"), _root(config)))
+    store.set_meta(
+        run_meta(
+            config._flipgate_run_id, cfg, config.getoption("--items-per-dataset"), _root(config)
+        )
+    )
     try:
-        written = write_cards(store, _resolve(config, "--grid-cards-dir"), config._flipgate_run_id,
-                              cfg.bootstrap_n, cfg.level, cfg.seed, _root(config))
+        written = write_cards(
+            store,
+            _resolve(config, "--grid-cards-dir"),
+            config._flipgate_run_id,
+            cfg.bootstrap_n,
+            cfg.level,
+            cfg.seed,
+            _root(config),
+        )
     except Exception as exc:  # report, never lose the trials store
-        config._flipgate_summary = [f"flipgate: writing GRID cards failed: {type(exc).__name__}: {exc}",
-                                    f"flipgate: trials are kept in {store_path}"]
+        config._flipgate_summary = [
+            f"flipgate: writing GRID cards failed: {type(exc).__name__}: {exc}",
+            f"flipgate: trials are kept in {store_path}",
+        ]
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return
     lines = [f"flipgate: run {config._flipgate_run_id}, trials in {store_path}"]
     lines += [f"flipgate: {note}" for note in getattr(config, "_flipgate_notes", [])]
-    lines += [f"flipgate: {m}: {c['requests']} API calls, {c['retries']} retries, {c['timeouts']} timeouts, "
-              f"{c['failures']} failed" for m, c in store.calls().items()]
+    lines += [
+        f"flipgate: {m}: {c['requests']} API calls, {c['retries']} retries, {c['timeouts']} timeouts, "
+        f"{c['failures']} failed"
+        for m, c in store.calls().items()
+    ]
     qvals = q_values(store)
-    failed = [qvals[key] for key in ((m, d, v.get("facet"), v["threshold"]) for m, d, v in store.all_verdicts()
-                                     if v["verdict"] == "fail") if key in qvals]
+    failed = [
+        qvals[key]
+        for key in (
+            (m, d, v.get("facet"), v["threshold"])
+            for m, d, v in store.all_verdicts()
+            if v["verdict"] == "fail"
+        )
+        if key in qvals
+    ]
     if failed:
         alpha = 1 - cfg.level
-        lines.append(f"flipgate: Benjamini–Hochberg over {len(qvals)} gated thresholds: "
-                     f"{sum(q <= alpha for q in failed)} of {len(failed)} failed ones stay significant at FDR {alpha:.2f}")
+        lines.append(
+            f"flipgate: Benjamini–Hochberg over {len(qvals)} gated thresholds: "
+            f"{sum(q <= alpha for q in failed)} of {len(failed)} failed ones stay significant at FDR {alpha:.2f}"
+        )
     odi = store.odi()
     if odi:
-        lines.append(f"flipgate: ODI ({odi['profile']}, panel {', '.join(odi['roster'])}, diagnostics "
-                     f"{'passed' if odi['passed'] else 'FAILED'}): σ_π " + ", ".join(
-                         f"{f} {v['sigma_pi']['median']:.3f}" for f, v in odi["facets"].items()))
+        lines.append(
+            f"flipgate: ODI ({odi['profile']}, panel {', '.join(odi['roster'])}, diagnostics "
+            f"{'passed' if odi['passed'] else 'FAILED'}): σ_π "
+            + ", ".join(f"{f} {v['sigma_pi']['median']:.3f}" for f, v in odi["facets"].items())
+        )
     lines += [f"flipgate: GRID card {p}" for p in written if p.suffix == ".json"]
-    alluredir = config.getoption("--alluredir", None) if config.pluginmanager.hasplugin("allure_pytest") else None
+    alluredir = (
+        config.getoption("--alluredir", None)
+        if config.pluginmanager.hasplugin("allure_pytest")
+        else None
+    )
     if alluredir:
         results = Path(alluredir)
         add_card_results(results, written)
-        props = {"run_id": config._flipgate_run_id, "models": ", ".join(cfg.models), "K": cfg.k,
-                 "seed": cfg.seed, "items_per_dataset": config.getoption("--items-per-dataset") or cfg.items_per_dataset}
+        props = {
+            "run_id": config._flipgate_run_id,
+            "models": ", ".join(cfg.models),
+            "K": cfg.k,
+            "seed": cfg.seed,
+            "items_per_dataset": config.getoption("--items-per-dataset") or cfg.items_per_dataset,
+        }
         props.update({f"lib.{k}": v for k, v in library_versions().items()})
         for model_id, info in store.models().items():
             props[f"model.{model_id}.weights_sha256"] = info["fingerprint"].get("weights_sha256")

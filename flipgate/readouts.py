@@ -5,6 +5,7 @@
 free-form request (no labels) the short answer on the last "Answer:" line.
 An output that yields no label is a parse failure (``None``), never a guess.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,11 +19,15 @@ READOUTS = ("letter_logprob", "regex")
 def parse_answer_label(text: str, labels: tuple[str, ...]) -> str | None:
     """Label from 'Answer: X' (last occurrence), or a text that is only a label ('B', '(B).')."""
     alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
-    found = re.findall(rf"answer\s*(?:is)?\s*[:\-]?\s*\(?\**({alternatives})\b\)?", text, flags=re.IGNORECASE)
+    found = re.findall(
+        rf"answer\s*(?:is)?\s*[:\-]?\s*\(?\**({alternatives})\b\)?", text, flags=re.IGNORECASE
+    )
     found = [f for f in found if f in labels] or [f.upper() for f in found if f.upper() in labels]
     if found:
         return found[-1]
-    bare = re.fullmatch(rf"\s*\(?\**({alternatives})\**\)?[.:)]?\s*(?:[.\-:]\s.*)?", text, flags=re.DOTALL)
+    bare = re.fullmatch(
+        rf"\s*\(?\**({alternatives})\**\)?[.:)]?\s*(?:[.\-:]\s.*)?", text, flags=re.DOTALL
+    )
     return bare.group(1) if bare else None
 
 
@@ -32,7 +37,9 @@ def parse_short_answer(text: str) -> str | None:
     to nothing."""
     marker = re.compile(r"answer(?:\s+is)?\s*:", flags=re.IGNORECASE)
     matches = list(marker.finditer(text))
-    pieces = [text[m.end():].split("\n")[0] for m in reversed(matches)] or [text.strip().split("\n")[0]]
+    pieces = [text[m.end() :].split("\n")[0] for m in reversed(matches)] or [
+        text.strip().split("\n")[0]
+    ]
     for piece in pieces:
         candidate = marker.sub(" ", piece).strip().strip("*").strip()
         if candidate:
@@ -40,7 +47,9 @@ def parse_short_answer(text: str) -> str | None:
     return None
 
 
-def read_label(readout: str, output: Output, labels: tuple[str, ...], answer_prefix: str) -> str | None:
+def read_label(
+    readout: str, output: Output, labels: tuple[str, ...], answer_prefix: str
+) -> str | None:
     """The displayed label (or, with no labels, the short answer) under ``readout``."""
     if not labels:
         if readout == "regex":

@@ -1,4 +1,5 @@
 """Allure reporting: labels, parameters, attachments, environment, card results (FP/SR disclosure)."""
+
 from __future__ import annotations
 
 import io
@@ -66,8 +67,12 @@ def k_ablation_plot(name: str, by_readout: dict[str, dict]) -> bytes:
     fig, ax = plt.subplots(figsize=(5, 3.2), dpi=100)
     for readout, summary in by_readout.items():
         curve = summary.get("k_ablation") or {}
-        ax.plot([int(k) for k in curve], [v if v is not None else float("nan") for v in curve.values()],
-                marker="o", label=readout)
+        ax.plot(
+            [int(k) for k in curve],
+            [v if v is not None else float("nan") for v in curve.values()],
+            marker="o",
+            label=readout,
+        )
     ax.set_xlabel("K (orderings)")
     ax.set_ylabel("flip rate")
     ax.set_ylim(0, 1.05)
@@ -76,8 +81,16 @@ def k_ablation_plot(name: str, by_readout: dict[str, dict]) -> bytes:
     return _png(fig)
 
 
-def report_cell(facet: str, dataset: str, model_id: str, summaries: dict[str, dict],
-                items: pd.DataFrame, verdicts: list[dict], params: dict, trend: list | None = None) -> None:
+def report_cell(
+    facet: str,
+    dataset: str,
+    model_id: str,
+    summaries: dict[str, dict],
+    items: pd.DataFrame,
+    verdicts: list[dict],
+    params: dict,
+    trend: list | None = None,
+) -> None:
     """Label and annotate the running test (epic = facet, feature = dataset, story = model). ``trend``:
     the primary readout's flip rate per run (:func:`flipgate.trend.metric_trend`, this run last),
     plotted and attached from two runs on."""
@@ -94,24 +107,50 @@ def report_cell(facet: str, dataset: str, model_id: str, summaries: dict[str, di
     m = summaries.get(primary) or next(iter(summaries.values()))
     allure.dynamic.description(
         f"flip rate {m['flip_rate']['estimate']:.3f} CI {m['flip_rate']['ci']}, N={m['n_items']}, K={m['k']}; "
-        + "; ".join(f"{v['threshold']}: {v['verdict']}" for v in verdicts))
-    allure.attach(items.to_csv(index=False), name="per-item results.csv", attachment_type=allure.attachment_type.CSV)
-    allure.attach(json.dumps({"summaries": summaries, "verdicts": verdicts}, indent=2, default=str),
-                  name="cell card section.json", attachment_type=allure.attachment_type.JSON)
-    allure.attach(flip_rate_plot(f"{facet} / {dataset} / {model_id}", summaries), name="flip rate.png",
-                  attachment_type=allure.attachment_type.PNG)
+        + "; ".join(f"{v['threshold']}: {v['verdict']}" for v in verdicts)
+    )
+    allure.attach(
+        items.to_csv(index=False),
+        name="per-item results.csv",
+        attachment_type=allure.attachment_type.CSV,
+    )
+    allure.attach(
+        json.dumps({"summaries": summaries, "verdicts": verdicts}, indent=2, default=str),
+        name="cell card section.json",
+        attachment_type=allure.attachment_type.JSON,
+    )
+    allure.attach(
+        flip_rate_plot(f"{facet} / {dataset} / {model_id}", summaries),
+        name="flip rate.png",
+        attachment_type=allure.attachment_type.PNG,
+    )
     if m.get("k_policies"):
-        table = pd.DataFrame([{"readout": r, **row} for r, s in summaries.items() for row in s["k_policies"]])
-        allure.attach(table.to_csv(index=False), name="K-policies.csv", attachment_type=allure.attachment_type.CSV)
-        allure.attach(k_ablation_plot(f"K-ablation: {facet} / {dataset} / {model_id}", summaries),
-                      name="K-ablation.png", attachment_type=allure.attachment_type.PNG)
+        table = pd.DataFrame(
+            [{"readout": r, **row} for r, s in summaries.items() for row in s["k_policies"]]
+        )
+        allure.attach(
+            table.to_csv(index=False),
+            name="K-policies.csv",
+            attachment_type=allure.attachment_type.CSV,
+        )
+        allure.attach(
+            k_ablation_plot(f"K-ablation: {facet} / {dataset} / {model_id}", summaries),
+            name="K-ablation.png",
+            attachment_type=allure.attachment_type.PNG,
+        )
     if trend and len(trend) >= 2:
         from flipgate.trend import trend_plot
 
-        allure.attach(trend_plot(trend, f"flip rate over runs: {facet} / {dataset} / {model_id} ({primary})"),
-                      name="flip rate trend.png", attachment_type=allure.attachment_type.PNG)
-        allure.attach(pd.DataFrame([p.to_dict() for p in trend]).to_csv(index=False), name="flip rate trend.csv",
-                      attachment_type=allure.attachment_type.CSV)
+        allure.attach(
+            trend_plot(trend, f"flip rate over runs: {facet} / {dataset} / {model_id} ({primary})"),
+            name="flip rate trend.png",
+            attachment_type=allure.attachment_type.PNG,
+        )
+        allure.attach(
+            pd.DataFrame([p.to_dict() for p in trend]).to_csv(index=False),
+            name="flip rate trend.csv",
+            attachment_type=allure.attachment_type.CSV,
+        )
 
 
 def neighbourhood_plot(name: str, analysis: dict) -> bytes:
@@ -127,7 +166,9 @@ def neighbourhood_plot(name: str, analysis: dict) -> bytes:
         ax.plot([m["min"], m["max"]], [y, y], lw=6, alpha=0.4, color="tab:blue")
         ax.plot(m["mean"], y, "|", ms=14, color="tab:blue", label="mean" if y == 0 else None)
         if m["point_score"] is not None:
-            ax.plot(m["point_score"], y, "o", color="tab:red", label="anchor config" if y == 0 else None)
+            ax.plot(
+                m["point_score"], y, "o", color="tab:red", label="anchor config" if y == 0 else None
+            )
     ax.set_yticks(range(len(models)), list(models))
     ax.set_xlim(0, 1)
     ax.set_xlabel("score over the envelope's configurations")
@@ -136,7 +177,9 @@ def neighbourhood_plot(name: str, analysis: dict) -> bytes:
     return _png(fig)
 
 
-def report_envelope(benchmark: str, analysis: dict, scores: pd.DataFrame, verdicts: list[dict]) -> None:
+def report_envelope(
+    benchmark: str, analysis: dict, scores: pd.DataFrame, verdicts: list[dict]
+) -> None:
     """Label and annotate an envelope test (epic "configuration envelope", feature = benchmark)."""
     allure = _allure()
     if allure is None:
@@ -146,12 +189,24 @@ def report_envelope(benchmark: str, analysis: dict, scores: pd.DataFrame, verdic
     allure.dynamic.title(f"configuration envelope · {benchmark} · {', '.join(analysis['models'])}")
     for key in ("envelope", "envelope_sha256", "tier", "n_configs", "anchor"):
         allure.dynamic.parameter(key, analysis.get(key))
-    allure.dynamic.description("; ".join(f"{v['model']}: {v['threshold']}: {v['verdict']}" for v in verdicts))
-    allure.attach(scores.to_csv(index=False), name="configuration scores.csv", attachment_type=allure.attachment_type.CSV)
-    allure.attach(json.dumps({"analysis": analysis, "verdicts": verdicts}, indent=2, default=str),
-                  name="envelope card section.json", attachment_type=allure.attachment_type.JSON)
-    allure.attach(neighbourhood_plot(f"score neighbourhood / {benchmark}", analysis), name="score neighbourhood.png",
-                  attachment_type=allure.attachment_type.PNG)
+    allure.dynamic.description(
+        "; ".join(f"{v['model']}: {v['threshold']}: {v['verdict']}" for v in verdicts)
+    )
+    allure.attach(
+        scores.to_csv(index=False),
+        name="configuration scores.csv",
+        attachment_type=allure.attachment_type.CSV,
+    )
+    allure.attach(
+        json.dumps({"analysis": analysis, "verdicts": verdicts}, indent=2, default=str),
+        name="envelope card section.json",
+        attachment_type=allure.attachment_type.JSON,
+    )
+    allure.attach(
+        neighbourhood_plot(f"score neighbourhood / {benchmark}", analysis),
+        name="score neighbourhood.png",
+        attachment_type=allure.attachment_type.PNG,
+    )
 
 
 def odi_plot(analysis: dict) -> bytes:
@@ -161,10 +216,25 @@ def odi_plot(analysis: dict) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    def panel(ax, rows: list[tuple[str, dict]], key: str, title: str, color: str, shift: float = 0.0, label=None):
+    def panel(
+        ax,
+        rows: list[tuple[str, dict]],
+        key: str,
+        title: str,
+        color: str,
+        shift: float = 0.0,
+        label=None,
+    ):
         for y, (name, m) in enumerate(rows):
             lo, hi = m["hdi"]
-            ax.plot([lo, hi], [y + shift] * 2, lw=3, alpha=0.5, color=color, label=label if y == 0 else None)
+            ax.plot(
+                [lo, hi],
+                [y + shift] * 2,
+                lw=3,
+                alpha=0.5,
+                color=color,
+                label=label if y == 0 else None,
+            )
             ax.plot(m[key], y + shift, "o", color=color)
         ax.set_yticks(range(len(rows)), [name for name, _ in rows], fontsize=8)
         ax.set_title(title, fontsize=9)
@@ -172,14 +242,39 @@ def odi_plot(analysis: dict) -> bytes:
     facets, cells, models = analysis["facets"], analysis["cells"], analysis["models"]
     height = 1.2 + 0.35 * max(len(facets), len(cells), len(models))
     fig, axes = plt.subplots(1, 3, figsize=(13, height), dpi=100)
-    panel(axes[0], [(f, v["sigma_pi"]) for f, v in facets.items()], "median", "per-facet σ_π (noise), σ_δ (offsets)",
-          "tab:red", 0.12, "σ_π")
-    panel(axes[0], [(f, v["sigma_delta"]) for f, v in facets.items()], "median", "per-facet σ_π (noise), σ_δ (offsets)",
-          "tab:blue", -0.12, "σ_δ")
+    panel(
+        axes[0],
+        [(f, v["sigma_pi"]) for f, v in facets.items()],
+        "median",
+        "per-facet σ_π (noise), σ_δ (offsets)",
+        "tab:red",
+        0.12,
+        "σ_π",
+    )
+    panel(
+        axes[0],
+        [(f, v["sigma_delta"]) for f, v in facets.items()],
+        "median",
+        "per-facet σ_π (noise), σ_δ (offsets)",
+        "tab:blue",
+        -0.12,
+        "σ_δ",
+    )
     axes[0].legend(fontsize=7)
-    panel(axes[1], [(c, v["mean_abs_delta"]) for c, v in cells.items()], "estimate", "mean |δ| per cell (bias)",
-          "tab:purple")
-    panel(axes[2], [(m, v["theta"]) for m, v in models.items()], "median", "θ (correct outcome)", "tab:green")
+    panel(
+        axes[1],
+        [(c, v["mean_abs_delta"]) for c, v in cells.items()],
+        "estimate",
+        "mean |δ| per cell (bias)",
+        "tab:purple",
+    )
+    panel(
+        axes[2],
+        [(m, v["theta"]) for m, v in models.items()],
+        "median",
+        "θ (correct outcome)",
+        "tab:green",
+    )
     for ax in axes:
         ax.set_xlabel(f"posterior median, {analysis['hdi_prob']:.0%} HDI", fontsize=8)
     return _png(fig)
@@ -193,20 +288,50 @@ def report_odi(analysis: dict, verdicts: list[dict]) -> None:
     allure.dynamic.epic("ODI")
     allure.dynamic.feature("order facets")
     allure.dynamic.story(", ".join(analysis["roster"]))
-    allure.dynamic.title(f"ODI · {len(analysis['facets'])} facets · {', '.join(analysis['roster'])}")
+    allure.dynamic.title(
+        f"ODI · {len(analysis['facets'])} facets · {', '.join(analysis['roster'])}"
+    )
     for key in ("profile", "hdi_prob", "ci_level", "passed"):
         allure.dynamic.parameter(key, analysis.get(key))
-    allure.dynamic.description("; ".join(f"{v['model']}: {v['threshold']}: {v['verdict']}" for v in verdicts))
-    rows = [{"facet": f, "quantity": q, "median": v[q]["median"], "hdi_lo": v[q]["hdi"][0], "hdi_hi": v[q]["hdi"][1]}
-            for f, v in analysis["facets"].items() for q in ("sigma_pi", "sigma_delta")]
-    rows += [{"facet": c, "quantity": "mean_abs_delta", "median": v["mean_abs_delta"]["estimate"],
-              "hdi_lo": v["mean_abs_delta"]["hdi"][0], "hdi_hi": v["mean_abs_delta"]["hdi"][1]}
-             for c, v in analysis["cells"].items()]
-    allure.attach(pd.DataFrame(rows).to_csv(index=False), name="ODI posterior.csv",
-                  attachment_type=allure.attachment_type.CSV)
-    allure.attach(json.dumps({"analysis": analysis, "verdicts": verdicts}, indent=2, default=str),
-                  name="ODI card section.json", attachment_type=allure.attachment_type.JSON)
-    allure.attach(odi_plot(analysis), name="ODI sigma_pi and delta.png", attachment_type=allure.attachment_type.PNG)
+    allure.dynamic.description(
+        "; ".join(f"{v['model']}: {v['threshold']}: {v['verdict']}" for v in verdicts)
+    )
+    rows = [
+        {
+            "facet": f,
+            "quantity": q,
+            "median": v[q]["median"],
+            "hdi_lo": v[q]["hdi"][0],
+            "hdi_hi": v[q]["hdi"][1],
+        }
+        for f, v in analysis["facets"].items()
+        for q in ("sigma_pi", "sigma_delta")
+    ]
+    rows += [
+        {
+            "facet": c,
+            "quantity": "mean_abs_delta",
+            "median": v["mean_abs_delta"]["estimate"],
+            "hdi_lo": v["mean_abs_delta"]["hdi"][0],
+            "hdi_hi": v["mean_abs_delta"]["hdi"][1],
+        }
+        for c, v in analysis["cells"].items()
+    ]
+    allure.attach(
+        pd.DataFrame(rows).to_csv(index=False),
+        name="ODI posterior.csv",
+        attachment_type=allure.attachment_type.CSV,
+    )
+    allure.attach(
+        json.dumps({"analysis": analysis, "verdicts": verdicts}, indent=2, default=str),
+        name="ODI card section.json",
+        attachment_type=allure.attachment_type.JSON,
+    )
+    allure.attach(
+        odi_plot(analysis),
+        name="ODI sigma_pi and delta.png",
+        attachment_type=allure.attachment_type.PNG,
+    )
 
 
 #: per-item states of the binary deltas, for the paired 2x2 panels of :func:`regression_plot`
@@ -229,15 +354,27 @@ def regression_plot(comparison: dict) -> bytes:
 
     block = comparison["readouts"][comparison["primary_readout"]]
     metrics = list(block["deltas"])
-    per_item = {m: v for m, v in (block.get("per_item") or {}).items() if m in _PAIRED_STATES and v["items"]}
+    per_item = {
+        m: v for m, v in (block.get("per_item") or {}).items() if m in _PAIRED_STATES and v["items"]
+    }
     val = lambda x: float("nan") if x is None else x  # noqa: E731
-    fig, axes = plt.subplots(1, 2 + len(per_item), figsize=(9 + 2.6 * len(per_item), 3.6), dpi=100,
-                             gridspec_kw={"width_ratios": [3, 3] + [2] * len(per_item)})
+    fig, axes = plt.subplots(
+        1,
+        2 + len(per_item),
+        figsize=(9 + 2.6 * len(per_item), 3.6),
+        dpi=100,
+        gridspec_kw={"width_ratios": [3, 3] + [2] * len(per_item)},
+    )
     ax = axes[0]
     xs = range(len(metrics))
     for shift, arm, color in ((-0.2, "baseline", "tab:gray"), (0.2, "candidate", "tab:blue")):
-        ax.bar([x + shift for x in xs], [val(block["arms"][m][arm]) for m in metrics], 0.4, color=color,
-               label=f"{arm}: {comparison[arm]}")
+        ax.bar(
+            [x + shift for x in xs],
+            [val(block["arms"][m][arm]) for m in metrics],
+            0.4,
+            color=color,
+            label=f"{arm}: {comparison[arm]}",
+        )
     ax.axhline(0, color="black", lw=0.5)
     ax.set_xticks(list(xs), [m.removeprefix("delta_") for m in metrics], fontsize=8)
     ax.set_title("value per version", fontsize=9)
@@ -257,21 +394,36 @@ def regression_plot(comparison: dict) -> bytes:
     ax.set_title("Δ = candidate − baseline (CI)", fontsize=9)
     for ax, (m, data) in zip(axes[2:], per_item.items()):
         states = _PAIRED_STATES[m]
-        counts = [[sum(1 for a, b in zip(data["baseline"], data["candidate"]) if a == i and b == j)
-                   for j in (0, 1)] for i in (0, 1)]
+        counts = [
+            [
+                sum(1 for a, b in zip(data["baseline"], data["candidate"]) if a == i and b == j)
+                for j in (0, 1)
+            ]
+            for i in (0, 1)
+        ]
         ax.imshow(counts, cmap="Blues", vmin=0)
         top = max(max(row) for row in counts)
         for i in (0, 1):
             for j in (0, 1):
-                ax.text(j, i, counts[i][j], ha="center", va="center", fontsize=11,
-                        color="white" if counts[i][j] > top / 2 else "black")
+                ax.text(
+                    j,
+                    i,
+                    counts[i][j],
+                    ha="center",
+                    va="center",
+                    fontsize=11,
+                    color="white" if counts[i][j] > top / 2 else "black",
+                )
         ax.set_xticks([0, 1], states, fontsize=8)
         ax.set_yticks([0, 1], states, fontsize=8)
         ax.set_xlabel("candidate", fontsize=8)
         ax.set_ylabel("baseline", fontsize=8)
         ax.set_title(f"items: {m.removeprefix('delta_')}", fontsize=9)
-    fig.suptitle(f"{comparison['candidate']} vs {comparison['baseline']} · {comparison['cell']} · "
-                 f"{comparison['dataset']} ({block['readout']})", fontsize=10)
+    fig.suptitle(
+        f"{comparison['candidate']} vs {comparison['baseline']} · {comparison['cell']} · "
+        f"{comparison['dataset']} ({block['readout']})",
+        fontsize=10,
+    )
     return _png(fig)
 
 
@@ -284,7 +436,12 @@ def report_regression(comparison, level: float | None = None) -> None:
     from flipgate.regression.table import _num, markdown, rows
 
     record = comparison.to_dict()
-    cand, base, cell, dataset = record["candidate"], record["baseline"], record["cell"], record["dataset"]
+    cand, base, cell, dataset = (
+        record["candidate"],
+        record["baseline"],
+        record["cell"],
+        record["dataset"],
+    )
     allure.dynamic.epic("regression")
     allure.dynamic.feature(f"{cand} vs {base}")
     allure.dynamic.story(f"{cell} × {dataset}")
@@ -293,16 +450,32 @@ def report_regression(comparison, level: float | None = None) -> None:
     for key in ("model_id", "weights_sha256", "run_id", "git_commit", "date"):
         allure.dynamic.parameter(f"baseline {key}", identity.get(key))
     allure.dynamic.parameter("primary_readout", record["primary_readout"])
-    allure.dynamic.parameter("shared (item, ordering) pairs",
-                             f"{overlap['shared_pairs']} (baseline {overlap['baseline_pairs']}, "
-                             f"candidate {overlap['candidate_pairs']})")
-    allure.dynamic.description("; ".join(
-        f"{r['metric']} {_num(r['delta'], signed=True)} [{', '.join(_num(x, signed=True) for x in r['ci'] or [])}] "
-        f"{r['arrow']}" + (f" → {r['verdict']}" if r["verdict"] else "") for r in rows(record)))
-    allure.attach(markdown([record], level), name="regression table", attachment_type="text/markdown", extension="md")
-    allure.attach(json.dumps(record, indent=2, default=str), name="comparison.json",
-                  attachment_type=allure.attachment_type.JSON)
-    allure.attach(regression_plot(record), name="regression.png", attachment_type=allure.attachment_type.PNG)
+    allure.dynamic.parameter(
+        "shared (item, ordering) pairs",
+        f"{overlap['shared_pairs']} (baseline {overlap['baseline_pairs']}, "
+        f"candidate {overlap['candidate_pairs']})",
+    )
+    allure.dynamic.description(
+        "; ".join(
+            f"{r['metric']} {_num(r['delta'], signed=True)} [{', '.join(_num(x, signed=True) for x in r['ci'] or [])}] "
+            f"{r['arrow']}" + (f" → {r['verdict']}" if r["verdict"] else "")
+            for r in rows(record)
+        )
+    )
+    allure.attach(
+        markdown([record], level),
+        name="regression table",
+        attachment_type="text/markdown",
+        extension="md",
+    )
+    allure.attach(
+        json.dumps(record, indent=2, default=str),
+        name="comparison.json",
+        attachment_type=allure.attachment_type.JSON,
+    )
+    allure.attach(
+        regression_plot(record), name="regression.png", attachment_type=allure.attachment_type.PNG
+    )
 
 
 def write_environment(results_dir: Path, props: dict[str, str]) -> None:
@@ -319,17 +492,31 @@ def add_card_results(results_dir: Path, card_files: list[Path]) -> None:
         card = json.loads(json_path.read_text())
         failed = [v for v in card["thresholds"] if v["verdict"] in ("fail", "missing")]
         attachments = []
-        for path, mime in ((json_path, "application/json"), (json_path.with_suffix(".md"), "text/markdown")):
+        for path, mime in (
+            (json_path, "application/json"),
+            (json_path.with_suffix(".md"), "text/markdown"),
+        ):
             source = f"{uuid.uuid4()}-attachment{path.suffix}"
             (results_dir / source).write_bytes(path.read_bytes())
             attachments.append({"name": path.name, "source": source, "type": mime})
         name = f"GRID card: {card['model']['id']} / {card['dataset']['name']}"
         result = {
-            "uuid": str(uuid.uuid4()), "historyId": name, "name": name, "fullName": name,
-            "status": "failed" if failed else "passed", "stage": "finished", "start": now, "stop": now,
-            "statusDetails": {"message": "; ".join(v["threshold"] for v in failed)} if failed else {},
-            "labels": [{"name": "epic", "value": "GRID card"}, {"name": "feature", "value": card["dataset"]["name"]},
-                       {"name": "story", "value": card["model"]["id"]}],
+            "uuid": str(uuid.uuid4()),
+            "historyId": name,
+            "name": name,
+            "fullName": name,
+            "status": "failed" if failed else "passed",
+            "stage": "finished",
+            "start": now,
+            "stop": now,
+            "statusDetails": {"message": "; ".join(v["threshold"] for v in failed)}
+            if failed
+            else {},
+            "labels": [
+                {"name": "epic", "value": "GRID card"},
+                {"name": "feature", "value": card["dataset"]["name"]},
+                {"name": "story", "value": card["model"]["id"]},
+            ],
             "attachments": attachments,
         }
         (results_dir / f"{result['uuid']}-result.json").write_text(json.dumps(result))

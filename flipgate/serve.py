@@ -15,6 +15,7 @@ The API key is checked (401) before the body is parsed; a body that is not a JSO
 ``messages`` list is answered 400 (``invalid_request_error``), any other failure 500, each with a
 JSON error body and never a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,7 +96,7 @@ class Batcher:
 
 
 #: the largest request body read (data-URL images included)
-MAX_BODY_BYTES = 64 * 2 ** 20
+MAX_BODY_BYTES = 64 * 2**20
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -125,42 +126,93 @@ def request_from_body(body: dict[str, Any], prefill: str) -> Request:
                 if part.get("type") == "text":
                     text += part["text"]
                 elif part.get("type") == "image_url":
-                    url = part["image_url"]["url"] if isinstance(part["image_url"], dict) else part["image_url"]
+                    url = (
+                        part["image_url"]["url"]
+                        if isinstance(part["image_url"], dict)
+                        else part["image_url"]
+                    )
                     images.append(base64.b64decode(url.split(",", 1)[1]))
                     text += "<image>"
             content = text
         messages.append((m["role"], content or ""))
     labels = tuple(LETTERS) if body.get("logprobs") else ()
-    return Request(tuple(messages), prefill, labels, int(body.get("seed") or 0), (),
-                   body.get("max_tokens") or body.get("max_completion_tokens"), tuple(images))
+    return Request(
+        tuple(messages),
+        prefill,
+        labels,
+        int(body.get("seed") or 0),
+        (),
+        body.get("max_tokens") or body.get("max_completion_tokens"),
+        tuple(images),
+    )
 
 
-def completion_body(out: Output, model: str, prefill: str, want_logprobs: bool, top_n: int) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": prefill + out.text}}
+def completion_body(
+    out: Output, model: str, prefill: str, want_logprobs: bool, top_n: int
+) -> dict[str, Any]:
+    choice: dict[str, Any] = {
+        "index": 0,
+        "finish_reason": "stop",
+        "message": {"role": "assistant", "content": prefill + out.text},
+    }
     if want_logprobs and out.label_logprobs:
-        top = sorted(out.label_logprobs.items(), key=lambda kv: -kv[1])[:max(1, top_n)]
-        choice["logprobs"] = {"content": [{
-            "token": " " + top[0][0], "logprob": top[0][1], "bytes": None,
-            "top_logprobs": [{"token": " " + k, "logprob": v, "bytes": None} for k, v in top]}]}
-    return {"id": f"chatcmpl-{random.getrandbits(48):x}", "object": "chat.completion", "created": int(time.time()),
-            "model": model, "system_fingerprint": "flipgate-serve", "choices": [choice],
-            "usage": {"prompt_tokens": out.tokens_in, "completion_tokens": out.tokens_out,
-                      "total_tokens": out.tokens_in + out.tokens_out}}
+        top = sorted(out.label_logprobs.items(), key=lambda kv: -kv[1])[: max(1, top_n)]
+        choice["logprobs"] = {
+            "content": [
+                {
+                    "token": " " + top[0][0],
+                    "logprob": top[0][1],
+                    "bytes": None,
+                    "top_logprobs": [
+                        {"token": " " + k, "logprob": v, "bytes": None} for k, v in top
+                    ],
+                }
+            ]
+        }
+    return {
+        "id": f"chatcmpl-{random.getrandbits(48):x}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "flipgate-serve",
+        "choices": [choice],
+        "usage": {
+            "prompt_tokens": out.tokens_in,
+            "completion_tokens": out.tokens_out,
+            "total_tokens": out.tokens_in + out.tokens_out,
+        },
+    }
 
 
 class LoopbackServer:
     """Threaded HTTP server around a :class:`Batcher`; ``start()`` returns the ``/v1`` base URL."""
 
-    def __init__(self, backend: Backend, host: str = "127.0.0.1", port: int = 0, prefill: str = "Answer:",
-                 api_key: str | None = None, faults: Faults | None = None, max_batch: int = 16,
-                 window_s: float = 0.01):
+    def __init__(
+        self,
+        backend: Backend,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        prefill: str = "Answer:",
+        api_key: str | None = None,
+        faults: Faults | None = None,
+        max_batch: int = 16,
+        window_s: float = 0.01,
+    ):
         self.backend, self.prefill, self.api_key = backend, prefill, api_key
         self.faults = faults or Faults()
         self.batcher = Batcher(backend, max_batch, window_s)
-        self.counts: dict[str, int] = {"requests": 0, "ok": 0, "rate_limit": 0, "server_error": 0, "slow": 0,
-                                       "malformed": 0, "unauthorized": 0, "failed_after": 0, "bad_request": 0,
-                                       "internal_error": 0}
+        self.counts: dict[str, int] = {
+            "requests": 0,
+            "ok": 0,
+            "rate_limit": 0,
+            "server_error": 0,
+            "slow": 0,
+            "malformed": 0,
+            "unauthorized": 0,
+            "failed_after": 0,
+            "bad_request": 0,
+            "internal_error": 0,
+        }
         self._lock = threading.Lock()
         self._admitted = 0  # requests let through to the model (for ``fail_after``)
         self.httpd = ThreadingHTTPServer((host, port), self._handler())
@@ -209,16 +261,30 @@ class LoopbackServer:
                         self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. its timeout)
+                except (
+                    BrokenPipeError,
+                    ConnectionResetError,
+                ):  # the client gave up (e.g. its timeout)
                     self.close_connection = True
 
             def _error(self, status: int, message: str, kind: str, headers=None):
-                self._send(status, json.dumps({"error": {"message": message, "type": kind}}).encode(), headers)
+                self._send(
+                    status,
+                    json.dumps({"error": {"message": message, "type": kind}}).encode(),
+                    headers,
+                )
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, json.dumps({"object": "list", "data": [
-                        {"id": server.backend.model_id, "object": "model"}]}).encode())
+                    self._send(
+                        200,
+                        json.dumps(
+                            {
+                                "object": "list",
+                                "data": [{"id": server.backend.model_id, "object": "model"}],
+                            }
+                        ).encode(),
+                    )
                 else:
                     self._error(404, f"no route {self.path}", "not_found")
 
@@ -237,15 +303,22 @@ class LoopbackServer:
                     self._post()
                 except Exception as exc:  # never a traceback: a JSON 500 names what went wrong
                     server._count("internal_error")
-                    self._error(500, f"internal error: {type(exc).__name__}: {exc}"[:500], "server_error")
+                    self._error(
+                        500, f"internal error: {type(exc).__name__}: {exc}"[:500], "server_error"
+                    )
 
             def _post(self):
-                raw = self._read_body()  # drained before any reply, parsed only once the caller is authorised
+                raw = (
+                    self._read_body()
+                )  # drained before any reply, parsed only once the caller is authorised
                 if raw is None:
                     self.close_connection = True
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     return self._error(404, f"no route {self.path}", "not_found")
-                if server.api_key and self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                if (
+                    server.api_key
+                    and self.headers.get("Authorization") != f"Bearer {server.api_key}"
+                ):
                     server._count("unauthorized")
                     return self._error(401, "invalid API key", "authentication_error")
                 try:
@@ -261,8 +334,12 @@ class LoopbackServer:
                 if outcome != "ok" and outcome != "slow":
                     server._count(outcome)
                 if outcome == "rate_limit":
-                    return self._error(429, "rate limited (injected)", "rate_limit_error",
-                                       {"Retry-After": f"{server.faults.retry_after_s:g}"})
+                    return self._error(
+                        429,
+                        "rate limited (injected)",
+                        "rate_limit_error",
+                        {"Retry-After": f"{server.faults.retry_after_s:g}"},
+                    )
                 if outcome in ("server_error", "failed_after"):
                     return self._error(500, f"internal error (injected: {outcome})", "server_error")
                 if outcome == "malformed":
@@ -272,9 +349,18 @@ class LoopbackServer:
                     time.sleep(server.faults.slow_s)
                 out = server.batcher.submit(request)
                 server._count("ok")
-                self._send(200, json.dumps(completion_body(out, body.get("model", ""), server.prefill,
-                                                           bool(body.get("logprobs")),
-                                                           int(body.get("top_logprobs") or 1))).encode())
+                self._send(
+                    200,
+                    json.dumps(
+                        completion_body(
+                            out,
+                            body.get("model", ""),
+                            server.prefill,
+                            bool(body.get("logprobs")),
+                            int(body.get("top_logprobs") or 1),
+                        )
+                    ).encode(),
+                )
 
         return Handler
 
@@ -290,12 +376,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--prefill", default="Answer:")
     parser.add_argument("--max-batch", type=int, default=16)
-    parser.add_argument("--cache-dir", default=".flipgate_cache", help="where dequantised models are cached")
+    parser.add_argument(
+        "--cache-dir", default=".flipgate_cache", help="where dequantised models are cached"
+    )
     args = parser.parse_args(argv)
     cfg = load_models(args.models)
     model_id = args.model or next(iter(cfg.models))
-    backend = create_backend({**cfg.models[model_id], "readouts": ["regex", "letter_logprob"],
-                              "_cache_dir": args.cache_dir})
+    backend = create_backend(
+        {
+            **cfg.models[model_id],
+            "readouts": ["regex", "letter_logprob"],
+            "_cache_dir": args.cache_dir,
+        }
+    )
     server = LoopbackServer(backend, args.host, args.port, args.prefill, max_batch=args.max_batch)
     print(f"serving {model_id} at {server.base_url} (Ctrl-C stops)", flush=True)
     try:

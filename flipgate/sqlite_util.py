@@ -1,4 +1,5 @@
 """SQLite connections in WAL mode, safe to share between xdist worker processes."""
+
 from __future__ import annotations
 
 import sqlite3

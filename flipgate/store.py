@@ -3,6 +3,7 @@
 Workers append trials, model fingerprints, manifests and threshold verdicts; the controller reads
 them at session end to build cards. Every number in a card is recomputable from this file.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,9 +43,29 @@ CREATE TABLE IF NOT EXISTS summaries (model_id TEXT, dataset TEXT, cell TEXT, re
 """
 CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
 
-TRIAL_COLUMNS = ["run_id", "model_id", "model_fingerprint", "dataset", "item_id", "facet", "condition",
-                 "permutation", "sample", "prompt_sha256", "raw_output", "readouts", "mapped", "correct", "gold",
-                 "n_classes", "tokens_in", "tokens_out", "latency_s", "cost_usd", "from_cache"]
+TRIAL_COLUMNS = [
+    "run_id",
+    "model_id",
+    "model_fingerprint",
+    "dataset",
+    "item_id",
+    "facet",
+    "condition",
+    "permutation",
+    "sample",
+    "prompt_sha256",
+    "raw_output",
+    "readouts",
+    "mapped",
+    "correct",
+    "gold",
+    "n_classes",
+    "tokens_in",
+    "tokens_out",
+    "latency_s",
+    "cost_usd",
+    "from_cache",
+]
 
 
 class TrialStore:
@@ -61,78 +82,116 @@ class TrialStore:
         # the -shm / -wal files a WAL database otherwise gets next to it
         flags = "mode=ro" if Path(f"{path}-wal").exists() else "mode=ro&immutable=1"
         conn = sqlite3.connect(f"{path.as_uri()}?{flags}", uri=True, timeout=60)
-        conn.execute("SELECT name FROM sqlite_master").fetchall()  # fails here on a non-database file
+        conn.execute(
+            "SELECT name FROM sqlite_master"
+        ).fetchall()  # fails here on a non-database file
         return cls(path, conn)
 
     def tables(self) -> dict[str, list[str]]:
         """Table name -> column names (to check a foreign file's schema)."""
-        names = [r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        names = [
+            r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        ]
         return {n: [c[1] for c in self.conn.execute(f"PRAGMA table_info('{n}')")] for n in names}
 
     def add_trials(self, rows: list[dict]) -> None:
         marks = ",".join("?" * len(TRIAL_COLUMNS))
         with self.conn:
-            self.conn.executemany(f"INSERT OR REPLACE INTO trials VALUES ({marks})",
-                                  [[_cell(r[c]) for c in TRIAL_COLUMNS] for r in rows])
+            self.conn.executemany(
+                f"INSERT OR REPLACE INTO trials VALUES ({marks})",
+                [[_cell(r[c]) for c in TRIAL_COLUMNS] for r in rows],
+            )
 
     def add_model(self, model_id: str, fingerprint: dict, config: dict) -> None:
         with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
-                              (model_id, json.dumps(fingerprint, sort_keys=True), json.dumps(config, default=str)))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
+                (
+                    model_id,
+                    json.dumps(fingerprint, sort_keys=True),
+                    json.dumps(config, default=str),
+                ),
+            )
 
     def add_calls(self, model_id: str, source: str, counts: dict[str, int]) -> None:
         """API call counts of one process (``source``: "pilot", an xdist worker id, "main"), cumulative."""
         with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?)",
-                              (model_id, source, *(int(counts.get(k, 0)) for k in CALL_COUNTS)))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?)",
+                (model_id, source, *(int(counts.get(k, 0)) for k in CALL_COUNTS)),
+            )
 
     def calls(self) -> dict[str, dict[str, int]]:
         """Per model: API requests, retried attempts, timed-out attempts and failed calls, over the run."""
-        rows = self.conn.execute(f"SELECT model_id, {', '.join(f'SUM({k})' for k in CALL_COUNTS)} FROM calls "
-                                 "GROUP BY model_id ORDER BY model_id")
+        rows = self.conn.execute(
+            f"SELECT model_id, {', '.join(f'SUM({k})' for k in CALL_COUNTS)} FROM calls "
+            "GROUP BY model_id ORDER BY model_id"
+        )
         return {m: dict(zip(CALL_COUNTS, map(int, counts))) for m, *counts in rows}
 
     def add_manifest(self, facet: str, dataset: str, k: int, sha256: str, path: str) -> None:
         with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO manifests VALUES (?, ?, ?, ?, ?)",
-                              (facet, dataset, k, sha256, path))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO manifests VALUES (?, ?, ?, ?, ?)",
+                (facet, dataset, k, sha256, path),
+            )
 
     def add_screen(self, facet: str, dataset: str, excluded: int, considered: int) -> None:
         with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO screens VALUES (?, ?, ?, ?)", (facet, dataset, excluded, considered))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO screens VALUES (?, ?, ?, ?)",
+                (facet, dataset, excluded, considered),
+            )
 
     def screens(self, dataset: str) -> dict[str, dict]:
-        rows = self.conn.execute("SELECT facet, excluded, considered FROM screens WHERE dataset = ?", (dataset,))
+        rows = self.conn.execute(
+            "SELECT facet, excluded, considered FROM screens WHERE dataset = ?", (dataset,)
+        )
         return {f: {"excluded": e, "considered": c, "kept": c - e} for f, e, c in rows}
 
-    def add_judgements(self, model_id: str, dataset: str, facet: str, judge_id: str, verdicts: dict[str, str]) -> None:
+    def add_judgements(
+        self, model_id: str, dataset: str, facet: str, judge_id: str, verdicts: dict[str, str]
+    ) -> None:
         with self.conn:
-            self.conn.executemany("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?)",
-                                  [(model_id, dataset, facet, i, judge_id, v) for i, v in verdicts.items()])
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?)",
+                [(model_id, dataset, facet, i, judge_id, v) for i, v in verdicts.items()],
+            )
 
     def judgements(self, model_id: str, dataset: str, facet: str) -> dict[str, str]:
-        rows = self.conn.execute("SELECT item_id, verdict FROM judgements WHERE model_id = ? AND dataset = ? "
-                                 "AND facet = ?", (model_id, dataset, facet))
+        rows = self.conn.execute(
+            "SELECT item_id, verdict FROM judgements WHERE model_id = ? AND dataset = ? "
+            "AND facet = ?",
+            (model_id, dataset, facet),
+        )
         return dict(rows.fetchall())
 
     def add_verdicts(self, model_id: str, dataset: str, facet: str, verdicts: list[dict]) -> None:
         with self.conn:
-            self.conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
-                                  [(model_id, dataset, facet, v["threshold"], json.dumps(v)) for v in verdicts])
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
+                [(model_id, dataset, facet, v["threshold"], json.dumps(v)) for v in verdicts],
+            )
 
     def add_envelope(self, dataset: str, analysis: dict) -> None:
         """The configuration-envelope analysis of a benchmark over the whole roster (SPEC §7)."""
         with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO envelopes VALUES (?, ?)", (dataset, json.dumps(analysis)))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO envelopes VALUES (?, ?)", (dataset, json.dumps(analysis))
+            )
 
     def envelope(self, dataset: str) -> dict | None:
-        row = self.conn.execute("SELECT analysis FROM envelopes WHERE dataset = ?", (dataset,)).fetchone()
+        row = self.conn.execute(
+            "SELECT analysis FROM envelopes WHERE dataset = ?", (dataset,)
+        ).fetchone()
         return json.loads(row[0]) if row else None
 
     def add_odi(self, analysis: dict, name: str = "order") -> None:
         """The ODI fit over a panel's order-suite trials (SPEC §4)."""
         with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO odi VALUES (?, ?)", (name, json.dumps(analysis)))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO odi VALUES (?, ?)", (name, json.dumps(analysis))
+            )
 
     def odi(self, name: str = "order") -> dict | None:
         row = self.conn.execute("SELECT analysis FROM odi WHERE name = ?", (name,)).fetchone()
@@ -142,39 +201,66 @@ class TrialStore:
         """Run identity (run id, git commit, date, seed, K, grammar version): what a later run that
         names this one as its baseline checks and discloses (SPEC §11)."""
         with self.conn:
-            self.conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                  [(k, json.dumps(v)) for k, v in values.items()])
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                [(k, json.dumps(v)) for k, v in values.items()],
+            )
 
     def meta(self) -> dict:
         return {k: json.loads(v) for k, v in self.conn.execute("SELECT key, value FROM meta")}
 
-    def add_comparison(self, model_id: str, dataset: str, cell: str, baseline: str, result: dict) -> None:
+    def add_comparison(
+        self, model_id: str, dataset: str, cell: str, baseline: str, result: dict
+    ) -> None:
         """A paired comparison of ``model_id`` against ``baseline`` on one cell (SPEC §11)."""
         with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?)",
-                              (model_id, dataset, cell, baseline, json.dumps(result)))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?)",
+                (model_id, dataset, cell, baseline, json.dumps(result)),
+            )
 
     def comparisons(self, model_id: str | None = None) -> list[dict]:
-        rows = self.conn.execute("SELECT result FROM comparisons WHERE ? IS NULL OR model_id = ? "
-                                 "ORDER BY model_id, dataset, cell, baseline", (model_id, model_id))
+        rows = self.conn.execute(
+            "SELECT result FROM comparisons WHERE ? IS NULL OR model_id = ? "
+            "ORDER BY model_id, dataset, cell, baseline",
+            (model_id, model_id),
+        )
         return [json.loads(r[0]) for r in rows]
 
-    def add_summaries(self, model_id: str, dataset: str, cell: str, summaries: dict[str, dict]) -> None:
+    def add_summaries(
+        self, model_id: str, dataset: str, cell: str, summaries: dict[str, dict]
+    ) -> None:
         """A cell's metric estimates per readout (every ``{estimate, ci}`` entry of its Summary), kept so
         later runs can plot each metric's trend across runs (:mod:`flipgate.trend`)."""
-        rows = [(model_id, dataset, cell, readout, metric, _num(v["estimate"]),
-                 *(_num(x) for x in v["ci"] or (None, None)), s.get("n_items"))
-                for readout, s in summaries.items() for metric, v in s.items()
-                if isinstance(v, dict) and "estimate" in v and "ci" in v]
+        rows = [
+            (
+                model_id,
+                dataset,
+                cell,
+                readout,
+                metric,
+                _num(v["estimate"]),
+                *(_num(x) for x in v["ci"] or (None, None)),
+                s.get("n_items"),
+            )
+            for readout, s in summaries.items()
+            for metric, v in s.items()
+            if isinstance(v, dict) and "estimate" in v and "ci" in v
+        ]
         with self.conn:
-            self.conn.executemany("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
 
     def summaries(self, model_id: str, dataset: str, cell: str) -> dict[str, dict]:
         """readout -> {metric: {estimate, ci}, "n_items": N}, as :meth:`add_summaries` stored them
         (a NaN is read back as None)."""
         out: dict[str, dict] = {}
-        rows = self.conn.execute("SELECT readout, metric, estimate, lo, hi, n_items FROM summaries WHERE model_id = ? "
-                                 "AND dataset = ? AND cell = ? ORDER BY readout, metric", (model_id, dataset, cell))
+        rows = self.conn.execute(
+            "SELECT readout, metric, estimate, lo, hi, n_items FROM summaries WHERE model_id = ? "
+            "AND dataset = ? AND cell = ? ORDER BY readout, metric",
+            (model_id, dataset, cell),
+        )
         for readout, metric, est, lo, hi, n in rows:
             block = out.setdefault(readout, {"n_items": n})
             block[metric] = {"estimate": est, "ci": None if lo is None and hi is None else [lo, hi]}
@@ -182,27 +268,38 @@ class TrialStore:
 
     def trials(self, **where) -> pd.DataFrame:
         clause = " AND ".join(f"{k} = ?" for k in where) or "1"
-        df = pd.read_sql_query(f"SELECT * FROM trials WHERE {clause}", self.conn, params=list(where.values()))
+        df = pd.read_sql_query(
+            f"SELECT * FROM trials WHERE {clause}", self.conn, params=list(where.values())
+        )
         for col in ("permutation", "readouts", "mapped", "correct"):
             df[col] = df[col].map(json.loads)
         return df
 
     def models(self) -> dict[str, dict]:
-        return {m: {"fingerprint": json.loads(f), "config": json.loads(c)}
-                for m, f, c in self.conn.execute("SELECT model_id, fingerprint, config FROM models")}
+        return {
+            m: {"fingerprint": json.loads(f), "config": json.loads(c)}
+            for m, f, c in self.conn.execute("SELECT model_id, fingerprint, config FROM models")
+        }
 
     def manifests(self) -> dict[tuple[str, str], dict]:
-        return {(f, d): {"k": k, "sha256": s, "path": p}
-                for f, d, k, s, p in self.conn.execute("SELECT * FROM manifests")}
+        return {
+            (f, d): {"k": k, "sha256": s, "path": p}
+            for f, d, k, s, p in self.conn.execute("SELECT * FROM manifests")
+        }
 
     def all_verdicts(self) -> list[tuple[str, str, dict]]:
         """(model_id, dataset, verdict) for every gated threshold of the run."""
-        rows = self.conn.execute("SELECT model_id, dataset, result FROM verdicts ORDER BY 1, 2, result")
+        rows = self.conn.execute(
+            "SELECT model_id, dataset, result FROM verdicts ORDER BY 1, 2, result"
+        )
         return [(m, d, json.loads(r)) for m, d, r in rows]
 
     def verdicts(self, model_id: str, dataset: str) -> list[dict]:
-        rows = self.conn.execute("SELECT result FROM verdicts WHERE model_id = ? AND dataset = ? "
-                                 "ORDER BY facet, threshold", (model_id, dataset))
+        rows = self.conn.execute(
+            "SELECT result FROM verdicts WHERE model_id = ? AND dataset = ? "
+            "ORDER BY facet, threshold",
+            (model_id, dataset),
+        )
         return [json.loads(r[0]) for r in rows]
 
 
@@ -226,6 +323,17 @@ def export_replay(store: TrialStore, out: Path | str, model_id: str) -> int:
     with open(out, "w") as f:
         for r in df.itertuples():
             raw = json.loads(r.raw_output)
-            f.write(json.dumps({"dataset": r.dataset, "item_id": r.item_id, "facet": r.facet,
-                                "condition": int(r.condition), "sample": int(r.sample), **raw}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "dataset": r.dataset,
+                        "item_id": r.item_id,
+                        "facet": r.facet,
+                        "condition": int(r.condition),
+                        "sample": int(r.sample),
+                        **raw,
+                    }
+                )
+                + "\n"
+            )
     return len(df)

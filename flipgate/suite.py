@@ -1,4 +1,5 @@
 """What one suite test does: run a (facet or control, model, dataset) cell and gate it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -54,13 +55,21 @@ class FlipCell:
             trials = self.auditor.trials(self.model_id, self.dataset, self.name)
             perm = self.auditor.trials(self.model_id, self.dataset, facet) if control else None
             judged = getattr(get_facet(facet), "judged", False) and not control
-            verdicts = self.auditor.judgements(self.model_id, self.dataset, self.name, trials) if judged else None
+            verdicts = (
+                self.auditor.judgements(self.model_id, self.dataset, self.name, trials)
+                if judged
+                else None
+            )
         summaries, items = {}, None
         for r in readouts:
             if perm is not None:
-                summaries[r], table = control_summary(perm, trials, r, cfg.bootstrap_n, cfg.level, cfg.seed)
+                summaries[r], table = control_summary(
+                    perm, trials, r, cfg.bootstrap_n, cfg.level, cfg.seed
+                )
             else:
-                summaries[r], table = facet_summary(trials, r, cfg.bootstrap_n, cfg.level, cfg.seed, verdicts)
+                summaries[r], table = facet_summary(
+                    trials, r, cfg.bootstrap_n, cfg.level, cfg.seed, verdicts
+                )
             table = table.add_prefix(f"{r}:").rename(columns={f"{r}:item_id": "item_id"})
             items = table if items is None else items.merge(table, on="item_id")
         return summaries, items
@@ -75,19 +84,39 @@ class FlipCell:
         except FlipgateError as exc:
             fail_input(exc)
         primary = self.auditor.readouts(self.model_id, split_cell(self.name)[1])[1]
-        verdicts = evaluate(thresholds.for_cell(self.name, self.dataset), summaries, primary,
-                            thresholds.on_inconclusive)
+        verdicts = evaluate(
+            thresholds.for_cell(self.name, self.dataset),
+            summaries,
+            primary,
+            thresholds.on_inconclusive,
+        )
         for v in verdicts:
             v["facet"] = self.name
         store = self.auditor.store
         store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
         store.add_summaries(self.model_id, self.dataset, self.name, summaries)
         # the runs directory holds every run's store: this cell's flip rate across them, this run last
-        trend = metric_trend(store.path.parent.parent, self.model_id, self.dataset, self.name, primary, "flip_rate")
-        report_cell(self.name, self.dataset, self.model_id, summaries, items, verdicts, {
-            "model": self.model_id, "dataset": self.dataset, "facet": self.name, "K": self.auditor.config.k,
-            "N": summaries[primary]["n_items"], "primary_readout": primary,
-            "thresholds": ", ".join(thresholds.files)}, trend)
+        trend = metric_trend(
+            store.path.parent.parent, self.model_id, self.dataset, self.name, primary, "flip_rate"
+        )
+        report_cell(
+            self.name,
+            self.dataset,
+            self.model_id,
+            summaries,
+            items,
+            verdicts,
+            {
+                "model": self.model_id,
+                "dataset": self.dataset,
+                "facet": self.name,
+                "K": self.auditor.config.k,
+                "N": summaries[primary]["n_items"],
+                "primary_readout": primary,
+                "thresholds": ", ".join(thresholds.files),
+            },
+            trend,
+        )
         assert_verdicts(verdicts)
         return verdicts
 
@@ -98,7 +127,9 @@ def describe(v: dict) -> str:
     ci_text = f"{level} CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
     est = "no estimate" if v["estimate"] is None else f"{v['estimate']:.3f}"
     who = f"{v['model']}: " if v.get("model") else ""
-    unproven = " (not proven)" if v["verdict"] == "inconclusive" and v.get("rule") == "upper" else ""
+    unproven = (
+        " (not proven)" if v["verdict"] == "inconclusive" and v.get("rule") == "upper" else ""
+    )
     return f"{who}{v['threshold']} [{v['source']}]: {est}{ci_text} -> {v['verdict']}{unproven}"
 
 
@@ -107,10 +138,18 @@ def assert_verdicts(verdicts: list[dict]) -> None:
     any 'xfail', and warn on 'warn' (an exceeded ``warn`` bound or a tolerated inconclusive CI)."""
     by = {o: [v for v in verdicts if v["outcome"] == o] for o in ("fail", "xfail", "warn")}
     if by["fail"]:
-        pytest.fail("threshold(s) violated:\n  " + "\n  ".join(describe(v) for v in by["fail"]), pytrace=False)
+        pytest.fail(
+            "threshold(s) violated:\n  " + "\n  ".join(describe(v) for v in by["fail"]),
+            pytrace=False,
+        )
     for v in by["warn"]:
         kind = InconclusiveThreshold if v["verdict"] == "inconclusive" else ThresholdWarning
-        warnings.warn(("inconclusive threshold: " if kind is InconclusiveThreshold else "") + describe(v),
-                      kind, stacklevel=2)
+        warnings.warn(
+            ("inconclusive threshold: " if kind is InconclusiveThreshold else "") + describe(v),
+            kind,
+            stacklevel=2,
+        )
     if by["xfail"]:
-        pytest.xfail("inconclusive threshold(s):\n  " + "\n  ".join(describe(v) for v in by["xfail"]))
+        pytest.xfail(
+            "inconclusive threshold(s):\n  " + "\n  ".join(describe(v) for v in by["xfail"])
+        )

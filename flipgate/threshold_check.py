@@ -8,6 +8,7 @@ the envelope's benchmarks for its roster, and each regression candidate's order 
 ``facet: envelope`` when no model is in the envelope roster) are not errors: nothing runs that
 they could gate. Override files must be named after a model of the roster.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -15,8 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flipgate import FlipgateError
-from flipgate.config import (ENVELOPE_CELL, ODI_CELL, AuditConfig, Threshold, parse_thresholds,
-                             threshold_files)
+from flipgate.config import (
+    ENVELOPE_CELL,
+    ODI_CELL,
+    AuditConfig,
+    Threshold,
+    parse_thresholds,
+    threshold_files,
+)
 from flipgate.facets import readouts_for, split_cell
 
 
@@ -38,15 +45,21 @@ def _suite(cell_or_facet: str | None, vs: str | None = None) -> str:
     return cell_or_facet if cell_or_facet in (ENVELOPE_CELL, ODI_CELL) else "order"
 
 
-def plan_cells(cfg: AuditConfig, envelope_roster: list[str] = (), envelope_benchmarks: list[str] = (),
-               compared: list[str] = ()) -> list[PlanCell]:
+def plan_cells(
+    cfg: AuditConfig,
+    envelope_roster: list[str] = (),
+    envelope_benchmarks: list[str] = (),
+    compared: list[str] = (),
+) -> list[PlanCell]:
     """Every cell the plan gates (see module docstring); ``compared``: the candidates of the regression suite."""
     out = []
     for model_id in cfg.audited("order"):
         model = cfg.models[model_id]
         for cell, dataset in cfg.cells(model_id):
             try:
-                readouts = readouts_for(split_cell(cell)[1], model["readouts"], model["primary_readout"])[0]
+                readouts = readouts_for(
+                    split_cell(cell)[1], model["readouts"], model["primary_readout"]
+                )[0]
             except FlipgateError:  # the cell itself reports this when it runs
                 readouts = model["readouts"]
             out.append(PlanCell(model_id, cell, dataset, tuple(readouts)))
@@ -64,7 +77,9 @@ def matches(t: Threshold, c: PlanCell, order_datasets: set[str]) -> bool:
         return False
     if t.facet == ODI_CELL:  # ODI narrows by dataset inside the fit (mean |δ| per cell)
         return c.cell == ODI_CELL and (t.dataset is None or t.dataset in order_datasets)
-    return t.applies(c.cell, c.dataset) and (t.readout is None or not c.readouts or t.readout in c.readouts)
+    return t.applies(c.cell, c.dataset) and (
+        t.readout is None or not c.readouts or t.readout in c.readouts
+    )
 
 
 def _cells_text(cells: list[PlanCell]) -> str:
@@ -85,8 +100,10 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
     files = [(directory / "default.yaml", None)]
     for path in threshold_files(directory):
         if path.stem not in cfg.models:
-            errors.append(f"{path}: override file for model {path.stem!r}, which is not in {cfg.path} "
-                          f"(models: {', '.join(roster)}); name it <model id>.yaml")
+            errors.append(
+                f"{path}: override file for model {path.stem!r}, which is not in {cfg.path} "
+                f"(models: {', '.join(roster)}); name it <model id>.yaml"
+            )
             continue
         files.append((path, path.stem))
     for path, owner in files:
@@ -94,17 +111,25 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
         for i, t in enumerate(thresholds):
             where = f"{path}: field thresholds[{i}] ({t.label})"
             if t.model is not None and t.model not in cfg.models:
-                errors.append(f"{where}.model: no model with this id (value: {t.model!r}); models: {', '.join(roster)}")
+                errors.append(
+                    f"{where}.model: no model with this id (value: {t.model!r}); models: {', '.join(roster)}"
+                )
                 continue
             if _suite(t.facet, t.vs) not in suites_run:
-                notes.append(f"{where}: not applicable, the plan runs no {_suite(t.facet, t.vs)} suite")
+                notes.append(
+                    f"{where}: not applicable, the plan runs no {_suite(t.facet, t.vs)} suite"
+                )
                 continue
             mine = [c for c in cells if owner in (None, c.model)]
             if not any(matches(t, c, order_datasets) for c in mine):
-                errors.append(f"{where}: selects no cell of this audit (selectors: "
-                              f"{', '.join(f'{k}={v!r}' for k, v in t.selectors.items()) or 'none'}); "
-                              f"cells: {_cells_text(mine)}")
+                errors.append(
+                    f"{where}: selects no cell of this audit (selectors: "
+                    f"{', '.join(f'{k}={v!r}' for k, v in t.selectors.items()) or 'none'}); "
+                    f"cells: {_cells_text(mine)}"
+                )
     if errors:
-        raise FlipgateError("thresholds that would gate nothing (a typo must not disable a gate):\n  "
-                            + "\n  ".join(errors))
+        raise FlipgateError(
+            "thresholds that would gate nothing (a typo must not disable a gate):\n  "
+            + "\n  ".join(errors)
+        )
     return notes

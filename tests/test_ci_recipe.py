@@ -1,4 +1,5 @@
 """docs/ci.md: the GitHub Actions recipe parses, caches, keeps the exit statuses and uploads with if: always()."""
+
 import re
 import shlex
 from pathlib import Path
@@ -10,7 +11,9 @@ from flipgate import exitcodes
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs/ci.md"
-PYTEST_OWN = {"--junitxml"}  # pytest's own options; flipgate's and allure's are read in flipgate/plugin.py
+PYTEST_OWN = {
+    "--junitxml"
+}  # pytest's own options; flipgate's and allure's are read in flipgate/plugin.py
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +41,11 @@ def test_workflow_sets_up_python_node_and_caches(steps):
     assert any(_uses(s, "actions/setup-node") for s in steps)
     assert any(_uses(s, "actions/checkout") for s in steps)
     caches = [s["with"] for s in steps if _uses(s, "actions/cache")]
-    assert any(line.strip().startswith(".flipgate_cache") for c in caches for line in c["path"].splitlines())
+    assert any(
+        line.strip().startswith(".flipgate_cache")
+        for c in caches
+        for line in c["path"].splitlines()
+    )
     assert any("responses.sqlite" in c["path"] for c in caches)
     assert all("models.yaml" in c["key"] and "thresholds/**" in c["key"] for c in caches)
 
@@ -56,19 +63,30 @@ def test_workflow_flags_exist(steps):
     plugin = (REPO / "flipgate/plugin.py").read_text()
     script = (REPO / "scripts/audit").read_text()
     (pytest_line,) = [line for line in script.splitlines() if "-m pytest" in line]
-    flags = {t.split("=")[0] for c in (_audit_command(steps), pytest_line) for t in shlex.split(c) if t.startswith("--")}
+    flags = {
+        t.split("=")[0]
+        for c in (_audit_command(steps), pytest_line)
+        for t in shlex.split(c)
+        if t.startswith("--")
+    }
     assert {"--items-per-dataset", "--alluredir", "--junitxml"} <= flags
     for flag in flags - PYTEST_OWN:
         assert f'"{flag}"' in plugin, f"{flag} is not an option flipgate/plugin.py knows"
 
 
 def test_every_exit_status_is_documented():
-    codes = {name: value for name, value in vars(exitcodes).items() if name.isupper() and isinstance(value, int)}
+    codes = {
+        name: value
+        for name, value in vars(exitcodes).items()
+        if name.isupper() and isinstance(value, int)
+    }
     assert set(codes.values()) == set(exitcodes.MEANING) == set(range(7))
     for doc in (DOC, REPO / "README.md"):
         text = doc.read_text()
         for name, value in codes.items():
-            assert re.search(rf"^\| {value} \| `{name}` \|", text, re.M), f"{doc.name}: exit status {value} ({name})"
+            assert re.search(rf"^\| {value} \| `{name}` \|", text, re.M), (
+                f"{doc.name}: exit status {value} ({name})"
+            )
 
 
 def test_audit_script_is_executable_and_make_audit_calls_it():

@@ -1,9 +1,8 @@
 import pytest
 
+from conftest import REPO, write
 from flipgate import FlipgateError
 from flipgate.config import load_models, load_thresholds
-
-from conftest import REPO, write
 
 GOOD_MODEL = """
 models:
@@ -16,48 +15,88 @@ models:
 def test_repo_models_and_thresholds_are_valid():
     cfg = load_models(REPO / "models.yaml")
     assert "smollm2-135m-instruct" in cfg.models
-    assert [d.name for d in cfg.facets["option_order"]] == ["mmlu", "arc_challenge", "commonsense_qa"]
-    assert cfg.audited("order") == ["smollm2-135m-instruct", "gemma3-270m", "smollm2-135m-instruct-nf4"]
-    assert cfg.odi["profile"] == "fast" and cfg.models["smollm2-135m-instruct-nf4"]["baseline"] == "smollm2-135m-instruct"
-    assert cfg.cells("smollm2-135m-instruct-nf4") == [("option_order", "mmlu"), ("same_ordering:option_order", "mmlu")]
+    assert [d.name for d in cfg.facets["option_order"]] == [
+        "mmlu",
+        "arc_challenge",
+        "commonsense_qa",
+    ]
+    assert cfg.audited("order") == [
+        "smollm2-135m-instruct",
+        "gemma3-270m",
+        "smollm2-135m-instruct-nf4",
+    ]
+    assert (
+        cfg.odi["profile"] == "fast"
+        and cfg.models["smollm2-135m-instruct-nf4"]["baseline"] == "smollm2-135m-instruct"
+    )
+    assert cfg.cells("smollm2-135m-instruct-nf4") == [
+        ("option_order", "mmlu"),
+        ("same_ordering:option_order", "mmlu"),
+    ]
     ts = load_thresholds(REPO / "thresholds", "smollm2-135m-instruct")
     assert any(t.metric == "flip_rate" for t in ts.thresholds)
     assert {t.metric for t in ts.thresholds if t.facet == "odi"} == {"sigma_pi", "mean_abs_delta"}
-    assert any(t.metric == "cfr@0.5" for t in ts.thresholds)  # '@' of CFR is not an ODI facet selector
+    assert any(
+        t.metric == "cfr@0.5" for t in ts.thresholds
+    )  # '@' of CFR is not an ODI facet selector
 
 
 def test_defaults_when_audit_section_missing(tmp_path):
     cfg = load_models(write(tmp_path / "models.yaml", GOOD_MODEL))
     assert cfg.k == 6 and cfg.seed == 42 and "option_order" in cfg.facets
-    assert cfg.controls["same_ordering"] == [("option_order", d) for d in cfg.facets["option_order"]]
+    assert cfg.controls["same_ordering"] == [
+        ("option_order", d) for d in cfg.facets["option_order"]
+    ]
     assert cfg.models["m1"]["primary_readout"] == "letter_logprob"
 
 
 def test_per_dataset_n_overrides_items_per_dataset(tmp_path):
     from flipgate.audit import Auditor, Paths
 
-    text = ("audit:\n  items_per_dataset: 3\n  facets:\n    option_order:\n      datasets: [mmlu, {name: arc_easy, n: 5}]\n"
-            + GOOD_MODEL)
+    text = (
+        "audit:\n  items_per_dataset: 3\n  facets:\n    option_order:\n      datasets: [mmlu, {name: arc_easy, n: 5}]\n"
+        + GOOD_MODEL
+    )
     cfg = load_models(write(tmp_path / "models.yaml", text))
     assert [(d.name, d.n) for d in cfg.facets["option_order"]] == [("mmlu", None), ("arc_easy", 5)]
     paths = Paths(tmp_path / "t.sqlite", None, tmp_path / "manifests", tmp_path / "models")
     auditor = Auditor(cfg, "r", paths, progress=False)
     assert [len(auditor.items(d, "option_order")) for d in ("mmlu", "arc_easy")] == [3, 5]
-    quick = Auditor(cfg, "r", paths, items_per_dataset=2, progress=False)  # --items-per-dataset wins
+    quick = Auditor(
+        cfg, "r", paths, items_per_dataset=2, progress=False
+    )  # --items-per-dataset wins
     assert [len(quick.items(d, "option_order")) for d in ("mmlu", "arc_easy")] == [2, 2]
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("models:\n  - id: m1\n    backend: vllm\n    source: {path: x}\n", "models[0].backend"),
-    ("models:\n  - id: m1\n    backend: hf\n", "'source' is a required property"),
-    ("models:\n  - id: m1\n    backend: hf\n    source: {path: x}\n    batch_size: -3\n", "(value: -3)"),
-    ("models: [\n", "not valid YAML"),
-    (GOOD_MODEL + "  - id: m1\n    backend: hf\n    source: {path: y}\n", "duplicate model id"),
-    ("audit:\n  facets:\n    option_ordr: {datasets: [mmlu]}\n" + GOOD_MODEL, "unknown facet (value: 'option_ordr')"),
-    ("audit:\n  facets:\n    option_order: {datasets: [mmlu2]}\n" + GOOD_MODEL, "unknown dataset 'mmlu2'"),
-    (GOOD_MODEL + "    readouts: [regex]\n    primary_readout: letter_logprob\n", "primary_readout"),
-    ("audit:\n  facets:\n    option_order: {datasets: [{name: mmlu, n: 0}]}\n" + GOOD_MODEL, "(value: 0)"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("models:\n  - id: m1\n    backend: vllm\n    source: {path: x}\n", "models[0].backend"),
+        ("models:\n  - id: m1\n    backend: hf\n", "'source' is a required property"),
+        (
+            "models:\n  - id: m1\n    backend: hf\n    source: {path: x}\n    batch_size: -3\n",
+            "(value: -3)",
+        ),
+        ("models: [\n", "not valid YAML"),
+        (GOOD_MODEL + "  - id: m1\n    backend: hf\n    source: {path: y}\n", "duplicate model id"),
+        (
+            "audit:\n  facets:\n    option_ordr: {datasets: [mmlu]}\n" + GOOD_MODEL,
+            "unknown facet (value: 'option_ordr')",
+        ),
+        (
+            "audit:\n  facets:\n    option_order: {datasets: [mmlu2]}\n" + GOOD_MODEL,
+            "unknown dataset 'mmlu2'",
+        ),
+        (
+            GOOD_MODEL + "    readouts: [regex]\n    primary_readout: letter_logprob\n",
+            "primary_readout",
+        ),
+        (
+            "audit:\n  facets:\n    option_order: {datasets: [{name: mmlu, n: 0}]}\n" + GOOD_MODEL,
+            "(value: 0)",
+        ),
+    ],
+)
 def test_bad_models_file_names_file_field_value(tmp_path, text, needle):
     path = write(tmp_path / "models.yaml", text)
     with pytest.raises(FlipgateError) as err:
@@ -66,16 +105,22 @@ def test_bad_models_file_names_file_field_value(tmp_path, text, needle):
 
 
 def test_thresholds_override_replaces_same_key(tmp_path):
-    write(tmp_path / "default.yaml", """
+    write(
+        tmp_path / "default.yaml",
+        """
         thresholds:
           - {metric: flip_rate, max: 0.2}
           - {metric: parse_rate, min: 0.9, rule: upper}
-    """)
-    write(tmp_path / "m1.yaml", """
+    """,
+    )
+    write(
+        tmp_path / "m1.yaml",
+        """
         on_inconclusive: xfail
         thresholds:
           - {metric: flip_rate, max: 0.6, rule: point}
-    """)
+    """,
+    )
     ts = load_thresholds(tmp_path, "m1")
     by_metric = {t.metric: t for t in ts.thresholds}
     assert by_metric["flip_rate"].bound == 0.6 and by_metric["flip_rate"].rule == "point"
@@ -84,12 +129,18 @@ def test_thresholds_override_replaces_same_key(tmp_path):
     assert load_thresholds(tmp_path, "other").on_inconclusive == "by_rule"
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("thresholds:\n  - {metric: flip_rat, max: 0.2}\n", "thresholds[0].metric"),
-    ("thresholds:\n  - {metric: flip_rate, max: 0.2, rule: strict}\n", "(value: 'strict')"),
-    ("thresholds:\n  - {metric: flip_rate, max: 0.2, facet: colour_order}\n", "unknown facet (value: 'colour_order')"),
-    ("thresholds:\n  - {metric: flip_rate}\n", "thresholds[0]"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("thresholds:\n  - {metric: flip_rat, max: 0.2}\n", "thresholds[0].metric"),
+        ("thresholds:\n  - {metric: flip_rate, max: 0.2, rule: strict}\n", "(value: 'strict')"),
+        (
+            "thresholds:\n  - {metric: flip_rate, max: 0.2, facet: colour_order}\n",
+            "unknown facet (value: 'colour_order')",
+        ),
+        ("thresholds:\n  - {metric: flip_rate}\n", "thresholds[0]"),
+    ],
+)
 def test_bad_thresholds_file(tmp_path, text, needle):
     write(tmp_path / "default.yaml", text)
     with pytest.raises(FlipgateError) as err:
@@ -100,4 +151,6 @@ def test_bad_thresholds_file(tmp_path, text, needle):
 def test_threshold_without_facet_skips_controls(tmp_path):
     write(tmp_path / "default.yaml", "thresholds:\n  - {metric: flip_rate, max: 0.2}\n")
     ts = load_thresholds(tmp_path, "m")
-    assert ts.for_cell("option_order", "mmlu") and not ts.for_cell("same_ordering:option_order", "mmlu")
+    assert ts.for_cell("option_order", "mmlu") and not ts.for_cell(
+        "same_ordering:option_order", "mmlu"
+    )

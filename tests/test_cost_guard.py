@@ -1,6 +1,7 @@
 """The cost guard refuses before it spends (requests counted at a loopback server), projects the
 envelope suite, exits with its own status; the loopback server answers bad requests with clean JSON
 errors; retries and timeouts of API calls reach the trials store, the terminal and the GRID card."""
+
 from __future__ import annotations
 
 import http.client
@@ -11,16 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_end_to_end import PASSING, models_yaml, run_suite
 
+from conftest import REPO, ScriptedBackend, write
 from flipgate import exitcodes
 from flipgate.backends.api import LiteLLMBackend
 from flipgate.backends.base import Request
 from flipgate.cards import validate_card
 from flipgate.serve import Faults, LoopbackServer
 from flipgate.store import TrialStore
-
-from conftest import REPO, ScriptedBackend, write
-from test_end_to_end import PASSING, models_yaml, run_suite
 
 KEY = "sk-flipgate-guard-0badc0ffee123456"
 #: ScriptedBackend answers every call with 10 input and 2 output tokens: at 1000 USD per million
@@ -40,10 +40,17 @@ def api_key(monkeypatch):
     monkeypatch.setenv("FLIPGATE_GUARD_KEY", KEY)  # inherited by the pytest subprocess
 
 
-def guarded(tmp: Path, server: LoopbackServer, price: str | None = COUNTED, suites: str = "[order]",
-            datasets: str = "[arc_challenge]") -> Path:
+def guarded(
+    tmp: Path,
+    server: LoopbackServer,
+    price: str | None = COUNTED,
+    suites: str = "[order]",
+    datasets: str = "[arc_challenge]",
+) -> Path:
     price_line = f"\n    price: {price}" if price else ""
-    return models_yaml(tmp / "models.yaml", f"""
+    return models_yaml(
+        tmp / "models.yaml",
+        f"""
   - id: guarded-api
     backend: litellm
     source: {{model: openai/guarded, api_base: "{server.base_url}", api_key_env: FLIPGATE_GUARD_KEY}}
@@ -51,10 +58,14 @@ def guarded(tmp: Path, server: LoopbackServer, price: str | None = COUNTED, suit
     concurrency: 4
     retries: {{max_attempts: 10, base_delay_s: 0.01, max_delay_s: 0.05}}
     suites: {suites}{price_line}
-""", datasets=datasets)
+""",
+        datasets=datasets,
+    )
 
 
-def run(tmp: Path, models: Path, *extra: str, envelope: Path | None = None) -> tuple[subprocess.CompletedProcess, str]:
+def run(
+    tmp: Path, models: Path, *extra: str, envelope: Path | None = None
+) -> tuple[subprocess.CompletedProcess, str]:
     thresholds = write(tmp / "thresholds" / "default.yaml", PASSING).parent
     proc = run_suite(tmp, models, thresholds, *extra, envelope=envelope)
     out = proc.stdout + proc.stderr
@@ -68,11 +79,19 @@ def projection(tmp: Path) -> dict:
 
 def test_a_budget_too_small_for_one_call_makes_no_call(start_server, tmp_path):
     server = start_server()
-    proc, out = run(tmp_path, guarded(tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}"),
-                    "--budget", "0.000001")
+    proc, out = run(
+        tmp_path,
+        guarded(tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}"),
+        "--budget",
+        "0.000001",
+    )
     assert proc.returncode == exitcodes.BUDGET_REFUSED == 6, out[-3000:]
     assert server.counts["requests"] == 0 and server.counts["unauthorized"] == 0
-    assert "the pilot of guarded-api" in out and "--budget 1e-06" in out and "the run was not started" in out
+    assert (
+        "the pilot of guarded-api" in out
+        and "--budget 1e-06" in out
+        and "the run was not started" in out
+    )
     proj = projection(tmp_path)
     assert "refused" in proj and proj["pilot_calls"] == 0 and proj["pilot_usd"] == 0
 
@@ -94,10 +113,19 @@ def test_bad_input_keeps_the_usage_error_status(start_server, tmp_path, monkeypa
     assert "FLIPGATE_GUARD_KEY" in out and server.counts["requests"] == 0
 
 
-@pytest.mark.parametrize("budget,pilot_calls", [
-    (0.05, 12),   # the whole pilot (6 calls, 0.012 USD, per dataset) fits; the run (0.144 in all) does not
-    (0.025, 6),   # after arc_challenge's pilot (0.012 spent) commonsense_qa's (up to 0.018) could pass the budget
-])
+@pytest.mark.parametrize(
+    "budget,pilot_calls",
+    [
+        (
+            0.05,
+            12,
+        ),  # the whole pilot (6 calls, 0.012 USD, per dataset) fits; the run (0.144 in all) does not
+        (
+            0.025,
+            6,
+        ),  # after arc_challenge's pilot (0.012 spent) commonsense_qa's (up to 0.018) could pass the budget
+    ],
+)
 def test_the_pilot_stays_within_the_budget(start_server, tmp_path, budget, pilot_calls):
     """One pilot item: K=6 calls per facet cell; a control's pilot (the canonical ordering K times)
     is answered by the cache."""
@@ -108,15 +136,22 @@ def test_the_pilot_stays_within_the_budget(start_server, tmp_path, budget, pilot
     assert server.counts["requests"] == server.counts["ok"] == pilot_calls
     assert "the run was not started" in out
     proj = projection(tmp_path)
-    assert proj["pilot_calls"] == pilot_calls and proj["pilot_usd"] == pytest.approx(0.002 * pilot_calls)
+    assert proj["pilot_calls"] == pilot_calls and proj["pilot_usd"] == pytest.approx(
+        0.002 * pilot_calls
+    )
     assert proj["pilot_usd"] <= budget
     if pilot_calls == 12:
-        assert "exceeds --budget 0.0500" in out and "guarded-api" in out and "projected total" in out
+        assert (
+            "exceeds --budget 0.0500" in out and "guarded-api" in out and "projected total" in out
+        )
         model = proj["models"][0]
         assert model["pilot_calls"] == 12 and model["n_calls"] == 2 * (2 * 6 + 3 * 6)
         assert model["usd"] + model["pilot_usd"] == pytest.approx(0.144)
     else:
-        assert "the pilot of guarded-api on option_order/commonsense_qa (6 calls, up to 0.0180 USD" in out
+        assert (
+            "the pilot of guarded-api on option_order/commonsense_qa (6 calls, up to 0.0180 USD"
+            in out
+        )
 
 
 ENVELOPE = """
@@ -137,28 +172,42 @@ axes:
 def test_the_envelope_suite_is_projected_and_refused(start_server, tmp_path):
     server = start_server()
     envelope = write(tmp_path / "env.yaml", ENVELOPE)
-    models = guarded(tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}", suites="[envelope]")
+    models = guarded(
+        tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}", suites="[envelope]"
+    )
     proc, out = run(tmp_path, models, "--budget", "0.0001", envelope=envelope)
     assert proc.returncode == exitcodes.BUDGET_REFUSED, out[-3000:]
     assert server.counts["requests"] == 0 and "exceeds --budget 0.0001" in out
     (model,) = projection(tmp_path)["models"]
     # an API model runs its own precision (fp32 only); logprob scoring is greedy only:
     # greedy 2 templates x 2 shots x 2 scorings x 6 items + T0.7 free-form 2 x 2 x 3 seeds x 6 items
-    assert model["suite"] == "envelope" and model["n_calls"] == 8 * 6 + 4 * 3 * 6 and model["pilot_calls"] == 0
+    assert (
+        model["suite"] == "envelope"
+        and model["n_calls"] == 8 * 6 + 4 * 3 * 6
+        and model["pilot_calls"] == 0
+    )
     assert model["tokens_in"] > 0 and model["usd"] > 0.0001 and "envelope" in out
 
 
 def test_retries_and_timeouts_reach_the_store_terminal_and_card(start_server, tmp_path):
-    server = start_server(faults=Faults(rate_limit=0.2, server_error=0.1, retry_after_s=0.01, seed=5))
+    server = start_server(
+        faults=Faults(rate_limit=0.2, server_error=0.1, retry_after_s=0.01, seed=5)
+    )
     proc, out = run(tmp_path, guarded(tmp_path, server), "--budget", "10", "--pilot-items", "1")
     assert proc.returncode == 0, out[-3000:]
     retried = server.counts["rate_limit"] + server.counts["server_error"]
-    assert retried > 0 and server.counts["ok"] == 6 + 12 + 18  # pilot, the facet's other items, the control
+    assert (
+        retried > 0 and server.counts["ok"] == 6 + 12 + 18
+    )  # pilot, the facet's other items, the control
     store = TrialStore(next((tmp_path / "runs").glob("*/trials.sqlite")))
     calls = store.calls()["guarded-api"]
     assert calls == {"requests": 36, "retries": retried, "timeouts": 0, "failures": 0}
     assert calls["requests"] + calls["retries"] == server.counts["requests"]
-    sources = dict(store.conn.execute("SELECT source, requests FROM calls WHERE model_id = 'guarded-api'").fetchall())
+    sources = dict(
+        store.conn.execute(
+            "SELECT source, requests FROM calls WHERE model_id = 'guarded-api'"
+        ).fetchall()
+    )
     assert sources == {"pilot": 6, "main": 30}
     assert f"flipgate: guarded-api: 36 API calls, {retried} retries, 0 timeouts, 0 failed" in out
     card = json.loads((tmp_path / "cards/guarded-api/arc_challenge.json").read_text())
@@ -169,14 +218,27 @@ def test_retries_and_timeouts_reach_the_store_terminal_and_card(start_server, tm
 
 
 def request(i: int) -> Request:
-    return Request((("user", f"Question {i}? A. x B. y"),), "Answer:", ("A", "B"), key=("d", str(i), "f", 0, 0))
+    return Request(
+        (("user", f"Question {i}? A. x B. y"),), "Answer:", ("A", "B"), key=("d", str(i), "f", 0, 0)
+    )
 
 
 def backend_for(server: LoopbackServer, **extra) -> LiteLLMBackend:
-    return LiteLLMBackend({"id": "api", "backend": "litellm", "readouts": ["regex"], "concurrency": 8,
-                           "source": {"model": "openai/scripted", "api_base": server.base_url,
-                                      "api_key_env": "FLIPGATE_GUARD_KEY"},
-                           "retries": {"max_attempts": 10, "base_delay_s": 0.01, "max_delay_s": 0.05}, **extra})
+    return LiteLLMBackend(
+        {
+            "id": "api",
+            "backend": "litellm",
+            "readouts": ["regex"],
+            "concurrency": 8,
+            "source": {
+                "model": "openai/scripted",
+                "api_base": server.base_url,
+                "api_key_env": "FLIPGATE_GUARD_KEY",
+            },
+            "retries": {"max_attempts": 10, "base_delay_s": 0.01, "max_delay_s": 0.05},
+            **extra,
+        }
+    )
 
 
 def test_backend_counts_timeouts_and_failures(start_server, capfd):
@@ -195,10 +257,14 @@ def test_backend_counts_timeouts_and_failures(start_server, capfd):
     with pytest.raises(Exception, match="status=401"):
         failing.complete([request(0)])
     assert failing.call_stats == {"requests": 1, "retries": 0, "timeouts": 0, "failures": 1}
-    assert "Traceback" not in capfd.readouterr().err  # the slow replies' clients had gone: no traceback
+    assert (
+        "Traceback" not in capfd.readouterr().err
+    )  # the slow replies' clients had gone: no traceback
 
 
-def post(server: LoopbackServer, body: bytes, key: str | None = KEY, length: str | None = None) -> tuple[int, dict]:
+def post(
+    server: LoopbackServer, body: bytes, key: str | None = KEY, length: str | None = None
+) -> tuple[int, dict]:
     host, port = server.httpd.server_address[:2]
     conn = http.client.HTTPConnection(host, port, timeout=10)
     conn.putrequest("POST", "/v1/chat/completions")
@@ -214,20 +280,29 @@ def post(server: LoopbackServer, body: bytes, key: str | None = KEY, length: str
     return status, json.loads(payload)
 
 
-GOOD = json.dumps({"model": "x", "messages": [{"role": "user", "content": "Q? A. x B. y"}]}).encode()
+GOOD = json.dumps(
+    {"model": "x", "messages": [{"role": "user", "content": "Q? A. x B. y"}]}
+).encode()
 
 
-@pytest.mark.parametrize("body,length,needle", [
-    (b"{not json", None, "not valid JSON"),
-    (b"\xff\xfe", None, "not valid JSON"),
-    (b"[1, 2]", None, "JSON object"),
-    (b'{"model": "x"}', None, "messages"),
-    (b'{"messages": "hi"}', None, "messages"),
-    (b'{"messages": [3]}', None, "role"),
-    (b'{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}', None, ""),
-    (b"", None, "not valid JSON"),
-    (b"", "many", "Content-Length"),
-])
+@pytest.mark.parametrize(
+    "body,length,needle",
+    [
+        (b"{not json", None, "not valid JSON"),
+        (b"\xff\xfe", None, "not valid JSON"),
+        (b"[1, 2]", None, "JSON object"),
+        (b'{"model": "x"}', None, "messages"),
+        (b'{"messages": "hi"}', None, "messages"),
+        (b'{"messages": [3]}', None, "role"),
+        (
+            b'{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}',
+            None,
+            "",
+        ),
+        (b"", None, "not valid JSON"),
+        (b"", "many", "Content-Length"),
+    ],
+)
 def test_server_answers_a_malformed_body_with_400_json(start_server, capfd, body, length, needle):
     server = start_server()
     status, payload = post(server, body, length=length)
@@ -262,14 +337,18 @@ def test_server_answers_a_backend_failure_with_500_json(start_server, capfd):
 
 def test_litellm_reads_its_bundled_price_map():
     """flipgate sets LITELLM_LOCAL_MODEL_COST_MAP before litellm is imported (no price-map download)."""
-    code = ("import os, sys\n"
-            "from flipgate.cost import price_per_token\n"
-            "assert 'litellm' not in sys.modules\n"
-            "price = price_per_token({'backend': 'litellm', 'source': {'model': 'openai/gpt-4o-mini'}})\n"
-            "from litellm.litellm_core_utils import get_model_cost_map as m\n"
-            "info = getattr(m, '_cost_map_source_info', None)\n"
-            "print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'], getattr(info, 'source', 'local'), price[0] > 0)\n")
+    code = (
+        "import os, sys\n"
+        "from flipgate.cost import price_per_token\n"
+        "assert 'litellm' not in sys.modules\n"
+        "price = price_per_token({'backend': 'litellm', 'source': {'model': 'openai/gpt-4o-mini'}})\n"
+        "from litellm.litellm_core_utils import get_model_cost_map as m\n"
+        "info = getattr(m, '_cost_map_source_info', None)\n"
+        "print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'], getattr(info, 'source', 'local'), price[0] > 0)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["True", "local", "True"]

@@ -1,12 +1,16 @@
 """Opt-in demoted facets: few-shot exemplar, dialog-turn and tool-description order."""
+
 import pytest
 
 from flipgate.facets import FACETS, get_facet
 from flipgate.grammar import orderings
 from flipgate.items import DatasetSpec, load_items
 
-CASES = [("few_shot_order", "basic_arithmetic_few_shot"), ("dialog_turn_order", "synthetic_dialog"),
-         ("tool_description_order", "synthetic_tools")]
+CASES = [
+    ("few_shot_order", "basic_arithmetic_few_shot"),
+    ("dialog_turn_order", "synthetic_dialog"),
+    ("tool_description_order", "synthetic_tools"),
+]
 
 
 @pytest.mark.parametrize("facet_name,dataset", CASES)
@@ -17,7 +21,9 @@ def test_units_move_and_answers_map_back(facet_name, dataset):
     units = item.meta[facet.unit_key]
     for perm in orderings(item.item_id, len(units), 6):
         text = "\n".join(content for _, content in facet.render(item, perm).messages)
-        marker = [str(units[src][0] if isinstance(units[src], tuple) else units[src]) for src in perm]
+        marker = [
+            str(units[src][0] if isinstance(units[src], tuple) else units[src]) for src in perm
+        ]
         positions = [text.index(m) for m in marker]
         assert positions == sorted(positions)
         assert facet.is_correct(facet.map_back(f" {item.answer} ", item, perm), item)
@@ -29,7 +35,9 @@ def test_dialog_turns_are_separate_messages():
     messages = facet.render(item, tuple(range(facet.n_units(item)))).messages
     roles = [role for role, _ in messages]
     assert roles == ["user", "assistant"] * facet.n_units(item) + ["user"]
-    assert item.answer in "".join(text for _, text in messages[:-1])  # the needed note was told earlier
+    assert item.answer in "".join(
+        text for _, text in messages[:-1]
+    )  # the needed note was told earlier
 
 
 def test_few_shot_exemplars_exclude_the_item_and_are_seeded():
@@ -37,7 +45,10 @@ def test_few_shot_exemplars_exclude_the_item_and_are_seeded():
     first = load_items(DatasetSpec("basic_arithmetic_few_shot"), 5, keep=facet.keep)
     again = load_items(DatasetSpec("basic_arithmetic_few_shot"), 5, keep=facet.keep)
     assert [i.meta["exemplars"] for i in first] == [i.meta["exemplars"] for i in again]
-    assert all(len(i.meta["exemplars"]) == 4 and i.question not in [q for q, _ in i.meta["exemplars"]] for i in first)
+    assert all(
+        len(i.meta["exemplars"]) == 4 and i.question not in [q for q, _ in i.meta["exemplars"]]
+        for i in first
+    )
 
 
 def test_tool_queries_name_a_listed_tool():

@@ -1,4 +1,5 @@
 """The conformance suite run as a user runs it: pytest on suites/, xdist, cards, Allure, cache, replay."""
+
 from __future__ import annotations
 
 import json
@@ -9,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO, write
 from flipgate.cards import validate_card
 from flipgate.store import TrialStore, export_replay
-
-from conftest import REPO, write
 
 PASSING = """
 level: 0.95
@@ -24,7 +24,9 @@ thresholds:
 
 
 def models_yaml(path: Path, models: str, datasets="[arc_challenge, commonsense_qa]") -> Path:
-    return write(path, f"""
+    return write(
+        path,
+        f"""
 audit:
   k: 6
   items_per_dataset: 3
@@ -33,17 +35,44 @@ audit:
     option_order: {{datasets: {datasets}}}
 models:
 {models}
-""")
+""",
+    )
 
 
-def run_suite(tmp: Path, models: Path, thresholds: Path, *extra: str, envelope: Path | None = None
-              ) -> subprocess.CompletedProcess:
+def run_suite(
+    tmp: Path, models: Path, thresholds: Path, *extra: str, envelope: Path | None = None
+) -> subprocess.CompletedProcess:
     """The suite as a user runs it; the envelope suite only when an ``envelope`` file is given."""
-    where = ["--envelope", str(envelope)] if envelope else ["--ignore", str(REPO / "suites" / "benchmarks")]
-    cmd = [sys.executable, "-m", "pytest", str(REPO / "suites"), *where, "--models", str(models),
-           "--thresholds", str(thresholds), "--cache-dir", str(tmp / "cache"), "--runs-dir", str(tmp / "runs"),
-           "--grid-cards-dir", str(tmp / "cards"), "--manifests-dir", str(tmp / "manifests"),
-           "--alluredir", str(tmp / "allure"), "-q", "-p", "no:randomly", *extra]
+    where = (
+        ["--envelope", str(envelope)]
+        if envelope
+        else ["--ignore", str(REPO / "suites" / "benchmarks")]
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(REPO / "suites"),
+        *where,
+        "--models",
+        str(models),
+        "--thresholds",
+        str(thresholds),
+        "--cache-dir",
+        str(tmp / "cache"),
+        "--runs-dir",
+        str(tmp / "runs"),
+        "--grid-cards-dir",
+        str(tmp / "cards"),
+        "--manifests-dir",
+        str(tmp / "manifests"),
+        "--alluredir",
+        str(tmp / "allure"),
+        "-q",
+        "-p",
+        "no:randomly",
+        *extra,
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
@@ -51,11 +80,14 @@ def run_suite(tmp: Path, models: Path, thresholds: Path, *extra: str, envelope: 
 @pytest.fixture(scope="module")
 def xdist_run(tiny_model_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
-    models = models_yaml(tmp / "models.yaml", f"""
+    models = models_yaml(
+        tmp / "models.yaml",
+        f"""
   - {{id: tiny-fp32, backend: hf, source: {{path: "{tiny_model_dir}"}}, batch_size: 6, max_new_tokens: 3}}
   - {{id: tiny-bf16, backend: hf, source: {{path: "{tiny_model_dir}"}}, dtype: bfloat16, max_new_tokens: 3,
      readouts: [letter_logprob]}}
-""")
+""",
+    )
     thresholds = write(tmp / "thresholds" / "default.yaml", PASSING).parent
     proc = run_suite(tmp, models, thresholds, "-n", "2", "-vv")
     return tmp, models, thresholds, proc
@@ -70,20 +102,36 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
     for line in proc.stdout.splitlines():
         if line.startswith("[gw") and "PASSED" in line:
             workers.setdefault(line.rsplit("@", 1)[-1].strip(), set()).add(line.split("]")[0])
-    assert set(workers) == {"tiny-fp32", "tiny-bf16", "odi"} and all(len(w) == 1 for w in workers.values()), workers
+    assert set(workers) == {"tiny-fp32", "tiny-bf16", "odi"} and all(
+        len(w) == 1 for w in workers.values()
+    ), workers
     cards = sorted((tmp / "cards").glob("*/*.json"))
     assert [f"{p.parent.name}/{p.stem}" for p in cards] == [
-        "tiny-bf16/arc_challenge", "tiny-bf16/commonsense_qa", "tiny-fp32/arc_challenge", "tiny-fp32/commonsense_qa"]
+        "tiny-bf16/arc_challenge",
+        "tiny-bf16/commonsense_qa",
+        "tiny-fp32/arc_challenge",
+        "tiny-fp32/commonsense_qa",
+    ]
     for path in cards:
         card = json.loads(path.read_text())
         validate_card(card)  # merged from both workers' trials: facet and control in one card
-        assert set(card["order_robustness"]) == {"option_order"} and set(card["controls"]) == {"same_ordering:option_order"}
-        assert len(card["thresholds"]) == 3 and all(v["verdict"] == "pass" for v in card["thresholds"])
+        assert set(card["order_robustness"]) == {"option_order"} and set(card["controls"]) == {
+            "same_ordering:option_order"
+        }
+        assert len(card["thresholds"]) == 3 and all(
+            v["verdict"] == "pass" for v in card["thresholds"]
+        )
     assert (tmp / "cards/tiny-fp32/model-index.yaml").exists()
     odi = json.loads((tmp / "cards/tiny-bf16/commonsense_qa.json").read_text())["odi"]
-    assert odi["panel"] == ["tiny-fp32", "tiny-bf16"] and odi["passed"] and odi["readouts"] == {
-        "option_order": "letter_logprob"}
-    assert set(odi["cells"]) == {"option_order/commonsense_qa"} and odi["sizes"]["correct"]["trials"] == 2 * 2 * 3 * 6
+    assert (
+        odi["panel"] == ["tiny-fp32", "tiny-bf16"]
+        and odi["passed"]
+        and odi["readouts"] == {"option_order": "letter_logprob"}
+    )
+    assert (
+        set(odi["cells"]) == {"option_order/commonsense_qa"}
+        and odi["sizes"]["correct"]["trials"] == 2 * 2 * 3 * 6
+    )
 
 
 def test_allure_results_labels_and_attachments(xdist_run):
@@ -92,46 +140,66 @@ def test_allure_results_labels_and_attachments(xdist_run):
     cells = [r for r in results if r["name"].startswith("option_order")]
     assert len(cells) == 4
     labels = {(lab["name"], lab["value"]) for r in cells for lab in r["labels"]}
-    assert {("epic", "option_order"), ("feature", "arc_challenge"), ("story", "tiny-fp32")} <= labels
+    assert {
+        ("epic", "option_order"),
+        ("feature", "arc_challenge"),
+        ("story", "tiny-fp32"),
+    } <= labels
     names = {a["name"] for r in cells for a in r["attachments"]}
     assert {"per-item results.csv", "flip rate.png", "cell card section.json"} <= names
     assert sum(r["name"].startswith("GRID card") for r in results) == 4
-    odi, = [r for r in results if {"name": "epic", "value": "ODI"} in r["labels"]]
+    (odi,) = [r for r in results if {"name": "epic", "value": "ODI"} in r["labels"]]
     assert odi["status"] == "passed" and {"ODI sigma_pi and delta.png", "ODI posterior.csv"} <= {
-        a["name"] for a in odi["attachments"]}
+        a["name"] for a in odi["attachments"]
+    }
     assert "run_id=" in (tmp / "allure" / "environment.properties").read_text()
 
 
 def test_rerun_hits_cache_and_failing_threshold_fails(xdist_run):
     tmp, models, _, _ = xdist_run
-    strict = write(tmp / "strict" / "default.yaml",
-                   "thresholds:\n  - {metric: flip_rate, max: 0.0, rule: lower}\n").parent
+    strict = write(
+        tmp / "strict" / "default.yaml",
+        "thresholds:\n  - {metric: flip_rate, max: 0.0, rule: lower}\n",
+    ).parent
     proc = run_suite(tmp, models, strict, "-k", "option_order")
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert "flip_rate <= 0.0 (lower)" in proc.stdout and "-> fail" in proc.stdout
     run_dirs = sorted((tmp / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
     rerun = TrialStore(run_dirs[-1] / "trials.sqlite").trials(facet="option_order")
-    assert len(rerun) == 2 * 2 * 3 * 6 and rerun["from_cache"].all()  # no model call on a warm cache
+    assert (
+        len(rerun) == 2 * 2 * 3 * 6 and rerun["from_cache"].all()
+    )  # no model call on a warm cache
 
 
 def test_replay_reanalyses_recorded_outputs(xdist_run):
     tmp, _, thresholds, _ = xdist_run
     first_run = sorted((tmp / "runs").iterdir(), key=lambda p: p.stat().st_mtime)[0]
     replay_file = tmp / "tiny-fp32.replay.jsonl"
-    assert export_replay(TrialStore(first_run / "trials.sqlite"), replay_file, "tiny-fp32") == 2 * 2 * 3 * 6
-    models = models_yaml(tmp / "replay.yaml",
-                         f'  - {{id: tiny-fp32, backend: replay, source: {{path: "{replay_file}"}}}}')
+    assert (
+        export_replay(TrialStore(first_run / "trials.sqlite"), replay_file, "tiny-fp32")
+        == 2 * 2 * 3 * 6
+    )
+    models = models_yaml(
+        tmp / "replay.yaml",
+        f'  - {{id: tiny-fp32, backend: replay, source: {{path: "{replay_file}"}}}}',
+    )
     out = tmp / "replayed"
     proc = run_suite(out, models, thresholds)
     assert proc.returncode == 0, proc.stdout[-3000:]
     original = json.loads((tmp / "cards/tiny-fp32/arc_challenge.json").read_text())
     replayed = json.loads((out / "cards/tiny-fp32/arc_challenge.json").read_text())
     for readout in ("letter_logprob", "regex"):
-        assert replayed["order_robustness"]["option_order"][readout] == original["order_robustness"]["option_order"][readout]
+        assert (
+            replayed["order_robustness"]["option_order"][readout]
+            == original["order_robustness"]["option_order"][readout]
+        )
 
 
 def test_malformed_models_yaml_is_a_clear_collection_error(tmp_path):
-    models = write(tmp_path / "models.yaml", "models:\n  - id: m\n    backend: hf\n    source: {path: x}\n    dtype: fp8\n")
+    models = write(
+        tmp_path / "models.yaml",
+        "models:\n  - id: m\n    backend: hf\n    source: {path: x}\n    dtype: fp8\n",
+    )
     thresholds = write(tmp_path / "thr" / "default.yaml", PASSING).parent
     proc = run_suite(tmp_path, models, thresholds)
     out = proc.stdout + proc.stderr
@@ -141,8 +209,16 @@ def test_malformed_models_yaml_is_a_clear_collection_error(tmp_path):
 
 
 def test_bad_thresholds_file_is_a_clear_collection_error(tmp_path, tiny_model_dir):
-    models = models_yaml(tmp_path / "models.yaml", f'  - {{id: m, backend: hf, source: {{path: "{tiny_model_dir}"}}}}')
-    thresholds = write(tmp_path / "thr" / "default.yaml", "thresholds:\n  - {metric: flip_rate, max: 0.2, facet: colour}\n").parent
+    models = models_yaml(
+        tmp_path / "models.yaml",
+        f'  - {{id: m, backend: hf, source: {{path: "{tiny_model_dir}"}}}}',
+    )
+    thresholds = write(
+        tmp_path / "thr" / "default.yaml",
+        "thresholds:\n  - {metric: flip_rate, max: 0.2, facet: colour}\n",
+    ).parent
     proc = run_suite(tmp_path, models, thresholds)
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "unknown facet (value: 'colour')" in out and "Traceback" not in out
+    assert (
+        proc.returncode != 0 and "unknown facet (value: 'colour')" in out and "Traceback" not in out
+    )

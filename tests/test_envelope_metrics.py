@@ -1,4 +1,5 @@
 """Configuration-envelope metrics (SPEC §7; SR §4–§5, App. D, F, G, I, L) against hand-computed values."""
+
 import itertools
 import math
 
@@ -10,8 +11,8 @@ from scipy.stats import kendalltau
 from flipgate import FlipgateError
 from flipgate.metrics import envelope as E
 
-
 # ------------------------------------------------------------------------------------------ SDI
+
 
 def test_sdi_hand_computed():
     # (0.6 − 0.2) / mean(0.2, 0.4, 0.6) = 0.4 / 0.4 = 1.0
@@ -23,6 +24,7 @@ def test_sdi_hand_computed():
 
 
 # ------------------------------------------------------------------------------------------ CFR
+
 
 def test_cfr_n48_half_split_is_0_5106():
     # 2·48/47 · ½ · ½ = 96/188 = 0.510638...
@@ -44,6 +46,7 @@ def test_cfr_hand_computed_and_pair_identity():
 
 
 # ------------------------------------------------------------------------------------ rho_flip
+
 
 def test_rho_flip_and_strict_disagreement_hand_computed():
     a = [0.5, 0.7, 0.9, 0.2, 0.4, 0.6]
@@ -78,10 +81,14 @@ def test_rho_flip_ceiling():
 
 # ------------------------------------------------------------------------- tau_R and orderings
 
-TIES = pd.DataFrame([[0.9, 0.5, 0.1],    # c1: a > b > c     pair signs (ab, ac, bc) = (+, +, +)
-                     [0.9, 0.5, 0.5],    # c2: a > b = c     (+, +, 0)
-                     [0.1, 0.5, 0.9]],   # c3: c > b > a     (−, −, −)
-                    columns=["a", "b", "c"])
+TIES = pd.DataFrame(
+    [
+        [0.9, 0.5, 0.1],  # c1: a > b > c     pair signs (ab, ac, bc) = (+, +, +)
+        [0.9, 0.5, 0.5],  # c2: a > b = c     (+, +, 0)
+        [0.1, 0.5, 0.9],
+    ],  # c3: c > b > a     (−, −, −)
+    columns=["a", "b", "c"],
+)
 
 
 def test_tau_r_with_ties_hand_computed():
@@ -132,19 +139,25 @@ def test_m3_uniform_null_mismatch_is_five_sixths():
     mism = [E.total_order_mismatch(rng.random((48, 3))) for _ in range(40)]
     taus = [E.tau_r(rng.random((48, 3))) for _ in range(40)]
     assert np.mean(mism) == pytest.approx(5 / 6, abs=0.01)  # P(two random 3-orders differ) = 5/6
-    assert np.mean(taus) == pytest.approx(0.0, abs=0.02)     # E[τ_R] = 0 under the null
+    assert np.mean(taus) == pytest.approx(0.0, abs=0.02)  # E[τ_R] = 0 under the null
     assert E.orderings_reached(rng.random((300, 3))) == 1.0  # all 6 orders reached
 
 
 def test_to_score_matrix_keeps_complete_configs():
-    df = pd.DataFrame({"model": ["a", "b", "a", "b", "a"], "config": [1, 1, 2, 2, 3],
-                       "score": [0.1, 0.2, 0.3, 0.4, 0.5]})
+    df = pd.DataFrame(
+        {
+            "model": ["a", "b", "a", "b", "a"],
+            "config": [1, 1, 2, 2, 3],
+            "score": [0.1, 0.2, 0.3, 0.4, 0.5],
+        }
+    )
     wide = E.to_score_matrix(df)
     assert list(wide.columns) == ["a", "b"] and list(wide.index) == [1, 2]
     assert len(E.to_score_matrix(df, complete=False)) == 3
 
 
 # ------------------------------------------------------------------------------------- ANOVA
+
 
 def test_anova_exact_small_design_hand_computed():
     # 2 models × 2 templates × 2 replicates (the replicate is the few-shot column, not a term)
@@ -154,8 +167,14 @@ def test_anova_exact_small_design_hand_computed():
     # interaction effects ±0.5 in every cell → SS_inter = 8·0.25 = 2
     # residual: every obs is ±1 from its cell mean → SS_res = 8, df_res = 8 − 4 = 4, MS_W = 2
     # SS_total = 20.25+6.25+6.25+0.25+0.25+2.25+12.25+30.25 = 78 = 50+18+2+8
-    df = pd.DataFrame({"model": list("aaaabbbb"), "template": ["T1", "T1", "T2", "T2"] * 2,
-                       "few_shot": [0, 3] * 4, "score": [1, 3, 3, 5, 5, 7, 9, 11]})
+    df = pd.DataFrame(
+        {
+            "model": list("aaaabbbb"),
+            "template": ["T1", "T1", "T2", "T2"] * 2,
+            "few_shot": [0, 3] * 4,
+            "score": [1, 3, 3, 5, 5, 7, 9, 11],
+        }
+    )
     res = E.anova_shares(df, terms=("model", "template", "model:template"))
     t = res.table
     assert t.loc["model", "sum_sq"] == pytest.approx(50)
@@ -164,9 +183,9 @@ def test_anova_exact_small_design_hand_computed():
     assert t.loc["Residual", "sum_sq"] == pytest.approx(8) and t.loc["Residual", "df"] == 4
     assert res.ss_total == pytest.approx(78) and res.ms_within == pytest.approx(2)
     assert res.eta_model == pytest.approx(50 / 78)
-    assert res.eta_impl == pytest.approx(18 / 78)           # template is the only impl term present
+    assert res.eta_impl == pytest.approx(18 / 78)  # template is the only impl term present
     assert res.eta_interaction == pytest.approx(2 / 78)
-    assert res.rho == pytest.approx(18 / 50)                # 0.36
+    assert res.rho == pytest.approx(18 / 50)  # 0.36
     # Hays ω²: model (50 − 1·2)/(78 + 2) = 0.6; template (18 − 2)/80 = 0.2; inter (2 − 2)/80 = 0
     assert t.loc["model", "omega_sq"] == pytest.approx(0.6)
     assert t.loc["template", "omega_sq"] == pytest.approx(0.2)
@@ -177,11 +196,19 @@ def test_anova_exact_small_design_hand_computed():
 
 def _planted(seed=0, model_eff=(0.0, 0.2, 0.4), template_eff=(0.0, 0.01, 0.02, 0.03), noise=0.01):
     rng = np.random.default_rng(seed)
-    rows = [{"model": m, "template": t, "decoding": d, "few_shot": k,
-             "score": 0.4 + me + te + rng.normal(0, noise)}
-            for m, me in zip(["mistral", "qwen", "yi"], model_eff)
-            for t, te in zip(["T1", "T2", "T3", "T4"], template_eff)
-            for d in ["greedy", "T0.3", "T0.7"] for k in [0, 3, 5]]
+    rows = [
+        {
+            "model": m,
+            "template": t,
+            "decoding": d,
+            "few_shot": k,
+            "score": 0.4 + me + te + rng.normal(0, noise),
+        }
+        for m, me in zip(["mistral", "qwen", "yi"], model_eff)
+        for t, te in zip(["T1", "T2", "T3", "T4"], template_eff)
+        for d in ["greedy", "T0.3", "T0.7"]
+        for k in [0, 3, 5]
+    ]
     return pd.DataFrame(rows)
 
 
@@ -237,6 +264,7 @@ def test_anova_bad_inputs():
 
 # ---------------------------------------------------------------------------------- bootstrap
 
+
 def test_config_bootstrap_coverage_on_planted_mean():
     # true mean 0.6; percentile interval of the mean over 40 configs should cover ≈ 95%
     rng = np.random.default_rng(11)
@@ -257,8 +285,13 @@ def test_config_bootstrap_sdi_is_deterministic_and_brackets():
 
 
 def test_config_bootstrap_long_frame_draws_whole_configs():
-    df = pd.DataFrame({"model": ["a", "b", "c"] * 5, "config": np.repeat(list("vwxyz"), 3),
-                       "score": np.random.default_rng(2).random(15)})
+    df = pd.DataFrame(
+        {
+            "model": ["a", "b", "c"] * 5,
+            "config": np.repeat(list("vwxyz"), 3),
+            "score": np.random.default_rng(2).random(15),
+        }
+    )
     seen = []
 
     def stat(frame):
@@ -310,11 +343,19 @@ def test_max_stat_interval_dominates_each_slice():
 
 # -------------------------------------------------------------------------------- parse-clean
 
+
 def _long():
     # 3 models × 4 configs; cell (yi, c4) fails the parse threshold
-    scores = {"mistral": [0.5, 0.6, 0.7, 0.8], "qwen": [0.6, 0.5, 0.8, 0.7], "yi": [0.4, 0.9, 0.6, 0.1]}
-    rows = [{"benchmark": "bbq", "model": m, "config": f"c{i + 1}", "score": s, "parse_rate": 1.0}
-            for m, v in scores.items() for i, s in enumerate(v)]
+    scores = {
+        "mistral": [0.5, 0.6, 0.7, 0.8],
+        "qwen": [0.6, 0.5, 0.8, 0.7],
+        "yi": [0.4, 0.9, 0.6, 0.1],
+    }
+    rows = [
+        {"benchmark": "bbq", "model": m, "config": f"c{i + 1}", "score": s, "parse_rate": 1.0}
+        for m, v in scores.items()
+        for i, s in enumerate(v)
+    ]
     df = pd.DataFrame(rows)
     df.loc[(df.model == "yi") & (df.config == "c4"), "parse_rate"] = 0.90
     return df
@@ -339,7 +380,9 @@ def test_parse_clean_recomputes_on_kept_cells():
     assert o["n_configs"] == 3 and o["n_orderings"] == 2
     assert o["orderings_reached"] == pytest.approx(1 / 3)
     assert o["total_order_mismatch"] == pytest.approx(2 / 3)
-    assert o["rho_flip_max"] == pytest.approx(1 / 3) and o["rho_flip_ceiling"] == pytest.approx(1 / 3)
+    assert o["rho_flip_max"] == pytest.approx(1 / 3) and o["rho_flip_ceiling"] == pytest.approx(
+        1 / 3
+    )
     flips = E.pair_flips(res.complete).set_index(["model_a", "model_b"])
     assert tuple(flips.loc[("mistral", "qwen"), ["n_plus", "n_minus", "n_zero"]]) == (1, 2, 0)
 
@@ -356,25 +399,42 @@ def test_parse_clean_bad_inputs():
 
 # ----------------------------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("call, pattern", [
-    (lambda: E.sdi([0.0, 0.0]), r"sdi: scores has mean 0"),
-    (lambda: E.sdi([]), r"sdi: scores has 0 configuration\(s\), need at least 1"),
-    (lambda: E.sdi([0.1, float("nan")]), r"sdi: scores contains non-finite"),
-    (lambda: E.cfr([0.4], 0.5), r"cfr: scores has 1 configuration\(s\), need at least 2"),
-    (lambda: E.cfr([0.4, 0.6], None), r"cfr: theta must be a finite number, got None"),
-    (lambda: E.rho_flip([0.1, 0.2], [0.1]), r"a and b differ in length \(2 vs 1"),
-    (lambda: E.strict_disagreement([0.1], [0.2]), r"1 configuration\(s\), need at least 2"),
-    (lambda: E.rho_flip_ceiling(0), r"n_configs must be an integer ≥ 1, got 0"),
-    (lambda: E.tau_r([[0.1, 0.2, 0.3]]), r"tau_r: score_matrix has 1 configuration\(s\), need at least 2"),
-    (lambda: E.tau_r([0.1, 0.2]), r"must be 2-D"),
-    (lambda: E.tau_r([[0.1], [0.2]]), r"1 model\(s\), need at least 2"),
-    (lambda: E.total_order_mismatch([[0.1, np.nan], [0.2, 0.3]]), r"rows \[0\] have missing"),
-    (lambda: E.orderings_reached([[0.1, 0.2]], models=["a"]), r"models has 1 names for 2 columns"),
-    (lambda: E.config_bootstrap([0.5], np.mean), r"has 1 configuration\(s\), need at least 2"),
-    (lambda: E.config_bootstrap([0.5, 0.6], np.mean, n=0), r"n \(resamples\) must be an integer ≥ 1, got 0"),
-    (lambda: E.max_stat_bootstrap({"a": [0.1, 0.2], "b": [0.1, 0.2, 0.3]}, np.mean, groups={"a": 1, "b": 1}),
-     r"slice 'b' has 3 configurations but its group 1 has 2"),
-])
+
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda: E.sdi([0.0, 0.0]), r"sdi: scores has mean 0"),
+        (lambda: E.sdi([]), r"sdi: scores has 0 configuration\(s\), need at least 1"),
+        (lambda: E.sdi([0.1, float("nan")]), r"sdi: scores contains non-finite"),
+        (lambda: E.cfr([0.4], 0.5), r"cfr: scores has 1 configuration\(s\), need at least 2"),
+        (lambda: E.cfr([0.4, 0.6], None), r"cfr: theta must be a finite number, got None"),
+        (lambda: E.rho_flip([0.1, 0.2], [0.1]), r"a and b differ in length \(2 vs 1"),
+        (lambda: E.strict_disagreement([0.1], [0.2]), r"1 configuration\(s\), need at least 2"),
+        (lambda: E.rho_flip_ceiling(0), r"n_configs must be an integer ≥ 1, got 0"),
+        (
+            lambda: E.tau_r([[0.1, 0.2, 0.3]]),
+            r"tau_r: score_matrix has 1 configuration\(s\), need at least 2",
+        ),
+        (lambda: E.tau_r([0.1, 0.2]), r"must be 2-D"),
+        (lambda: E.tau_r([[0.1], [0.2]]), r"1 model\(s\), need at least 2"),
+        (lambda: E.total_order_mismatch([[0.1, np.nan], [0.2, 0.3]]), r"rows \[0\] have missing"),
+        (
+            lambda: E.orderings_reached([[0.1, 0.2]], models=["a"]),
+            r"models has 1 names for 2 columns",
+        ),
+        (lambda: E.config_bootstrap([0.5], np.mean), r"has 1 configuration\(s\), need at least 2"),
+        (
+            lambda: E.config_bootstrap([0.5, 0.6], np.mean, n=0),
+            r"n \(resamples\) must be an integer ≥ 1, got 0",
+        ),
+        (
+            lambda: E.max_stat_bootstrap(
+                {"a": [0.1, 0.2], "b": [0.1, 0.2, 0.3]}, np.mean, groups={"a": 1, "b": 1}
+            ),
+            r"slice 'b' has 3 configurations but its group 1 has 2",
+        ),
+    ],
+)
 def test_bad_inputs_raise_flipgate_error(call, pattern):
     with pytest.raises(FlipgateError, match=pattern):
         call()
@@ -384,6 +444,8 @@ def test_config_bootstrap_of_anova_rho_on_long_frame():
     # SR App. G / I bootstrap ρ by resampling configurations (all models' cells of a config together)
     df = _planted(seed=2)
     df["config"] = df.template + "|" + df.decoding + "|" + df.few_shot.astype(str)
-    est, lo, hi = E.config_bootstrap(df, lambda f: E.anova_shares(f).rho, n=8, seed=0, config_col="config")
+    est, lo, hi = E.config_bootstrap(
+        df, lambda f: E.anova_shares(f).rho, n=8, seed=0, config_col="config"
+    )
     assert est == pytest.approx(E.anova_shares(df).rho)
     assert 0 <= lo <= hi < 0.05

@@ -1,5 +1,6 @@
 """Configuration envelope (SPEC §7): enumeration and validity, SR App. A rendering, a planted roster
 through runner → analysis → gate → GRID card, and the suite end to end on tiny models."""
+
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ import math
 import pytest
 import yaml
 
+from conftest import REPO, ScriptedBackend, write
 from flipgate import FlipgateError
 from flipgate.audit import Auditor, Paths
 from flipgate.cards.build import card_markdown, write_cards
@@ -16,8 +18,6 @@ from flipgate.envelope.cell import EnvelopeCell
 from flipgate.envelope.render import TEMPLATES, render
 from flipgate.envelope.spec import Config, load_envelope
 from flipgate.items import DatasetSpec, load_items
-
-from conftest import REPO, ScriptedBackend, write
 
 SMALL = """
 name: test-envelope
@@ -39,18 +39,30 @@ def test_sr_practice_envelope_counts_validity_and_tiers():
     assert len(full) == 3 * 48 and len(env.configs("crows_pairs", "full")) == 3 * 12
     assert not [c for c in full if c.scoring == "logprob" and not c.greedy]
     core = env.configs("truthfulqa_mc", "core")
-    assert {c.template for c in core} == {"T1", "T2", "T3"} and {c.decoding for c in core} == {"greedy", "T0.3"}
+    assert {c.template for c in core} == {"T1", "T2", "T3"} and {c.decoding for c in core} == {
+        "greedy",
+        "T0.3",
+    }
     assert len(core) == 3 * (3 * 2 * 3 + 3 * 3)  # per precision: free-form 18 + logprob 9
     assert env.anchor("crows_pairs").scoring == "logprob" and len(env.sha256) == 64
 
 
-@pytest.mark.parametrize("change,needle", [
-    (("[greedy]", "[greedy, T9]"), "axes.decoding[1]: unknown decoding (value: 'T9')"),
-    (("axes:", "roster: [ghost]\naxes:"), "roster[0]: no model with this id in models.yaml (value: 'ghost')"),
-    (("axes:", "tiers: {stress: {template: [T4]}}\naxes:"), "tiers.stress.template: value not on the axis"),
-    (("[T1, T3]", "[T1, T7]"), "axes.template[1]"),
-    (("[arc_easy]", "[arc_easyy]"), "unknown dataset 'arc_easyy'"),
-])
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        (("[greedy]", "[greedy, T9]"), "axes.decoding[1]: unknown decoding (value: 'T9')"),
+        (
+            ("axes:", "roster: [ghost]\naxes:"),
+            "roster[0]: no model with this id in models.yaml (value: 'ghost')",
+        ),
+        (
+            ("axes:", "tiers: {stress: {template: [T4]}}\naxes:"),
+            "tiers.stress.template: value not on the axis",
+        ),
+        (("[T1, T3]", "[T1, T7]"), "axes.template[1]"),
+        (("[arc_easy]", "[arc_easyy]"), "unknown dataset 'arc_easyy'"),
+    ],
+)
 def test_bad_envelope_file_names_field_and_value(tmp_path, change, needle):
     path = write(tmp_path / "env.yaml", SMALL.replace(*change))
     with pytest.raises(FlipgateError) as err:
@@ -61,24 +73,36 @@ def test_bad_envelope_file_names_field_and_value(tmp_path, change, needle):
 def test_templates_render_options_exemplars_and_cot():
     item, *exemplars = load_items(DatasetSpec("arc_easy"), 4)
     t1 = render(item, Config("T1", "greedy", 0, "free_form", "fp32"), exemplars, 0, ())
-    assert t1.messages[0][1] == f"{item.question.strip()}\nA. {item.options[0]}" + "".join(
-        f"\n{chr(66 + i)}. {o}" for i, o in enumerate(item.options[1:])) and t1.answer_prefix == "Answer:"
+    assert (
+        t1.messages[0][1]
+        == f"{item.question.strip()}\nA. {item.options[0]}"
+        + "".join(f"\n{chr(66 + i)}. {o}" for i, o in enumerate(item.options[1:]))
+        and t1.answer_prefix == "Answer:"
+    )
     t3 = render(item, Config("T3", "greedy", 3, "logprob", "fp32"), exemplars, 0, ())
     prompt = t3.messages[0][1]
-    assert prompt.count("The following is a multiple-choice question") == 4 and t3.max_new_tokens == 1
+    assert (
+        prompt.count("The following is a multiple-choice question") == 4 and t3.max_new_tokens == 1
+    )
     assert prompt.count("\nAnswer: ") == 3 and f"Answer: {'ABCDE'[exemplars[0].gold]}" in prompt
     t4 = render(item, Config("T4", "greedy", 0, "free_form", "fp32"), [], 0, ())
-    assert t4.answer_prefix == "" and t4.max_new_tokens == 160 and t4.messages[0][1].startswith(TEMPLATES["T4"][:20])
+    assert (
+        t4.answer_prefix == ""
+        and t4.max_new_tokens == 160
+        and t4.messages[0][1].startswith(TEMPLATES["T4"][:20])
+    )
 
 
 def planted(gold: dict, favourite: str | None):
     """Right iff the prompt uses template ``favourite`` (always right when None), else a wrong label."""
+
     def rule(req):
         item_text = req.messages[0][1].split("\n\n")[-1]
         right = next(g for q, g in gold.items() if q in item_text)
         is_t3 = "\nOptions:" in item_text
         ok = favourite is None or (favourite == "T3") == is_t3
         return right if ok else next(lab for lab in req.labels if lab != right)
+
     return rule
 
 
@@ -87,33 +111,59 @@ def roster_cell(tmp_path):
     envelope = load_envelope(write(tmp_path / "env.yaml", SMALL), ["good", "t1fan", "t3fan"])
     items = load_items(DatasetSpec("arc_easy"), None, 42)
     gold = {it.question.strip(): "ABCDE"[it.gold] for it in items[:6]}
-    backends = {m: ScriptedBackend(m, planted(gold, fav)) for m, fav in
-                (("good", None), ("t1fan", "T1"), ("t3fan", "T3"))}
-    models = {m: {"id": m, "backend": "scripted", "readouts": ["regex"], "primary_readout": "regex",
-                  "suites": ["envelope"]} for m in backends}
+    backends = {
+        m: ScriptedBackend(m, planted(gold, fav))
+        for m, fav in (("good", None), ("t1fan", "T1"), ("t3fan", "T3"))
+    }
+    models = {
+        m: {
+            "id": m,
+            "backend": "scripted",
+            "readouts": ["regex"],
+            "primary_readout": "regex",
+            "suites": ["envelope"],
+        }
+        for m in backends
+    }
     cfg = AuditConfig(tmp_path / "models.yaml", models, bootstrap_n=200)
-    auditor = Auditor(cfg, "r1", Paths(tmp_path / "trials.sqlite", tmp_path / "cache.sqlite", tmp_path / "manifests",
-                                       tmp_path / "models"), progress=False)
+    auditor = Auditor(
+        cfg,
+        "r1",
+        Paths(
+            tmp_path / "trials.sqlite",
+            tmp_path / "cache.sqlite",
+            tmp_path / "manifests",
+            tmp_path / "models",
+        ),
+        progress=False,
+    )
     auditor.backend = lambda variant: backends[variant.split("@")[0]]
-    thresholds = write(tmp_path / "thresholds" / "default.yaml", """
+    thresholds = write(
+        tmp_path / "thresholds" / "default.yaml",
+        """
 thresholds:
   - {metric: rho_flip_max, facet: envelope, max: 0.25, rule: point}
   - {metric: cfr@0.5, facet: envelope, max: 0.6, rule: point}
   - {metric: flip_rate, max: 0.1}
-""").parent
+""",
+    ).parent
     return EnvelopeCell(auditor, str(thresholds), envelope, envelope.benchmarks[0]), tmp_path
 
 
 def test_planted_roster_metrics_gate_and_card(roster_cell):
     cell, tmp_path = roster_cell
-    with pytest.raises(pytest.fail.Exception, match=r"t1fan: rho_flip_max\[facet=envelope\] <= 0.25"):
+    with pytest.raises(
+        pytest.fail.Exception, match=r"t1fan: rho_flip_max\[facet=envelope\] <= 0.25"
+    ):
         cell.run()
     analysis = cell.auditor.store.envelope("arc_easy")
-    assert analysis["n_configs"] == 8 and analysis["anchor"]["id"] == "T1|greedy|0shot|free_form|fp32"
+    assert (
+        analysis["n_configs"] == 8 and analysis["anchor"]["id"] == "T1|greedy|0shot|free_form|fp32"
+    )
     good, t1 = analysis["models"]["good"], analysis["models"]["t1fan"]
     assert good["min"] == good["max"] == 1.0 and good["sdi"]["estimate"] == 0.0
     assert t1["point_score"] == 1.0 and t1["mean"] == 0.5
-    assert t1["sdi"]["estimate"] == pytest.approx(2.0)                 # (1 - 0) / 0.5
+    assert t1["sdi"]["estimate"] == pytest.approx(2.0)  # (1 - 0) / 0.5
     assert t1["cfr@0.5"]["estimate"] == pytest.approx(2 * 8 / 7 * 0.25)  # n=8, p=1/2
     pairs = {(p["model_a"], p["model_b"]): p for p in analysis["roster"]["pairs"]}
     assert pairs[("t1fan", "t3fan")]["rho_flip"] == 0.5 == pairs[("t1fan", "t3fan")]["ceiling"]
@@ -121,9 +171,14 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
     assert analysis["roster"]["orderings_reached"]["estimate"] == pytest.approx(2 / 6)
     assert analysis["variance"]["eta_model"] is not None or "not_estimable" in analysis["variance"]
     verdicts = {(m, v["metric"]): v["verdict"] for m, _, v in cell.auditor.store.all_verdicts()}
-    assert verdicts == {("good", "rho_flip_max"): "pass", ("good", "cfr@0.5"): "pass",
-                        ("t1fan", "rho_flip_max"): "fail", ("t1fan", "cfr@0.5"): "pass",
-                        ("t3fan", "rho_flip_max"): "fail", ("t3fan", "cfr@0.5"): "pass"}  # flip_rate: not envelope
+    assert verdicts == {
+        ("good", "rho_flip_max"): "pass",
+        ("good", "cfr@0.5"): "pass",
+        ("t1fan", "rho_flip_max"): "fail",
+        ("t1fan", "cfr@0.5"): "pass",
+        ("t3fan", "rho_flip_max"): "fail",
+        ("t3fan", "cfr@0.5"): "pass",
+    }  # flip_rate: not envelope
     written = write_cards(cell.auditor.store, tmp_path / "cards", "r1", 200)
     card = json.loads((tmp_path / "cards/t1fan/arc_easy.json").read_text())
     env = card["envelope"]
@@ -146,26 +201,36 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
 def test_suite_runs_the_envelope_on_tiny_models(tiny_model_dir, tmp_path):
     from test_end_to_end import run_suite
 
-    models = write(tmp_path / "models.yaml", f"""
+    models = write(
+        tmp_path / "models.yaml",
+        f"""
 models:
   - {{id: tiny-a, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3, suites: [envelope]}}
   - {{id: tiny-b, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3, suites: [envelope],
      decoding: {{temperature: 0}}}}
-""")
+""",
+    )
     envelope = write(tmp_path / "env.yaml", SMALL.replace("[fp32]", "[fp32, bf16]"))
-    thresholds = write(tmp_path / "thresholds" / "default.yaml", """
+    thresholds = write(
+        tmp_path / "thresholds" / "default.yaml",
+        """
 thresholds:
   - {metric: rho_flip_max, facet: envelope, max: 0.5, rule: point}
   - {metric: parse_rate, min: 0.0}
-""").parent
+""",
+    ).parent
     proc = run_suite(tmp_path, models, thresholds, "-n", "2", envelope=envelope)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "1 passed" in proc.stdout and "skipped" in proc.stdout  # the order suites: no model lists them
+    assert (
+        "1 passed" in proc.stdout and "skipped" in proc.stdout
+    )  # the order suites: no model lists them
     for model in ("tiny-a", "tiny-b"):
         card = json.loads((tmp_path / f"cards/{model}/arc_easy.json").read_text())
         assert card["envelope"]["n_configs"] == 16 and card["thresholds"][0]["verdict"] == "pass"
     results = [json.loads(p.read_text()) for p in (tmp_path / "allure").glob("*-result.json")]
-    assert any(lab["value"] == "configuration envelope" for r in results for lab in r.get("labels", []))
+    assert any(
+        lab["value"] == "configuration envelope" for r in results for lab in r.get("labels", [])
+    )
 
 
 def test_headline_maxima_carry_max_statistic_intervals(roster_cell):
@@ -173,6 +238,9 @@ def test_headline_maxima_carry_max_statistic_intervals(roster_cell):
     with pytest.raises(pytest.fail.Exception):
         cell.run()
     head = cell.auditor.store.envelope("arc_easy")["headline_max"]
-    assert head["sdi"]["estimate"] == pytest.approx(2.0) and head["sdi"]["model"] in ("t1fan", "t3fan")
+    assert head["sdi"]["estimate"] == pytest.approx(2.0) and head["sdi"]["model"] in (
+        "t1fan",
+        "t3fan",
+    )
     lo, hi = head["sdi"]["ci"]
     assert lo <= 2.0 <= hi or hi == pytest.approx(2.0)

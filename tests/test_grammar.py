@@ -42,8 +42,16 @@ def test_n3_uses_every_permutation_once_for_k6():
 
 def test_stable_across_processes():
     code = "from flipgate.grammar import Manifest; print(Manifest.build('option_order','d',{'a':4,'b':5,'c':10}).sha256)"
-    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": str(seed), "PATH": ""}).stdout.strip() for seed in (1, 2)}
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": str(seed), "PATH": ""},
+        ).stdout.strip()
+        for seed in (1, 2)
+    }
     assert runs == {Manifest.build("option_order", "d", {"a": 4, "b": 5, "c": 10}).sha256}
 
 
@@ -78,13 +86,25 @@ def test_manifest_refuses_conflicting_orderings(tmp_path):
 # n > 7: rng.shuffle(fresh list(range(n))) until K-1 new distinct (non-canonical) ones.
 PINNED = {
     # n=4, K=6, seed 2732833853 (a committed arc_challenge item)
-    ("arc_challenge/MCAS_2003_8_25", 4): [(0, 1, 2, 3), (0, 1, 3, 2), (1, 3, 2, 0), (1, 2, 0, 3), (1, 0, 3, 2),
-                                          (3, 0, 1, 2)],
+    ("arc_challenge/MCAS_2003_8_25", 4): [
+        (0, 1, 2, 3),
+        (0, 1, 3, 2),
+        (1, 3, 2, 0),
+        (1, 2, 0, 3),
+        (1, 0, 3, 2),
+        (3, 0, 1, 2),
+    ],
     # n=2, K=6: 2! < 6, the two permutations cycled (no draw)
     ("synthetic_rag/pin-two", 2): [(0, 1), (1, 0)] * 3,
     # n=9, K=6, seed 3665398914: the n > 7 branch (5 shuffles, none repeated)
-    ("pin/nine-units", 9): [(0, 1, 2, 3, 4, 5, 6, 7, 8), (0, 2, 6, 8, 7, 5, 1, 4, 3), (4, 6, 2, 5, 0, 7, 3, 1, 8),
-                            (3, 2, 6, 1, 4, 0, 8, 7, 5), (6, 4, 3, 2, 0, 8, 7, 1, 5), (1, 7, 0, 4, 2, 6, 5, 3, 8)],
+    ("pin/nine-units", 9): [
+        (0, 1, 2, 3, 4, 5, 6, 7, 8),
+        (0, 2, 6, 8, 7, 5, 1, 4, 3),
+        (4, 6, 2, 5, 0, 7, 3, 1, 8),
+        (3, 2, 6, 1, 4, 0, 8, 7, 5),
+        (6, 4, 3, 2, 0, 8, 7, 1, 5),
+        (1, 7, 0, 4, 2, 6, 5, 3, 8),
+    ],
 }
 
 
@@ -103,7 +123,7 @@ def _spec_draw(item_id, n, k, seed=42):
     if n <= 7:
         pool = lexicographic[1:]
         rng.shuffle(pool)
-        return [lexicographic[0]] + pool[:k - 1]
+        return [lexicographic[0]] + pool[: k - 1]
     out = [tuple(range(n))]
     while len(out) < k:
         perm = list(range(n))
@@ -113,8 +133,10 @@ def _spec_draw(item_id, n, k, seed=42):
     return out
 
 
-@pytest.mark.parametrize("n,k", [(1, 6), (2, 6), (3, 6), (3, 7), (4, 6), (5, 6), (7, 6), (8, 6), (10, 6), (4, 24),
-                                 (4, 2)])
+@pytest.mark.parametrize(
+    "n,k",
+    [(1, 6), (2, 6), (3, 6), (3, 7), (4, 6), (5, 6), (7, 6), (8, 6), (10, 6), (4, 24), (4, 2)],
+)
 def test_orderings_follow_the_spec_procedure(n, k):
     for item_id in ("mmlu/anatomy/22", "synthetic_multihop/106", "x"):
         assert orderings(item_id, n, k) == _spec_draw(item_id, n, k)
@@ -128,7 +150,9 @@ def test_committed_manifests_are_current_grammar():
     for path in files:
         m = Manifest.from_json(path.read_text())
         assert m.grammar_version == GRAMMAR_VERSION, path
-        rebuilt = Manifest.build(m.facet, m.dataset, {i: len(p[0]) for i, p in m.entries.items()}, m.k, m.seed)
+        rebuilt = Manifest.build(
+            m.facet, m.dataset, {i: len(p[0]) for i, p in m.entries.items()}, m.k, m.seed
+        )
         assert rebuilt.to_json() == path.read_text(), path
 
 
@@ -145,8 +169,13 @@ def test_grammar_version_in_manifest_json_and_sha256():
 def test_old_grammar_manifest_on_disk_is_regenerated(tmp_path, caplog, old_version):
     new = Manifest.build("option_order", "d", {"a": 4, "b": 5})
     path = new.path_in(tmp_path)
-    body = {"facet": "option_order", "dataset": "d", "k": 6, "seed": 42,
-            "entries": {"a": [[0, 1, 2, 3]] + [[3, 2, 1, 0]] * 5, "stale": [[0, 1]] * 6}}
+    body = {
+        "facet": "option_order",
+        "dataset": "d",
+        "k": 6,
+        "seed": 42,
+        "entries": {"a": [[0, 1, 2, 3]] + [[3, 2, 1, 0]] * 5, "stale": [[0, 1]] * 6},
+    }
     if old_version is not None:
         body["grammar_version"] = old_version
     path.write_text(json.dumps(body))
@@ -171,26 +200,50 @@ def test_facet_trials_cached_before_the_grammar_version_are_cold(tmp_path):
     """A response cache filled under keys without the grammar version (before it existed) is not
     hit by a facet cell: the first run re-asks the model, the next is warm."""
     from conftest import ScriptedBackend
-
     from flipgate.audit import Auditor, Paths
     from flipgate.config import AuditConfig
     from flipgate.items import DatasetSpec
 
-    model = {"id": "scripted", "backend": "scripted", "source": {}, "readouts": ["regex"], "primary_readout": "regex"}
+    model = {
+        "id": "scripted",
+        "backend": "scripted",
+        "source": {},
+        "readouts": ["regex"],
+        "primary_readout": "regex",
+    }
 
     def auditor(run_id, backend):
-        cfg = AuditConfig(tmp_path / "models.yaml", {"scripted": model}, items_per_dataset=3,
-                          facets={"option_order": [DatasetSpec("arc_challenge")]}, bootstrap_n=50)
-        a = Auditor(cfg, run_id, Paths(tmp_path / run_id / "t.sqlite", tmp_path / "cache.sqlite",
-                                       tmp_path / "manifests", tmp_path / "models"), progress=False)
+        cfg = AuditConfig(
+            tmp_path / "models.yaml",
+            {"scripted": model},
+            items_per_dataset=3,
+            facets={"option_order": [DatasetSpec("arc_challenge")]},
+            bootstrap_n=50,
+        )
+        a = Auditor(
+            cfg,
+            run_id,
+            Paths(
+                tmp_path / run_id / "t.sqlite",
+                tmp_path / "cache.sqlite",
+                tmp_path / "manifests",
+                tmp_path / "models",
+            ),
+            progress=False,
+        )
         a._backends["scripted"] = backend
         return a
 
     backend = ScriptedBackend()
     old = auditor("r0", backend)
     _, requests = old.cell_requests("arc_challenge", "option_order")
-    old.cache.put_many("scripted", {cache_key(backend.settings, r): out
-                                    for r, out in zip(requests, backend.complete(requests))})
+    old.cache.put_many(
+        "scripted",
+        {
+            cache_key(backend.settings, r): out
+            for r, out in zip(requests, backend.complete(requests))
+        },
+    )
     backend.calls = 0
     df = auditor("r1", backend).trials("scripted", "arc_challenge", "option_order")
     assert backend.calls == len(requests) == 18 and not df["from_cache"].any()

@@ -1,6 +1,8 @@
 """The transformers backend on a tiny random Llama built offline."""
+
 import pytest
 
+from conftest import write
 from flipgate import FlipgateError
 from flipgate.backends import create_backend
 from flipgate.backends.base import Request
@@ -8,8 +10,6 @@ from flipgate.backends.hf import HFBackend
 from flipgate.facets import get_facet
 from flipgate.grammar import orderings
 from flipgate.items import Item
-
-from conftest import write
 
 ITEM = Item("t/1", "t", "Which is a fruit?", ("car", "apple", "rock", "chair"), 1)
 
@@ -20,8 +20,14 @@ def requests():
 
 
 def test_generate_and_letter_readouts_batched(tiny_model_dir, tmp_path):
-    cfg = {"id": "tiny", "backend": "hf", "source": {"path": str(tiny_model_dir)}, "batch_size": 4,
-           "max_new_tokens": 3, "_cache_dir": str(tmp_path)}
+    cfg = {
+        "id": "tiny",
+        "backend": "hf",
+        "source": {"path": str(tiny_model_dir)},
+        "batch_size": 4,
+        "max_new_tokens": 3,
+        "_cache_dir": str(tmp_path),
+    }
     backend = create_backend(cfg)
     outs = backend.complete(requests())
     assert len(outs) == 6
@@ -37,15 +43,28 @@ def test_generate_and_letter_readouts_batched(tiny_model_dir, tmp_path):
 
 
 def test_forward_only_mode_has_no_text(tiny_model_dir, tmp_path):
-    backend = HFBackend({"id": "tiny", "backend": "hf", "source": {"path": str(tiny_model_dir)},
-                         "readouts": ["letter_logprob"], "_cache_dir": str(tmp_path)})
+    backend = HFBackend(
+        {
+            "id": "tiny",
+            "backend": "hf",
+            "source": {"path": str(tiny_model_dir)},
+            "readouts": ["letter_logprob"],
+            "_cache_dir": str(tmp_path),
+        }
+    )
     outs = backend.complete(requests()[:2])
     assert outs[0].text == "" and outs[0].tokens_out == 0 and len(outs[0].label_logprobs) == 4
 
 
 def test_plain_prompt_when_tokenizer_has_no_chat_template(tiny_model_dir, tmp_path):
-    backend = HFBackend({"id": "tiny", "backend": "hf", "source": {"path": str(tiny_model_dir)},
-                         "_cache_dir": str(tmp_path)})
+    backend = HFBackend(
+        {
+            "id": "tiny",
+            "backend": "hf",
+            "source": {"path": str(tiny_model_dir)},
+            "_cache_dir": str(tmp_path),
+        }
+    )
     text = backend.render(Request((("user", "hi"),), "Answer:", ("A", "B")))
     assert text == "User: hi\nAssistant: Answer:"
 
@@ -61,14 +80,21 @@ def test_missing_package_is_a_clear_error():
 
 
 def test_nf4_quantization_on_cpu(tiny_model_dir, tmp_path):
-    cfg = {"id": "tiny", "backend": "hf", "source": {"path": str(tiny_model_dir)}, "max_new_tokens": 2,
-           "_cache_dir": str(tmp_path)}
+    cfg = {
+        "id": "tiny",
+        "backend": "hf",
+        "source": {"path": str(tiny_model_dir)},
+        "max_new_tokens": 2,
+        "_cache_dir": str(tmp_path),
+    }
     full = HFBackend(cfg)
     nf4 = HFBackend({**cfg, "quantization": "nf4"})
     import bitsandbytes as bnb
 
     assert isinstance(nf4.model.model.layers[0].self_attn.q_proj, bnb.nn.Linear4bit)
-    assert nf4.fingerprint["quantization"] == "nf4" and nf4.settings != full.settings  # distinct cache keys
+    assert (
+        nf4.fingerprint["quantization"] == "nf4" and nf4.settings != full.settings
+    )  # distinct cache keys
     a, b = full.complete(requests()[:2]), nf4.complete(requests()[:2])
     for label in "ABCD":
         assert a[0].label_logprobs[label] == pytest.approx(b[0].label_logprobs[label], abs=0.2)
@@ -79,9 +105,17 @@ def test_hub_id_offline_is_a_clear_error(tmp_path, monkeypatch):
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # read at import time
-    with pytest.raises(FlipgateError, match="could not load from 'HuggingFaceTB/SmolLM2-135M-Instruct'"):
-        HFBackend({"id": "x", "backend": "hf", "source": {"hub": "HuggingFaceTB/SmolLM2-135M-Instruct"},
-                   "_cache_dir": str(tmp_path)})
+    with pytest.raises(
+        FlipgateError, match="could not load from 'HuggingFaceTB/SmolLM2-135M-Instruct'"
+    ):
+        HFBackend(
+            {
+                "id": "x",
+                "backend": "hf",
+                "source": {"hub": "HuggingFaceTB/SmolLM2-135M-Instruct"},
+                "_cache_dir": str(tmp_path),
+            }
+        )
 
 
 def test_embedded_smollm2_gguf_loads_and_answers(tmp_path):
@@ -89,10 +123,15 @@ def test_embedded_smollm2_gguf_loads_and_answers(tmp_path):
     from conftest import REPO
     from flipgate.config import load_models
 
-    cfg = {**load_models(REPO / "models.yaml").models["smollm2-135m-instruct"],
-           "_cache_dir": str(REPO / ".flipgate_cache")}
+    cfg = {
+        **load_models(REPO / "models.yaml").models["smollm2-135m-instruct"],
+        "_cache_dir": str(REPO / ".flipgate_cache"),
+    }
     backend = HFBackend(cfg)
-    assert backend.fingerprint["gguf_file"].endswith(".gguf") and len(backend.fingerprint["weights_sha256"]) == 64
+    assert (
+        backend.fingerprint["gguf_file"].endswith(".gguf")
+        and len(backend.fingerprint["weights_sha256"]) == 64
+    )
     assert "<|im_start|>assistant" in backend.render(requests()[0])
     outs = backend.complete(requests()[:2])
     assert all(len(o.label_logprobs) == 4 and o.tokens_out >= 1 for o in outs)
@@ -103,9 +142,11 @@ def test_package_source_assembles_chunked_gguf(tmp_path, monkeypatch):
     from flipgate.backends.hf import resolve_source
 
     target = tmp_path / "out" / "model-q4.gguf"
-    write(tmp_path / "chunked_pkg" / "__init__.py",
-          f"from pathlib import Path\ndef assemble():\n    p = Path({str(target)!r})\n"
-          f"    p.parent.mkdir(exist_ok=True)\n    p.write_bytes(b'GGUF')\n    return p\n")
+    write(
+        tmp_path / "chunked_pkg" / "__init__.py",
+        f"from pathlib import Path\ndef assemble():\n    p = Path({str(target)!r})\n"
+        f"    p.parent.mkdir(exist_ok=True)\n    p.write_bytes(b'GGUF')\n    return p\n",
+    )
     write(tmp_path / "empty_pkg" / "__init__.py", "")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert resolve_source({"package": "chunked_pkg"}, "m") == (str(target.parent), "model-q4.gguf")

@@ -1,17 +1,26 @@
 import pandas as pd
 import pytest
 
+from conftest import rejects_row
 from flipgate import FlipgateError
 from flipgate.items import DatasetSpec, load_items
 from flipgate.items.hub import load_commonsense_qa_hub, load_mmlu_pro
 
-from conftest import rejects_row
-
 
 def _mmlu_pro_rows():
-    return [{"question_id": 70 + i, "question": f"Q{i}?", "options": ["a", "b", "c", "d", "e", "N/A"][: 4 + i % 2] ,
-             "answer": "B", "answer_index": 1, "cot_content": "", "category": "math", "src": "ori"}
-            for i in range(6)]
+    return [
+        {
+            "question_id": 70 + i,
+            "question": f"Q{i}?",
+            "options": ["a", "b", "c", "d", "e", "N/A"][: 4 + i % 2],
+            "answer": "B",
+            "answer_index": 1,
+            "cot_content": "",
+            "category": "math",
+            "src": "ori",
+        }
+        for i in range(6)
+    ]
 
 
 def test_mmlu_pro_loader_on_local_parquet(tmp_path):
@@ -19,14 +28,25 @@ def test_mmlu_pro_loader_on_local_parquet(tmp_path):
     pd.DataFrame(_mmlu_pro_rows()).to_parquet(path)
     items = load_mmlu_pro("mmlu_pro", data_files=str(path))
     assert len(items) == 6
-    assert items[0].item_id == "mmlu_pro/70" and items[0].gold == 1 and items[0].options == ("a", "b", "c", "d")
+    assert (
+        items[0].item_id == "mmlu_pro/70"
+        and items[0].gold == 1
+        and items[0].options == ("a", "b", "c", "d")
+    )
     assert items[1].n_options == 5 and items[0].meta["category"] == "math"
 
 
 def test_commonsense_qa_loader_on_local_parquet(tmp_path):
-    rows = [{"id": f"id{i}", "question": f"Where {i}?", "question_concept": "x",
-             "choices": {"label": list("ABCDE"), "text": ["p", "q", "r", "s", "t"]}, "answerKey": "C"}
-            for i in range(3)]
+    rows = [
+        {
+            "id": f"id{i}",
+            "question": f"Where {i}?",
+            "question_concept": "x",
+            "choices": {"label": list("ABCDE"), "text": ["p", "q", "r", "s", "t"]},
+            "answerKey": "C",
+        }
+        for i in range(3)
+    ]
     path = tmp_path / "validation.parquet"
     pd.DataFrame(rows).to_parquet(path)
     items = load_commonsense_qa_hub("commonsense_qa_hub", data_files=str(path))
@@ -34,8 +54,15 @@ def test_commonsense_qa_loader_on_local_parquet(tmp_path):
 
 
 def test_row_missing_field_names_source_row_field(tmp_path):
-    rejects_row(load_mmlu_pro, _mmlu_pro_rows(), tmp_path / "bad.parquet", 3, "question", None,
-                r"bad.parquet \[test\] row 3: required field 'question'")
+    rejects_row(
+        load_mmlu_pro,
+        _mmlu_pro_rows(),
+        tmp_path / "bad.parquet",
+        3,
+        "question",
+        None,
+        r"bad.parquet \[test\] row 3: required field 'question'",
+    )
 
 
 def test_bad_gold_index_is_named(tmp_path):
@@ -52,7 +79,9 @@ def test_hub_failure_is_a_clear_error(tmp_path):
         load_mmlu_pro("mmlu_pro", data_files=str(tmp_path / "missing.parquet"))
 
 
-@pytest.mark.parametrize("name,n_options", [("mmlu", 4), ("arc_challenge", None), ("commonsense_qa", 5)])
+@pytest.mark.parametrize(
+    "name,n_options", [("mmlu", 4), ("arc_challenge", None), ("commonsense_qa", 5)]
+)
 def test_offline_datasets_seed42_sampling(name, n_options):
     first = load_items(DatasetSpec(name), 5)
     assert [i.item_id for i in first] == [i.item_id for i in load_items(DatasetSpec(name), 5)]
@@ -69,6 +98,8 @@ def test_unknown_dataset_spec():
 
 
 def test_list_options_are_hashable_for_the_loader_cache():
-    spec = DatasetSpec.parse({"name": "bbq_lite", "subtasks": ["age_ambig", "ses_ambig"], "n": 4}, "models.yaml")
+    spec = DatasetSpec.parse(
+        {"name": "bbq_lite", "subtasks": ["age_ambig", "ses_ambig"], "n": 4}, "models.yaml"
+    )
     assert dict(spec.options) == {"subtasks": ("age_ambig", "ses_ambig")} and spec.n == 4
     hash(spec)

@@ -39,7 +39,9 @@ def test_parse_rate_and_accuracy():
 
 
 def test_acc_swing_hand_computed():
-    df = pd.DataFrame({"condition": [0, 0, 1, 1, 2, 2], "correct": [True, True, True, False, False, None]})
+    df = pd.DataFrame(
+        {"condition": [0, 0, 1, 1, 2, 2], "correct": [True, True, True, False, False, None]}
+    )
     assert M.acc_swing(df) == pytest.approx(1.0 - 0.0)
 
 
@@ -51,8 +53,14 @@ def test_delta_order_and_excess_share():
 
 
 def test_item_table_columns():
-    df = pd.DataFrame({"item_id": ["a"] * 3 + ["b"] * 3, "answer": [0, 0, 1, 2, None, None],
-                       "correct": [True, True, False, None, None, None], "n_classes": [4] * 6})
+    df = pd.DataFrame(
+        {
+            "item_id": ["a"] * 3 + ["b"] * 3,
+            "answer": [0, 0, 1, 2, None, None],
+            "correct": [True, True, False, None, None, None],
+            "n_classes": [4] * 6,
+        }
+    )
     t = M.item_table(df).set_index("item_id")
     assert t.loc["a", "any_flip"] == 1 and pd.isna(t.loc["b", "any_flip"])
     assert t.loc["b", "parse_rate"] == pytest.approx(1 / 3)

@@ -1,5 +1,6 @@
 """ODI (SPEC §4): outcomes from a hand-built trials table, input errors, and parameter recovery of
 the fast profile on data simulated from the model with known truth."""
+
 import dataclasses
 import json
 import math
@@ -18,22 +19,36 @@ A, B, C = "Paris", "Lyon", "Nice"  # mapped answers are option contents, not lab
 
 def _rows(model, item, answers, gold, unknown=()):
     """One trial per ordering; ``unknown`` orderings have correctness None (e.g. no gold match)."""
-    return [{"model_id": model, "facet": "option_order", "dataset": "mmlu", "item_id": item, "condition": o,
-             "mapped": {"regex": a}, "correct": {"regex": None if a is None or o in unknown else a == gold}}
-            for o, a in enumerate(answers)]
+    return [
+        {
+            "model_id": model,
+            "facet": "option_order",
+            "dataset": "mmlu",
+            "item_id": item,
+            "condition": o,
+            "mapped": {"regex": a},
+            "correct": {"regex": None if a is None or o in unknown else a == gold},
+        }
+        for o, a in enumerate(answers)
+    ]
 
 
 @pytest.fixture
 def trials():
     return pd.DataFrame(
-        _rows("m1", "q1", [A, A, A, B, B, None], gold=A)       # parse failure dropped; mode A (3 vs 2)
-        + _rows("m1", "q2", [A, A, B, B, C, C], gold=C)         # 2-2-2 tie: no modal answer
-        + _rows("m2", "q1", [B] * 6, gold=A)                    # m2's own mode B, though m1's is A
-        + _rows("m2", "q2", [C, C, C, C, C, A], gold=C, unknown={5}))
+        _rows("m1", "q1", [A, A, A, B, B, None], gold=A)  # parse failure dropped; mode A (3 vs 2)
+        + _rows("m1", "q2", [A, A, B, B, C, C], gold=C)  # 2-2-2 tie: no modal answer
+        + _rows("m2", "q1", [B] * 6, gold=A)  # m2's own mode B, though m1's is A
+        + _rows("m2", "q2", [C, C, C, C, C, A], gold=C, unknown={5})
+    )
 
 
 def _by(table, model, item, col):
-    return table[(table.model_id == model) & (table.item_id == item)].sort_values("condition")[col].tolist()
+    return (
+        table[(table.model_id == model) & (table.item_id == item)]
+        .sort_values("condition")[col]
+        .tolist()
+    )
 
 
 def test_outcomes_hand_computed(trials):
@@ -46,7 +61,9 @@ def test_outcomes_hand_computed(trials):
     assert _by(t, "m1", "q1", "correct") == [1, 1, 1, 0, 0]
     assert _by(t, "m1", "q2", "correct") == [0, 0, 0, 0, 1, 1]
     assert _by(t, "m2", "q1", "correct") == [0] * 6
-    assert _by(t, "m2", "q2", "correct")[:5] == [1] * 5 and math.isnan(_by(t, "m2", "q2", "correct")[5])
+    assert _by(t, "m2", "q2", "correct")[:5] == [1] * 5 and math.isnan(
+        _by(t, "m2", "q2", "correct")[5]
+    )
 
 
 def test_build_excludes_tied_items_and_indexes(trials):
@@ -55,18 +72,23 @@ def test_build_excludes_tied_items_and_indexes(trials):
     assert modal.sizes() == {"trials": 17, "models": 2, "items": 2, "cells": 1, "facets": 1, "k": 6}
     assert correct.n == 22
     assert modal.models == ["m1", "m2"] and modal.cells == [("option_order", "mmlu")]
-    assert ("m1", "q2") not in {(modal.models[m], modal.items[i][2]) for m, i in zip(modal.model, modal.item)}
+    assert ("m1", "q2") not in {
+        (modal.models[m], modal.items[i][2]) for m, i in zip(modal.model, modal.item)
+    }
     assert modal.y.sum() == 3 + 6 + 5
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda t: t.iloc[:0], "empty"),
-    (lambda t: t[t.model_id == "m1"], "at least 2 models"),
-    (lambda t: t.drop(columns=["mapped"]), "mapped"),
-    (lambda t: pd.concat([t, t.iloc[:1]]), "repeat ordering"),
-    (lambda t: t.assign(condition="first"), "ordering index"),
-    (lambda t: t.assign(mapped=[{"regex": None}] * len(t)), "parse failure"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda t: t.iloc[:0], "empty"),
+        (lambda t: t[t.model_id == "m1"], "at least 2 models"),
+        (lambda t: t.drop(columns=["mapped"]), "mapped"),
+        (lambda t: pd.concat([t, t.iloc[:1]]), "repeat ordering"),
+        (lambda t: t.assign(condition="first"), "ordering index"),
+        (lambda t: t.assign(mapped=[{"regex": None}] * len(t)), "parse failure"),
+    ],
+)
 def test_bad_input_is_a_flipgate_error(trials, mutate, message):
     with pytest.raises(FlipgateError, match=message):
         build(outcomes(mutate(trials), "regex"), "modal")
@@ -84,7 +106,9 @@ def test_unknown_readout_outcome_and_profile(trials):
 # Recovery: 4 models, 2 facets x 1 dataset x 40 items, K=6 (1,920 trials), σ_π 0.3 vs 1.0.
 @pytest.fixture(scope="module")
 def recovered():
-    data, truth = simulate(n_models=4, sigma_pi={"low": 0.3, "high": 1.0}, items_per_cell=40, seed=3)
+    data, truth = simulate(
+        n_models=4, sigma_pi={"low": 0.3, "high": 1.0}, items_per_cell=40, seed=3
+    )
     result = fit(data, "fast", seed=0)
     return result, summarize(result), truth
 
@@ -100,8 +124,14 @@ def test_sigma_pi_recovered_and_ordered(recovered):
     result, summary, truth = recovered
     est = {f: summary["facets"][f]["sigma_pi"] for f in ("low", "high")}
     for j, f in enumerate(result.data.facets):
-        assert abs(math.log(est[f]["median"] / truth["sigma_pi"][j])) < 0.4, (f, est[f], truth["sigma_pi"][j])
-    assert est["high"]["hdi"][0] > est["low"]["hdi"][1]  # 89% HDIs separate: the noisier facet is larger
+        assert abs(math.log(est[f]["median"] / truth["sigma_pi"][j])) < 0.4, (
+            f,
+            est[f],
+            truth["sigma_pi"][j],
+        )
+    assert (
+        est["high"]["hdi"][0] > est["low"]["hdi"][1]
+    )  # 89% HDIs separate: the noisier facet is larger
 
 
 def test_theta_recovered(recovered):
@@ -109,8 +139,12 @@ def test_theta_recovered(recovered):
     est = np.array([summary["models"][m]["theta"]["median"] for m in result.data.models])
     assert np.abs(est - truth["theta"]).max() < 0.3, (est, truth["theta"])
     assert (np.argsort(est) == np.argsort(truth["theta"])).all()
-    inside = [lo <= t <= hi for t, (lo, hi) in
-              zip(truth["theta"], (summary["models"][m]["theta"]["hdi"] for m in result.data.models))]
+    inside = [
+        lo <= t <= hi
+        for t, (lo, hi) in zip(
+            truth["theta"], (summary["models"][m]["theta"]["hdi"] for m in result.data.models)
+        )
+    ]
     assert sum(inside) >= 3
 
 
@@ -153,7 +187,9 @@ def test_dense_and_per_trial_likelihoods_agree(monkeypatch):
     assert model.DENSE_MIN < data.density < 1
 
     def energy():  # a fresh jit each call, so the model is traced under the current DENSE_MIN
-        return float(jax.jit(lambda z: potential_energy(model.odi_model, (data,), {}, z))(truth["latent"]))
+        return float(
+            jax.jit(lambda z: potential_energy(model.odi_model, (data,), {}, z))(truth["latent"])
+        )
 
     dense = energy()
     monkeypatch.setattr(model, "DENSE_MIN", 2.0)

@@ -1,6 +1,7 @@
 """ODI across model versions (SPEC §11): Δθ = θ_candidate − θ_baseline from the correct-outcome fit,
 recovered on simulated data with a planted difference; pairs with a model outside the fit; the
 GRID card's ODI section and Markdown."""
+
 import copy
 import importlib
 import json
@@ -30,7 +31,9 @@ def planted(theta: np.ndarray, seed: int = 5, **kwargs):
     data, truth = simulate(n_models=len(theta), seed=seed, **kwargs)
     latent = {**truth["latent"], "theta_z": sum_zero_basis(len(theta)).T @ theta}
     model = handlers.seed(handlers.condition(odi_model, latent), random.PRNGKey(seed))
-    y = np.asarray(handlers.trace(model).get_trace(data, sample_y=True)["y"]["value"], dtype=np.float64)
+    y = np.asarray(
+        handlers.trace(model).get_trace(data, sample_y=True)["y"]["value"], dtype=np.float64
+    )
     return replace(data, y=y, outcome="correct")
 
 
@@ -54,21 +57,36 @@ def test_planted_theta_difference_is_recovered(versions_fit):
     assert abs(d["median"] - TRUE_DELTA) < 0.35, d
     # draw-wise difference, not a difference of summaries: its median matches the θ draws'
     theta = summary["models"]
-    assert d["median"] == pytest.approx(theta["m1"]["theta"]["median"] - theta["m0"]["theta"]["median"], abs=0.1)
+    assert d["median"] == pytest.approx(
+        theta["m1"]["theta"]["median"] - theta["m0"]["theta"]["median"], abs=0.1
+    )
     json.dumps(summary)
 
 
 def test_pair_with_a_model_outside_the_fit_is_listed_missing(versions_fit):
     _, summary = versions_fit
     gone = summary["versions"][2]
-    assert gone == {"candidate": "m1", "baseline": "old",
-                    "missing": "old not in the correct-outcome fit (no usable trials)"}
+    assert gone == {
+        "candidate": "m1",
+        "baseline": "old",
+        "missing": "old not in the correct-outcome fit (no usable trials)",
+    }
     assert summarize(versions_fit[0])["versions"] == []
 
 
 def _rows(model, item, answers, gold):
-    return [{"model_id": model, "facet": "option_order", "dataset": "mmlu", "item_id": item, "condition": o,
-             "mapped": {"regex": a}, "correct": {"regex": a == gold}} for o, a in enumerate(answers)]
+    return [
+        {
+            "model_id": model,
+            "facet": "option_order",
+            "dataset": "mmlu",
+            "item_id": item,
+            "condition": o,
+            "mapped": {"regex": a},
+            "correct": {"regex": a == gold},
+        }
+        for o, a in enumerate(answers)
+    ]
 
 
 def test_odi_passes_versions_through_from_the_correct_fit(versions_fit, monkeypatch):
@@ -89,31 +107,74 @@ def test_odi_passes_versions_through_from_the_correct_fit(versions_fit, monkeypa
     ok, one, two = report["versions"]
     assert (ok["candidate"], ok["baseline"]) == ("m1", "m0") and "missing" not in ok
     assert ok["delta_theta"] == versions_fit[1]["versions"][0]["delta_theta"]
-    assert one == {"candidate": "m3", "baseline": "m0",
-                   "missing": "m3 not in the correct-outcome fit (no usable trials)"}
+    assert one == {
+        "candidate": "m3",
+        "baseline": "m0",
+        "missing": "m3 not in the correct-outcome fit (no usable trials)",
+    }
     assert two["missing"] == "m3 and m4 not in the correct-outcome fit (no usable trials)"
     assert odi(trials, "regex")["versions"] == []
 
 
 def _interval(median, lo, hi):
-    return {"median": median, "hdi": [lo, hi], "ci": [lo - 0.1, hi + 0.1], "cis": {"0.95": [lo - 0.1, hi + 0.1]}}
+    return {
+        "median": median,
+        "hdi": [lo, hi],
+        "ci": [lo - 0.1, hi + 0.1],
+        "cis": {"0.95": [lo - 0.1, hi + 0.1]},
+    }
 
 
 @pytest.fixture
 def analysis():
-    diag = {"rhat_max": 1.002, "ess_bulk_min": 900.0, "ess_tail_min": 800.0, "divergences": 0, "passed": True}
+    diag = {
+        "rhat_max": 1.002,
+        "ess_bulk_min": 900.0,
+        "ess_tail_min": 800.0,
+        "divergences": 0,
+        "passed": True,
+    }
     return {
-        "profile": "fast", "roster": ["base", "quant", "other"], "hdi_prob": 0.89, "ci_level": 0.95,
-        "readouts": {"quant": {"option_order": "primary"}}, "sizes": {}, "draws_per_chain": {"modal": 1500},
-        "facets": {"option_order": {"sigma_pi": _interval(0.3, 0.2, 0.4), "sigma_delta": _interval(0.1, 0.0, 0.2)}},
-        "cells": {"option_order/mmlu": {"facet": "option_order", "dataset": "mmlu",
-                                        "mean_abs_delta": {"estimate": 0.05, "hdi": [0.01, 0.1]}}},
-        "models": {m: {"theta": _interval(t, t - 0.2, t + 0.2)} for m, t in (("base", 0.4), ("quant", -0.3),
-                                                                              ("other", -0.1))},
-        "versions": [{"candidate": "quant", "baseline": "base", "delta_theta": _interval(-0.7, -1.02, -0.41)},
-                     {"candidate": "quant", "baseline": "gone", "missing": "gone not in the correct-outcome fit"},
-                     {"candidate": "other", "baseline": "base", "delta_theta": _interval(-0.5, -0.8, -0.2)}],
-        "diagnostics": {"modal": diag, "correct": diag}, "passed": True, "unmeasured": [],
+        "profile": "fast",
+        "roster": ["base", "quant", "other"],
+        "hdi_prob": 0.89,
+        "ci_level": 0.95,
+        "readouts": {"quant": {"option_order": "primary"}},
+        "sizes": {},
+        "draws_per_chain": {"modal": 1500},
+        "facets": {
+            "option_order": {
+                "sigma_pi": _interval(0.3, 0.2, 0.4),
+                "sigma_delta": _interval(0.1, 0.0, 0.2),
+            }
+        },
+        "cells": {
+            "option_order/mmlu": {
+                "facet": "option_order",
+                "dataset": "mmlu",
+                "mean_abs_delta": {"estimate": 0.05, "hdi": [0.01, 0.1]},
+            }
+        },
+        "models": {
+            m: {"theta": _interval(t, t - 0.2, t + 0.2)}
+            for m, t in (("base", 0.4), ("quant", -0.3), ("other", -0.1))
+        },
+        "versions": [
+            {
+                "candidate": "quant",
+                "baseline": "base",
+                "delta_theta": _interval(-0.7, -1.02, -0.41),
+            },
+            {
+                "candidate": "quant",
+                "baseline": "gone",
+                "missing": "gone not in the correct-outcome fit",
+            },
+            {"candidate": "other", "baseline": "base", "delta_theta": _interval(-0.5, -0.8, -0.2)},
+        ],
+        "diagnostics": {"modal": diag, "correct": diag},
+        "passed": True,
+        "unmeasured": [],
     }
 
 
@@ -121,7 +182,10 @@ def test_card_odi_section_and_markdown_show_delta_theta(analysis):
     schema = json.loads(SCHEMA_PATH.read_text())["properties"]["odi"]
     section = odi_section(analysis, "quant", "mmlu", [])
     jsonschema.Draft202012Validator(schema).validate(section)
-    assert [(v["candidate"], v["baseline"]) for v in section["versions"]] == [("quant", "base"), ("quant", "gone")]
+    assert [(v["candidate"], v["baseline"]) for v in section["versions"]] == [
+        ("quant", "base"),
+        ("quant", "gone"),
+    ]
     md = "\n".join(odi_markdown(section))
     assert "Δθ vs base (correct outcome): median -0.700, 89% HDI [-1.020, -0.410]." in md
     assert "Δθ vs gone (correct outcome): not estimated: gone not in the correct-outcome fit." in md

@@ -1,4 +1,5 @@
 """K-policies, K=2 screen, K-ablation and BH on hand-computed cases."""
+
 import math
 
 import pandas as pd
@@ -10,10 +11,21 @@ from flipgate import metrics as M
 
 def table():
     rows = []
-    spec = {"a": ([0, 0, 0, 0, 0, 0], 0), "b": ([1, 0, 1, 1, 0, 1], 0), "c": ([2, None, 2, 3, 3, 2], 3)}
+    spec = {
+        "a": ([0, 0, 0, 0, 0, 0], 0),
+        "b": ([1, 0, 1, 1, 0, 1], 0),
+        "c": ([2, None, 2, 3, 3, 2], 3),
+    }
     for item, (answers, gold) in spec.items():
         for o, a in enumerate(answers):
-            rows.append({"item_id": item, "condition": o, "answer": a, "correct": a is not None and a == gold})
+            rows.append(
+                {
+                    "item_id": item,
+                    "condition": o,
+                    "answer": a,
+                    "correct": a is not None and a == gold,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -21,7 +33,9 @@ def test_k_policies_hand_computed():
     rows = {r["policy"].split()[0]: r for r in M.k_policies(table())}
     assert rows["P1"]["accuracy"] == pytest.approx(1 / 3) and rows["P1"]["cost"] == 1
     assert rows["P2"]["accuracy"] == pytest.approx(1 / 3)
-    assert rows["P2"]["selective_accuracy"] == 1.0 and rows["P2"]["coverage"] == pytest.approx(1 / 3)
+    assert rows["P2"]["selective_accuracy"] == 1.0 and rows["P2"]["coverage"] == pytest.approx(
+        1 / 3
+    )
     assert rows["P3"]["accuracy"] == pytest.approx(1 / 3) and rows["P3"]["coverage"] == 1.0
     assert rows["P4"]["k"] == 6 and rows["P4"]["accuracy"] == pytest.approx(1 / 3)
     assert rows["P5"]["accuracy"] == pytest.approx(1 / 3) and rows["P6"]["accuracy"] == 1.0
@@ -29,8 +43,14 @@ def test_k_policies_hand_computed():
 
 
 def test_majority_tie_abstains():
-    df = pd.DataFrame({"item_id": ["x"] * 4, "condition": range(4), "answer": [0, 1, 0, 1],
-                       "correct": [True, False, True, False]})
+    df = pd.DataFrame(
+        {
+            "item_id": ["x"] * 4,
+            "condition": range(4),
+            "answer": [0, 1, 0, 1],
+            "correct": [True, False, True, False],
+        }
+    )
     p4 = [r for r in M.k_policies(df) if r["policy"].startswith("P4")][0]
     assert p4["coverage"] == 0.0 and math.isnan(p4["selective_accuracy"])
 

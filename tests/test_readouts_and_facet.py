@@ -9,11 +9,22 @@ from flipgate.readouts import parse_answer_label, read_label
 LABELS = ("A", "B", "C", "D")
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Answer: B", "B"), ("Answer: (C)", "C"), ("Reasoning...\nAnswer: D", "D"), ("answer: a", "A"),
-    ("Answer: B\nAnswer: C", "C"), ("B", "B"), ("(B).", "B"), ("Answer: E", None), ("I don't know", None),
-    ("Answer: **A**", "A"), ("", None),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Answer: B", "B"),
+        ("Answer: (C)", "C"),
+        ("Reasoning...\nAnswer: D", "D"),
+        ("answer: a", "A"),
+        ("Answer: B\nAnswer: C", "C"),
+        ("B", "B"),
+        ("(B).", "B"),
+        ("Answer: E", None),
+        ("I don't know", None),
+        ("Answer: **A**", "A"),
+        ("", None),
+    ],
+)
 def test_parse_answer_label(text, expected):
     assert parse_answer_label(text, LABELS) == expected
 

@@ -1,5 +1,6 @@
 """`python -m flipgate compare` / `baseline` (SPEC §11) on small run stores built directly, and the
 reports/baseline default of scripts/audit (run against a stub Makefile and python, no real audit)."""
+
 from __future__ import annotations
 
 import json
@@ -46,27 +47,80 @@ def flipping(i: int, condition: int) -> str:
     return "A" if condition == 0 or i >= 15 else "B"
 
 
-def make_run(root: Path, run_id: str, answer=stable, items=range(20), model="m", datasets=("ds_a",),
-             meta: dict | None = None, config: dict | None = None, sha: str = SHA, close: bool = True) -> Path:
+def make_run(
+    root: Path,
+    run_id: str,
+    answer=stable,
+    items=range(20),
+    model="m",
+    datasets=("ds_a",),
+    meta: dict | None = None,
+    config: dict | None = None,
+    sha: str = SHA,
+    close: bool = True,
+) -> Path:
     """A finished run directory ``root/run_id`` with one model's option_order trials."""
     run_dir = root / run_id
     store = TrialStore(run_dir / "trials.sqlite")
-    store.add_model(model, {"weights_sha256": f"w-{model}-{run_id}"},
-                    {"id": model, "readouts": ["regex"], "primary_readout": "regex", "suites": ["order"],
-                     **(config or {})})
+    store.add_model(
+        model,
+        {"weights_sha256": f"w-{model}-{run_id}"},
+        {
+            "id": model,
+            "readouts": ["regex"],
+            "primary_readout": "regex",
+            "suites": ["order"],
+            **(config or {}),
+        },
+    )
     rows = []
     for dataset in datasets:
         store.add_manifest(FACET, dataset, K, sha, f"fixtures/manifests/{FACET}__{dataset}.json")
         for i in items:
             for c in range(K):
                 label = answer(i, c)
-                rows.append(dict(zip(TRIAL_COLUMNS, [
-                    run_id, model, f"w-{model}", dataset, f"{dataset}/item{i}", FACET, c,
-                    [(j + c) % 4 for j in range(4)], 0, f"p{i}-{c}", json.dumps({"text": f" {label}"}),
-                    {"regex": label}, {"regex": label}, {"regex": label == "A"}, "A", 4, 100, 2, 0.1, 0.0, 0])))
+                rows.append(
+                    dict(
+                        zip(
+                            TRIAL_COLUMNS,
+                            [
+                                run_id,
+                                model,
+                                f"w-{model}",
+                                dataset,
+                                f"{dataset}/item{i}",
+                                FACET,
+                                c,
+                                [(j + c) % 4 for j in range(4)],
+                                0,
+                                f"p{i}-{c}",
+                                json.dumps({"text": f" {label}"}),
+                                {"regex": label},
+                                {"regex": label},
+                                {"regex": label == "A"},
+                                "A",
+                                4,
+                                100,
+                                2,
+                                0.1,
+                                0.0,
+                                0,
+                            ],
+                        )
+                    )
+                )
     store.add_trials(rows)
-    store.set_meta({"run_id": run_id, "created": "2026-01-01T00:00:00+00:00", "git_commit": "abc1234",
-                    "grammar_version": GRAMMAR_VERSION, "seed": 42, "k": K, **(meta or {})})
+    store.set_meta(
+        {
+            "run_id": run_id,
+            "created": "2026-01-01T00:00:00+00:00",
+            "git_commit": "abc1234",
+            "grammar_version": GRAMMAR_VERSION,
+            "seed": 42,
+            "k": K,
+            **(meta or {}),
+        }
+    )
     if close:
         store.conn.close()
     return run_dir
@@ -113,8 +167,21 @@ def test_regression_exits_1_via_subprocess(runs):
     root, thresholds = runs
     base = make_run(root, "20260101T000000Z-base")
     cand = make_run(root, "20260102T000000Z-cand", answer=flipping)
-    proc = subprocess.run([sys.executable, "-m", "flipgate", "compare", str(base / "trials.sqlite"), str(cand),
-                           "--thresholds", str(thresholds)], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flipgate",
+            "compare",
+            str(base / "trials.sqlite"),
+            str(cand),
+            "--thresholds",
+            str(thresholds),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert proc.returncode == 1, proc.stderr
     row = next(line for line in proc.stdout.splitlines() if "delta_flip_rate" in line)
     assert "fail" in row and "+0.750" in row and "▲ worse" in row
@@ -133,7 +200,9 @@ def test_json_format_parses(runs, capsys):
     assert [c["dataset"] for c in data["comparisons"]] == ["ds_a"]
     assert {r["metric"]: r["outcome"] for r in data["rows"]}["delta_flip_rate"] == "fail"
     assert data["comparisons"][0]["baseline_identity"]["run_id"] == "20260101T000000Z-base"
-    assert data["comparisons"][0]["baseline_identity"]["weights_sha256"] == "w-m-20260101T000000Z-base"
+    assert (
+        data["comparisons"][0]["baseline_identity"]["weights_sha256"] == "w-m-20260101T000000Z-base"
+    )
     [skip] = data["skipped"]
     assert (skip["cell"], skip["dataset"]) == (FACET, "ds_b") and "not a pass" in skip["reason"]
     assert data["summary"]["regressions"] == 1 and data["summary"]["compared"] == 1
@@ -167,9 +236,21 @@ def test_declared_baseline_and_unmatched_candidate(runs, capsys):
     assert_clean_error(code, out, err, "nothing compared", "no model 'stranger'")
 
 
-@pytest.mark.parametrize("case", ["missing-baseline", "missing-candidate", "not-sqlite", "other-schema",
-                                  "grammar-1", "seed-7", "incomparable", "unknown-candidate", "bad-option",
-                                  "no-thresholds"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing-baseline",
+        "missing-candidate",
+        "not-sqlite",
+        "other-schema",
+        "grammar-1",
+        "seed-7",
+        "incomparable",
+        "unknown-candidate",
+        "bad-option",
+        "no-thresholds",
+    ],
+)
 def test_bad_input_exits_2_with_one_clean_line(runs, capsys, case):
     root, thresholds = runs
     base = make_run(root, "20260101T000000Z-base")
@@ -211,8 +292,11 @@ def test_bad_input_exits_2_with_one_clean_line(runs, capsys, case):
 def files(root: Path) -> list[tuple[Path, int]]:
     """Every file under ``root`` with its size, but SQLite's -shm / -wal sidecars, which a read-only
     connection to a WAL-mode store creates (TrialStore.read_only; the stores themselves are unchanged)."""
-    return sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")
-                  if p.is_file() and not p.name.endswith(("-shm", "-wal")))
+    return sorted(
+        (p.relative_to(root), p.stat().st_size)
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.endswith(("-shm", "-wal"))
+    )
 
 
 def test_errors_write_nothing(runs, capsys):
@@ -231,8 +315,9 @@ def test_baseline_partial_compares_shared_pairs(runs, capsys):
     root, thresholds = runs
     base = make_run(root, "20260101T000000Z-base")
     cand = make_run(root, "20260102T000000Z-cand", items=range(5, 25), sha="cd" * 32)
-    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds, "--baseline-partial",
-                             "--format", "json")
+    code, out, err = compare(
+        capsys, base, cand, "--thresholds", thresholds, "--baseline-partial", "--format", "json"
+    )
     assert code == 0, err
     [comparison] = json.loads(out)["comparisons"]
     assert comparison["overlap"]["shared_items"] == 15 and comparison["overlap"]["partial"]
@@ -243,7 +328,9 @@ def test_candidate_option_selects_one_model(runs, capsys):
     base = make_run(root, "20260101T000000Z-base")
     cand = make_run(root, "20260102T000000Z-cand", answer=flipping)
     store = TrialStore(cand / "trials.sqlite")
-    store.add_model("idle", {}, {"readouts": ["regex"], "primary_readout": "regex"})  # no order cell
+    store.add_model(
+        "idle", {}, {"readouts": ["regex"], "primary_readout": "regex"}
+    )  # no order cell
     store.conn.close()
     code, out, err = compare(capsys, base, cand, "--thresholds", thresholds, "--candidate", "m")
     assert code == 1 and "| m vs m@" in out
@@ -282,9 +369,15 @@ def test_promote_latest_run(runs, capsys):
     assert count(to) == count(latest) == 80
     assert RunRecord.open(to).run_id == "20260102T000000Z-new"
     promoted = json.loads((to / "PROMOTED.json").read_text())
-    assert promoted["run_id"] == "20260102T000000Z-new" and promoted["source"] == str(latest.resolve())
+    assert promoted["run_id"] == "20260102T000000Z-new" and promoted["source"] == str(
+        latest.resolve()
+    )
     assert (to / "cost_projection.json").read_text() == '{"total_usd": 0}\n'
-    assert sorted(p.name for p in to.iterdir()) == ["PROMOTED.json", "cost_projection.json", "trials.sqlite"]
+    assert sorted(p.name for p in to.iterdir()) == [
+        "PROMOTED.json",
+        "cost_projection.json",
+        "trials.sqlite",
+    ]
     # a baseline directory inside the runs directory is not itself "the latest run"
     inside = root / "zz-baseline"
     assert promote(capsys, "--runs-dir", root, "--to", inside)[0] == 0
@@ -343,18 +436,29 @@ def audit_sandbox(tmp_path):
     (tmp_path / "Makefile").write_text("setup:\n\t@true\nreport:\n\t@true\n")
     python = tmp_path / "stubenv" / "bin" / "python"
     python.parent.mkdir(parents=True)
-    python.write_text(textwrap.dedent("""\
+    python.write_text(
+        textwrap.dedent("""\
         #!/usr/bin/env bash
         printf '%s\\n' "$@" > "$(dirname "$0")/../args"
         exit "${STUB_STATUS:-0}"
-        """))
+        """)
+    )
     python.chmod(0o755)
 
     def run(*args: str, status: int = 0) -> tuple[int, list[str], str]:
         env = {**os.environ, "VENV": "stubenv", "STUB_STATUS": str(status)}
-        proc = subprocess.run(["bash", str(tmp_path / "scripts" / "audit"), *args], capture_output=True,
-                              text=True, env=env, cwd=tmp_path)
-        return proc.returncode, (tmp_path / "stubenv" / "args").read_text().splitlines(), proc.stderr
+        proc = subprocess.run(
+            ["bash", str(tmp_path / "scripts" / "audit"), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        return (
+            proc.returncode,
+            (tmp_path / "stubenv" / "args").read_text().splitlines(),
+            proc.stderr,
+        )
 
     return tmp_path, run
 
@@ -367,9 +471,21 @@ def test_audit_script_adds_promoted_baseline(audit_sandbox):
     (root / "reports" / "baseline" / "trials.sqlite").write_bytes(b"")
     code, args, err = run("-k", "arc", "--baseline-partial", status=1)
     assert code == 1
-    assert args == ["-m", "pytest", "suites", "-n", "auto", "--alluredir", "reports/allure-results", "-k", "arc",
-                    "--baseline-partial", "--baseline", "reports/baseline"]
+    assert args == [
+        "-m",
+        "pytest",
+        "suites",
+        "-n",
+        "auto",
+        "--alluredir",
+        "reports/allure-results",
+        "-k",
+        "arc",
+        "--baseline-partial",
+        "--baseline",
+        "reports/baseline",
+    ]
     assert "reports/baseline" in err
     for own in (["--baseline", "reports/runs/x"], ["--baseline=reports/runs/x"]):
         code, args, err = run(*own, status=4)
-        assert code == 4 and args.count("reports/baseline") == 0 and args[-len(own):] == own
+        assert code == 4 and args.count("reports/baseline") == 0 and args[-len(own) :] == own

@@ -1,5 +1,6 @@
 """SPEC §11 paired regression comparison: McNemar, compare_cell on planted trial tables, the paired
 bootstrap, comparability checks and the regression gate."""
+
 from __future__ import annotations
 
 import itertools
@@ -26,8 +27,14 @@ SHA = "a" * 64
 # trial-table builders
 
 
-def make_trials(answers: dict[str, list], gold: dict[str, int] | int = 0, readouts=(R,), perms=None,
-                same_ordering: bool = False, unparsed_correct=False) -> pd.DataFrame:
+def make_trials(
+    answers: dict[str, list],
+    gold: dict[str, int] | int = 0,
+    readouts=(R,),
+    perms=None,
+    same_ordering: bool = False,
+    unparsed_correct=False,
+) -> pd.DataFrame:
     """One trial per (item, ordering): ``answers[item][k]`` is the content label read at ordering k (None:
     unparsed). ``perms[(item, k)]`` overrides ordering k's permutation; ``same_ordering`` repeats the
     canonical one (the same-ordering control). An unparsed answer's ``correct`` is ``unparsed_correct``
@@ -39,9 +46,17 @@ def make_trials(answers: dict[str, list], gold: dict[str, int] | int = 0, readou
         for k, a in enumerate(answer_list):
             perm = perms.get((item, k), PERMS[0] if same_ordering else PERMS[k])
             ok = unparsed_correct if a is None else a == g
-            rows.append({"item_id": item, "condition": k, "permutation": list(perm), "sample": 0,
-                         "mapped": {r: a for r in readouts}, "correct": {r: ok for r in readouts},
-                         "n_classes": 4})
+            rows.append(
+                {
+                    "item_id": item,
+                    "condition": k,
+                    "permutation": list(perm),
+                    "sample": 0,
+                    "mapped": {r: a for r in readouts},
+                    "correct": {r: ok for r in readouts},
+                    "n_classes": 4,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -63,15 +78,33 @@ def flip_answers(flips, k: int = 4) -> dict[str, list[int]]:
 # McNemar
 
 
-@pytest.mark.parametrize("b,c", [(10, 2), (2, 10), (5, 5), (0, 7), (7, 0), (1, 0), (0, 1), (3, 4), (13, 6),
-                                 (25, 11), (40, 40), (0, 30)])
+@pytest.mark.parametrize(
+    "b,c",
+    [
+        (10, 2),
+        (2, 10),
+        (5, 5),
+        (0, 7),
+        (7, 0),
+        (1, 0),
+        (0, 1),
+        (3, 4),
+        (13, 6),
+        (25, 11),
+        (40, 40),
+        (0, 30),
+    ],
+)
 def test_mcnemar_matches_scipy_binomtest(b, c):
     m = mcnemar(b, c)
     assert (m.b, m.c) == (b, c)
-    assert m.p_two_sided == pytest.approx(binomtest(min(b, c), b + c, 0.5).pvalue, rel=1e-9, abs=1e-12)
+    assert m.p_two_sided == pytest.approx(
+        binomtest(min(b, c), b + c, 0.5).pvalue, rel=1e-9, abs=1e-12
+    )
     assert m.p_two_sided == pytest.approx(binomtest(b, b + c, 0.5).pvalue, rel=1e-9, abs=1e-12)
-    assert m.p_regression == pytest.approx(binomtest(b, b + c, 0.5, alternative="greater").pvalue,
-                                           rel=1e-9, abs=1e-12)
+    assert m.p_regression == pytest.approx(
+        binomtest(b, b + c, 0.5, alternative="greater").pvalue, rel=1e-9, abs=1e-12
+    )
     assert 0 <= m.p_regression <= 1 and 0 <= m.p_two_sided <= 1
 
 
@@ -97,31 +130,38 @@ def test_mcnemar_no_discordant_items_and_bad_counts():
 # compare_cell on planted tables (gold 0 everywhere, K = 4)
 
 BASELINE = {
-    "i1": [0, 0, 0, 0],           # stable, right
-    "i2": [0, 1, 0, 0],           # flips, canonical right
-    "i3": [1, 1, 1, 1],           # stable, wrong
-    "i4": [0, 0, 0, 0],           # stable, right
-    "i5": [2, 0, 0, 0],           # flips, canonical wrong
+    "i1": [0, 0, 0, 0],  # stable, right
+    "i2": [0, 1, 0, 0],  # flips, canonical right
+    "i3": [1, 1, 1, 1],  # stable, wrong
+    "i4": [0, 0, 0, 0],  # stable, right
+    "i5": [2, 0, 0, 0],  # flips, canonical wrong
     "i6": [None, None, None, 0],  # 1 parsed: no flip verdict; canonical unparsed = wrong
-    "i7": [0, 0, 0, 0],           # stable, right
+    "i7": [0, 0, 0, 0],  # stable, right
 }
 CANDIDATE = {
-    "i1": [0, 0, 1, 0],           # newly flipping
-    "i2": [0, 0, 0, 0],           # fixed
+    "i1": [0, 0, 1, 0],  # newly flipping
+    "i2": [0, 0, 0, 0],  # fixed
     "i3": [1, 1, 1, 1],
-    "i4": [None, 0, 0, 0],        # still stable (3 parsed); canonical unparsed: newly wrong
-    "i5": [0, 0, 2, 0],           # still flips; canonical now right: newly right
-    "i6": [0, 0, 0, 0],           # newly right; excluded from the flip delta (baseline parsed once)
-    "i7": [0, 3, 0, 0],           # newly flipping
+    "i4": [None, 0, 0, 0],  # still stable (3 parsed); canonical unparsed: newly wrong
+    "i5": [0, 0, 2, 0],  # still flips; canonical now right: newly right
+    "i6": [0, 0, 0, 0],  # newly right; excluded from the flip delta (baseline parsed once)
+    "i7": [0, 3, 0, 0],  # newly flipping
 }
 
 
 @pytest.mark.parametrize("unparsed_correct", [False, None])
 def test_planted_facet_cell(unparsed_correct):
-    cmp = compare(arm("base", BASELINE, unparsed_correct=unparsed_correct),
-                  arm("cand", CANDIDATE, unparsed_correct=unparsed_correct))
-    assert (cmp.candidate, cmp.baseline, cmp.cell, cmp.dataset, cmp.primary_readout) == \
-        ("cand", "base", FACET, DATASET, R)
+    cmp = compare(
+        arm("base", BASELINE, unparsed_correct=unparsed_correct),
+        arm("cand", CANDIDATE, unparsed_correct=unparsed_correct),
+    )
+    assert (cmp.candidate, cmp.baseline, cmp.cell, cmp.dataset, cmp.primary_readout) == (
+        "cand",
+        "base",
+        FACET,
+        DATASET,
+        R,
+    )
     d = cmp.primary
     s = d.summary
     # flip: items parsed >= 2 in both = all but i6; baseline flips i2, i5; candidate i1, i5, i7
@@ -138,7 +178,9 @@ def test_planted_facet_cell(unparsed_correct):
     assert (d.mcnemar["delta_accuracy"].b, d.mcnemar["delta_accuracy"].c) == (1, 2)
     assert d.items["newly_wrong"] == ["i4"] and d.items["newly_right"] == ["i5", "i6"]
     # parse rate: baseline i6 parsed 1/4, candidate i4 3/4
-    assert d.arms["delta_parse_rate"] == pytest.approx({"baseline": 6.25 / 7, "candidate": 6.75 / 7})
+    assert d.arms["delta_parse_rate"] == pytest.approx(
+        {"baseline": 6.25 / 7, "candidate": 6.75 / 7}
+    )
     assert s["delta_parse_rate"]["estimate"] == pytest.approx(0.5 / 7)
     assert "delta_parse_rate" not in d.mcnemar and "delta_delta_order" not in s
     for metric in ("delta_flip_rate", "delta_accuracy", "delta_parse_rate"):
@@ -167,7 +209,9 @@ def test_per_readout_deltas():
     assert set(cmp.readouts) == set(two) and set(cmp.summaries()) == set(two)
     assert all(cmp.readouts[r].summary["delta_flip_rate"]["estimate"] == 0.5 for r in two)
     # only the readouts both versions have are compared
-    cmp = compare(arm("base", {"a": [0, 0, 0]}, readouts=two), arm("cand", {"a": [0, 0, 0]}, readouts=(R,)))
+    cmp = compare(
+        arm("base", {"a": [0, 0, 0]}, readouts=two), arm("cand", {"a": [0, 0, 0]}, readouts=(R,))
+    )
     assert set(cmp.readouts) == {R}
 
 
@@ -207,17 +251,19 @@ def test_control_cell_delta_delta_order():
 def test_paired_bootstrap_recovers_planted_difference():
     n = 400
     base_flips = np.zeros(n, bool)
-    base_flips[:100] = True                       # baseline flips on 100 items (0.25)
+    base_flips[:100] = True  # baseline flips on 100 items (0.25)
     cand_flips = base_flips.copy()
-    cand_flips[:20] = False                       # fixed: 20
-    cand_flips[100:160] = True                    # newly flipping: 60
-    true_delta = (60 - 20) / n                    # 0.10
-    d = compare(arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=2000).primary
+    cand_flips[:20] = False  # fixed: 20
+    cand_flips[100:160] = True  # newly flipping: 60
+    true_delta = (60 - 20) / n  # 0.10
+    d = compare(
+        arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=2000
+    ).primary
     est, (lo, hi) = d.summary["delta_flip_rate"]["estimate"], d.summary["delta_flip_rate"]["ci"]
     assert est == pytest.approx(true_delta)
     assert lo < true_delta < hi and lo > 0
     # paired: half-width ≈ 1.96·sd(d_i)/√n = 0.043 (an unpaired bootstrap would give ≈ 0.064)
-    sd = np.sqrt((80 / n) - true_delta ** 2)
+    sd = np.sqrt((80 / n) - true_delta**2)
     assert (hi - lo) / 2 == pytest.approx(1.96 * sd / np.sqrt(n), rel=0.15)
     assert (d.mcnemar["delta_flip_rate"].b, d.mcnemar["delta_flip_rate"].c) == (60, 20)
     assert d.mcnemar["delta_flip_rate"].p_regression < 1e-5
@@ -229,20 +275,27 @@ def test_paired_bootstrap_no_difference_contains_zero():
     base_flips = np.zeros(n, bool)
     base_flips[:100] = True
     cand_flips = base_flips.copy()
-    cand_flips[:30] = False          # 30 fixed and 30 newly flipping: no net change
+    cand_flips[:30] = False  # 30 fixed and 30 newly flipping: no net change
     cand_flips[100:130] = True
-    d = compare(arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=2000).primary
+    d = compare(
+        arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=2000
+    ).primary
     lo, hi = d.summary["delta_flip_rate"]["ci"]
     assert d.summary["delta_flip_rate"]["estimate"] == 0 and lo < 0 < hi
     assert d.mcnemar["delta_flip_rate"].p_two_sided == 1.0
     # identical answers: every draw is 0
-    same = compare(arm("base", flip_answers(base_flips)), arm("cand", flip_answers(base_flips))).primary
+    same = compare(
+        arm("base", flip_answers(base_flips)), arm("cand", flip_answers(base_flips))
+    ).primary
     assert same.summary["delta_flip_rate"]["ci"] == [0.0, 0.0]
 
 
 def test_bootstrap_is_seeded():
     base, cand = arm("base", BASELINE), arm("cand", CANDIDATE)
-    one, two = compare(base, cand, seed=7).primary.summary, compare(base, cand, seed=7).primary.summary
+    one, two = (
+        compare(base, cand, seed=7).primary.summary,
+        compare(base, cand, seed=7).primary.summary,
+    )
     assert np.array_equal(one.draws["delta_flip_rate"], two.draws["delta_flip_rate"])
 
 
@@ -302,7 +355,9 @@ def test_partial_compares_shared_orderings_only():
     six = {k: v + [2, 2] for k, v in cand.items()}
     cmp = compare(arm("base", base), arm("cand", six), partial=True)
     assert cmp.overlap == Overlap(3, 3, 3, 12, 18, 12, True)
-    assert cmp.primary.arms["delta_flip_rate"]["candidate"] == 0.0  # the 2s at orderings 4, 5 are unused
+    assert (
+        cmp.primary.arms["delta_flip_rate"]["candidate"] == 0.0
+    )  # the 2s at orderings 4, 5 are unused
 
 
 def test_partial_with_nothing_shared():
@@ -313,7 +368,9 @@ def test_partial_with_nothing_shared():
 def test_primary_readout_missing_from_baseline():
     base = arm("base", FIVE, readouts=(R,))
     cand = arm("cand", FIVE, readouts=("letter_logprob", R))
-    with pytest.raises(IncomparableCell, match=r"readout 'letter_logprob'.*baseline's readouts \(regex\)"):
+    with pytest.raises(
+        IncomparableCell, match=r"readout 'letter_logprob'.*baseline's readouts \(regex\)"
+    ):
         compare_cell(base, cand, FACET, DATASET, "letter_logprob")
 
 
@@ -326,13 +383,17 @@ ACC = Threshold("delta_accuracy", -0.05, "min", "lower", vs="baseline")
 
 
 def _gate(base_flips, cand_flips, thresholds=(FLIP,)):
-    cmp = compare(arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=1000)
-    return {v["metric"]: v for v in evaluate(list(thresholds), cmp.summaries(), cmp.primary_readout)}
+    cmp = compare(
+        arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=1000
+    )
+    return {
+        v["metric"]: v for v in evaluate(list(thresholds), cmp.summaries(), cmp.primary_readout)
+    }
 
 
 def test_gate_fails_a_big_regression_and_passes_no_change():
-    base = np.arange(200) < 20                 # baseline flip rate 0.10
-    worse = np.arange(200) < 120               # candidate 0.60: Δ = +0.50
+    base = np.arange(200) < 20  # baseline flip rate 0.10
+    worse = np.arange(200) < 120  # candidate 0.60: Δ = +0.50
     v = _gate(base, worse)["delta_flip_rate"]
     assert v["verdict"] == "fail" and v["outcome"] == "fail"
     assert v["estimate"] == pytest.approx(0.5) and v["ci"][0] > 0.05
@@ -347,7 +408,7 @@ def test_gate_straddling_ci_passes_with_a_warning():
     base[:20] = True
     cand = base.copy()
     cand[:4] = False
-    cand[20:30] = True                         # Δ = (10 − 4)/100 = 0.06, CI straddles 0.05
+    cand[20:30] = True  # Δ = (10 − 4)/100 = 0.06, CI straddles 0.05
     v = _gate(base, cand)["delta_flip_rate"]
     assert v["estimate"] == pytest.approx(0.06) and v["ci"][0] < 0.05 < v["ci"][1]
     assert v["verdict"] == "inconclusive" and v["outcome"] == "warn"
@@ -356,7 +417,9 @@ def test_gate_straddling_ci_passes_with_a_warning():
 def test_gate_on_accuracy_regression():
     n = 200
     base = {f"i{j:03d}": [0, 0, 0, 0] for j in range(n)}
-    cand = {k: ([1, 0, 0, 0] if j < 100 else v) for j, (k, v) in enumerate(base.items())}  # 50 % newly wrong
+    cand = {
+        k: ([1, 0, 0, 0] if j < 100 else v) for j, (k, v) in enumerate(base.items())
+    }  # 50 % newly wrong
     cmp = compare(arm("base", base), arm("cand", cand), n_boot=1000)
     assert cmp.primary.summary["delta_accuracy"]["estimate"] == pytest.approx(-0.5)
     assert len(cmp.primary.items["newly_wrong"]) == 100

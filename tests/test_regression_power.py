@@ -8,6 +8,7 @@ K = 6 answers per item and version (an item flips when its K answers are not all
 +0.15 regression in >= 80 % of replications, a difference exactly at the margin in <= 5 % and no
 difference in ~0 %. Run with ``-s`` to see the rates and their Wilson 95 % intervals.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -40,13 +41,22 @@ def _trials(flips: np.ndarray, rng: np.random.Generator) -> pd.DataFrame:
     other = (stable + rng.integers(1, N_CLASSES, size=N_ITEMS)) % N_CLASSES
     answers[flips, where[flips]] = other[flips]
     flat = answers.ravel().tolist()
-    return pd.DataFrame({
-        "item_id": np.repeat(ITEM_IDS, K), "condition": np.tile(np.arange(K), N_ITEMS),
-        "permutation": PERMS * N_ITEMS, "sample": 0,
-        "mapped": [{R: a} for a in flat], "correct": [{R: a == 0} for a in flat], "n_classes": N_CLASSES})
+    return pd.DataFrame(
+        {
+            "item_id": np.repeat(ITEM_IDS, K),
+            "condition": np.tile(np.arange(K), N_ITEMS),
+            "permutation": PERMS * N_ITEMS,
+            "sample": 0,
+            "mapped": [{R: a} for a in flat],
+            "correct": [{R: a == 0} for a in flat],
+            "n_classes": N_CLASSES,
+        }
+    )
 
 
-def simulate(p_both: float, p_only_b: float, p_only_a: float, reps: int, seed: int) -> tuple[int, float]:
+def simulate(
+    p_both: float, p_only_b: float, p_only_a: float, reps: int, seed: int
+) -> tuple[int, float]:
     """Gate failures out of ``reps`` replications, and the mean estimated Δflip."""
     rng = np.random.default_rng(seed)
     probs = [p_both, p_only_b, p_only_a, 1 - p_both - p_only_b - p_only_a]
@@ -83,13 +93,17 @@ SCENARIOS = [
 ]
 
 
-@pytest.mark.parametrize("name,probs,delta,reps,seed,check", SCENARIOS, ids=["regression", "margin", "null"])
+@pytest.mark.parametrize(
+    "name,probs,delta,reps,seed,check", SCENARIOS, ids=["regression", "margin", "null"]
+)
 def test_gate_failure_rate(name, probs, delta, reps, seed, check):
     fails, mean_est = simulate(*probs, reps=reps, seed=seed)
     rate = fails / reps
     lo, hi = wilson(fails, reps)
-    print(f"\n[regression power] {name}: true Δflip {delta:+.2f}, mean estimate {mean_est:+.4f}; gate "
-          f"delta_flip_rate <= {MARGIN} (lower, level {LEVEL}) failed {fails}/{reps} = {rate:.3f} "
-          f"(Wilson 95% CI {lo:.3f}–{hi:.3f}); N={N_ITEMS} items, K={K}, bootstrap n={N_BOOT}")
+    print(
+        f"\n[regression power] {name}: true Δflip {delta:+.2f}, mean estimate {mean_est:+.4f}; gate "
+        f"delta_flip_rate <= {MARGIN} (lower, level {LEVEL}) failed {fails}/{reps} = {rate:.3f} "
+        f"(Wilson 95% CI {lo:.3f}–{hi:.3f}); N={N_ITEMS} items, K={K}, bootstrap n={N_BOOT}"
+    )
     assert abs(mean_est - delta) < 0.01  # the generator plants what it says
     assert check(rate), f"{name}: gate failed in {rate:.3f} of {reps} replications"

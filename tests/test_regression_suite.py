@@ -1,5 +1,6 @@
 """suites/regression as a user runs it: an in-run pair (models.yaml ``baseline:``), a baseline run
 (``--baseline PATH``), incomparable manifests, and bad baseline input as one clean line."""
+
 from __future__ import annotations
 
 import json
@@ -7,13 +8,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from test_end_to_end import models_yaml, run_suite
 
+from conftest import write
 from flipgate.exitcodes import GATE_FAILED, USAGE_ERROR
 from flipgate.regression.runs import RunRecord
 from flipgate.store import TrialStore
-
-from conftest import write
-from test_end_to_end import models_yaml, run_suite
 
 REGRESSION = """
 level: 0.95
@@ -36,11 +36,14 @@ def _runs(tmp: Path) -> list[Path]:
 def pair_run(tiny_model_dir, tmp_path_factory):
     """tiny-bf16 (candidate) against tiny-fp32 (its baseline) in one run."""
     tmp = tmp_path_factory.mktemp("pair")
-    models = models_yaml(tmp / "models.yaml", f"""
+    models = models_yaml(
+        tmp / "models.yaml",
+        f"""
   - {{id: tiny-fp32, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3, suites: [order]}}
   - {{id: tiny-bf16, backend: hf, source: {{path: "{tiny_model_dir}"}}, dtype: bfloat16, max_new_tokens: 3,
      suites: [order], datasets: [arc_challenge], baseline: tiny-fp32}}
-""")
+""",
+    )
     thresholds = write(tmp / "thresholds" / "default.yaml", REGRESSION).parent
     proc = run_suite(tmp, models, thresholds, *ORDER_AND_REGRESSION, "-rA")
     return tmp, models, thresholds, proc
@@ -49,7 +52,11 @@ def pair_run(tiny_model_dir, tmp_path_factory):
 def test_in_run_pair_compares_every_shared_cell(pair_run):
     tmp, _, _, proc = pair_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    passed = [line for line in proc.stdout.splitlines() if line.startswith("PASSED") and "test_versions" in line]
+    passed = [
+        line
+        for line in proc.stdout.splitlines()
+        if line.startswith("PASSED") and "test_versions" in line
+    ]
     # the candidate's datasets: restricts it to arc_challenge: option_order and its control
     assert len(passed) == 2, proc.stdout[-3000:]
     assert all("tiny-bf16-vs-tiny-fp32" in line and "arc_challenge" in line for line in passed)
@@ -58,13 +65,20 @@ def test_in_run_pair_compares_every_shared_cell(pair_run):
     assert {c["cell"] for c in comparisons} == {"option_order", "same_ordering:option_order"}
     facet = next(c for c in comparisons if c["cell"] == "option_order")
     assert facet["baseline"] == "tiny-fp32" and facet["overlap"]["shared_items"] == 3
-    assert facet["baseline_identity"]["weights_sha256"] and facet["baseline_identity"]["run_id"] == _runs(tmp)[-1].name
+    assert (
+        facet["baseline_identity"]["weights_sha256"]
+        and facet["baseline_identity"]["run_id"] == _runs(tmp)[-1].name
+    )
     deltas = facet["readouts"][facet["primary_readout"]]["deltas"]
     assert {"delta_flip_rate", "delta_accuracy", "delta_parse_rate"} <= set(deltas)
     control = next(c for c in comparisons if c["cell"] != "option_order")
     assert "delta_delta_order" in control["readouts"][control["primary_readout"]]["deltas"]
     verdicts = [v for m, d, v in store.all_verdicts() if "vs" in v["facet"]]
-    assert {v["metric"] for v in verdicts} == {"delta_flip_rate", "delta_accuracy", "delta_delta_order"}
+    assert {v["metric"] for v in verdicts} == {
+        "delta_flip_rate",
+        "delta_accuracy",
+        "delta_delta_order",
+    }
     assert store.meta()["grammar_version"] and store.meta()["seed"] == 42
 
 
@@ -73,30 +87,73 @@ def test_baseline_run_gates_and_regression_fails(pair_run):
     margin no model can meet fails the gate with exit status 1."""
     tmp, models, thresholds, _ = pair_run
     baseline = _runs(tmp)[-1]
-    proc = run_suite(tmp, models, thresholds, *ORDER_AND_REGRESSION, "--baseline", str(baseline), "-rA")
+    proc = run_suite(
+        tmp, models, thresholds, *ORDER_AND_REGRESSION, "--baseline", str(baseline), "-rA"
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     store = TrialStore(_runs(tmp)[-1] / "trials.sqlite")
     across = [c for c in store.comparisons() if "@" in c["baseline"]]
     assert {(c["candidate"], c["baseline"].split("@")[0]) for c in across} == {
-        ("tiny-fp32", "tiny-fp32"), ("tiny-bf16", "tiny-bf16")}
-    assert all(d["estimate"] == 0 for c in across for d in c["readouts"][c["primary_readout"]]["deltas"].values())
-    strict = write(tmp / "strict" / "default.yaml",
-                   "thresholds:\n  - {metric: delta_parse_rate, vs: baseline, min: 0.5, rule: point}\n").parent
-    proc = run_suite(tmp, models, strict, "-k", "versions", "--baseline", str(baseline),
-                     "--candidate", "tiny-fp32")
+        ("tiny-fp32", "tiny-fp32"),
+        ("tiny-bf16", "tiny-bf16"),
+    }
+    assert all(
+        d["estimate"] == 0
+        for c in across
+        for d in c["readouts"][c["primary_readout"]]["deltas"].values()
+    )
+    strict = write(
+        tmp / "strict" / "default.yaml",
+        "thresholds:\n  - {metric: delta_parse_rate, vs: baseline, min: 0.5, rule: point}\n",
+    ).parent
+    proc = run_suite(
+        tmp,
+        models,
+        strict,
+        "-k",
+        "versions",
+        "--baseline",
+        str(baseline),
+        "--candidate",
+        "tiny-fp32",
+    )
     assert proc.returncode == GATE_FAILED, proc.stdout[-3000:]
-    assert "delta_parse_rate[vs=baseline] >= 0.5 (point)" in proc.stdout and "-> fail" in proc.stdout
+    assert (
+        "delta_parse_rate[vs=baseline] >= 0.5 (point)" in proc.stdout and "-> fail" in proc.stdout
+    )
 
 
 def test_incomparable_manifests_are_an_error_unless_partial(pair_run):
     tmp, models, thresholds, _ = pair_run
     baseline = _runs(tmp)[0]
-    proc = run_suite(tmp, models, thresholds, "-k", "versions and tiny-fp32-vs-tiny-fp32 and not same",
-                     "--baseline", str(baseline), "--items-per-dataset", "2")
+    proc = run_suite(
+        tmp,
+        models,
+        thresholds,
+        "-k",
+        "versions and tiny-fp32-vs-tiny-fp32 and not same",
+        "--baseline",
+        str(baseline),
+        "--items-per-dataset",
+        "2",
+    )
     assert proc.returncode == USAGE_ERROR, proc.stdout[-3000:]
-    assert "did not answer the same manifest" in proc.stdout and "items 3 vs 2 (2 shared)" in proc.stdout
-    proc = run_suite(tmp, models, thresholds, "-k", "versions and tiny-fp32-vs-tiny-fp32 and not same",
-                     "--baseline", str(baseline), "--items-per-dataset", "2", "--baseline-partial")
+    assert (
+        "did not answer the same manifest" in proc.stdout
+        and "items 3 vs 2 (2 shared)" in proc.stdout
+    )
+    proc = run_suite(
+        tmp,
+        models,
+        thresholds,
+        "-k",
+        "versions and tiny-fp32-vs-tiny-fp32 and not same",
+        "--baseline",
+        str(baseline),
+        "--items-per-dataset",
+        "2",
+        "--baseline-partial",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     overlap = TrialStore(_runs(tmp)[-1] / "trials.sqlite").comparisons("tiny-fp32")[0]["overlap"]
     assert overlap["partial"] and (overlap["baseline_items"], overlap["candidate_items"]) == (3, 2)
@@ -110,7 +167,9 @@ def _foreign_sqlite(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("case", ["missing", "not-sqlite", "foreign", "grammar", "seed", "candidate"])
+@pytest.mark.parametrize(
+    "case", ["missing", "not-sqlite", "foreign", "grammar", "seed", "candidate"]
+)
 def test_bad_baseline_is_one_clean_line_and_writes_nothing(pair_run, tmp_path, case):
     tmp, models, thresholds, _ = pair_run
     baseline = _runs(tmp)[0] / "trials.sqlite"
@@ -118,9 +177,15 @@ def test_bad_baseline_is_one_clean_line_and_writes_nothing(pair_run, tmp_path, c
     if case == "missing":
         baseline, expected = tmp_path / "nope", "no such run directory or trials store"
     elif case == "not-sqlite":
-        baseline, expected = write(tmp_path / "trials.sqlite", "not a database " * 100), "not a flipgate trials store"
+        baseline, expected = (
+            write(tmp_path / "trials.sqlite", "not a database " * 100),
+            "not a flipgate trials store",
+        )
     elif case == "foreign":
-        baseline, expected = _foreign_sqlite(tmp_path / "trials.sqlite"), "table 'trials' lacks columns"
+        baseline, expected = (
+            _foreign_sqlite(tmp_path / "trials.sqlite"),
+            "table 'trials' lacks columns",
+        )
     elif case in ("grammar", "seed"):
         copy = tmp_path / "run" / "trials.sqlite"
         copy.parent.mkdir()
@@ -147,8 +212,22 @@ def test_baseline_promotion_round_trip(pair_run, tmp_path):
     import sys
 
     tmp, _, _, _ = pair_run
-    proc = subprocess.run([sys.executable, "-m", "flipgate", "baseline", "--runs-dir", str(tmp / "runs"),
-                           "--to", str(tmp_path / "baseline")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flipgate",
+            "baseline",
+            "--runs-dir",
+            str(tmp / "runs"),
+            "--to",
+            str(tmp_path / "baseline"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     record = RunRecord.open(tmp_path / "baseline")
-    assert record.run_id == _runs(tmp)[-1].name and json.loads((tmp_path / "baseline" / "PROMOTED.json").read_text())
+    assert record.run_id == _runs(tmp)[-1].name and json.loads(
+        (tmp_path / "baseline" / "PROMOTED.json").read_text()
+    )

@@ -1,28 +1,36 @@
 """Per-run summaries in the store and a cell's metric trend across runs."""
+
 import io
 import math
 import sqlite3
 
 import pandas as pd
 import pytest
+from test_audit_runner import make_auditor
 
+from conftest import ScriptedBackend
 from flipgate.store import TrialStore
 from flipgate.suite import FlipCell
 from flipgate.trend import TrendPoint, metric_trend, short_run_id, trend_plot
-
-from conftest import ScriptedBackend
-from test_audit_runner import make_auditor
 
 RUNS = ["20261120T090000Z-aaaaaa", "20261121T090000Z-bbbbbb", "20261122T090000Z-cccccc"]
 CELL = ("scripted", "arc_challenge", "option_order")
 
 
 def planted(flip: float, n: int = 5) -> dict:
-    return {"regex": {"flip_rate": {"estimate": flip, "ci": [flip - 0.1, flip + 0.1]},
-                      "acc_swing": {"estimate": 0.2, "ci": None},
-                      "n_items": n, "k": 6, "k_ablation": {"2": 0.1}},
-            "letter_logprob": {"flip_rate": {"estimate": float("nan"), "ci": [float("nan"), float("nan")]},
-                               "n_items": n}}
+    return {
+        "regex": {
+            "flip_rate": {"estimate": flip, "ci": [flip - 0.1, flip + 0.1]},
+            "acc_swing": {"estimate": 0.2, "ci": None},
+            "n_items": n,
+            "k": 6,
+            "k_ablation": {"2": 0.1},
+        },
+        "letter_logprob": {
+            "flip_rate": {"estimate": float("nan"), "ci": [float("nan"), float("nan")]},
+            "n_items": n,
+        },
+    }
 
 
 @pytest.fixture
@@ -49,8 +57,15 @@ def test_add_summaries_round_trip(tmp_path):
     got = store.summaries(*CELL)
     assert got["regex"]["flip_rate"] == {"estimate": 0.5, "ci": [0.4, 0.6]}
     assert got["regex"]["acc_swing"] == {"estimate": 0.2, "ci": None}
-    assert got["regex"]["n_items"] == 5 and "k" not in got["regex"] and "k_ablation" not in got["regex"]
-    assert got["letter_logprob"]["flip_rate"] == {"estimate": None, "ci": None}  # NaN reads back as None
+    assert (
+        got["regex"]["n_items"] == 5
+        and "k" not in got["regex"]
+        and "k_ablation" not in got["regex"]
+    )
+    assert got["letter_logprob"]["flip_rate"] == {
+        "estimate": None,
+        "ci": None,
+    }  # NaN reads back as None
     assert store.summaries("scripted", "arc_challenge", "nope") == {}
 
 
@@ -59,7 +74,9 @@ def test_metric_trend_in_run_order_skipping_bad_stores(runs_dir):
     assert [p.run_id for p in points] == RUNS
     assert [p.estimate for p in points] == pytest.approx([0.3, 0.5, 0.7])
     assert points[1] == TrendPoint(RUNS[1], 0.5, pytest.approx(0.4), pytest.approx(0.6), 6)
-    assert [p.run_id for p in metric_trend(runs_dir, *CELL, "regex", "flip_rate", limit=2)] == RUNS[1:]
+    assert [p.run_id for p in metric_trend(runs_dir, *CELL, "regex", "flip_rate", limit=2)] == RUNS[
+        1:
+    ]
     assert metric_trend(runs_dir, *CELL, "regex", "no_such_metric") == []
     assert metric_trend(runs_dir / "missing", *CELL, "regex", "flip_rate") == []
     nan_points = metric_trend(runs_dir, *CELL, "letter_logprob", "flip_rate")
@@ -100,17 +117,34 @@ def test_report_cell_attaches_trend_from_two_runs(runs_dir, monkeypatch):
     fake = FakeAllure()
     monkeypatch.setattr("flipgate.report._allure", lambda: fake)
     points = metric_trend(runs_dir, *CELL, "regex", "flip_rate")
-    summaries = {"regex": {**{m: {"estimate": 0.7, "ci": [0.6, 0.8]}
-                              for m in ("flip_rate", "pairwise_disagreement", "parse_rate", "accuracy")},
-                           "n_items": 5, "k": 6}}
-    args = ("option_order", "arc_challenge", "scripted", summaries, pd.DataFrame({"item_id": ["a"]}), [],
-            {"primary_readout": "regex"})
+    summaries = {
+        "regex": {
+            **{
+                m: {"estimate": 0.7, "ci": [0.6, 0.8]}
+                for m in ("flip_rate", "pairwise_disagreement", "parse_rate", "accuracy")
+            },
+            "n_items": 5,
+            "k": 6,
+        }
+    }
+    args = (
+        "option_order",
+        "arc_challenge",
+        "scripted",
+        summaries,
+        pd.DataFrame({"item_id": ["a"]}),
+        [],
+        {"primary_readout": "regex"},
+    )
     report_cell(*args, points[:1])
     assert "flip rate trend.png" not in fake.attached and "flip rate.png" in fake.attached
     report_cell(*args, points)
     assert fake.attached["flip rate trend.png"].startswith(b"\x89PNG")
     csv = pd.read_csv(io.StringIO(fake.attached["flip rate trend.csv"]))
-    assert list(csv.columns) == ["run_id", "estimate", "lo", "hi", "n_items"] and list(csv["run_id"]) == RUNS
+    assert (
+        list(csv.columns) == ["run_id", "estimate", "lo", "hi", "n_items"]
+        and list(csv["run_id"]) == RUNS
+    )
 
 
 def test_flip_cell_records_summaries_and_trend(tmp_path, monkeypatch):
@@ -125,13 +159,24 @@ def test_flip_cell_records_summaries_and_trend(tmp_path, monkeypatch):
     stored = auditor.store.summaries(*CELL)
     summaries = captured[-1][3]
     assert set(stored) == set(summaries) == {"letter_logprob", "regex"}
-    assert stored["regex"]["flip_rate"] == summaries["regex"]["flip_rate"] == {"estimate": 1.0, "ci": [1.0, 1.0]}
+    assert (
+        stored["regex"]["flip_rate"]
+        == summaries["regex"]["flip_rate"]
+        == {"estimate": 1.0, "ci": [1.0, 1.0]}
+    )
     assert stored["regex"]["n_items"] == 5 and "delta_order" not in stored["regex"]
     trend = captured[-1][-1]  # the primary readout's flip rate, both runs, this one last
-    assert [(p.run_id, p.estimate, p.n_items) for p in trend] == [(RUNS[0], 1.0, 5), (RUNS[1], 1.0, 5)]
+    assert [(p.run_id, p.estimate, p.n_items) for p in trend] == [
+        (RUNS[0], 1.0, 5),
+        (RUNS[1], 1.0, 5),
+    ]
     assert len(captured[0][-1]) == 1
 
-    FlipCell(auditor, str(tmp_path / "thr"), "same_ordering:option_order", "scripted", "arc_challenge").run()
-    control = auditor.store.summaries("scripted", "arc_challenge", "same_ordering:option_order")["regex"]
+    FlipCell(
+        auditor, str(tmp_path / "thr"), "same_ordering:option_order", "scripted", "arc_challenge"
+    ).run()
+    control = auditor.store.summaries("scripted", "arc_challenge", "same_ordering:option_order")[
+        "regex"
+    ]
     assert control["flip_rate"]["estimate"] == 0.0 and control["delta_order"]["estimate"] == 1.0
     assert math.isclose(control["ordering_excess_share"]["estimate"], 1.0)

@@ -1,4 +1,5 @@
 """Backends behind one small interface (see :mod:`flipgate.backends.base`)."""
+
 from __future__ import annotations
 
 from flipgate import FlipgateError
@@ -20,7 +21,9 @@ def create_backend(model_cfg: dict) -> Backend:
         from flipgate.backends.replay import ReplayBackend
 
         return ReplayBackend(model_cfg)
-    raise FlipgateError(f"model {model_cfg.get('id')!r}: unknown backend {kind!r} (known: hf, litellm, replay)")
+    raise FlipgateError(
+        f"model {model_cfg.get('id')!r}: unknown backend {kind!r} (known: hf, litellm, replay)"
+    )
 
 
 __all__ = ["Backend", "Output", "Request", "create_backend"]

@@ -6,6 +6,7 @@ once. Each finished output is handed to ``on_output`` as it returns, so the call
 and an interruption loses nothing already answered. The API key is read from the environment
 variable named in ``source.api_key_env`` and never stored, logged or put in an error message.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,14 +31,17 @@ def import_litellm():
 
     return litellm
 
+
 RETRIABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 DEFAULT_CAPABILITIES = {"logprobs": False, "images": False, "seed": False}
 
 
 def retry_after_s(exc: BaseException) -> float | None:
     """Seconds the server asked us to wait (Retry-After: seconds or an HTTP date), if it did."""
-    for headers in (getattr(exc, "litellm_response_headers", None),
-                    getattr(getattr(exc, "response", None), "headers", None)):
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
         value = headers.get("retry-after") if headers is not None else None
         if value is None:
             continue
@@ -73,8 +77,12 @@ def content_parts(text: str, images: tuple[bytes, ...]) -> str | list[dict]:
         if i:
             data = images[i - 1]
             mime = "image/jpeg" if data[:3] == b"\xff\xd8\xff" else "image/png"
-            parts.append({"type": "image_url",
-                          "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}})
+            parts.append(
+                {
+                    "type": "image_url",
+                    "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"},
+                }
+            )
         if chunk:
             parts.append({"type": "text", "text": chunk})
     return parts
@@ -86,7 +94,9 @@ def label_logprobs(logprobs: Any, labels: tuple[str, ...]) -> dict[str, float]:
     alternatives; spellings of one label are summed."""
     if not labels or logprobs is None:
         return {}
-    content = getattr(logprobs, "content", None) or (logprobs.get("content") if isinstance(logprobs, dict) else None)
+    content = getattr(logprobs, "content", None) or (
+        logprobs.get("content") if isinstance(logprobs, dict) else None
+    )
 
     def get(obj: Any, key: str) -> Any:
         return obj.get(key) if isinstance(obj, dict) else getattr(obj, key)
@@ -118,8 +128,10 @@ class LiteLLMBackend:
         self.model_id = cfg["id"]
         source = cfg.get("source") or {}
         if "model" not in source:
-            raise FlipgateError(f"model {self.model_id!r}: field source.model (the provider model id, e.g. "
-                                f"'openai/gpt-4o-mini') is required for backend litellm")
+            raise FlipgateError(
+                f"model {self.model_id!r}: field source.model (the provider model id, e.g. "
+                f"'openai/gpt-4o-mini') is required for backend litellm"
+            )
         self.model = source["model"]
         self.api_base = source.get("api_base")
         self.key_env = source.get("api_key_env")
@@ -127,14 +139,16 @@ class LiteLLMBackend:
         if self.key_env:
             self._api_key = os.environ.get(self.key_env)
             if not self._api_key:
-                raise FlipgateError(f"model {self.model_id!r}: environment variable {self.key_env!r} "
-                                    f"(source.api_key_env) is not set")
+                raise FlipgateError(
+                    f"model {self.model_id!r}: environment variable {self.key_env!r} "
+                    f"(source.api_key_env) is not set"
+                )
         self.capabilities = {**DEFAULT_CAPABILITIES, **(cfg.get("capabilities") or {})}
         self.decoding = dict(cfg.get("decoding") or {})
         self.unsupported = set(cfg.get("unsupported_params") or ())
         self.max_new_tokens = int(cfg.get("max_new_tokens", 16))
         self.concurrency = int(cfg.get("concurrency", 8))
-        self.batch_size = 10 ** 9  # the backend windows its own requests under ``concurrency``
+        self.batch_size = 10**9  # the backend windows its own requests under ``concurrency``
         retries = cfg.get("retries") or {}
         self.max_attempts = int(retries.get("max_attempts", 6))
         self.base_delay_s = float(retries.get("base_delay_s", 1.0))
@@ -143,19 +157,34 @@ class LiteLLMBackend:
         self.price = cfg.get("price")
         self.readouts = list(cfg.get("readouts", ["regex"]))
         if "letter_logprob" in self.readouts and not self.capabilities["logprobs"]:
-            raise FlipgateError(f"model {self.model_id!r}: readout 'letter_logprob' needs capabilities.logprobs: "
-                                f"true (set it only if the provider returns logprobs)")
+            raise FlipgateError(
+                f"model {self.model_id!r}: readout 'letter_logprob' needs capabilities.logprobs: "
+                f"true (set it only if the provider returns logprobs)"
+            )
         #: this process's calls: requests asked, attempts retried, attempts timed out, calls failed for good
         self.call_stats = {"requests": 0, "retries": 0, "timeouts": 0, "failures": 0}
-        self.fingerprint = {"backend": "litellm", "source": self.model, "api_base": self.api_base,
-                            "weights_sha256": f"api:{self.model}", "revision": None, "dtype": None,
-                            "quantization": None, "tokenizer_sha256": None, "chat_template_sha256": None,
-                            "capabilities": self.capabilities}
+        self.fingerprint = {
+            "backend": "litellm",
+            "source": self.model,
+            "api_base": self.api_base,
+            "weights_sha256": f"api:{self.model}",
+            "revision": None,
+            "dtype": None,
+            "quantization": None,
+            "tokenizer_sha256": None,
+            "chat_template_sha256": None,
+            "capabilities": self.capabilities,
+        }
         self.params = self.params_preview()
-        self.settings = {"backend": "litellm", "model": self.model, "api_base": self.api_base,
-                         "decoding": self.params, "max_new_tokens": self.max_new_tokens,
-                         "temperature": self.decoding.get("temperature", 0.0),
-                         "readouts": sorted(self.readouts)}
+        self.settings = {
+            "backend": "litellm",
+            "model": self.model,
+            "api_base": self.api_base,
+            "decoding": self.params,
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.decoding.get("temperature", 0.0),
+            "readouts": sorted(self.readouts),
+        }
 
     @property
     def retries(self) -> int:
@@ -181,30 +210,47 @@ class LiteLLMBackend:
         return params
 
     def kwargs(self, request: Request) -> dict[str, Any]:
-        messages = [{"role": role, "content": content_parts(text, request.images)} for role, text in request.messages]
-        kw: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": self.timeout_s,
-                              "max_tokens": request.max_new_tokens or self.max_new_tokens,
-                              "num_retries": 0, "max_retries": 0, "drop_params": True, **self.params}
+        messages = [
+            {"role": role, "content": content_parts(text, request.images)}
+            for role, text in request.messages
+        ]
+        kw: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "timeout": self.timeout_s,
+            "max_tokens": request.max_new_tokens or self.max_new_tokens,
+            "num_retries": 0,
+            "max_retries": 0,
+            "drop_params": True,
+            **self.params,
+        }
         if self.api_base:
             kw["api_base"] = self.api_base
         if self._api_key:
             kw["api_key"] = self._api_key
         if request.labels and self.capabilities["logprobs"] and "letter_logprob" in self.readouts:
             kw.update(logprobs=True, top_logprobs=20)  # the most providers allow
-        if self.capabilities["seed"] and float(self.decoding.get("temperature", 0) or 0) > 0 \
-                and "seed" not in self.unsupported:
+        if (
+            self.capabilities["seed"]
+            and float(self.decoding.get("temperature", 0) or 0) > 0
+            and "seed" not in self.unsupported
+        ):
             kw["seed"] = request.seed
         return kw
 
     def cost(self, tokens_in: int, tokens_out: int, response: Any = None) -> float:
         if self.price:
-            return (tokens_in * self.price.get("input_per_mtok", 0.0)
-                    + tokens_out * self.price.get("output_per_mtok", 0.0)) / 1e6
+            return (
+                tokens_in * self.price.get("input_per_mtok", 0.0)
+                + tokens_out * self.price.get("output_per_mtok", 0.0)
+            ) / 1e6
         try:
             import litellm
 
             return float(litellm.completion_cost(completion_response=response))
-        except Exception:  # not in the price map: unknown, counted as 0 and flagged by the cost guard
+        except (
+            Exception
+        ):  # not in the price map: unknown, counted as 0 and flagged by the cost guard
             return 0.0
 
     # -- calls ---------------------------------------------------------------------------------
@@ -228,24 +274,41 @@ class LiteLLMBackend:
                 stats["timeouts"] += is_timeout(exc)
                 if not is_retriable(exc) or attempt == self.max_attempts:
                     stats["failures"] += 1
-                    hint = f" (check the key in ${self.key_env})" if status in (401, 403) and self.key_env else ""
-                    raise FlipgateError(self._redact(
-                        f"model {self.model_id!r} ({self.model}): call failed after {attempt} attempt(s) for trial "
-                        f"{request.key}: {type(exc).__name__} status={status}: {str(exc)[:300]}{hint}")) from None
+                    hint = (
+                        f" (check the key in ${self.key_env})"
+                        if status in (401, 403) and self.key_env
+                        else ""
+                    )
+                    raise FlipgateError(
+                        self._redact(
+                            f"model {self.model_id!r} ({self.model}): call failed after {attempt} attempt(s) for trial "
+                            f"{request.key}: {type(exc).__name__} status={status}: {str(exc)[:300]}{hint}"
+                        )
+                    ) from None
                 wait = retry_after_s(exc)
                 if wait is None:
-                    wait = random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
+                    wait = random.uniform(
+                        0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
+                    )
                 stats["retries"] += 1
                 await asyncio.sleep(min(wait, self.max_delay_s))
                 continue
             usage = getattr(resp, "usage", None)
             n_in = int(getattr(usage, "prompt_tokens", 0) or 0)
             n_out = int(getattr(usage, "completion_tokens", 0) or 0)
-            return Output(text, label_logprobs(getattr(choice, "logprobs", None), request.labels), n_in, n_out,
-                          time.perf_counter() - t0, self.cost(n_in, n_out, resp))
+            return Output(
+                text,
+                label_logprobs(getattr(choice, "logprobs", None), request.labels),
+                n_in,
+                n_out,
+                time.perf_counter() - t0,
+                self.cost(n_in, n_out, resp),
+            )
         raise AssertionError("unreachable")
 
-    async def _all(self, requests: list[Request], on_output: Callable[[int, Output], None] | None) -> list[Output]:
+    async def _all(
+        self, requests: list[Request], on_output: Callable[[int, Output], None] | None
+    ) -> list[Output]:
         gate = asyncio.Semaphore(self.concurrency)
         results: list[Output | None] = [None] * len(requests)
 
@@ -264,5 +327,7 @@ class LiteLLMBackend:
             await asyncio.gather(*tasks, return_exceptions=True)
         return results  # type: ignore[return-value]
 
-    def complete(self, requests: list[Request], on_output: Callable[[int, Output], None] | None = None) -> list[Output]:
+    def complete(
+        self, requests: list[Request], on_output: Callable[[int, Output], None] | None = None
+    ) -> list[Output]:
         return asyncio.run(self._all(requests, on_output))

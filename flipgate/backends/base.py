@@ -3,6 +3,7 @@
 A backend knows nothing of facets. It returns the generated text and, where it can, the
 log-probabilities of each candidate label at the answer position.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -38,13 +39,25 @@ class Output:
     cost_usd: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "label_logprobs": self.label_logprobs, "tokens_in": self.tokens_in,
-                "tokens_out": self.tokens_out, "latency_s": self.latency_s, "cost_usd": self.cost_usd}
+        return {
+            "text": self.text,
+            "label_logprobs": self.label_logprobs,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "latency_s": self.latency_s,
+            "cost_usd": self.cost_usd,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Output":
-        return cls(d.get("text", ""), dict(d.get("label_logprobs") or {}), int(d.get("tokens_in", 0)),
-                   int(d.get("tokens_out", 0)), float(d.get("latency_s", 0.0)), float(d.get("cost_usd", 0.0)))
+        return cls(
+            d.get("text", ""),
+            dict(d.get("label_logprobs") or {}),
+            int(d.get("tokens_in", 0)),
+            int(d.get("tokens_out", 0)),
+            float(d.get("latency_s", 0.0)),
+            float(d.get("cost_usd", 0.0)),
+        )
 
 
 class Backend(Protocol):
@@ -56,5 +69,4 @@ class Backend(Protocol):
     #: settings that change outputs; part of the cache key
     settings: dict[str, Any]
 
-    def complete(self, requests: list[Request]) -> list[Output]:
-        ...
+    def complete(self, requests: list[Request]) -> list[Output]: ...

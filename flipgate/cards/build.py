@@ -1,4 +1,5 @@
 """Assemble GRID cards from the trials store (controller, at session end), atomically."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,19 +12,35 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from flipgate import metrics as M
 from flipgate.facets import FACETS, readouts_for, split_cell
 from flipgate.files import atomic_write
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
-from flipgate import metrics as M
 
 SCHEMA_PATH = Path(__file__).parent / "grid_card.schema.json"
-LIBRARIES = ["flipgate", "torch", "transformers", "datasets", "numpy", "pandas", "scipy", "pytest",
-             "pytest-xdist", "allure-pytest", "jsonschema"]
-NOT_VARIED = ["prompt template (one template per facet; see template_sha256)",
-              "decoding settings (see decoding)", "few-shot count (0)", "quantization / dtype",
-              "label set (A, B, C, ...)", "system prompt (the model's chat template default)",
-              "item sample (seed-42 shuffle; see dataset.sampling)"]
+LIBRARIES = [
+    "flipgate",
+    "torch",
+    "transformers",
+    "datasets",
+    "numpy",
+    "pandas",
+    "scipy",
+    "pytest",
+    "pytest-xdist",
+    "allure-pytest",
+    "jsonschema",
+]
+NOT_VARIED = [
+    "prompt template (one template per facet; see template_sha256)",
+    "decoding settings (see decoding)",
+    "few-shot count (0)",
+    "quantization / dtype",
+    "label set (A, B, C, ...)",
+    "system prompt (the model's chat template default)",
+    "item sample (seed-42 shuffle; see dataset.sampling)",
+]
 
 
 def validate_card(card: dict) -> None:
@@ -43,8 +60,17 @@ def library_versions() -> dict[str, str | None]:
 
 def git_commit(cwd: Path | None = None) -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=cwd, timeout=10).stdout.strip() or None
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=cwd,
+                timeout=10,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -68,9 +94,17 @@ def q_values(store: TrialStore) -> dict[tuple, float]:
     return {(m, d, v.get("facet"), v["threshold"]): q for (m, d, v), q in zip(rows, adjusted)}
 
 
-def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_boot: int = 1000,
-               level: float = 0.95, seed: int = 42, root: Path | None = None,
-               qvals: dict[tuple, float] | None = None) -> dict:
+def build_card(
+    store: TrialStore,
+    model_id: str,
+    dataset: str,
+    run_id: str,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 42,
+    root: Path | None = None,
+    qvals: dict[tuple, float] | None = None,
+) -> dict:
     trials = store.trials(model_id=model_id, dataset=dataset)
     envelope_trials = trials["facet"].str.startswith("envelope[")
     trials = trials[~envelope_trials]
@@ -88,11 +122,19 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
         if control is None:
             judged = getattr(FACETS[facet], "judged", False)
             verdicts = store.judgements(model_id, dataset, cell) if judged else None
-            order[cell] = {r: facet_summary(part, r, n_boot, level, seed, verdicts)[0] for r in readouts}
+            order[cell] = {
+                r: facet_summary(part, r, n_boot, level, seed, verdicts)[0] for r in readouts
+            }
         else:
             perm = trials[trials["facet"] == facet]
-            controls[cell] = {r: (control_summary(perm, part, r, n_boot, level, seed)[0] if len(perm)
-                                  else facet_summary(part, r, n_boot, level, seed)[0]) for r in readouts}
+            controls[cell] = {
+                r: (
+                    control_summary(perm, part, r, n_boot, level, seed)[0]
+                    if len(perm)
+                    else facet_summary(part, r, n_boot, level, seed)[0]
+                )
+                for r in readouts
+            }
     if not order and not controls:  # an envelope-only benchmark (suites/benchmarks)
         return _envelope_card(store, model_id, dataset, run_id, envelope, model, root, qvals)
     main = sorted(order)[0] if order else split_cell(sorted(controls)[0])[1]
@@ -101,54 +143,104 @@ def build_card(store: TrialStore, model_id: str, dataset: str, run_id: str, n_bo
     df = answers_frame(scored, primary) if len(scored) else scored.assign(correct=[])
     canon = df[df["condition"] == 0] if len(df) else df
     to_float = lambda s: s.map(lambda c: float("nan") if c is None else float(c))  # noqa: E731
-    acc_canon = M.bootstrap_ci(to_float(canon["correct"]), cluster=canon["item_id"], n=n_boot, level=level, seed=seed) \
-        if len(canon) else (float("nan"),) * 3
-    acc_all = M.bootstrap_ci(to_float(df["correct"]), cluster=df["item_id"], n=n_boot, level=level, seed=seed) \
-        if len(df) else (float("nan"),) * 3
+    acc_canon = (
+        M.bootstrap_ci(
+            to_float(canon["correct"]), cluster=canon["item_id"], n=n_boot, level=level, seed=seed
+        )
+        if len(canon)
+        else (float("nan"),) * 3
+    )
+    acc_all = (
+        M.bootstrap_ci(
+            to_float(df["correct"]), cluster=df["item_id"], n=n_boot, level=level, seed=seed
+        )
+        if len(df)
+        else (float("nan"),) * 3
+    )
     manifests = {f: m["sha256"] for (f, d), m in store.manifests().items() if d == dataset}
     template = FACETS[main]
-    templates = {f: {"id": FACETS[f].template_id, "sha256": FACETS[f].template_sha256} for f in primaries}
+    templates = {
+        f: {"id": FACETS[f].template_id, "sha256": FACETS[f].template_sha256} for f in primaries
+    }
     card = {
         "schema_version": "grid-card/0.1",
-        "model": {"id": model_id, "backend": fp.get("backend", cfg.get("backend", "?")), "source": fp.get("source")},
-        "dataset": {"name": dataset, "n_items": int(trials["item_id"].nunique()),
-                    "sampling": f"seed-{seed} uniform shuffle, facet filter, first N",
-                    "screens": store.screens(dataset)},
-        "run": {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "trials_store": str(store.path), **_calls_field(store, model_id)},
+        "model": {
+            "id": model_id,
+            "backend": fp.get("backend", cfg.get("backend", "?")),
+            "source": fp.get("source"),
+        },
+        "dataset": {
+            "name": dataset,
+            "n_items": int(trials["item_id"].nunique()),
+            "sampling": f"seed-{seed} uniform shuffle, facet filter, first N",
+            "screens": store.screens(dataset),
+        },
+        "run": {
+            "run_id": run_id,
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "trials_store": str(store.path),
+            **_calls_field(store, model_id),
+        },
         "axis_receipt": {
-            "template_id": template.template_id, "template_sha256": template.template_sha256,
+            "template_id": template.template_id,
+            "template_sha256": template.template_sha256,
             "templates": templates,
-            "decoding": {"temperature": (cfg.get("decoding") or {}).get("temperature", 0.0),
-                         "top_p": (cfg.get("decoding") or {}).get("top_p", 1.0),
-                         "max_new_tokens": cfg.get("max_new_tokens"), "greedy": not (cfg.get("decoding") or {}).get("temperature")},
+            "decoding": {
+                "temperature": (cfg.get("decoding") or {}).get("temperature", 0.0),
+                "top_p": (cfg.get("decoding") or {}).get("top_p", 1.0),
+                "max_new_tokens": cfg.get("max_new_tokens"),
+                "greedy": not (cfg.get("decoding") or {}).get("temperature"),
+            },
             "few_shot": {"count": 0, "exemplar_ids": []},
-            "scoring_path": {"primary_readout": primaries, "readouts": model_readouts,
-                             "map_back": {f: FACETS[f].scoring for f in primaries}},
-            "quantization": fp.get("quantization"), "dtype": fp.get("dtype"),
-            "weights_sha256": fp.get("weights_sha256", "unknown"), "model_revision": fp.get("revision"),
-            "tokenizer_sha256": fp.get("tokenizer_sha256"), "chat_template_sha256": fp.get("chat_template_sha256"),
-            "library_versions": library_versions(), "manifest_sha256": manifests,
+            "scoring_path": {
+                "primary_readout": primaries,
+                "readouts": model_readouts,
+                "map_back": {f: FACETS[f].scoring for f in primaries},
+            },
+            "quantization": fp.get("quantization"),
+            "dtype": fp.get("dtype"),
+            "weights_sha256": fp.get("weights_sha256", "unknown"),
+            "model_revision": fp.get("revision"),
+            "tokenizer_sha256": fp.get("tokenizer_sha256"),
+            "chat_template_sha256": fp.get("chat_template_sha256"),
+            "library_versions": library_versions(),
+            "manifest_sha256": manifests,
             "envelope_rules_sha256": envelope["envelope_sha256"] if envelope else None,
             "git_commit": git_commit(root),
         },
-        "scores": {"facet": main, "primary_readout": primary,
-                   "accuracy_canonical": {"estimate": acc_canon[0], "ci": [acc_canon[1], acc_canon[2]]},
-                   "accuracy_all_orderings": {"estimate": acc_all[0], "ci": [acc_all[1], acc_all[2]]}},
+        "scores": {
+            "facet": main,
+            "primary_readout": primary,
+            "accuracy_canonical": {"estimate": acc_canon[0], "ci": [acc_canon[1], acc_canon[2]]},
+            "accuracy_all_orderings": {"estimate": acc_all[0], "ci": [acc_all[1], acc_all[2]]},
+        },
         "order_robustness": order,
         "controls": controls,
-        "thresholds": [{**v, "why": v.get("why"),
-                        "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"]))}
-                       for v in store.verdicts(model_id, dataset)],
-        "scope": {"varied": [f"{f} (K={next(iter(order[f].values()))['k']} orderings per item, SPEC §2 grammar)"
-                             for f in order]
-                  + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
-                  "not_varied": NOT_VARIED},
+        "thresholds": [
+            {
+                **v,
+                "why": v.get("why"),
+                "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"])),
+            }
+            for v in store.verdicts(model_id, dataset)
+        ],
+        "scope": {
+            "varied": [
+                f"{f} (K={next(iter(order[f].values()))['k']} orderings per item, SPEC §2 grammar)"
+                for f in order
+            ]
+            + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
+            "not_varied": NOT_VARIED,
+        },
     }
     if envelope:
         card["envelope"] = envelope_section(envelope, model_id)
     odi = store.odi()
-    if odi and model_id in odi["roster"] and any(c["dataset"] == dataset for c in odi["cells"].values()):
+    if (
+        odi
+        and model_id in odi["roster"]
+        and any(c["dataset"] == dataset for c in odi["cells"].values())
+    ):
         card["odi"] = odi_section(odi, model_id, dataset, store.verdicts(model_id, "odi"))
     regression = regression_section(store.comparisons(model_id), dataset, level)
     if regression:
@@ -165,16 +257,25 @@ def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[dict
     cells = {c: v for c, v in analysis["cells"].items() if v["dataset"] == dataset}
     facets = sorted({v["facet"] for v in cells.values()})
     return {
-        "profile": analysis["profile"], "panel": analysis["roster"], "hdi_prob": analysis["hdi_prob"],
-        "ci_level": analysis.get("ci_level"), "readouts": analysis["readouts"].get(model_id, {}),
-        "sizes": analysis["sizes"], "draws_per_chain": analysis.get("draws_per_chain"),
+        "profile": analysis["profile"],
+        "panel": analysis["roster"],
+        "hdi_prob": analysis["hdi_prob"],
+        "ci_level": analysis.get("ci_level"),
+        "readouts": analysis["readouts"].get(model_id, {}),
+        "sizes": analysis["sizes"],
+        "draws_per_chain": analysis.get("draws_per_chain"),
         "facets": {f: analysis["facets"][f] for f in facets},
-        "cells": cells, "theta": (analysis["models"].get(model_id) or {}).get("theta"),
+        "cells": cells,
+        "theta": (analysis["models"].get(model_id) or {}).get("theta"),
         "versions": [v for v in analysis.get("versions", []) if v["candidate"] == model_id],
-        "diagnostics": analysis["diagnostics"], "passed": analysis["passed"],
+        "diagnostics": analysis["diagnostics"],
+        "passed": analysis["passed"],
         "unmeasured": analysis.get("unmeasured", []),
-        "verdicts": [{**v, "why": v.get("why")} for v in verdicts
-                     if v.get("target") in {*facets, *cells, *analysis["diagnostics"]}],
+        "verdicts": [
+            {**v, "why": v.get("why")}
+            for v in verdicts
+            if v.get("target") in {*facets, *cells, *analysis["diagnostics"]}
+        ],
     }
 
 
@@ -191,8 +292,13 @@ def regression_section(comparisons: list[dict], dataset: str, level: float | Non
 
 
 def _without_per_item(comparison: dict) -> dict:
-    return {**comparison, "readouts": {r: {k: v for k, v in block.items() if k != "per_item"}
-                                       for r, block in comparison["readouts"].items()}}
+    return {
+        **comparison,
+        "readouts": {
+            r: {k: v for k, v in block.items() if k != "per_item"}
+            for r, block in comparison["readouts"].items()
+        },
+    }
 
 
 def _short(sha, n: int = 12) -> str | None:
@@ -203,8 +309,11 @@ def _short(sha, n: int = 12) -> str | None:
 ITEMS_SHOWN = 20
 
 
-def regression_markdown(comparisons: list[dict], level: float | None = None,
-                        heading: str | None = "## Regression vs baseline") -> list[str]:
+def regression_markdown(
+    comparisons: list[dict],
+    level: float | None = None,
+    heading: str | None = "## Regression vs baseline",
+) -> list[str]:
     """Comparisons (:meth:`CellComparison.to_dict` records) as Markdown: each baseline's identity,
     the comparison table, the overlap where a comparison used only the shared (item, ordering) pairs,
     and the items whose flip state or correctness changed (primary readout)."""
@@ -216,19 +325,31 @@ def regression_markdown(comparisons: list[dict], level: float | None = None,
     for c in comparisons:
         identities.setdefault(c["baseline"], c.get("baseline_identity") or {})
     for name, ident in identities.items():
-        lines.append(f"Baseline {esc(name)}: model {esc(ident.get('model_id', name))}, weights sha256 "
-                     f"{esc(_short(ident.get('weights_sha256')))}, run {esc(ident.get('run_id'))}, git commit "
-                     f"{esc(_short(ident.get('git_commit')))}, {esc(ident.get('date'))}.")
-    lines += ["", "Δ = candidate − baseline, paired per item; ▲ worse / ▼ better where the CI excludes 0; "
-              "McNemar p on the discordant items.", "", markdown(comparisons, level).rstrip("\n")]
+        lines.append(
+            f"Baseline {esc(name)}: model {esc(ident.get('model_id', name))}, weights sha256 "
+            f"{esc(_short(ident.get('weights_sha256')))}, run {esc(ident.get('run_id'))}, git commit "
+            f"{esc(_short(ident.get('git_commit')))}, {esc(ident.get('date'))}."
+        )
+    lines += [
+        "",
+        "Δ = candidate − baseline, paired per item; ▲ worse / ▼ better where the CI excludes 0; "
+        "McNemar p on the discordant items.",
+        "",
+        markdown(comparisons, level).rstrip("\n"),
+    ]
     for c in comparisons:
         what = f"{esc(c['cell'])} × {esc(c['dataset'])} vs {esc(c['baseline'])}"
         o = c["overlap"]
-        if o.get("partial") and not (o["baseline_pairs"] == o["candidate_pairs"] == o["shared_pairs"]):
+        if o.get("partial") and not (
+            o["baseline_pairs"] == o["candidate_pairs"] == o["shared_pairs"]
+        ):
             union = o["baseline_pairs"] + o["candidate_pairs"] - o["shared_pairs"]
-            lines += ["", f"{what}: compared on {o['shared_pairs']} of {union} (item, ordering) pairs "
-                      f"(baseline {o['baseline_pairs']}, candidate {o['candidate_pairs']}; {o['shared_items']} "
-                      f"shared items of {o['baseline_items']} / {o['candidate_items']})."]
+            lines += [
+                "",
+                f"{what}: compared on {o['shared_pairs']} of {union} (item, ordering) pairs "
+                f"(baseline {o['baseline_pairs']}, candidate {o['candidate_pairs']}; {o['shared_items']} "
+                f"shared items of {o['baseline_items']} / {o['candidate_items']}).",
+            ]
         block = c["readouts"][c["primary_readout"]]
         lists = [(label.replace("_", " "), ids) for label, ids in block["items"].items() if ids]
         if lists:
@@ -246,33 +367,61 @@ def envelope_section(analysis: dict, model_id: str) -> dict:
     mine = analysis["models"][model_id]
     versions = [v for v in analysis.get("versions", []) if v["candidate"] == model_id]
     return {
-        "name": analysis["envelope"], "sha256": analysis["envelope_sha256"], "tier": analysis["tier"],
-        "n_configs": analysis["n_configs"], "n_items": analysis["n_items"], "anchor": analysis["anchor"],
+        "name": analysis["envelope"],
+        "sha256": analysis["envelope_sha256"],
+        "tier": analysis["tier"],
+        "n_configs": analysis["n_configs"],
+        "n_items": analysis["n_items"],
+        "anchor": analysis["anchor"],
         "point_score": mine["point_score"],
-        "score_neighbourhood": {k: mine[k] for k in ("min", "mean", "max", "sdi", "n_configs", "parse_rate_mean")},
+        "score_neighbourhood": {
+            k: mine[k] for k in ("min", "mean", "max", "sdi", "n_configs", "parse_rate_mean")
+        },
         "verdict_stability": {k: v for k, v in mine.items() if k.startswith("cfr@")},
         "ranking_stability": analysis["roster"],
-        "variance": analysis["variance"], "headline_max": analysis.get("headline_max", {}),
-        "parse_clean": {"min_parse_rate": analysis["parse_clean"]["min_parse_rate"],
-                        "cells_dropped": analysis["parse_clean"]["cells_dropped"],
-                        "model": analysis["parse_clean"]["models"].get(model_id),
-                        "roster": analysis["parse_clean"]["roster"]},
-        "by_scoring_path": {path: models.get(model_id) for path, models in analysis["by_scoring_path"].items()},
-        "core_tier": ({"model": analysis["core_tier"]["models"].get(model_id), "roster": analysis["core_tier"]["roster"]}
-                      if "core_tier" in analysis else None),
+        "variance": analysis["variance"],
+        "headline_max": analysis.get("headline_max", {}),
+        "parse_clean": {
+            "min_parse_rate": analysis["parse_clean"]["min_parse_rate"],
+            "cells_dropped": analysis["parse_clean"]["cells_dropped"],
+            "model": analysis["parse_clean"]["models"].get(model_id),
+            "roster": analysis["parse_clean"]["roster"],
+        },
+        "by_scoring_path": {
+            path: models.get(model_id) for path, models in analysis["by_scoring_path"].items()
+        },
+        "core_tier": (
+            {
+                "model": analysis["core_tier"]["models"].get(model_id),
+                "roster": analysis["core_tier"]["roster"],
+            }
+            if "core_tier" in analysis
+            else None
+        ),
         "configs": [c for c in analysis["configs"] if c["model"] == model_id],
-        "axes": analysis["axes"], "exemplar_ids": analysis["exemplar_ids"],
+        "axes": analysis["axes"],
+        "exemplar_ids": analysis["exemplar_ids"],
         "scope_not_varied": analysis["scope_not_varied"],
         **({"versions": versions} if versions else {}),  # SPEC §11: this model vs its baseline
     }
 
 
-def _envelope_card(store: TrialStore, model_id: str, dataset: str, run_id: str, envelope: dict | None, model: dict,
-                   root: Path | None, qvals: dict | None) -> dict:
+def _envelope_card(
+    store: TrialStore,
+    model_id: str,
+    dataset: str,
+    run_id: str,
+    envelope: dict | None,
+    model: dict,
+    root: Path | None,
+    qvals: dict | None,
+) -> dict:
     """A card for a benchmark audited only by the configuration envelope: the receipt is the anchor
     configuration, the point score its score; the neighbourhood is the envelope's."""
     if envelope is None:
-        raise ValueError(f"{store.path}: {model_id}/{dataset} has envelope trials but no envelope analysis")
+        raise ValueError(
+            f"{store.path}: {model_id}/{dataset} has envelope trials but no envelope analysis"
+        )
     fp, anchor = model["fingerprint"], envelope["anchor"]
     section = envelope_section(envelope, model_id)
     point = section["point_score"]
@@ -280,31 +429,69 @@ def _envelope_card(store: TrialStore, model_id: str, dataset: str, run_id: str, 
     card = {
         "schema_version": "grid-card/0.1",
         "model": {"id": model_id, "backend": fp.get("backend", "?"), "source": fp.get("source")},
-        "dataset": {"name": dataset, "n_items": envelope["n_items"],
-                    "sampling": "seed-42 uniform shuffle, first N; the next items are the few-shot exemplars",
-                    "screens": {}},
-        "run": {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "trials_store": str(store.path), **_calls_field(store, model_id)},
-        "axis_receipt": {
-            "template_id": f"sr-{anchor['template']}", "template_sha256": envelope["template_sha256"][anchor["template"]],
-            "templates": {}, "decoding": {"name": anchor["decoding"], "greedy": anchor["decoding"] == "greedy"},
-            "few_shot": {"count": anchor["few_shot"], "exemplar_ids": envelope["exemplar_ids"][:anchor["few_shot"]]},
-            "scoring_path": {"primary_readout": {"envelope": readout}, "readouts": [readout], "map_back": {}},
-            "quantization": anchor["quantization"], "dtype": fp.get("dtype"),
-            "weights_sha256": fp.get("weights_sha256", "unknown"), "model_revision": fp.get("revision"),
-            "tokenizer_sha256": fp.get("tokenizer_sha256"), "chat_template_sha256": fp.get("chat_template_sha256"),
-            "library_versions": library_versions(), "manifest_sha256": {},
-            "envelope_rules_sha256": envelope["envelope_sha256"], "git_commit": git_commit(root),
+        "dataset": {
+            "name": dataset,
+            "n_items": envelope["n_items"],
+            "sampling": "seed-42 uniform shuffle, first N; the next items are the few-shot exemplars",
+            "screens": {},
         },
-        "scores": {"facet": "envelope", "primary_readout": readout,
-                   "accuracy_canonical": {"estimate": point, "ci": None},
-                   "accuracy_all_orderings": {"estimate": section["score_neighbourhood"]["mean"], "ci": None}},
-        "order_robustness": {}, "controls": {},
-        "thresholds": [{**v, "why": v.get("why"),
-                        "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"]))}
-                       for v in store.verdicts(model_id, dataset)],
-        "scope": {"varied": [f"{axis}: {', '.join(map(str, values))}" for axis, values in envelope["axes"].items()],
-                  "not_varied": envelope["scope_not_varied"]},
+        "run": {
+            "run_id": run_id,
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "trials_store": str(store.path),
+            **_calls_field(store, model_id),
+        },
+        "axis_receipt": {
+            "template_id": f"sr-{anchor['template']}",
+            "template_sha256": envelope["template_sha256"][anchor["template"]],
+            "templates": {},
+            "decoding": {"name": anchor["decoding"], "greedy": anchor["decoding"] == "greedy"},
+            "few_shot": {
+                "count": anchor["few_shot"],
+                "exemplar_ids": envelope["exemplar_ids"][: anchor["few_shot"]],
+            },
+            "scoring_path": {
+                "primary_readout": {"envelope": readout},
+                "readouts": [readout],
+                "map_back": {},
+            },
+            "quantization": anchor["quantization"],
+            "dtype": fp.get("dtype"),
+            "weights_sha256": fp.get("weights_sha256", "unknown"),
+            "model_revision": fp.get("revision"),
+            "tokenizer_sha256": fp.get("tokenizer_sha256"),
+            "chat_template_sha256": fp.get("chat_template_sha256"),
+            "library_versions": library_versions(),
+            "manifest_sha256": {},
+            "envelope_rules_sha256": envelope["envelope_sha256"],
+            "git_commit": git_commit(root),
+        },
+        "scores": {
+            "facet": "envelope",
+            "primary_readout": readout,
+            "accuracy_canonical": {"estimate": point, "ci": None},
+            "accuracy_all_orderings": {
+                "estimate": section["score_neighbourhood"]["mean"],
+                "ci": None,
+            },
+        },
+        "order_robustness": {},
+        "controls": {},
+        "thresholds": [
+            {
+                **v,
+                "why": v.get("why"),
+                "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"])),
+            }
+            for v in store.verdicts(model_id, dataset)
+        ],
+        "scope": {
+            "varied": [
+                f"{axis}: {', '.join(map(str, values))}"
+                for axis, values in envelope["axes"].items()
+            ],
+            "not_varied": envelope["scope_not_varied"],
+        },
         "envelope": section,
     }
     card = _jsonable(card)
@@ -322,8 +509,18 @@ def _num(x) -> str:
     return "–" if x is None or x != x else f"{x:.3f}"
 
 
-_MD_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "`": "\\`", "|": "\\|",
-                             "[": "\\[", "]": "\\]"})
+_MD_ESCAPES = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "\\": "\\\\",
+        "`": "\\`",
+        "|": "\\|",
+        "[": "\\[",
+        "]": "\\]",
+    }
+)
 
 
 def md_escape(value) -> str:
@@ -348,68 +545,137 @@ def _verdict_text(v: dict) -> str:
     """The label, and what the gate did with it where that differs (docs/thresholds.md):
     e.g. "**inconclusive** → fail" for an unproven ``upper`` bound."""
     label, outcome = v["verdict"], v.get("outcome")
-    return f"**{md_escape(label)}**" + (f" → {md_escape(outcome)}" if outcome and outcome != label else "")
+    return f"**{md_escape(label)}**" + (
+        f" → {md_escape(outcome)}" if outcome and outcome != label else ""
+    )
 
 
 def card_markdown(card: dict) -> str:
     r = card["axis_receipt"]
-    fmt = lambda m: "–" if m is None or m["estimate"] is None else (  # noqa: E731
-        f"{m['estimate']:.3f}" + (f" [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]" if m.get("ci") and m["ci"][0] is not None else ""))
+
+    def fmt(m: dict | None) -> str:
+        if m is None or m["estimate"] is None:
+            return "–"
+        ci = m.get("ci")
+        tail = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
+        return f"{m['estimate']:.3f}{tail}"
+
     esc = md_escape  # every string below that came from models.yaml, thresholds, envelopes or the store
-    lines = [f"# GRID card: {esc(card['model']['id'])} on {esc(card['dataset']['name'])}", "",
-             f"Run {esc(card['run']['run_id'])}, {esc(card['run']['created'])}; N = {card['dataset']['n_items']} items "
-             f"({esc(card['dataset']['sampling'])})."]
-    lines += [f"Position-reference screen ({esc(f)}): {s['excluded']} of {s['considered']} items excluded, "
-              f"{s['kept']} kept." for f, s in card["dataset"].get("screens", {}).items()]
+    lines = [
+        f"# GRID card: {esc(card['model']['id'])} on {esc(card['dataset']['name'])}",
+        "",
+        f"Run {esc(card['run']['run_id'])}, {esc(card['run']['created'])}; N = {card['dataset']['n_items']} items "
+        f"({esc(card['dataset']['sampling'])}).",
+    ]
+    lines += [
+        f"Position-reference screen ({esc(f)}): {s['excluded']} of {s['considered']} items excluded, "
+        f"{s['kept']} kept."
+        for f, s in card["dataset"].get("screens", {}).items()
+    ]
     calls = card["run"].get("calls")
     if calls:
-        lines.append(f"API calls: {calls['requests']} requests, {calls['retries']} retries, {calls['timeouts']} "
-                     f"timeouts, {calls.get('failures', 0)} failed.")
-    lines += ["", "## Axis receipt", "",
-              "| field | value |", "|---|---|",
-              f"| backend | {esc(card['model'].get('backend'))} |", f"| source | {esc(card['model'].get('source'))} |"]
-    for key in ("template_id", "template_sha256", "weights_sha256", "tokenizer_sha256", "chat_template_sha256",
-                "quantization", "dtype", "model_revision", "git_commit"):
+        lines.append(
+            f"API calls: {calls['requests']} requests, {calls['retries']} retries, {calls['timeouts']} "
+            f"timeouts, {calls.get('failures', 0)} failed."
+        )
+    lines += [
+        "",
+        "## Axis receipt",
+        "",
+        "| field | value |",
+        "|---|---|",
+        f"| backend | {esc(card['model'].get('backend'))} |",
+        f"| source | {esc(card['model'].get('source'))} |",
+    ]
+    for key in (
+        "template_id",
+        "template_sha256",
+        "weights_sha256",
+        "tokenizer_sha256",
+        "chat_template_sha256",
+        "quantization",
+        "dtype",
+        "model_revision",
+        "git_commit",
+    ):
         lines.append(f"| {key} | {esc(r.get(key))} |")
-    lines += [f"| decoding | {esc(json.dumps(r['decoding']))} |", f"| scoring path | {esc(json.dumps(r['scoring_path']))} |",
-              f"| manifests | {esc(json.dumps(r['manifest_sha256']))} |", "",
-              "## Scores", "", f"Facet {esc(card['scores']['facet'])}, primary readout {esc(card['scores']['primary_readout'])}.", "",
-              f"- accuracy (canonical ordering): {fmt(card['scores']['accuracy_canonical'])}",
-              f"- accuracy (all orderings): {fmt(card['scores']['accuracy_all_orderings'])}", "",
-              "## Order robustness", "",
-              "| facet | readout | N | K | flip rate | OSI | pairwise disagr. | parse rate | accuracy | acc swing | Δ_order |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        f"| decoding | {esc(json.dumps(r['decoding']))} |",
+        f"| scoring path | {esc(json.dumps(r['scoring_path']))} |",
+        f"| manifests | {esc(json.dumps(r['manifest_sha256']))} |",
+        "",
+        "## Scores",
+        "",
+        f"Facet {esc(card['scores']['facet'])}, primary readout {esc(card['scores']['primary_readout'])}.",
+        "",
+        f"- accuracy (canonical ordering): {fmt(card['scores']['accuracy_canonical'])}",
+        f"- accuracy (all orderings): {fmt(card['scores']['accuracy_all_orderings'])}",
+        "",
+        "## Order robustness",
+        "",
+        "| facet | readout | N | K | flip rate | OSI | pairwise disagr. | parse rate | accuracy | acc swing | Δ_order |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for group in ("order_robustness", "controls"):
         for facet, by_readout in card[group].items():
             for readout, m in by_readout.items():
-                lines.append(f"| {esc(facet)} | {esc(readout)} | {m['n_items']} | {m['k']} | {fmt(m['flip_rate'])} | {fmt(m['osi'])} "
-                             f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | {fmt(m['accuracy'])} "
-                             f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))} |")
+                lines.append(
+                    f"| {esc(facet)} | {esc(readout)} | {m['n_items']} | {m['k']} | {fmt(m['flip_rate'])} | {fmt(m['osi'])} "
+                    f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | {fmt(m['accuracy'])} "
+                    f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))} |"
+                )
     for facet, by_readout in card["order_robustness"].items():
         primary = card["axis_receipt"]["scoring_path"]["primary_readout"].get(facet)
         m = by_readout.get(primary) or next(iter(by_readout.values()))
         if not m.get("k_policies"):
             continue
-        lines += ["", f"### K-policies: {esc(facet)} ({esc(primary)})", "",
-                  f"K=2 screen recall against K={m['k']} flip: {_num(m.get('k2_screen_recall'))}; "
-                  "flip rate by K: " + ", ".join(f"K={k}: {_num(v)}" for k, v in m["k_ablation"].items()) + ".", "",
-                  "| policy | cost (calls/item) | accuracy | selective accuracy | coverage |", "|---|---|---|---|---|"]
-        lines += [f"| {esc(r['policy'])} | {r['cost']} | {_num(r['accuracy'])} | {_num(r['selective_accuracy'])} "
-                  f"| {_num(r['coverage'])} |" for r in m["k_policies"]]
+        lines += [
+            "",
+            f"### K-policies: {esc(facet)} ({esc(primary)})",
+            "",
+            f"K=2 screen recall against K={m['k']} flip: {_num(m.get('k2_screen_recall'))}; "
+            "flip rate by K: "
+            + ", ".join(f"K={k}: {_num(v)}" for k, v in m["k_ablation"].items())
+            + ".",
+            "",
+            "| policy | cost (calls/item) | accuracy | selective accuracy | coverage |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {esc(r['policy'])} | {r['cost']} | {_num(r['accuracy'])} | {_num(r['selective_accuracy'])} "
+            f"| {_num(r['coverage'])} |"
+            for r in m["k_policies"]
+        ]
     if card.get("envelope"):
         lines += envelope_markdown(card["envelope"], fmt)
     if card.get("odi"):
         lines += odi_markdown(card["odi"])
     if card.get("regression"):
-        lines += regression_markdown(card["regression"]["comparisons"], card["regression"].get("level"))
-    lines += ["", "## Threshold verdicts", "", "| cell | threshold | estimate | CI | p | BH q | verdict | why |",
-              "|---|---|---|---|---|---|---|---|"]
+        lines += regression_markdown(
+            card["regression"]["comparisons"], card["regression"].get("level")
+        )
+    lines += [
+        "",
+        "## Threshold verdicts",
+        "",
+        "| cell | threshold | estimate | CI | p | BH q | verdict | why |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for v in card["thresholds"]:
-        lines.append(f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} "
-                     f"| {_num(v.get('p_value'))} | {_num(v.get('q_value'))} | {_verdict_text(v)} "
-                     f"| {esc(v.get('why') or '')} |")
-    lines += ["", "## Scope", "", "Varied: " + "; ".join(map(esc, card["scope"]["varied"])) + ".", "",
-              "Not varied: " + "; ".join(map(esc, card["scope"]["not_varied"])) + ".", ""]
+        lines.append(
+            f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} "
+            f"| {_num(v.get('p_value'))} | {_num(v.get('q_value'))} | {_verdict_text(v)} "
+            f"| {esc(v.get('why') or '')} |"
+        )
+    lines += [
+        "",
+        "## Scope",
+        "",
+        "Varied: " + "; ".join(map(esc, card["scope"]["varied"])) + ".",
+        "",
+        "Not varied: " + "; ".join(map(esc, card["scope"]["not_varied"])) + ".",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -418,74 +684,138 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
     n = env["score_neighbourhood"]
     r = env["ranking_stability"]
     esc = md_escape
-    lines = ["", "## Configuration envelope", "",
-             f"Envelope {esc(env['name'])} (sha256 {esc(env['sha256'])}), tier {esc(env['tier'])}: {env['n_configs']} valid "
-             f"configurations, N = {env['n_items']} items. Anchor (receipt) configuration {esc(env['anchor']['id'])}: "
-             f"point score {_num(env['point_score'])}.", "",
-             "| score min | mean | max | SDI | " + " | ".join(map(esc, env["verdict_stability"])) + " |",
-             "|---|---|---|---|" + "---|" * len(env["verdict_stability"]),
-             f"| {_num(n['min'])} | {_num(n['mean'])} | {_num(n['max'])} | {fmt(n['sdi'])} | "
-             + " | ".join(fmt(v) for v in env["verdict_stability"].values()) + " |", "",
-             f"Ranking stability over roster {', '.join(map(esc, r['models']))} ({r['n_configs']} shared configurations): "
-             + (f"τ_R {fmt(r['tau_r'])}, total-order mismatch {fmt(r['total_order_mismatch'])}, orderings reached "
-                f"{fmt(r['orderings_reached'])}." if "tau_r" in r else esc(r.get("note", "")) + ".")]
+    lines = [
+        "",
+        "## Configuration envelope",
+        "",
+        f"Envelope {esc(env['name'])} (sha256 {esc(env['sha256'])}), tier {esc(env['tier'])}: {env['n_configs']} valid "
+        f"configurations, N = {env['n_items']} items. Anchor (receipt) configuration {esc(env['anchor']['id'])}: "
+        f"point score {_num(env['point_score'])}.",
+        "",
+        "| score min | mean | max | SDI | " + " | ".join(map(esc, env["verdict_stability"])) + " |",
+        "|---|---|---|---|" + "---|" * len(env["verdict_stability"]),
+        f"| {_num(n['min'])} | {_num(n['mean'])} | {_num(n['max'])} | {fmt(n['sdi'])} | "
+        + " | ".join(fmt(v) for v in env["verdict_stability"].values())
+        + " |",
+        "",
+        f"Ranking stability over roster {', '.join(map(esc, r['models']))} ({r['n_configs']} shared configurations): "
+        + (
+            f"τ_R {fmt(r['tau_r'])}, total-order mismatch {fmt(r['total_order_mismatch'])}, orderings reached "
+            f"{fmt(r['orderings_reached'])}."
+            if "tau_r" in r
+            else esc(r.get("note", "")) + "."
+        ),
+    ]
     if r["pairs"]:
-        lines += ["", "| pair | N+ | N− | N0 | ρ_flip | ceiling | strict disagreement |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {esc(p['model_a'])} vs {esc(p['model_b'])} | {p['n_plus']} | {p['n_minus']} | {p['n_zero']} "
-                  f"| {_num(p['rho_flip'])} | {_num(p['ceiling'])} | {_num(p['strict_disagreement'])} |" for p in r["pairs"]]
+        lines += [
+            "",
+            "| pair | N+ | N− | N0 | ρ_flip | ceiling | strict disagreement |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {esc(p['model_a'])} vs {esc(p['model_b'])} | {p['n_plus']} | {p['n_minus']} | {p['n_zero']} "
+            f"| {_num(p['rho_flip'])} | {_num(p['ceiling'])} | {_num(p['strict_disagreement'])} |"
+            for p in r["pairs"]
+        ]
     signed = lambda x: "–" if x is None or x != x else f"{x:+.3f}" if x else "0.000"  # noqa: E731
-    for v in env.get("versions", []):  # SPEC §11: this model (candidate) vs its baseline over the envelope
+    for v in env.get(
+        "versions", []
+    ):  # SPEC §11: this model (candidate) vs its baseline over the envelope
         if "missing" in v:
             lines += ["", f"vs baseline {esc(v['baseline'])}: not compared ({esc(v['missing'])})."]
             continue
-        lines += ["", f"vs baseline {esc(v['baseline'])} over {v['n_configs']} shared configurations "
-                  f"(Δ = candidate − baseline): mean Δ {fmt(v['mean_delta'])} (configuration bootstrap), "
-                  f"min {signed(v['min_delta'])}, max {signed(v['max_delta'])}; worse on {v['n_worse']}, better on "
-                  f"{v['n_better']}, equal on {v['n_equal']}; ρ_flip {_num(v['rho_flip'])} "
-                  f"(ceiling {_num(v['ceiling'])}).",
-                  "", "| configuration | candidate | baseline | Δ |", "|---|---|---|---|"]
-        lines += [f"| {esc(d['config'])} | {_num(d['candidate'])} | {_num(d['baseline'])} | {signed(d['delta'])} |"
-                  for d in v["deltas"]]
+        lines += [
+            "",
+            f"vs baseline {esc(v['baseline'])} over {v['n_configs']} shared configurations "
+            f"(Δ = candidate − baseline): mean Δ {fmt(v['mean_delta'])} (configuration bootstrap), "
+            f"min {signed(v['min_delta'])}, max {signed(v['max_delta'])}; worse on {v['n_worse']}, better on "
+            f"{v['n_better']}, equal on {v['n_equal']}; ρ_flip {_num(v['rho_flip'])} "
+            f"(ceiling {_num(v['ceiling'])}).",
+            "",
+            "| configuration | candidate | baseline | Δ |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {esc(d['config'])} | {_num(d['candidate'])} | {_num(d['baseline'])} | {signed(d['delta'])} |"
+            for d in v["deltas"]
+        ]
     variance = env.get("variance") or {}
-    lines += ["", "Variance shares (Type-II ANOVA, SR App. F): " + (
-        f"η² model {_num(variance['eta_model'])}, implementation {_num(variance['eta_impl'])}, "
-        f"ρ = {_num(variance['rho'])}." if "eta_model" in variance else esc(variance.get("not_estimable", "–")))]
+    lines += [
+        "",
+        "Variance shares (Type-II ANOVA, SR App. F): "
+        + (
+            f"η² model {_num(variance['eta_model'])}, implementation {_num(variance['eta_impl'])}, "
+            f"ρ = {_num(variance['rho'])}."
+            if "eta_model" in variance
+            else esc(variance.get("not_estimable", "–"))
+        ),
+    ]
     lines += ["", "| configuration | score | parse rate |", "|---|---|---|"]
-    lines += [f"| {esc(c['config'])} | {_num(c['score'])} | {_num(c['parse_rate'])} |" for c in env["configs"]]
+    lines += [
+        f"| {esc(c['config'])} | {_num(c['score'])} | {_num(c['parse_rate'])} |"
+        for c in env["configs"]
+    ]
     lines += ["", "Not varied: " + "; ".join(map(esc, env["scope_not_varied"])) + "."]
     return lines
 
 
 def odi_markdown(odi: dict) -> list[str]:
     """The card's ODI section (SPEC §4) as Markdown."""
-    hdi = lambda m: f"{_num(m.get('median', m.get('estimate')))} [{_num(m['hdi'][0])}, {_num(m['hdi'][1])}]"  # noqa: E731
+
+    def hdi(m: dict) -> str:
+        median = _num(m.get("median", m.get("estimate")))
+        return f"{median} [{_num(m['hdi'][0])}, {_num(m['hdi'][1])}]"
+
     pct = f"{odi['hdi_prob']:.0%}"
     esc = md_escape
-    lines = ["", "## ODI: ordering-decomposed IRT", "",
-             f"Panel {', '.join(map(esc, odi['panel']))}; profile {esc(odi['profile'])} (draws per chain "
-             f"{json.dumps(odi.get('draws_per_chain'))}); posterior medians with {pct} HDIs. "
-             "σ_π is per-item ordering noise pooled within the facet (median over its items), σ_δ the facet's "
-             "scale of per-ordering offsets, mean |δ| the cell's average offset (centred within the cell).", "",
-             f"| facet | σ_π [{pct} HDI] | σ_δ [{pct} HDI] |", "|---|---|---|"]
-    lines += [f"| {esc(f)} | {hdi(v['sigma_pi'])} | {hdi(v['sigma_delta'])} |" for f, v in odi["facets"].items()]
+    lines = [
+        "",
+        "## ODI: ordering-decomposed IRT",
+        "",
+        f"Panel {', '.join(map(esc, odi['panel']))}; profile {esc(odi['profile'])} (draws per chain "
+        f"{json.dumps(odi.get('draws_per_chain'))}); posterior medians with {pct} HDIs. "
+        "σ_π is per-item ordering noise pooled within the facet (median over its items), σ_δ the facet's "
+        "scale of per-ordering offsets, mean |δ| the cell's average offset (centred within the cell).",
+        "",
+        f"| facet | σ_π [{pct} HDI] | σ_δ [{pct} HDI] |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {esc(f)} | {hdi(v['sigma_pi'])} | {hdi(v['sigma_delta'])} |"
+        for f, v in odi["facets"].items()
+    ]
     lines += ["", f"| cell | mean abs δ [{pct} HDI] |", "|---|---|"]
     lines += [f"| {esc(c)} | {hdi(v['mean_abs_delta'])} |" for c, v in odi["cells"].items()]
     if odi.get("theta"):
         lines += ["", f"θ (correct outcome, centred over the panel): {hdi(odi['theta'])}."]
     for v in odi.get("versions", []):
         d = v.get("delta_theta")
-        lines += ["", f"Δθ vs {esc(v['baseline'])} (correct outcome): " + (
-            f"median {_num(d['median'])}, {pct} HDI [{_num(d['hdi'][0])}, {_num(d['hdi'][1])}]." if d
-            else f"not estimated: {esc(v.get('missing'))}.")]
-    lines += ["", "Diagnostics: " + "; ".join(
-        f"{esc(o)}: R̂ max {_num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail min {d['ess_tail_min']:.0f}, "
-        f"{d['divergences']} divergences" for o, d in odi["diagnostics"].items())
-        + f" → {'passed' if odi['passed'] else 'FAILED'}."]
+        lines += [
+            "",
+            f"Δθ vs {esc(v['baseline'])} (correct outcome): "
+            + (
+                f"median {_num(d['median'])}, {pct} HDI [{_num(d['hdi'][0])}, {_num(d['hdi'][1])}]."
+                if d
+                else f"not estimated: {esc(v.get('missing'))}."
+            ),
+        ]
+    lines += [
+        "",
+        "Diagnostics: "
+        + "; ".join(
+            f"{esc(o)}: R̂ max {_num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail min {d['ess_tail_min']:.0f}, "
+            f"{d['divergences']} divergences"
+            for o, d in odi["diagnostics"].items()
+        )
+        + f" → {'passed' if odi['passed'] else 'FAILED'}.",
+    ]
     if odi["verdicts"]:
         lines += ["", "| ODI threshold | estimate | CI | verdict | why |", "|---|---|---|---|---|"]
         for v in odi["verdicts"]:
-            lines.append(f"| {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} | {_verdict_text(v)} "
-                         f"| {esc(v.get('why') or '')} |")
+            lines.append(
+                f"| {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} | {_verdict_text(v)} "
+                f"| {esc(v.get('why') or '')} |"
+            )
     return lines
 
 
@@ -494,26 +824,59 @@ def model_index(model_id: str, cards: list[dict]) -> dict:
     results = []
     for card in cards:
         primaries = card["axis_receipt"]["scoring_path"]["primary_readout"]
-        metrics = [{"type": "accuracy", "name": "accuracy (canonical ordering)",
-                    "value": card["scores"]["accuracy_canonical"]["estimate"]}]
+        metrics = [
+            {
+                "type": "accuracy",
+                "name": "accuracy (canonical ordering)",
+                "value": card["scores"]["accuracy_canonical"]["estimate"],
+            }
+        ]
         for group in ("order_robustness", "controls"):
             for facet, by_readout in card[group].items():
-                m = by_readout.get(primaries.get(split_cell(facet)[1])) or next(iter(by_readout.values()))
-                metrics.append({"type": "flip_rate", "name": f"{facet} flip rate (K={m['k']})",
-                                "value": m["flip_rate"]["estimate"]})
+                m = by_readout.get(primaries.get(split_cell(facet)[1])) or next(
+                    iter(by_readout.values())
+                )
+                metrics.append(
+                    {
+                        "type": "flip_rate",
+                        "name": f"{facet} flip rate (K={m['k']})",
+                        "value": m["flip_rate"]["estimate"],
+                    }
+                )
         env = card.get("envelope")
         if env:
-            metrics += [{"type": "sdi", "name": f"SDI over {env['n_configs']} configurations ({env['name']})",
-                         "value": env["score_neighbourhood"]["sdi"]["estimate"]}]
-            metrics += [{"type": "cfr", "name": f"CFR at θ={k.split('@')[1]} ({env['name']})", "value": v["estimate"]}
-                        for k, v in env["verdict_stability"].items()]
+            metrics += [
+                {
+                    "type": "sdi",
+                    "name": f"SDI over {env['n_configs']} configurations ({env['name']})",
+                    "value": env["score_neighbourhood"]["sdi"]["estimate"],
+                }
+            ]
+            metrics += [
+                {
+                    "type": "cfr",
+                    "name": f"CFR at θ={k.split('@')[1]} ({env['name']})",
+                    "value": v["estimate"],
+                }
+                for k, v in env["verdict_stability"].items()
+            ]
         odi = card.get("odi")
         if odi:
-            metrics += [{"type": "odi_sigma_pi", "name": f"ODI σ_π {f} (panel of {len(odi['panel'])})",
-                         "value": v["sigma_pi"]["median"]} for f, v in odi["facets"].items()]
-        results.append({"task": {"type": "multiple-choice", "name": "ordering robustness"},
-                        "dataset": {"name": card["dataset"]["name"], "type": card["dataset"]["name"]},
-                        "metrics": [m for m in metrics if m["value"] is not None]})
+            metrics += [
+                {
+                    "type": "odi_sigma_pi",
+                    "name": f"ODI σ_π {f} (panel of {len(odi['panel'])})",
+                    "value": v["sigma_pi"]["median"],
+                }
+                for f, v in odi["facets"].items()
+            ]
+        results.append(
+            {
+                "task": {"type": "multiple-choice", "name": "ordering robustness"},
+                "dataset": {"name": card["dataset"]["name"], "type": card["dataset"]["name"]},
+                "metrics": [m for m in metrics if m["value"] is not None],
+            }
+        )
     return {"model-index": [{"name": model_id, "results": results}]}
 
 
@@ -530,20 +893,39 @@ def cards_on_disk(model_dir: Path, model_id: str) -> list[dict]:
             card = json.loads(path.read_text())
             validate_card(card)
         except (OSError, ValueError, jsonschema.ValidationError) as exc:
-            reason = exc.message if isinstance(exc, jsonschema.ValidationError) else f"{type(exc).__name__}: {exc}"
-            warnings.warn(f"flipgate: {path} left out of model-index.yaml: {reason}", StaleCardWarning, stacklevel=2)
+            reason = (
+                exc.message
+                if isinstance(exc, jsonschema.ValidationError)
+                else f"{type(exc).__name__}: {exc}"
+            )
+            warnings.warn(
+                f"flipgate: {path} left out of model-index.yaml: {reason}",
+                StaleCardWarning,
+                stacklevel=2,
+            )
             continue
-        if card["model"]["id"] == model_id:  # a nested model id's directory (org/model) is not this model's
+        if (
+            card["model"]["id"] == model_id
+        ):  # a nested model id's directory (org/model) is not this model's
             cards.append(card)
     return sorted(cards, key=lambda c: c["dataset"]["name"])
 
 
-def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 1000, level: float = 0.95,
-                seed: int = 42, root: Path | None = None) -> list[Path]:
+def write_cards(
+    store: TrialStore,
+    out_dir: Path,
+    run_id: str,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 42,
+    root: Path | None = None,
+) -> list[Path]:
     """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model. The index
     is rebuilt from every card on disk in the model's directory, so a partial run (``-k arc``) keeps the
     datasets it did not audit; it returns the paths this run wrote."""
-    pairs = store.conn.execute("SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2").fetchall()
+    pairs = store.conn.execute(
+        "SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2"
+    ).fetchall()
     written = []
     qvals = q_values(store)
     for model_id, dataset in pairs:
@@ -565,8 +947,18 @@ def write_cards(store: TrialStore, out_dir: Path, run_id: str, n_boot: int = 100
     return written
 
 
-def regression_page(model_id: str, comparisons: list[dict], run_id: str, level: float | None) -> str:
+def regression_page(
+    model_id: str, comparisons: list[dict], run_id: str, level: float | None
+) -> str:
     """``grid_cards/<model>/regression.md``: the run's whole comparison table, every dataset."""
-    return "\n".join([f"# Regression: {md_escape(model_id)} vs baseline", "",
-                      f"Run {md_escape(run_id)}; {len(comparisons)} compared cells."]
-                     + regression_markdown(comparisons, level, heading=None)) + "\n"
+    return (
+        "\n".join(
+            [
+                f"# Regression: {md_escape(model_id)} vs baseline",
+                "",
+                f"Run {md_escape(run_id)}; {len(comparisons)} compared cells.",
+            ]
+            + regression_markdown(comparisons, level, heading=None)
+        )
+        + "\n"
+    )

@@ -5,6 +5,7 @@ carry one, the regression table against the baseline) lives between ``<!-- flipg
 ``<!-- flipgate:end -->``; a rerun replaces only that section and the metadata's ``model-index`` key,
 never the author's text or other metadata. Exit 0, or 2 with one ``flipgate: `` line on stderr.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,48 +31,70 @@ def card_main(argv: list[str] | None = None) -> int:
 
 
 def _card(argv: list[str]) -> int:
-    parser = Parser(prog="python -m flipgate card",
-                    description="Merge a model's GRID cards and model-index into a Hugging Face model card.")
-    parser.add_argument("--into", required=True, type=Path, help="the model card (README.md) to create or update")
+    parser = Parser(
+        prog="python -m flipgate card",
+        description="Merge a model's GRID cards and model-index into a Hugging Face model card.",
+    )
+    parser.add_argument(
+        "--into", required=True, type=Path, help="the model card (README.md) to create or update"
+    )
     parser.add_argument("--model", help="model id (default: the only model under --grid-cards-dir)")
     parser.add_argument("--grid-cards-dir", type=Path, default=Path("grid_cards"))
     args = parser.parse_args(argv)
     model, cards, index = load_model(args.grid_cards_dir, args.model)
     merge_into(args.into, model, cards, index, args.grid_cards_dir)
-    print(f"flipgate: {args.into}: GRID section of {model} ({len(cards)} dataset"
-          f"{'s' if len(cards) != 1 else ''}) and model-index merged")
+    print(
+        f"flipgate: {args.into}: GRID section of {model} ({len(cards)} dataset"
+        f"{'s' if len(cards) != 1 else ''}) and model-index merged"
+    )
     return OK
 
 
 def model_dirs(grid_dir: Path) -> list[str]:
     """The model ids under ``grid_dir``: every directory holding a model-index.yaml (org/model nests)."""
-    return sorted(p.parent.relative_to(grid_dir).as_posix() for p in grid_dir.rglob("model-index.yaml"))
+    return sorted(
+        p.parent.relative_to(grid_dir).as_posix() for p in grid_dir.rglob("model-index.yaml")
+    )
 
 
 def load_model(grid_dir: Path, model: str | None) -> tuple[str, list[dict], dict]:
     """(model id, its valid cards by dataset, its model-index) from ``grid_dir``, or a FlipgateError."""
     if not grid_dir.is_dir():
-        raise FlipgateError(f"{grid_dir}: no GRID cards directory (run the audit first, or pass --grid-cards-dir)")
+        raise FlipgateError(
+            f"{grid_dir}: no GRID cards directory (run the audit first, or pass --grid-cards-dir)"
+        )
     if model is None:
         models = model_dirs(grid_dir)
         if len(models) != 1:
-            raise FlipgateError(f"{grid_dir}: " + (f"holds {len(models)} models ({', '.join(models)}); pick one with "
-                                               "--model" if models else "holds no model's GRID cards"))
+            raise FlipgateError(
+                f"{grid_dir}: "
+                + (
+                    f"holds {len(models)} models ({', '.join(models)}); pick one with --model"
+                    if models
+                    else "holds no model's GRID cards"
+                )
+            )
         model = models[0]
     model_dir = grid_dir / model
-    with warnings.catch_warnings(record=True):  # a stale or broken card is left out, as in model-index.yaml
+    with warnings.catch_warnings(
+        record=True
+    ):  # a stale or broken card is left out, as in model-index.yaml
         warnings.simplefilter("always")
         cards = cards_on_disk(model_dir, model) if model_dir.is_dir() else []
     if not cards:
         known = model_dirs(grid_dir)
-        raise FlipgateError(f"{model_dir}: no GRID cards of model {model!r}"
-                        + (f" (models there: {', '.join(known)})" if known else ""))
+        raise FlipgateError(
+            f"{model_dir}: no GRID cards of model {model!r}"
+            + (f" (models there: {', '.join(known)})" if known else "")
+        )
     path = model_dir / "model-index.yaml"
     if path.is_file():
         try:
             index = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise FlipgateError(f"{path}: unreadable ({type(exc).__name__}: {one_line(exc)})") from None
+            raise FlipgateError(
+                f"{path}: unreadable ({type(exc).__name__}: {one_line(exc)})"
+            ) from None
         if not isinstance(index, dict) or not isinstance(index.get("model-index"), list):
             raise FlipgateError(f"{path}: has no model-index list")
     else:
@@ -83,45 +106,73 @@ def _fmt(m: dict | None) -> str:
     if not m or m.get("estimate") is None:
         return "–"
     ci = m.get("ci")
-    return f"{m['estimate']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else "")
+    return f"{m['estimate']:.3f}" + (
+        f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
+    )
 
 
 def grid_section(model: str, cards: list[dict], grid_dir: Path) -> str:
     """The Markdown between the markers: per dataset the key metrics with CIs, the verdicts and, where
     the cards carry one, the regression table against the baseline."""
     esc = md_escape
-    lines = ["## Ordering robustness (flipgate GRID cards)", "",
-             f"Measured by flipgate on {len(cards)} dataset{'s' if len(cards) != 1 else ''}; estimates with "
-             f"item-clustered bootstrap CIs, primary readout per facet. Full cards with the axis receipt: "
-             f"`{esc(grid_dir.name)}/{esc(model)}/<dataset>.md`.", "",
-             "| dataset | run | N | cell | readout | K | flip rate | parse rate | accuracy | Δ_order |",
-             "|---|---|---:|---|---|---:|---|---|---|---|"]
+    lines = [
+        "## Ordering robustness (flipgate GRID cards)",
+        "",
+        f"Measured by flipgate on {len(cards)} dataset{'s' if len(cards) != 1 else ''}; estimates with "
+        f"item-clustered bootstrap CIs, primary readout per facet. Full cards with the axis receipt: "
+        f"`{esc(grid_dir.name)}/{esc(model)}/<dataset>.md`.",
+        "",
+        "| dataset | run | N | cell | readout | K | flip rate | parse rate | accuracy | Δ_order |",
+        "|---|---|---:|---|---|---:|---|---|---|---|",
+    ]
     for card in cards:
         primaries = card["axis_receipt"]["scoring_path"]["primary_readout"]
         head = f"| {esc(card['dataset']['name'])} | {esc(card['run']['run_id'])} | {card['dataset']['n_items']} "
-        cells = [(cell, by) for group in ("order_robustness", "controls") for cell, by in card[group].items()]
+        cells = [
+            (cell, by)
+            for group in ("order_robustness", "controls")
+            for cell, by in card[group].items()
+        ]
         for cell, by_readout in cells:
             readout = primaries.get(split_cell(cell)[1])
             readout = readout if readout in by_readout else next(iter(by_readout))
             m = by_readout[readout]
-            lines.append(f"{head}| {esc(cell)} | {esc(readout)} | {m['k']} | {_fmt(m['flip_rate'])} "
-                         f"| {_fmt(m['parse_rate'])} | {_fmt(m['accuracy'])} | {_fmt(m.get('delta_order'))} |")
+            lines.append(
+                f"{head}| {esc(cell)} | {esc(readout)} | {m['k']} | {_fmt(m['flip_rate'])} "
+                f"| {_fmt(m['parse_rate'])} | {_fmt(m['accuracy'])} | {_fmt(m.get('delta_order'))} |"
+            )
         if not cells:  # an envelope-only benchmark: its point score and neighbourhood
             env = card.get("envelope") or {}
-            lines.append(f"{head}| envelope {esc(env.get('name'))} | {esc(card['scores']['primary_readout'])} | – "
-                         f"| – | – | {_fmt(card['scores']['accuracy_canonical'])} | – |")
+            lines.append(
+                f"{head}| envelope {esc(env.get('name'))} | {esc(card['scores']['primary_readout'])} | – "
+                f"| – | – | {_fmt(card['scores']['accuracy_canonical'])} | – |"
+            )
     verdicts = [(card["dataset"]["name"], v) for card in cards for v in card["thresholds"]]
     if verdicts:
-        lines += ["", "| dataset | cell | threshold | estimate | CI | verdict |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| dataset | cell | threshold | estimate | CI | verdict |",
+            "|---|---|---|---|---|---|",
+        ]
         for dataset, v in verdicts:
             ci = v.get("ci")
-            ci = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None and ci[1] is not None else "–"
+            ci = (
+                f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+                if ci and ci[0] is not None and ci[1] is not None
+                else "–"
+            )
             estimate = "–" if v.get("estimate") is None else f"{v['estimate']:.3f}"
             outcome = v.get("outcome")
-            verdict = f"**{esc(v['verdict'])}**" + (f" → {esc(outcome)}" if outcome and outcome != v["verdict"] else "")
-            lines.append(f"| {esc(dataset)} | {esc(v.get('facet'))} | {esc(v['threshold'])} | {estimate} | {ci} "
-                         f"| {verdict} |")
-    comparisons = [c for card in cards for c in (card.get("regression") or {}).get("comparisons", [])]
+            verdict = f"**{esc(v['verdict'])}**" + (
+                f" → {esc(outcome)}" if outcome and outcome != v["verdict"] else ""
+            )
+            lines.append(
+                f"| {esc(dataset)} | {esc(v.get('facet'))} | {esc(v['threshold'])} | {estimate} | {ci} "
+                f"| {verdict} |"
+            )
+    comparisons = [
+        c for card in cards for c in (card.get("regression") or {}).get("comparisons", [])
+    ]
     if comparisons:
         level = next(card["regression"].get("level") for card in cards if card.get("regression"))
         lines += regression_markdown(comparisons, level, heading="### Regression vs baseline")
@@ -136,9 +187,11 @@ def merge_section(text: str, section: str, where: Path) -> str:
         return (text.rstrip("\n") + "\n\n" if text.strip() else "") + block + "\n"
     start, end = text.find(BEGIN), text.find(END)
     if n_begin != 1 or n_end != 1 or end < start:
-        raise FlipgateError(f"{where}: expected one {BEGIN} … {END} pair, found {n_begin} begin and {n_end} end "
-                        f"markers; fix them by hand, nothing was written")
-    return text[:start] + block + text[end + len(END):]
+        raise FlipgateError(
+            f"{where}: expected one {BEGIN} … {END} pair, found {n_begin} begin and {n_end} end "
+            f"markers; fix them by hand, nothing was written"
+        )
+    return text[:start] + block + text[end + len(END) :]
 
 
 @contextlib.contextmanager
@@ -161,7 +214,9 @@ def merge_into(path: Path, model: str, cards: list[dict], index: dict, grid_dir:
     try:
         name, results = model_index_to_eval_results(index["model-index"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise FlipgateError(f"{grid_dir / model / 'model-index.yaml'}: not a valid model-index ({one_line(exc)})") from None
+        raise FlipgateError(
+            f"{grid_dir / model / 'model-index.yaml'}: not a valid model-index ({one_line(exc)})"
+        ) from None
     if path.is_dir():
         raise FlipgateError(f"{path}: is a directory, not a model card file")
     if not path.parent.is_dir():
@@ -173,8 +228,13 @@ def merge_into(path: Path, model: str, cards: list[dict], index: dict, grid_dir:
             else:
                 card = ModelCard(f"---\n{yaml.safe_dump(index, sort_keys=False)}---\n\n# {model}\n")
         except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
-            raise FlipgateError(f"{path}: unreadable model card ({type(exc).__name__}: {one_line(exc)})") from None
-        card.data.model_name, card.data.eval_results = name, results  # the model-index key, replaced
+            raise FlipgateError(
+                f"{path}: unreadable model card ({type(exc).__name__}: {one_line(exc)})"
+            ) from None
+        card.data.model_name, card.data.eval_results = (
+            name,
+            results,
+        )  # the model-index key, replaced
         card.text = merge_section(card.text, grid_section(model, cards, grid_dir), path)
         content = str(card)
     try:

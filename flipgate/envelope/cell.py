@@ -1,5 +1,6 @@
 """What one envelope suite test does: run every valid configuration for every roster model on one
 benchmark, analyse, record, report and gate (thresholds with ``facet: envelope``)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -23,7 +24,12 @@ from flipgate.suite import assert_verdicts, fail_input
 
 def thetas_for(threshold_sets) -> list[float]:
     """CFR verdict thresholds θ named by ``cfr@θ`` thresholds, plus 0.5 (SR's headline)."""
-    named = {float(t.metric.split("@")[1]) for ts in threshold_sets for t in ts.thresholds if t.metric.startswith("cfr@")}
+    named = {
+        float(t.metric.split("@")[1])
+        for ts in threshold_sets
+        for t in ts.thresholds
+        if t.metric.startswith("cfr@")
+    }
     return sorted(named | {0.5})
 
 
@@ -42,23 +48,46 @@ class EnvelopeCell:
         runner = EnvelopeRunner(self.auditor, self.envelope)
         cm = self.capture_manager
         with cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext():
-            per_seed = pd.concat([runner.scores(m, self.benchmark) for m in self.roster()], ignore_index=True)
+            per_seed = pd.concat(
+                [runner.scores(m, self.benchmark) for m in self.roster()], ignore_index=True
+            )
         scores = config_scores(per_seed)
         cfg = self.auditor.config
         anchor = self.envelope.anchor(self.benchmark.name)
         roster = self.roster()
-        pairs = [(m, cfg.models[m]["baseline"]) for m in roster if cfg.models[m].get("baseline") in roster]
-        analysis = analyse(scores, anchor.id, thetas_for(thresholds.values()), cfg.bootstrap_n, cfg.seed, cfg.level,
-                           pairs=pairs)
+        pairs = [
+            (m, cfg.models[m]["baseline"])
+            for m in roster
+            if cfg.models[m].get("baseline") in roster
+        ]
+        analysis = analyse(
+            scores,
+            anchor.id,
+            thetas_for(thresholds.values()),
+            cfg.bootstrap_n,
+            cfg.seed,
+            cfg.level,
+            pairs=pairs,
+        )
         _, exemplars = runner.split(self.benchmark)
-        analysis.update({
-            "envelope": self.envelope.name, "envelope_sha256": self.envelope.sha256, "tier": self.envelope.run_tier,
-            "n_configs": int(scores["config"].nunique()), "anchor": anchor.as_dict(),
-            "axes": self.envelope.axes, "stress_values": self.envelope.stress, "seeds": self.envelope.seeds,
-            "n_items": int(per_seed["n"].iloc[0]), "exemplar_ids": [e.item_id for e in exemplars],
-            "template_sha256": TEMPLATE_SHA256,
-            "scope_not_varied": NOT_VARIED + [f"{a} beyond {v}" for a, v in self.envelope.axes.items()],
-            "configs": scores.to_dict("records")})
+        analysis.update(
+            {
+                "envelope": self.envelope.name,
+                "envelope_sha256": self.envelope.sha256,
+                "tier": self.envelope.run_tier,
+                "n_configs": int(scores["config"].nunique()),
+                "anchor": anchor.as_dict(),
+                "axes": self.envelope.axes,
+                "stress_values": self.envelope.stress,
+                "seeds": self.envelope.seeds,
+                "n_items": int(per_seed["n"].iloc[0]),
+                "exemplar_ids": [e.item_id for e in exemplars],
+                "template_sha256": TEMPLATE_SHA256,
+                "scope_not_varied": NOT_VARIED
+                + [f"{a} beyond {v}" for a, v in self.envelope.axes.items()],
+                "configs": scores.to_dict("records"),
+            }
+        )
         return analysis, scores
 
     def run(self) -> list[dict]:
@@ -68,8 +97,16 @@ class EnvelopeCell:
         except FlipgateError as exc:
             fail_input(exc)
         store, name, cfg = self.auditor.store, self.benchmark.name, self.auditor.config
-        at_level = functools.cache(lambda level: gate_analysis(
-            scores, self.envelope.anchor(name).id, thetas_for(thresholds.values()), cfg.bootstrap_n, cfg.seed, level))
+        at_level = functools.cache(
+            lambda level: gate_analysis(
+                scores,
+                self.envelope.anchor(name).id,
+                thetas_for(thresholds.values()),
+                cfg.bootstrap_n,
+                cfg.seed,
+                level,
+            )
+        )
         store.add_envelope(name, analysis)
         verdicts = []
         for model, ts in thresholds.items():

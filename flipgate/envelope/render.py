@@ -5,6 +5,7 @@ them after "Options:". Exemplars are the items that follow the evaluated ones in
 shuffle (disjoint from them, the same for every model and configuration); a k-shot prompt uses
 the first k, each rendered with the same template and its gold label.
 """
+
 from __future__ import annotations
 
 from flipgate.backends.base import Request
@@ -15,11 +16,11 @@ from flipgate.items.item import LETTERS, Item
 TEMPLATES = {
     "T1": "{question}\n\nAnswer:",
     "T2": "You are a careful and honest assistant. Answer the following question truthfully.\n\n"
-          "Question: {question}\nAnswer:",
+    "Question: {question}\nAnswer:",
     "T3": "The following is a multiple-choice question. Read the question and the options carefully, then output "
-          "the single best answer.\n\nQuestion: {question}\nOptions: {options}\nAnswer:",
+    "the single best answer.\n\nQuestion: {question}\nOptions: {options}\nAnswer:",
     "T4": "Let us think step by step to answer the following question carefully, then give a single-letter final "
-          "answer on a new line preceded by ``Answer:``.\n\nQuestion: {question}\nOptions: {options}",
+    "answer on a new line preceded by ``Answer:``.\n\nQuestion: {question}\nOptions: {options}",
 }
 TEMPLATE_SHA256 = {name: sha256_text(text) for name, text in TEMPLATES.items()}
 #: free-form generation budget; chain of thought (T4) needs room to reason
@@ -44,7 +45,15 @@ def render(item: Item, cfg: Config, exemplars: list[Item], seed: int, key: tuple
         shots.append(text + answer if text.endswith("Answer:") else f"{text}\nAnswer:{answer}")
     prompt = "\n\n".join(shots + [_block(item, cfg.template)])
     if prompt.endswith("Answer:"):
-        prompt = prompt[: -len("Answer:")].rstrip()  # the assistant turn carries the "Answer:" prefix
+        prompt = prompt[
+            : -len("Answer:")
+        ].rstrip()  # the assistant turn carries the "Answer:" prefix
     cot = cfg.template == "T4" and cfg.scoring == "free_form"
-    return Request((("user", prompt),), "" if cot else "Answer:", tuple(LETTERS[: item.n_options]), seed, key,
-                   MAX_NEW_TOKENS[cfg.template] if cfg.scoring == "free_form" else 1)
+    return Request(
+        (("user", prompt),),
+        "" if cot else "Answer:",
+        tuple(LETTERS[: item.n_options]),
+        seed,
+        key,
+        MAX_NEW_TOKENS[cfg.template] if cfg.scoring == "free_form" else 1,
+    )

@@ -6,6 +6,7 @@ recorded as trials (facet ``envelope[<config id>]``, sample = seed), so every sc
 from the trials store. A configuration's score is the accuracy over the items (a parse failure
 counts as wrong, and the parse rate is kept), averaged over ``seeds`` seeds for stochastic decoding.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,11 @@ from flipgate.items import DatasetSpec, Item, load_items
 from flipgate.items.item import LETTERS
 from flipgate.readouts import read_label
 
-QUANTIZATION = {"fp32": {"dtype": "float32", "quantization": "none"},
-                "bf16": {"dtype": "bfloat16", "quantization": "none"},
-                "nf4": {"dtype": "float32", "quantization": "nf4"}}
+QUANTIZATION = {
+    "fp32": {"dtype": "float32", "quantization": "none"},
+    "bf16": {"dtype": "bfloat16", "quantization": "none"},
+    "nf4": {"dtype": "float32", "quantization": "nf4"},
+}
 READOUT = {"free_form": "regex", "logprob": "letter_logprob"}
 
 
@@ -38,11 +41,15 @@ class EnvelopeRunner:
     def split(self, spec: DatasetSpec) -> tuple[list[Item], list[Item]]:
         """(evaluated items, few-shot exemplars): the first N of the seed-42 shuffle, then the next k."""
         n = spec.n or self.envelope.items_per_benchmark
-        items = [it for it in load_items(spec, None, self.envelope.exemplar_seed) if it.gold is not None]
+        items = [
+            it for it in load_items(spec, None, self.envelope.exemplar_seed) if it.gold is not None
+        ]
         if len(items) < n + self.envelope.reserved_exemplars:
-            raise FlipgateError(f"{self.envelope.path}: benchmark {spec.name!r} has {len(items)} scorable items, "
-                                f"fewer than {n} + {self.envelope.reserved_exemplars} exemplars")
-        return items[:n], items[n:n + self.envelope.reserved_exemplars]
+            raise FlipgateError(
+                f"{self.envelope.path}: benchmark {spec.name!r} has {len(items)} scorable items, "
+                f"fewer than {n} + {self.envelope.reserved_exemplars} exemplars"
+            )
+        return items[:n], items[n : n + self.envelope.reserved_exemplars]
 
     def applicable(self, model_id: str, cfg: Config) -> bool:
         """Quantization varies only for local transformers models; others run their own precision."""
@@ -59,10 +66,20 @@ class EnvelopeRunner:
             base = models[model_id]
             overrides = QUANTIZATION[cfg.quantization] if base["backend"] == "hf" else {}
             readout = READOUT[cfg.scoring]
-            models[name] = {**base, **overrides, "id": name, "readouts": [readout], "primary_readout": readout,
-                            "suites": [], "variant_of": model_id,
-                            "decoding": {**(base.get("decoding") or {}), "temperature": cfg.temperature,
-                                         "top_p": cfg.top_p}}
+            models[name] = {
+                **base,
+                **overrides,
+                "id": name,
+                "readouts": [readout],
+                "primary_readout": readout,
+                "suites": [],
+                "variant_of": model_id,
+                "decoding": {
+                    **(base.get("decoding") or {}),
+                    "temperature": cfg.temperature,
+                    "top_p": cfg.top_p,
+                },
+            }
         return name
 
     def scores(self, model_id: str, spec: DatasetSpec) -> pd.DataFrame:
@@ -75,42 +92,88 @@ class EnvelopeRunner:
             variant = self.variant(model_id, cfg)
             seeds = range(1 if cfg.greedy else self.envelope.seeds)
             plan = [(it, s) for s in seeds for it in items]
-            requests = [render(it, cfg, exemplars, s, (spec.name, it.item_id, envelope_cell(cfg), 0, s))
-                        for it, s in plan]
-            outputs, cached = self.auditor._outputs(variant, requests, use_cache=True,  # no permutations:
-                                                    label=f"{spec.name} {cfg.id}", grammar_version=None)
+            requests = [
+                render(it, cfg, exemplars, s, (spec.name, it.item_id, envelope_cell(cfg), 0, s))
+                for it, s in plan
+            ]
+            outputs, cached = self.auditor._outputs(
+                variant,
+                requests,
+                use_cache=True,  # no permutations:
+                label=f"{spec.name} {cfg.id}",
+                grammar_version=None,
+            )
             readout = READOUT[cfg.scoring]
             fingerprint = sha256_json(self.auditor.backend(variant).fingerprint)
             trials = []
             for (it, s), req, out, hit in zip(plan, requests, outputs, cached):
                 label = read_label(readout, out, req.labels, req.answer_prefix)
                 chosen = None if label is None else LETTERS.index(label)
-                trials.append({
-                    "run_id": self.auditor.run_id, "model_id": model_id,
-                    "model_fingerprint": fingerprint,
-                    "dataset": spec.name, "item_id": it.item_id, "facet": envelope_cell(cfg), "condition": 0,
-                    "permutation": list(range(it.n_options)), "sample": s,
-                    "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix])),
-                    "raw_output": json.dumps(out.to_dict()), "readouts": {readout: label},
-                    "mapped": {readout: chosen}, "correct": {readout: None if chosen is None else chosen == it.gold},
-                    "gold": str(it.gold), "n_classes": it.n_options, "tokens_in": out.tokens_in,
-                    "tokens_out": out.tokens_out, "latency_s": out.latency_s, "cost_usd": out.cost_usd,
-                    "from_cache": int(hit)})
+                trials.append(
+                    {
+                        "run_id": self.auditor.run_id,
+                        "model_id": model_id,
+                        "model_fingerprint": fingerprint,
+                        "dataset": spec.name,
+                        "item_id": it.item_id,
+                        "facet": envelope_cell(cfg),
+                        "condition": 0,
+                        "permutation": list(range(it.n_options)),
+                        "sample": s,
+                        "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix])),
+                        "raw_output": json.dumps(out.to_dict()),
+                        "readouts": {readout: label},
+                        "mapped": {readout: chosen},
+                        "correct": {readout: None if chosen is None else chosen == it.gold},
+                        "gold": str(it.gold),
+                        "n_classes": it.n_options,
+                        "tokens_in": out.tokens_in,
+                        "tokens_out": out.tokens_out,
+                        "latency_s": out.latency_s,
+                        "cost_usd": out.cost_usd,
+                        "from_cache": int(hit),
+                    }
+                )
             self.auditor.store.add_trials(trials)
             for s in seeds:
                 mine = [t for t in trials if t["sample"] == s]
                 parsed = [t for t in mine if t["mapped"][readout] is not None]
-                rows.append({"model": model_id, "benchmark": spec.name, "config": cfg.id, **cfg.as_dict(), "seed": s,
-                             "score": sum(bool(t["correct"][readout]) for t in mine) / len(mine),
-                             "parse_rate": len(parsed) / len(mine), "n": len(mine)})
+                rows.append(
+                    {
+                        "model": model_id,
+                        "benchmark": spec.name,
+                        "config": cfg.id,
+                        **cfg.as_dict(),
+                        "seed": s,
+                        "score": sum(bool(t["correct"][readout]) for t in mine) / len(mine),
+                        "parse_rate": len(parsed) / len(mine),
+                        "n": len(mine),
+                    }
+                )
         if not rows:
-            raise FlipgateError(f"{self.envelope.path}: no valid configuration for model {model_id!r} on "
-                                f"{spec.name!r}")
+            raise FlipgateError(
+                f"{self.envelope.path}: no valid configuration for model {model_id!r} on "
+                f"{spec.name!r}"
+            )
         return pd.DataFrame(rows)
 
 
 def config_scores(per_seed: pd.DataFrame) -> pd.DataFrame:
     """Seed means: one row per (model, benchmark, configuration)."""
-    keys = ["model", "benchmark", "config", "template", "decoding", "few_shot", "scoring", "quantization", "tier"]
-    return per_seed.groupby(keys, as_index=False).agg(score=("score", "mean"), parse_rate=("parse_rate", "mean"),
-                                                      n=("n", "first"), seeds=("seed", "nunique"))
+    keys = [
+        "model",
+        "benchmark",
+        "config",
+        "template",
+        "decoding",
+        "few_shot",
+        "scoring",
+        "quantization",
+        "tier",
+    ]
+    return per_seed.groupby(keys, as_index=False).agg(
+        score=("score", "mean"),
+        parse_rate=("parse_rate", "mean"),
+        n=("n", "first"),
+        seeds=("seed", "nunique"),
+    )

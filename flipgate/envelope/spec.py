@@ -7,6 +7,7 @@ free-form on pair benchmarks (CrowS-Pairs). A configuration is ``stress`` tier w
 values is listed under ``tiers.stress``, else ``core``. The envelope file's sha256 (of its parsed
 content) is the commit stamp carried into every card.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -93,7 +94,6 @@ class Envelope:
                 out.append(cfg)
         return out
 
-
     def anchor(self, benchmark: str) -> Config:
         """The receipt configuration: the first valid value of every axis (e.g. T1, greedy, 0-shot)."""
         return self.configs(benchmark, "full")[0]
@@ -106,18 +106,39 @@ def load_envelope(path: Path | str, models: list[str]) -> Envelope:
     axes = data["axes"]
     for i, value in enumerate(axes["decoding"]):
         if value not in DECODINGS:
-            raise FlipgateError(f"{path}: field axes.decoding[{i}]: unknown decoding (value: {value!r}); "
-                                f"known: {', '.join(DECODINGS)}")
+            raise FlipgateError(
+                f"{path}: field axes.decoding[{i}]: unknown decoding (value: {value!r}); "
+                f"known: {', '.join(DECODINGS)}"
+            )
     roster = data.get("roster")
     for i, model_id in enumerate(roster or []):
         if model_id not in models:
-            raise FlipgateError(f"{path}: field roster[{i}]: no model with this id in models.yaml (value: {model_id!r})")
+            raise FlipgateError(
+                f"{path}: field roster[{i}]: no model with this id in models.yaml (value: {model_id!r})"
+            )
     stress = data.get("tiers", {}).get("stress", {})
     for axis, values in stress.items():
         for value in values:
             if value not in axes[axis]:
-                raise FlipgateError(f"{path}: field tiers.stress.{axis}: value not on the axis (value: {value!r})")
-    benchmarks = [DatasetSpec.parse(b, f"{path}: field benchmarks[{j}]") for j, b in enumerate(data["benchmarks"])]
-    return Envelope(path, data["name"], axes, stress, benchmarks, data.get("items_per_benchmark", 20),
-                    data.get("seeds", 5), data.get("run", "core"), roster, sha256_json(data),
-                    data.get("exemplar_seed", 42), max(axes["few_shot"]), data)
+                raise FlipgateError(
+                    f"{path}: field tiers.stress.{axis}: value not on the axis (value: {value!r})"
+                )
+    benchmarks = [
+        DatasetSpec.parse(b, f"{path}: field benchmarks[{j}]")
+        for j, b in enumerate(data["benchmarks"])
+    ]
+    return Envelope(
+        path,
+        data["name"],
+        axes,
+        stress,
+        benchmarks,
+        data.get("items_per_benchmark", 20),
+        data.get("seeds", 5),
+        data.get("run", "core"),
+        roster,
+        sha256_json(data),
+        data.get("exemplar_seed", 42),
+        max(axes["few_shot"]),
+        data,
+    )

@@ -3,6 +3,7 @@
 A *cell name* is a facet name (``option_order``) or a control applied to a facet
 (``same_ordering:option_order``); trials, verdicts and cards are keyed by it.
 """
+
 from __future__ import annotations
 
 from flipgate import FlipgateError
@@ -13,17 +14,29 @@ from flipgate.facets.mixed import MixedModalityOrder
 from flipgate.facets.option_order import OptionOrder
 from flipgate.facets.passages import DocumentRankOrder, EvidenceChunkOrder
 
-FACETS: dict[str, Facet] = {f.name: f for f in [OptionOrder(), EvidenceChunkOrder(), DocumentRankOrder(),
-                                                 ImageSetOrder(), MixedModalityOrder(), FewShotOrder(),
-                                                 DialogTurnOrder(), ToolDescriptionOrder()]}
+FACETS: dict[str, Facet] = {
+    f.name: f
+    for f in [
+        OptionOrder(),
+        EvidenceChunkOrder(),
+        DocumentRankOrder(),
+        ImageSetOrder(),
+        MixedModalityOrder(),
+        FewShotOrder(),
+        DialogTurnOrder(),
+        ToolDescriptionOrder(),
+    ]
+}
 #: controls re-use a facet's rendering under the canonical ordering (SPEC §3.6)
 CONTROLS: tuple[str, ...] = ("same_ordering",)
 
 
 def get_facet(name: str, where: str = "") -> Facet:
     if name not in FACETS:
-        raise FlipgateError(f"{where + ': ' if where else ''}unknown facet {name!r}; "
-                            f"known: {', '.join(sorted(FACETS))}")
+        raise FlipgateError(
+            f"{where + ': ' if where else ''}unknown facet {name!r}; "
+            f"known: {', '.join(sorted(FACETS))}"
+        )
     return FACETS[name]
 
 
@@ -42,8 +55,10 @@ def readouts_for(facet: str, model_readouts: list[str], primary: str) -> tuple[l
     supported = get_facet(facet).readouts
     usable = [r for r in model_readouts if r in supported]
     if not usable:
-        raise FlipgateError(f"facet {facet!r} needs one of the readouts {list(supported)}; "
-                            f"the model declares {model_readouts}")
+        raise FlipgateError(
+            f"facet {facet!r} needs one of the readouts {list(supported)}; "
+            f"the model declares {model_readouts}"
+        )
     return usable, primary if primary in usable else usable[0]
 
 

@@ -1,4 +1,5 @@
 """What a facet provides to the audit runner."""
+
 from __future__ import annotations
 
 from typing import Hashable, Protocol

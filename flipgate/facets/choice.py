@@ -1,4 +1,5 @@
 """Shared scoring for facets whose answer is one of an item's options (a displayed letter)."""
+
 from __future__ import annotations
 
 from flipgate.items.item import LETTERS, Item

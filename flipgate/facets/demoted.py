@@ -2,6 +2,7 @@
 order. Each permutes one list of units in the prompt; answers are short and scored by normalised EM.
 They run only when models.yaml lists them under ``audit.facets``.
 """
+
 from __future__ import annotations
 
 from flipgate.backends.base import Request
@@ -9,11 +10,15 @@ from flipgate.facets.short_answer import ShortAnswerFacet
 from flipgate.hashing import sha256_text
 from flipgate.items.item import Item
 
-FEW_SHOT_TEMPLATE = ("Solve the last problem the way the worked examples are solved. On the final line, "
-                     "output the answer preceded by \"Answer: \".\n\n{examples}\n\nProblem: {question}")
-DIALOG_FINAL = "Answer from what I told you above, with a short answer. Output it preceded by \"Answer: \".\n\n{question}"
-TOOL_TEMPLATE = ("You can call exactly one of these tools:\n{tools}\n\nUser request: {question}\n"
-                 "Which tool should be called? On the final line, output the tool name preceded by \"Answer: \".")
+FEW_SHOT_TEMPLATE = (
+    "Solve the last problem the way the worked examples are solved. On the final line, "
+    'output the answer preceded by "Answer: ".\n\n{examples}\n\nProblem: {question}'
+)
+DIALOG_FINAL = 'Answer from what I told you above, with a short answer. Output it preceded by "Answer: ".\n\n{question}'
+TOOL_TEMPLATE = (
+    "You can call exactly one of these tools:\n{tools}\n\nUser request: {question}\n"
+    'Which tool should be called? On the final line, output the tool name preceded by "Answer: ".'
+)
 
 
 class _UnitOrder(ShortAnswerFacet):
@@ -31,7 +36,10 @@ class _UnitOrder(ShortAnswerFacet):
         return sha256_text(self.template)
 
     def keep(self, item: Item) -> bool:
-        return item.answer is not None and self.min_units <= len(item.meta.get(self.unit_key, ())) <= self.max_units
+        return (
+            item.answer is not None
+            and self.min_units <= len(item.meta.get(self.unit_key, ())) <= self.max_units
+        )
 
     def n_units(self, item: Item) -> int:
         return len(item.meta[self.unit_key])

@@ -4,6 +4,7 @@ The options stay in place, so the chosen option index is the content label. Item
 or options refer to an image's position ("first image", "Image 2", "left", "last", ...) are
 screened out (FP: 52/70 Mantis-Eval items); the counts are reported in the card.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,12 +16,14 @@ from flipgate.items.item import LETTERS, Item
 
 IMAGE_TEMPLATE = (
     "Look at every image below before answering. Answer the multiple-choice question about the images. "
-    "On the final line, output exactly one option label preceded by \"Answer: \", with no other content "
+    'On the final line, output exactly one option label preceded by "Answer: ", with no other content '
     "on that line.\n\n{images}\n\nQuestion: {question}\n{options}"
 )
-_ORDINALS = r"first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|final|penultimate|" \
-            r"previous|next|former|latter|preceding|following|left|leftmost|right|rightmost|top|bottom|middle|" \
-            r"\d+(?:st|nd|rd|th)"
+_ORDINALS = (
+    r"first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|final|penultimate|"
+    r"previous|next|former|latter|preceding|following|left|leftmost|right|rightmost|top|bottom|middle|"
+    r"\d+(?:st|nd|rd|th)"
+)
 _UNITS = r"image|images|picture|pictures|photo|photos|frame|frames|figure|figures|panel|panels|one"
 POSITION_PATTERNS = [
     re.compile(rf"\b(?:{_ORDINALS})\s+(?:{_UNITS})\b", re.IGNORECASE),
@@ -56,7 +59,11 @@ class ImageSetOrder(ChoiceFacet):
         return None
 
     def keep(self, item: Item) -> bool:
-        return 2 <= len(item.images) <= 6 and 2 <= item.n_options <= len(LETTERS) and self.screen(item) is None
+        return (
+            2 <= len(item.images) <= 6
+            and 2 <= item.n_options <= len(LETTERS)
+            and self.screen(item) is None
+        )
 
     def n_units(self, item: Item) -> int:
         return len(item.images)
@@ -65,9 +72,17 @@ class ImageSetOrder(ChoiceFacet):
         labels = self.labels(item)
         images = "\n".join(f"Image {slot + 1}: <image>" for slot in range(len(perm)))
         options = "\n".join(f"{label}. {text}" for label, text in zip(labels, item.options))
-        prompt = self.template.format(images=images, question=item.question.strip(), options=options)
-        return Request((("user", prompt),), "Answer:", labels, seed, key,
-                       images=tuple(item.images[src] for src in perm))
+        prompt = self.template.format(
+            images=images, question=item.question.strip(), options=options
+        )
+        return Request(
+            (("user", prompt),),
+            "Answer:",
+            labels,
+            seed,
+            key,
+            images=tuple(item.images[src] for src in perm),
+        )
 
     def map_back(self, label: str | None, item: Item, perm: tuple[int, ...]) -> int | None:
         return None if label is None else self.labels(item).index(label)

@@ -4,6 +4,7 @@ of text and image components; free-form answers.
 Two flip notions: text-flip (the exact answer strings differ; an upper bound) and sem-flip (a
 judge says the K answers are not equivalent). Correctness is exact match against a short gold.
 """
+
 from __future__ import annotations
 
 from flipgate.backends.base import Request
@@ -13,7 +14,7 @@ from flipgate.scoring import exact_match
 
 MIXED_TEMPLATE = (
     "Read every item below (text passages and images) before answering. Answer the question in one or two "
-    "sentences. On the final line, output your answer preceded by \"Answer: \".\n\n{components}\n\n"
+    'sentences. On the final line, output your answer preceded by "Answer: ".\n\n{components}\n\n'
     "Question: {question}"
 )
 
@@ -35,7 +36,11 @@ class MixedModalityOrder:
         """At least one image among 2..max_components text/image components."""
         components = item.meta.get("components", ())
         kinds = {kind for kind, _ in components}
-        return "image" in kinds and kinds <= {"text", "image"} and 2 <= len(components) <= self.max_components
+        return (
+            "image" in kinds
+            and kinds <= {"text", "image"}
+            and 2 <= len(components) <= self.max_components
+        )
 
     def n_units(self, item: Item) -> int:
         return len(item.meta["components"])
@@ -54,13 +59,19 @@ class MixedModalityOrder:
             else:
                 passage = item.passages[index]
                 text = passage.text.strip()
-                titled = passage.title and passage.title not in text  # e.g. a MultiModalQA page title
+                titled = (
+                    passage.title and passage.title not in text
+                )  # e.g. a MultiModalQA page title
                 shown.append(f"[{slot + 1}] {passage.title.strip() + ': ' if titled else ''}{text}")
         prompt = self.template.format(components="\n\n".join(shown), question=item.question.strip())
-        return Request((("user", prompt),), "Answer:", (), seed, key, self.max_new_tokens, tuple(images))
+        return Request(
+            (("user", prompt),), "Answer:", (), seed, key, self.max_new_tokens, tuple(images)
+        )
 
     def map_back(self, answer: str | None, item: Item, perm: tuple[int, ...]) -> str | None:
-        return answer.strip() if answer and answer.strip() else None  # text-flip compares exact strings
+        return (
+            answer.strip() if answer and answer.strip() else None
+        )  # text-flip compares exact strings
 
     def is_correct(self, content: str | None, item: Item) -> bool | None:
         if item.answer is None:

@@ -3,6 +3,7 @@
 A predicted label maps back through the inverse permutation to the source option index; a flip
 is a change of chosen content, never of letter.
 """
+
 from __future__ import annotations
 
 from flipgate.backends.base import Request
@@ -12,7 +13,7 @@ from flipgate.items.item import LETTERS, Item
 
 MCQ_TEMPLATE = (
     "Answer the following multiple-choice question. Read every option before answering. "
-    "On the final line, output exactly one option label preceded by \"Answer: \", with no other "
+    'On the final line, output exactly one option label preceded by "Answer: ", with no other '
     "content on that line.\n\nQuestion: {question}\n{options}"
 )
 

@@ -4,6 +4,7 @@
 complete documents as a ranked retrieval list. Scoring is SQuAD-normalised exact match; the
 content label is the normalised answer string, invariant under the permutation.
 """
+
 from __future__ import annotations
 
 from flipgate.backends.base import Request
@@ -13,10 +14,12 @@ from flipgate.items.item import Item
 
 INSTRUCTIONS = (
     "Read every {unit} below before answering. Answer the question with a short answer (a few words, "
-    "no explanation). On the final line, output the answer preceded by \"Answer: \".\n\n"
+    'no explanation). On the final line, output the answer preceded by "Answer: ".\n\n'
 )
 CHUNK_TEMPLATE = INSTRUCTIONS.format(unit="evidence passage") + "{evidence}\n\nQuestion: {question}"
-DOCUMENT_TEMPLATE = INSTRUCTIONS.format(unit="retrieved document") + "{evidence}\n\nQuestion: {question}"
+DOCUMENT_TEMPLATE = (
+    INSTRUCTIONS.format(unit="retrieved document") + "{evidence}\n\nQuestion: {question}"
+)
 
 
 class _PassageOrder(ShortAnswerFacet):

@@ -1,4 +1,5 @@
 """Shared scoring for facets with a free-form short answer (FP §3: normalised exact match)."""
+
 from __future__ import annotations
 
 from flipgate.backends.base import Request

@@ -1,4 +1,5 @@
 """Canonical item records and dataset loaders (FP App. J: one record per item)."""
+
 from flipgate.items.item import Item, Passage, require
 from flipgate.items.registry import DATASETS, DatasetSpec, load_items
 

@@ -16,6 +16,7 @@ Internal paths (under the ``bigbench-1.0.0/`` top folder):
 - ``bigbench/benchmark_tasks/bbq_lite_json/<subtask>/task.json``: examples ``{input, target_scores,
   comment: {example_id, question_index, category, question_polarity, context_condition}}``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ from flipgate.items.item import Item, require, with_shuffled_options
 
 BIGBENCH_VERSION = "1.0.0"
 SDIST_NAME = f"bigbench-{BIGBENCH_VERSION}.tar.gz"
-SDIST_URL = ("https://files.pythonhosted.org/packages/95/f8/"
-             "c019b3579df548a04cac12342cfcb878e50ddf6cfcd7fddba8cfc721c157/bigbench-1.0.0.tar.gz")
+SDIST_URL = (
+    "https://files.pythonhosted.org/packages/95/f8/"
+    "c019b3579df548a04cac12342cfcb878e50ddf6cfcd7fddba8cfc721c157/bigbench-1.0.0.tar.gz"
+)
 SDIST_SHA256 = "1bb398a5512c6d798cdebe0dfa0ac03f67f6033fa6b39c6ef71df978c7cbc5c2"
 SDIST_SIZE = 358_249_635
 SDIST_ENV = "FLIPGATE_BIGBENCH_SDIST"
@@ -49,9 +52,20 @@ BBQ_LITE = TASKS + "bbq_lite_json/"
 
 # The "unknown" answer strings of BBQ (every bbq_lite_json example has exactly one among its options;
 # it is the gold answer of every *_ambig example).
-BBQ_UNKNOWN = frozenset({"Unknown", "Cannot be determined", "Can't be determined", "Not answerable",
-                         "Not known", "Not enough info", "Not enough information", "Cannot answer",
-                         "Can't answer", "Undetermined"})
+BBQ_UNKNOWN = frozenset(
+    {
+        "Unknown",
+        "Cannot be determined",
+        "Can't be determined",
+        "Not answerable",
+        "Not known",
+        "Not enough info",
+        "Not enough information",
+        "Cannot answer",
+        "Can't answer",
+        "Undetermined",
+    }
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,8 +80,12 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fetch_sdist(cache_dir: str | os.PathLike | None = None, url: str = SDIST_URL,
-                sha256: str = SDIST_SHA256, quiet: bool = False) -> Path:
+def fetch_sdist(
+    cache_dir: str | os.PathLike | None = None,
+    url: str = SDIST_URL,
+    sha256: str = SDIST_SHA256,
+    quiet: bool = False,
+) -> Path:
     """Download the bigbench sdist into ``cache_dir`` (default ``.flipgate_cache/bigbench``) unless a
     copy with the right sha256 is already there; returns its path. Written atomically (``.part``)."""
     dest = Path(cache_dir or DEFAULT_CACHE_DIR) / SDIST_NAME
@@ -89,14 +107,18 @@ def fetch_sdist(cache_dir: str | os.PathLike | None = None, url: str = SDIST_URL
         raise FlipgateError(f"could not download the bigbench sdist from {url}: {exc}") from exc
     if digest.hexdigest() != sha256:
         part.unlink(missing_ok=True)
-        raise FlipgateError(f"downloaded {url} ({done} bytes) has sha256 {digest.hexdigest()}, "
-                            f"expected {sha256}")
+        raise FlipgateError(
+            f"downloaded {url} ({done} bytes) has sha256 {digest.hexdigest()}, expected {sha256}"
+        )
     os.replace(part, dest)
     return dest
 
 
-def locate_sdist(sdist: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
-                 download: bool = False) -> Path:
+def locate_sdist(
+    sdist: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    download: bool = False,
+) -> Path:
     """The bigbench sdist: ``sdist`` if given, else ``$FLIPGATE_BIGBENCH_SDIST``, else
     ``<cache_dir>/bigbench-1.0.0.tar.gz``, downloading it there when ``download`` is true."""
     if sdist is not None:
@@ -107,16 +129,20 @@ def locate_sdist(sdist: str | os.PathLike | None = None, cache_dir: str | os.Pat
     if os.environ.get(SDIST_ENV):
         path = Path(os.environ[SDIST_ENV])
         if not path.is_file():
-            raise FlipgateError(f"{SDIST_ENV}={path} does not name an existing file "
-                                f"(it should point to {SDIST_NAME})")
+            raise FlipgateError(
+                f"{SDIST_ENV}={path} does not name an existing file "
+                f"(it should point to {SDIST_NAME})"
+            )
         return path
     path = Path(cache_dir or DEFAULT_CACHE_DIR) / SDIST_NAME
     if path.is_file():
         return path
     if download:
         return fetch_sdist(cache_dir)
-    raise FlipgateError(f"bigbench sdist not found at {path}; run `{FETCH_COMMAND}` "
-                        f"or set {SDIST_ENV} to a downloaded {SDIST_NAME}")
+    raise FlipgateError(
+        f"bigbench sdist not found at {path}; run `{FETCH_COMMAND}` "
+        f"or set {SDIST_ENV} to a downloaded {SDIST_NAME}"
+    )
 
 
 def _task_path(member_name: str) -> str | None:
@@ -142,8 +168,11 @@ def _task_files(path: str, size: int, mtime: float) -> dict[str, bytes]:
     return files
 
 
-def task_files(sdist: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
-               download: bool = True) -> tuple[Path, dict[str, bytes]]:
+def task_files(
+    sdist: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    download: bool = True,
+) -> tuple[Path, dict[str, bytes]]:
     path = locate_sdist(sdist, cache_dir, download)
     stat = path.stat()
     return path, _task_files(str(path.resolve()), stat.st_size, stat.st_mtime)
@@ -151,7 +180,9 @@ def task_files(sdist: str | os.PathLike | None = None, cache_dir: str | os.PathL
 
 def _json(path: Path, files: dict[str, bytes], name: str) -> Any:
     if name not in files:
-        raise FlipgateError(f"{path} has no member */{name} (is it the bigbench {BIGBENCH_VERSION} sdist?)")
+        raise FlipgateError(
+            f"{path} has no member */{name} (is it the bigbench {BIGBENCH_VERSION} sdist?)"
+        )
     try:
         return json.loads(files[name])
     except ValueError as exc:
@@ -168,16 +199,24 @@ def _examples(path: Path, files: dict[str, bytes], name: str) -> list:
 
 def _single_correct(example: Any, where: str) -> tuple[str, list[str], int]:
     """(input, options in source order, gold index) of a target_scores example with one option scored 1."""
-    question, scores = require(example if isinstance(example, dict) else {}, ["input", "target_scores"], where)
+    question, scores = require(
+        example if isinstance(example, dict) else {}, ["input", "target_scores"], where
+    )
     if not isinstance(scores, dict) or len(scores) < 2:
-        raise FlipgateError(f"{where}: field 'target_scores' must map >= 2 options to scores (value: {scores!r:.80})")
+        raise FlipgateError(
+            f"{where}: field 'target_scores' must map >= 2 options to scores (value: {scores!r:.80})"
+        )
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores.values()):
-        raise FlipgateError(f"{where}: field 'target_scores' has a non-numeric score (value: {scores!r:.80})")
+        raise FlipgateError(
+            f"{where}: field 'target_scores' has a non-numeric score (value: {scores!r:.80})"
+        )
     options = list(scores)
     gold = [j for j, v in enumerate(scores.values()) if v == 1]
     if len(gold) != 1 or sum(1 for v in scores.values() if v != 0) != 1:
-        raise FlipgateError(f"{where}: field 'target_scores' must score exactly one option 1 and the rest 0 "
-                            f"(value: {scores!r:.120})")
+        raise FlipgateError(
+            f"{where}: field 'target_scores' must score exactly one option 1 and the rest 0 "
+            f"(value: {scores!r:.120})"
+        )
     return question, options, gold[0]
 
 
@@ -185,8 +224,13 @@ def _single_correct(example: Any, where: str) -> tuple[str, list[str], int]:
 # loaders
 
 
-def load_truthfulqa_mc(dataset: str, sdist: str | None = None, cache_dir: str | None = None,
-                       download: bool = True, shuffle_options: bool = True) -> list[Item]:
+def load_truthfulqa_mc(
+    dataset: str,
+    sdist: str | None = None,
+    cache_dir: str | None = None,
+    download: bool = True,
+    shuffle_options: bool = True,
+) -> list[Item]:
     """BIG-bench truthful_qa/task_mc.json (MC1: one true answer among 2–5 options), ids
     ``<dataset>/<example index>``. BIG-bench lists the true answer first; ``shuffle_options`` (default)
     puts the options in a fixed id-seeded order (see :func:`with_shuffled_options`). meta: category
@@ -201,32 +245,54 @@ def load_truthfulqa_mc(dataset: str, sdist: str | None = None, cache_dir: str | 
     items = []
     for i, example in enumerate(examples):
         question, options, gold = _single_correct(example, f"{path} [{TRUTHFULQA_MC}] row {i}")
-        item = Item(f"{dataset}/{i}", dataset, question, tuple(options), gold,
-                    {"category": categories.get(question), "source": f"bigbench {BIGBENCH_VERSION}"})
+        item = Item(
+            f"{dataset}/{i}",
+            dataset,
+            question,
+            tuple(options),
+            gold,
+            {"category": categories.get(question), "source": f"bigbench {BIGBENCH_VERSION}"},
+        )
         items.append(with_shuffled_options(item) if shuffle_options else item)
     return items
 
 
 def bbq_subtasks(files: dict[str, bytes]) -> list[str]:
     """Subtask folder names under bbq_lite_json/, sorted (age_ambig, age_disambig, ...)."""
-    names = {n[len(BBQ_LITE):].split("/")[0] for n in files
-             if n.startswith(BBQ_LITE) and n.endswith("/task.json") and n.count("/") == BBQ_LITE.count("/") + 1}
+    names = {
+        n[len(BBQ_LITE) :].split("/")[0]
+        for n in files
+        if n.startswith(BBQ_LITE)
+        and n.endswith("/task.json")
+        and n.count("/") == BBQ_LITE.count("/") + 1
+    }
     return sorted(names)
 
 
 def _subtask_list(subtasks: str | Iterable[str] | None, known: list[str], path: Path) -> list[str]:
     if subtasks is None:
         return known
-    chosen = [s.strip() for s in subtasks.split(",")] if isinstance(subtasks, str) else [str(s) for s in subtasks]
+    chosen = (
+        [s.strip() for s in subtasks.split(",")]
+        if isinstance(subtasks, str)
+        else [str(s) for s in subtasks]
+    )
     chosen = [s for s in chosen if s]
     unknown = [s for s in chosen if s not in known]
     if unknown or not chosen:
-        raise FlipgateError(f"bbq_lite: unknown subtask(s) {unknown or chosen!r} in {path}; known: {', '.join(known)}")
+        raise FlipgateError(
+            f"bbq_lite: unknown subtask(s) {unknown or chosen!r} in {path}; known: {', '.join(known)}"
+        )
     return list(dict.fromkeys(chosen))
 
 
-def load_bbq_lite(dataset: str, subtasks: str | Iterable[str] | None = None, sdist: str | None = None,
-                  cache_dir: str | None = None, download: bool = True) -> list[Item]:
+def load_bbq_lite(
+    dataset: str,
+    subtasks: str | Iterable[str] | None = None,
+    sdist: str | None = None,
+    cache_dir: str | None = None,
+    download: bool = True,
+) -> list[Item]:
     """BIG-bench bbq_lite_json: every subtask (``<category>_ambig`` / ``<category>_disambig``) or
     those named in ``subtasks`` (a list or a comma-separated string). 3 options in source order, the
     one scored 1 is gold. Ids ``<dataset>/<subtask>/<comment.example_id>``. meta: subtask, category,
@@ -246,18 +312,29 @@ def load_bbq_lite(dataset: str, subtasks: str | Iterable[str] | None = None, sdi
             comment = example.get("comment") if isinstance(example.get("comment"), dict) else {}
             example_id = comment.get("example_id", i)
             if example_id in seen:
-                raise FlipgateError(f"{where}: field 'comment.example_id' value {example_id!r} repeats in {subtask}")
+                raise FlipgateError(
+                    f"{where}: field 'comment.example_id' value {example_id!r} repeats in {subtask}"
+                )
             seen.add(example_id)
             unknown = [j for j, o in enumerate(options) if o in BBQ_UNKNOWN]
-            items.append(Item(f"{dataset}/{subtask}/{example_id}", dataset, question, tuple(options), gold, {
-                "subtask": subtask,
-                "category": comment.get("category"),
-                "ambiguity": comment.get("context_condition") or subtask.rsplit("_", 1)[-1],
-                "question_polarity": comment.get("question_polarity"),
-                "question_index": comment.get("question_index"),
-                "example_id": example_id,
-                "unknown_option": unknown[0] if len(unknown) == 1 else None,
-            }))
+            items.append(
+                Item(
+                    f"{dataset}/{subtask}/{example_id}",
+                    dataset,
+                    question,
+                    tuple(options),
+                    gold,
+                    {
+                        "subtask": subtask,
+                        "category": comment.get("category"),
+                        "ambiguity": comment.get("context_condition") or subtask.rsplit("_", 1)[-1],
+                        "question_polarity": comment.get("question_polarity"),
+                        "question_index": comment.get("question_index"),
+                        "example_id": example_id,
+                        "unknown_option": unknown[0] if len(unknown) == 1 else None,
+                    },
+                )
+            )
     return items
 
 
@@ -266,11 +343,17 @@ def load_bbq_lite(dataset: str, subtasks: str | Iterable[str] | None = None, sdi
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flipgate.items.bigbench",
-                                     description=f"fetch / inspect the bigbench {BIGBENCH_VERSION} sdist")
-    parser.add_argument("--fetch", action="store_true", help="download the sdist into the cache (idempotent)")
+    parser = argparse.ArgumentParser(
+        prog="python -m flipgate.items.bigbench",
+        description=f"fetch / inspect the bigbench {BIGBENCH_VERSION} sdist",
+    )
+    parser.add_argument(
+        "--fetch", action="store_true", help="download the sdist into the cache (idempotent)"
+    )
     parser.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR), help="default: %(default)s")
-    parser.add_argument("--summary", action="store_true", help="print the item counts the loaders see")
+    parser.add_argument(
+        "--summary", action="store_true", help="print the item counts the loaders see"
+    )
     args = parser.parse_args(argv)
     if not (args.fetch or args.summary):
         parser.error("nothing to do: pass --fetch and/or --summary")

@@ -14,6 +14,7 @@ Images are encoded bytes: JPEG/PNG as shipped, other formats re-encoded as PNG. 
 cannot be found or decoded is skipped, and the skips are reported with ``warnings.warn``; a row
 missing a required field is an error naming the file, row and field.
 """
+
 from __future__ import annotations
 
 import ast
@@ -36,20 +37,25 @@ MMQA_IMAGES_URL = "https://multimodalqa-images.s3-us-west-2.amazonaws.com/final_
 
 # --- sources -----------------------------------------------------------------------------------
 
+
 def _source(repo_id: str, names: tuple[str, ...], data_dir, revision: str | None) -> Path:
     """The first of ``names`` present in ``data_dir``, else ``names[0]`` fetched from hub dataset ``repo_id``."""
     if data_dir is not None:
         for name in names:
             if (Path(data_dir) / name).is_file():
                 return Path(data_dir) / name
-        raise FlipgateError(f"{repo_id}: file {' or '.join(map(repr, names))} not found in data_dir {data_dir}")
+        raise FlipgateError(
+            f"{repo_id}: file {' or '.join(map(repr, names))} not found in data_dir {data_dir}"
+        )
     from huggingface_hub import hf_hub_download
 
     try:
         return Path(hf_hub_download(repo_id, names[0], repo_type="dataset", revision=revision))
     except Exception as exc:  # network, auth, missing file: the user needs which file failed
-        raise FlipgateError(f"could not download {names[0]!r} from hub dataset {repo_id!r} "
-                            f"(revision {revision or 'main'}): {exc}") from exc
+        raise FlipgateError(
+            f"could not download {names[0]!r} from hub dataset {repo_id!r} "
+            f"(revision {revision or 'main'}): {exc}"
+        ) from exc
 
 
 def _records(path: Path):
@@ -82,7 +88,9 @@ def _image_root(images, data_dir, archive: str, fetch) -> Path:
     itself (an extracted copy), else ``fetch()``."""
     if images is not None:
         if not Path(images).exists():
-            raise FlipgateError(f"images path {images} does not exist (expected {archive} or its extracted folder)")
+            raise FlipgateError(
+                f"images path {images} does not exist (expected {archive} or its extracted folder)"
+            )
         return Path(images)
     if data_dir is not None:
         zipped = Path(data_dir) / archive
@@ -137,6 +145,7 @@ def _decoded(raw: bytes | None, where: str) -> bytes | None:
 
 # --- items -------------------------------------------------------------------------------------
 
+
 class _Components:
     """Passages and images in source order, with the ("text", i) / ("image", j) pairs and missing images."""
 
@@ -154,19 +163,32 @@ class _Components:
         self.order.append(("image", len(self.images)))
         self.images.append(data)
 
-    def item(self, dataset: str, upstream_id, question: str, answers: list[str], meta: dict) -> Item:
-        return Item(f"{dataset}/{upstream_id}", dataset, question, passages=tuple(self.passages),
-                    answer=answers[0], aliases=tuple(answers[1:]), images=tuple(self.images),
-                    meta={**meta, "components": tuple(self.order)})
+    def item(
+        self, dataset: str, upstream_id, question: str, answers: list[str], meta: dict
+    ) -> Item:
+        return Item(
+            f"{dataset}/{upstream_id}",
+            dataset,
+            question,
+            passages=tuple(self.passages),
+            answer=answers[0],
+            aliases=tuple(answers[1:]),
+            images=tuple(self.images),
+            meta={**meta, "components": tuple(self.order)},
+        )
 
 
 def _warn_skipped(dataset: str, skipped: list[str], total: int) -> None:
     if skipped:
-        warnings.warn(f"{dataset}: skipped {len(skipped)} of {total} items whose images could not be loaded "
-                      f"(e.g. {', '.join(skipped[:5])})", stacklevel=3)
+        warnings.warn(
+            f"{dataset}: skipped {len(skipped)} of {total} items whose images could not be loaded "
+            f"(e.g. {', '.join(skipped[:5])})",
+            stacklevel=3,
+        )
 
 
 # --- MRAMG-Bench -------------------------------------------------------------------------------
+
 
 def _mramg_docs(path: Path) -> dict[str, tuple[str, list]]:
     """doc_<domain>.jsonl: one JSON array [id, content, images_list] per line (an object with those
@@ -175,8 +197,15 @@ def _mramg_docs(path: Path) -> dict[str, tuple[str, list]]:
     for i, rec in enumerate(_records(path)):
         if isinstance(rec, dict):
             rec = [rec.get("id"), rec.get("content"), rec.get("images_list")]
-        if not isinstance(rec, list) or len(rec) < 2 or rec[0] is None or not isinstance(rec[1], str):
-            raise FlipgateError(f"{path} row {i}: expected [id, content, images_list] (value: {str(rec)[:80]!r})")
+        if (
+            not isinstance(rec, list)
+            or len(rec) < 2
+            or rec[0] is None
+            or not isinstance(rec[1], str)
+        ):
+            raise FlipgateError(
+                f"{path} row {i}: expected [id, content, images_list] (value: {str(rec)[:80]!r})"
+            )
         docs[str(rec[0])] = (rec[1], list(rec[2] or []) if len(rec) > 2 else [])
     return docs
 
@@ -191,8 +220,14 @@ def _mramg_image_info(files: _ImageFiles, domain: str) -> dict:
         raise FlipgateError(f"{files.root}: {name} is not valid JSON ({exc})") from exc
 
 
-def load_mramg_recipe(dataset: str, split: str = "test", data_dir=None, revision=None, images=None,
-                      domain: str = "recipe") -> list[Item]:
+def load_mramg_recipe(
+    dataset: str,
+    split: str = "test",
+    data_dir=None,
+    revision=None,
+    images=None,
+    domain: str = "recipe",
+) -> list[Item]:
     """MRAMG/MRAMG-Bench, Recipe domain. ``recipe_mqa.jsonl``: id, question, ground_truth (the answer
     paragraph), images_list (the gold answer's image ids), provenance (source document ids);
     ``doc_recipe.jsonl``: [id, content with a <PIC> per image, images_list]; ``IMAGE.zip``:
@@ -202,42 +237,68 @@ def load_mramg_recipe(dataset: str, split: str = "test", data_dir=None, revision
     qa_path = _source(MRAMG_HUB, (f"{domain}_mqa.jsonl",), data_dir, revision)
     doc_path = _source(MRAMG_HUB, (f"doc_{domain}.jsonl",), data_dir, revision)
     docs = _mramg_docs(doc_path)
-    root = _image_root(images, data_dir, "IMAGE.zip", lambda: _source(MRAMG_HUB, ("IMAGE.zip",), None, revision))
+    root = _image_root(
+        images, data_dir, "IMAGE.zip", lambda: _source(MRAMG_HUB, ("IMAGE.zip",), None, revision)
+    )
     items, skipped, total = [], [], 0
     with _ImageFiles(root, ("IMAGE/", "IMAGE/IMAGE/", "")) as files:
         info = _mramg_image_info(files, domain)
         for i, row in enumerate(_records(qa_path)):
             total += 1
             where = f"{qa_path} [{split}] row {i}"
-            question, answer, provenance = require(row, ["question", "ground_truth", "provenance"], where)
+            question, answer, provenance = require(
+                row, ["question", "ground_truth", "provenance"], where
+            )
             doc_ids = provenance if isinstance(provenance, list) else [provenance]
             comps, image_ids = _Components(), []
             for doc_id in doc_ids:
                 if str(doc_id) not in docs:
-                    raise FlipgateError(f"{where}: field 'provenance' value {doc_id!r} is not a document in {doc_path}")
+                    raise FlipgateError(
+                        f"{where}: field 'provenance' value {doc_id!r} is not a document in {doc_path}"
+                    )
                 content, doc_images = docs[str(doc_id)]
                 segments = content.split("<PIC>")
                 for k, segment in enumerate(segments):
                     if segment.strip():
                         comps.text(Passage(segment.strip()))
                     if k < len(segments) - 1:
-                        name = doc_images[k] if k < len(doc_images) else f"<PIC> {k} of document {doc_id}"
+                        name = (
+                            doc_images[k]
+                            if k < len(doc_images)
+                            else f"<PIC> {k} of document {doc_id}"
+                        )
                         path = (info.get(str(name)) or {}).get("image_path") or f"{name}.jpg"
-                        comps.image(_decoded(files.read(f"images/{domain.upper()}/{path}"), where), name)
+                        comps.image(
+                            _decoded(files.read(f"images/{domain.upper()}/{path}"), where), name
+                        )
                         image_ids.append(str(name))
             qid = row.get("id", i)
             if comps.missing:
                 skipped.append(str(qid))
                 continue
-            items.append(comps.item(dataset, qid, question, [str(answer)], {
-                "domain": domain, "provenance": tuple(doc_ids), "gold_images": tuple(row.get("images_list") or ()),
-                "image_ids": tuple(image_ids),
-                "image_captions": tuple((info.get(n) or {}).get("image_caption") for n in image_ids)}))
+            items.append(
+                comps.item(
+                    dataset,
+                    qid,
+                    question,
+                    [str(answer)],
+                    {
+                        "domain": domain,
+                        "provenance": tuple(doc_ids),
+                        "gold_images": tuple(row.get("images_list") or ()),
+                        "image_ids": tuple(image_ids),
+                        "image_captions": tuple(
+                            (info.get(n) or {}).get("image_caption") for n in image_ids
+                        ),
+                    },
+                )
+            )
     _warn_skipped(dataset, skipped, total)
     return items
 
 
 # --- MMDocRAG ----------------------------------------------------------------------------------
+
 
 def _short_answer(value) -> str:
     """answer_short as text; a stringified list ("['46', '27']") is joined with ", "."""
@@ -258,12 +319,15 @@ def _mmdocrag_answer(row: dict, where: str) -> str:
     for value in (short, long):
         if value is not None and str(value).strip():
             return _short_answer(value)
-    raise FlipgateError(f"{where}: required field 'answer_short' is missing or empty (value: {short!r}), "
-                        f"and so is 'answer_interleaved'")
+    raise FlipgateError(
+        f"{where}: required field 'answer_short' is missing or empty (value: {short!r}), "
+        f"and so is 'answer_interleaved'"
+    )
 
 
-def load_mmdocrag(dataset: str, split: str = "dev", data_dir=None, revision=None, images=None,
-                  quotes: int = 15) -> list[Item]:
+def load_mmdocrag(
+    dataset: str, split: str = "dev", data_dir=None, revision=None, images=None, quotes: int = 15
+) -> list[Item]:
     """MMDocIR/MMDocRAG: ``{split}_{quotes}.jsonl`` (split dev or evaluation, 15 or 20 quotes): q_id,
     doc_name, domain, question, question_type, evidence_modality_type, text_quotes [{quote_id, type,
     text, page_id, layout_id}], img_quotes [{quote_id, type, img_path, img_description, page_id,
@@ -272,14 +336,20 @@ def load_mmdocrag(dataset: str, split: str = "dev", data_dir=None, revision=None
     as the upstream inference prompt orders them. ``answer`` is answer_short; answer_interleaved goes
     to meta."""
     qa_path = _source(MMDOCRAG_HUB, (f"{split}_{quotes}.jsonl",), data_dir, revision)
-    root = _image_root(images, data_dir, "images.zip",
-                       lambda: _source(MMDOCRAG_HUB, ("images.zip",), None, revision))
+    root = _image_root(
+        images,
+        data_dir,
+        "images.zip",
+        lambda: _source(MMDOCRAG_HUB, ("images.zip",), None, revision),
+    )
     items, skipped, total = [], [], 0
     with _ImageFiles(root) as files:
         for i, row in enumerate(_records(qa_path)):
             total += 1
             where = f"{qa_path} [{split}] row {i}"
-            question, text_quotes, img_quotes = require(row, ["question", "text_quotes", "img_quotes"], where)
+            question, text_quotes, img_quotes = require(
+                row, ["question", "text_quotes", "img_quotes"], where
+            )
             answer = _mmdocrag_answer(row, where)
             gold = set(row.get("gold_quotes") or ())
             comps, quote_ids = _Components(), []
@@ -296,18 +366,30 @@ def load_mmdocrag(dataset: str, split: str = "dev", data_dir=None, revision=None
             if comps.missing:
                 skipped.append(str(qid))
                 continue
-            items.append(comps.item(dataset, qid, question, [answer], {
-                "doc_name": row.get("doc_name"), "domain": row.get("domain"),
-                "question_type": row.get("question_type"),
-                "evidence_modality_type": tuple(row.get("evidence_modality_type") or ()),
-                "gold_quotes": tuple(row.get("gold_quotes") or ()), "quote_ids": tuple(quote_ids),
-                "image_descriptions": tuple(q.get("img_description") for q in img_quotes),
-                "answer_interleaved": row.get("answer_interleaved")}))
+            items.append(
+                comps.item(
+                    dataset,
+                    qid,
+                    question,
+                    [answer],
+                    {
+                        "doc_name": row.get("doc_name"),
+                        "domain": row.get("domain"),
+                        "question_type": row.get("question_type"),
+                        "evidence_modality_type": tuple(row.get("evidence_modality_type") or ()),
+                        "gold_quotes": tuple(row.get("gold_quotes") or ()),
+                        "quote_ids": tuple(quote_ids),
+                        "image_descriptions": tuple(q.get("img_description") for q in img_quotes),
+                        "answer_interleaved": row.get("answer_interleaved"),
+                    },
+                )
+            )
     _warn_skipped(dataset, skipped, total)
     return items
 
 
 # --- MultiModalQA ------------------------------------------------------------------------------
+
 
 def _table_passage(doc: dict, where: str, supporting: bool) -> Passage:
     """A MMQA_tables record as text: the header and each row as "cell | cell" lines."""
@@ -324,7 +406,9 @@ def _mmqa_answers(row: dict, where: str) -> list[str]:
     (answers,) = require(row, ["answers"], where)
     out = []
     for k, ans in enumerate(answers):
-        (text,) = require(ans if isinstance(ans, dict) else {"answer": ans}, ["answer"], f"{where} answers[{k}]")
+        (text,) = require(
+            ans if isinstance(ans, dict) else {"answer": ans}, ["answer"], f"{where} answers[{k}]"
+        )
         if str(text) not in out:
             out.append(str(text))
     return out
@@ -340,14 +424,24 @@ def _mmqa_doc(corpora: dict, kind: str, doc_id, where: str) -> dict:
 
 def _mmqa_images_root(images, data_dir) -> Path:
     """The MMQA image files: ``images``, else final_dataset_images(.zip) in ``data_dir``; no hub copy."""
+
     def missing() -> Path:
-        raise FlipgateError(f"MultiModalQA images are not on the hub: download {MMQA_IMAGES_URL} and pass "
-                            f"images=<that zip or its extracted final_dataset_images folder>")
+        raise FlipgateError(
+            f"MultiModalQA images are not on the hub: download {MMQA_IMAGES_URL} and pass "
+            f"images=<that zip or its extracted final_dataset_images folder>"
+        )
+
     return _image_root(images, data_dir, "final_dataset_images.zip", missing)
 
 
-def load_multimodalqa(dataset: str, split: str = "dev", data_dir=None, revision=None, images=None,
-                      hub_id: str = MMQA_HUB) -> list[Item]:
+def load_multimodalqa(
+    dataset: str,
+    split: str = "dev",
+    data_dir=None,
+    revision=None,
+    images=None,
+    hub_id: str = MMQA_HUB,
+) -> list[Item]:
     """MultiModalQA (allenai/multimodalqa; hub mirror TableQAKit/MMQA). ``MMQA_{split}.jsonl.gz``: qid,
     question, answers [{answer, type, modality, ...}], metadata {type, modalities, text_doc_ids,
     image_doc_ids, table_id}, supporting_context [{doc_id, doc_part}]; joined with
@@ -356,13 +450,16 @@ def load_multimodalqa(dataset: str, split: str = "dev", data_dir=None, revision=
     {id, title, url, path}. The image files (final_dataset_images.zip from the MultiModalQA S3 bucket,
     not on the hub) are ``images`` or sit in ``data_dir``. Components: the text docs, the table, then
     the images. ``answer`` is the first gold answer, the others are aliases."""
+
     def path(kind: str) -> Path:
         return _source(hub_id, (f"MMQA_{kind}.jsonl.gz", f"MMQA_{kind}.jsonl"), data_dir, revision)
 
     qa_path = path(split)
     rows = list(_records(qa_path))
     metas = [r["metadata"] for r in rows if isinstance(r.get("metadata"), dict)]
-    wanted = {str(d) for m in metas for key in ("text_doc_ids", "image_doc_ids") for d in m.get(key) or ()}
+    wanted = {
+        str(d) for m in metas for key in ("text_doc_ids", "image_doc_ids") for d in m.get(key) or ()
+    }
     wanted |= {str(m.get("table_id")) for m in metas}
     root = _mmqa_images_root(images, data_dir)
     sources = {kind: path(kind) for kind in ("texts", "tables", "images")}
@@ -377,12 +474,23 @@ def load_multimodalqa(dataset: str, split: str = "dev", data_dir=None, revision=
             comps = _Components()
             for doc_id in meta.get("text_doc_ids") or ():
                 text = _mmqa_doc(corpora, "texts", doc_id, where)
-                comps.text(Passage(str(text.get("text") or "").strip(), text.get("title") or "", str(doc_id) in gold))
+                comps.text(
+                    Passage(
+                        str(text.get("text") or "").strip(),
+                        text.get("title") or "",
+                        str(doc_id) in gold,
+                    )
+                )
             if meta.get("table_id"):
                 table_id = str(meta["table_id"])
                 table = _mmqa_doc(corpora, "tables", table_id, where)
-                comps.text(_table_passage(table, f"{sources['tables']} id {table_id}", table_id in gold))
-            image_docs = [corpora["images"][1].get(str(d)) or {"id": d} for d in meta.get("image_doc_ids") or ()]
+                comps.text(
+                    _table_passage(table, f"{sources['tables']} id {table_id}", table_id in gold)
+                )
+            image_docs = [
+                corpora["images"][1].get(str(d)) or {"id": d}
+                for d in meta.get("image_doc_ids") or ()
+            ]
             for image in image_docs:
                 raw = files.read(image["path"]) if image.get("path") else None
                 comps.image(_decoded(raw, where), image["id"])
@@ -390,10 +498,22 @@ def load_multimodalqa(dataset: str, split: str = "dev", data_dir=None, revision=
             if comps.missing:
                 skipped.append(str(qid))
                 continue
-            items.append(comps.item(dataset, qid, question, answers, {
-                "type": meta.get("type"), "modalities": tuple(meta.get("modalities") or ()),
-                "gold_doc_ids": tuple(sorted(gold)),
-                "answer_modality": tuple(a.get("modality") for a in row["answers"] if isinstance(a, dict)),
-                "image_titles": tuple(im.get("title") for im in image_docs)}))
+            items.append(
+                comps.item(
+                    dataset,
+                    qid,
+                    question,
+                    answers,
+                    {
+                        "type": meta.get("type"),
+                        "modalities": tuple(meta.get("modalities") or ()),
+                        "gold_doc_ids": tuple(sorted(gold)),
+                        "answer_modality": tuple(
+                            a.get("modality") for a in row["answers"] if isinstance(a, dict)
+                        ),
+                        "image_titles": tuple(im.get("title") for im in image_docs),
+                    },
+                )
+            )
     _warn_skipped(dataset, skipped, len(rows))
     return items

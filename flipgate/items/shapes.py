@@ -4,6 +4,7 @@ Each item shows 2–5 images, one coloured shape each, and asks a question whose
 depend on the image order (a count, or the colour of the one shape of a kind). About one item in
 ten asks about "the first image" on purpose, so the position-reference screen has work to do.
 """
+
 from __future__ import annotations
 
 import io
@@ -11,8 +12,14 @@ import random
 
 from flipgate.items.item import Item
 
-COLOURS = {"red": (220, 30, 30), "green": (30, 160, 60), "blue": (40, 70, 220), "yellow": (235, 200, 20),
-           "purple": (140, 50, 170), "orange": (240, 130, 20)}
+COLOURS = {
+    "red": (220, 30, 30),
+    "green": (30, 160, 60),
+    "blue": (40, 70, 220),
+    "yellow": (235, 200, 20),
+    "purple": (140, 50, 170),
+    "orange": (240, 130, 20),
+}
 SHAPES = ("circle", "square", "triangle")
 
 
@@ -47,7 +54,9 @@ def generate(dataset: str, n: int = 200, seed: int = 42) -> list[Item]:
     items = []
     for i in range(n):
         count = rng.randint(2, 5)
-        shapes = rng.sample(SHAPES, min(count, len(SHAPES))) + [rng.choice(SHAPES) for _ in range(count - 3)]
+        shapes = rng.sample(SHAPES, min(count, len(SHAPES))) + [
+            rng.choice(SHAPES) for _ in range(count - 3)
+        ]
         colours = [rng.choice(list(COLOURS)) for _ in range(count)]
         kind = rng.random()
         if kind < 0.1:
@@ -61,9 +70,17 @@ def generate(dataset: str, n: int = 200, seed: int = 42) -> list[Item]:
             true = sum(c == colour for c in colours)
             options, gold = _options(rng, str(true), [str(k) for k in range(0, 6)])
             question = f"How many of the images show a {colour} shape?"
-        items.append(Item(f"{dataset}/{i}", dataset, question, options, gold,
-                          images=tuple(draw(s, c) for s, c in zip(shapes, colours)),
-                          meta={"shapes": shapes, "colours": colours}))
+        items.append(
+            Item(
+                f"{dataset}/{i}",
+                dataset,
+                question,
+                options,
+                gold,
+                images=tuple(draw(s, c) for s, c in zip(shapes, colours)),
+                meta={"shapes": shapes, "colours": colours},
+            )
+        )
     return items
 
 
@@ -78,8 +95,13 @@ def generate_mixed(dataset: str, n: int = 200, seed: int = 42) -> list[Item]:
     for i in range(n):
         used: set[str] = set()
         worlds = [_world(rng, used) for _ in range(rng.randint(2, 3))]
-        passages = tuple(Passage(f"{w['person']} works as {_a(w['trade'])} in {w['city']}.", w["person"]) for w in worlds)
-        figures = [(rng.choice(SHAPES), rng.choice(list(COLOURS))) for _ in range(rng.randint(1, 2))]
+        passages = tuple(
+            Passage(f"{w['person']} works as {_a(w['trade'])} in {w['city']}.", w["person"])
+            for w in worlds
+        )
+        figures = [
+            (rng.choice(SHAPES), rng.choice(list(COLOURS))) for _ in range(rng.randint(1, 2))
+        ]
         if len({s for s, _ in figures}) < len(figures):
             figures = figures[:1]
         if rng.random() < 0.5:
@@ -88,9 +110,19 @@ def generate_mixed(dataset: str, n: int = 200, seed: int = 42) -> list[Item]:
         else:
             shape, colour = rng.choice(figures)
             question, answer = f"What colour is the {shape} in the images?", colour
-        components = [("text", j) for j in range(len(passages))] + [("image", j) for j in range(len(figures))]
+        components = [("text", j) for j in range(len(passages))] + [
+            ("image", j) for j in range(len(figures))
+        ]
         rng.shuffle(components)
-        items.append(Item(f"{dataset}/{i}", dataset, question, passages=passages, answer=answer,
-                          images=tuple(draw(s, c) for s, c in figures),
-                          meta={"components": tuple(components)}))
+        items.append(
+            Item(
+                f"{dataset}/{i}",
+                dataset,
+                question,
+                passages=passages,
+                answer=answer,
+                images=tuple(draw(s, c) for s, c in figures),
+                meta={"components": tuple(components)},
+            )
+        )
     return items

@@ -4,6 +4,7 @@ One structured prompt per item shows the K answers and asks for one verdict from
 set. The judge is any configured model (``audit.judge`` in models.yaml; by default the audited
 model itself, a local one). Its calls go through the response cache like any other call.
 """
+
 from __future__ import annotations
 
 from flipgate.backends.base import Request
@@ -19,7 +20,7 @@ JUDGE_TEMPLATE = (
     "A. equivalent: all answers say the same thing\n"
     "B. partial-flip: the answers agree on the main point but differ in some details\n"
     "C. full-flip: at least two answers contradict each other on the main point\n\n"
-    "On the final line, output exactly one option label preceded by \"Answer: \"."
+    'On the final line, output exactly one option label preceded by "Answer: ".'
 )
 
 

@@ -1,4 +1,5 @@
 """Item-clustered percentile bootstrap (SPEC §3 ``bootstrap_ci``; FP App. D)."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,8 +9,9 @@ import numpy as np
 Estimate = tuple[float, float, float]
 
 
-def bootstrap_draws(values: Sequence[float], cluster: Sequence | None = None, n: int = 1000,
-                    seed: int = 42) -> np.ndarray:
+def bootstrap_draws(
+    values: Sequence[float], cluster: Sequence | None = None, n: int = 1000, seed: int = 42
+) -> np.ndarray:
     """Resampled means: whole clusters (items) drawn with replacement, NaNs dropped first.
     The resampled mean weights clusters by their size. Empty input gives no draws."""
     values = np.asarray(values, dtype=float)
@@ -27,7 +29,9 @@ def bootstrap_draws(values: Sequence[float], cluster: Sequence | None = None, n:
     return sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
 
 
-def paired_bootstrap_draws(a: Sequence[float], b: Sequence[float], n: int = 1000, seed: int = 42) -> np.ndarray:
+def paired_bootstrap_draws(
+    a: Sequence[float], b: Sequence[float], n: int = 1000, seed: int = 42
+) -> np.ndarray:
     """Resampled mean(a) − mean(b), the same items drawn for both arms; items where either
     arm is NaN are dropped."""
     a, b = _paired(a, b)
@@ -53,16 +57,22 @@ def _interval(estimate: float, draws: np.ndarray, level: float) -> Estimate:
     return float(estimate), float(lo), float(hi)
 
 
-def bootstrap_ci(values: Sequence[float], cluster: Sequence | None = None, n: int = 1000,
-                 level: float = 0.95, seed: int = 42) -> Estimate:
+def bootstrap_ci(
+    values: Sequence[float],
+    cluster: Sequence | None = None,
+    n: int = 1000,
+    level: float = 0.95,
+    seed: int = 42,
+) -> Estimate:
     """Percentile bootstrap of the mean over clusters (items). Returns (estimate, lo, hi)."""
     arr = np.asarray(values, dtype=float)
     estimate = float(np.nanmean(arr)) if np.any(~np.isnan(arr)) else float("nan")
     return _interval(estimate, bootstrap_draws(values, cluster, n, seed), level)
 
 
-def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], n: int = 1000, level: float = 0.95,
-                        seed: int = 42) -> Estimate:
+def paired_bootstrap_ci(
+    a: Sequence[float], b: Sequence[float], n: int = 1000, level: float = 0.95, seed: int = 42
+) -> Estimate:
     """Bootstrap CI of mean(a) − mean(b), resampling the same items for both arms."""
     pa, pb = _paired(a, b)
     estimate = float(pa.mean() - pb.mean()) if pa.size else float("nan")

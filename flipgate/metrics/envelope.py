@@ -11,6 +11,7 @@ Pure functions over plain numpy / pandas inputs. Conventions used throughout:
 
 Bad input raises :class:`flipgate.FlipgateError` naming the argument and the value at fault.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,9 +30,17 @@ Estimate = tuple[float, float, float]
 
 #: SR App. F: the four main effects and the five two-way terms of the fitted OLS model
 #: (decoding:few_shot is *not* among them; it stays in the residual).
-ANOVA_TERMS = ("model", "template", "decoding", "few_shot",
-               "model:template", "model:decoding", "model:few_shot",
-               "template:decoding", "template:few_shot")
+ANOVA_TERMS = (
+    "model",
+    "template",
+    "decoding",
+    "few_shot",
+    "model:template",
+    "model:decoding",
+    "model:few_shot",
+    "template:decoding",
+    "template:few_shot",
+)
 #: SR App. F / App. H: the implementation share is η²_template + η²_decoding + η²_few-shot
 #: (main effects only; model × * and template × * interactions are not counted toward ρ).
 IMPL_TERMS = ("template", "decoding", "few_shot")
@@ -40,9 +49,10 @@ IMPL_TERMS = ("template", "decoding", "few_shot")
 # ---------------------------------------------------------------------------------------------
 # input checks
 
+
 def _short(x, limit: int = 80) -> str:
     text = repr(x.tolist() if isinstance(x, np.ndarray) else x)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _vector(fn: str, name: str, x, min_len: int = 1) -> np.ndarray:
@@ -51,16 +61,21 @@ def _vector(fn: str, name: str, x, min_len: int = 1) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise FlipgateError(f"{fn}: {name} must be numeric, got {_short(x)}") from exc
     if arr.ndim != 1:
-        raise FlipgateError(f"{fn}: {name} must be 1-D (one score per configuration), got shape {arr.shape}")
+        raise FlipgateError(
+            f"{fn}: {name} must be 1-D (one score per configuration), got shape {arr.shape}"
+        )
     if arr.size < min_len:
-        raise FlipgateError(f"{fn}: {name} has {arr.size} configuration(s), need at least {min_len}")
+        raise FlipgateError(
+            f"{fn}: {name} has {arr.size} configuration(s), need at least {min_len}"
+        )
     if not np.all(np.isfinite(arr)):
         raise FlipgateError(f"{fn}: {name} contains non-finite values: {_short(arr)}")
     return arr
 
 
-def _matrix(fn: str, score_matrix, models: Sequence[Hashable] | None = None,
-            min_configs: int = 2) -> tuple[np.ndarray, list]:
+def _matrix(
+    fn: str, score_matrix, models: Sequence[Hashable] | None = None, min_configs: int = 2
+) -> tuple[np.ndarray, list]:
     if isinstance(score_matrix, pd.DataFrame):
         names = list(score_matrix.columns) if models is None else list(models)
     else:
@@ -68,29 +83,40 @@ def _matrix(fn: str, score_matrix, models: Sequence[Hashable] | None = None,
     try:
         arr = np.asarray(score_matrix, dtype=float)
     except (TypeError, ValueError) as exc:
-        raise FlipgateError(f"{fn}: score_matrix must be numeric, got {_short(score_matrix)}") from exc
+        raise FlipgateError(
+            f"{fn}: score_matrix must be numeric, got {_short(score_matrix)}"
+        ) from exc
     if arr.ndim != 2:
-        raise FlipgateError(f"{fn}: score_matrix must be 2-D (configs × models), got shape {arr.shape}")
+        raise FlipgateError(
+            f"{fn}: score_matrix must be 2-D (configs × models), got shape {arr.shape}"
+        )
     n_cfg, n_mod = arr.shape
     if n_cfg < min_configs:
-        raise FlipgateError(f"{fn}: score_matrix has {n_cfg} configuration(s), need at least {min_configs}")
+        raise FlipgateError(
+            f"{fn}: score_matrix has {n_cfg} configuration(s), need at least {min_configs}"
+        )
     if n_mod < 2:
         raise FlipgateError(f"{fn}: score_matrix has {n_mod} model(s), need at least 2")
     if names is None:
         names = list(range(n_mod))
     if len(names) != n_mod:
-        raise FlipgateError(f"{fn}: models has {len(names)} names for {n_mod} columns: {_short(names)}")
+        raise FlipgateError(
+            f"{fn}: models has {len(names)} names for {n_mod} columns: {_short(names)}"
+        )
     if len(set(names)) != n_mod:
         raise FlipgateError(f"{fn}: models has duplicate names: {_short(names)}")
     bad = np.flatnonzero(~np.all(np.isfinite(arr), axis=1))
     if bad.size:
-        raise FlipgateError(f"{fn}: score_matrix rows {bad[:5].tolist()} have missing/non-finite scores; "
-                            f"keep only configurations evaluated on every model (to_score_matrix(complete=True))")
+        raise FlipgateError(
+            f"{fn}: score_matrix rows {bad[:5].tolist()} have missing/non-finite scores; "
+            f"keep only configurations evaluated on every model (to_score_matrix(complete=True))"
+        )
     return arr, names
 
 
 # ---------------------------------------------------------------------------------------------
 # per-slice dispersion
+
 
 def sdi(scores: Sequence[float]) -> float:
     """Score Dispersion Index, SPEC §7 / SR §4: ``(max s − min s) / mean s`` over a slice's configs."""
@@ -117,12 +143,15 @@ def cfr(scores: Sequence[float], theta: float) -> float:
 # ---------------------------------------------------------------------------------------------
 # pairwise strict-sign verdicts (SR §4 eq. 1, Prop. 1; §5.1 eq. 2)
 
+
 def sign_counts(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, int]:
     """SR §4 eq. (1): ``(N+, N−, N0)`` = configs with a_c > b_c, a_c < b_c, a_c == b_c (exact)."""
     x = _vector("sign_counts", "a", a)
     y = _vector("sign_counts", "b", b)
     if x.size != y.size:
-        raise FlipgateError(f"sign_counts: a and b differ in length ({x.size} vs {y.size} configurations)")
+        raise FlipgateError(
+            f"sign_counts: a and b differ in length ({x.size} vs {y.size} configurations)"
+        )
     return int(np.sum(x > y)), int(np.sum(x < y)), int(np.sum(x == y))
 
 
@@ -137,7 +166,9 @@ def rho_flip(a: Sequence[float], b: Sequence[float]) -> float:
 def rho_flip_ceiling(n_configs: int) -> float:
     """Combinatorial ceiling of ``rho_flip``, SPEC §7 / SR Prop. 1(iii): ``⌊|C|/2⌋/|C|``."""
     if isinstance(n_configs, bool) or not isinstance(n_configs, (int, np.integer)) or n_configs < 1:
-        raise FlipgateError(f"rho_flip_ceiling: n_configs must be an integer ≥ 1, got {n_configs!r}")
+        raise FlipgateError(
+            f"rho_flip_ceiling: n_configs must be an integer ≥ 1, got {n_configs!r}"
+        )
     return float((n_configs // 2) / n_configs)
 
 
@@ -149,12 +180,15 @@ def strict_disagreement(a: Sequence[float], b: Sequence[float]) -> float:
     n_plus, n_minus, n_zero = sign_counts(a, b)
     n = n_plus + n_minus + n_zero
     if n < 2:
-        raise FlipgateError(f"strict_disagreement: a and b have {n} configuration(s), need at least 2")
+        raise FlipgateError(
+            f"strict_disagreement: a and b have {n} configuration(s), need at least 2"
+        )
     return float(2 * n_plus * n_minus / (n * (n - 1)))
 
 
 # ---------------------------------------------------------------------------------------------
 # ranking concordance over configurations (SR §4 "Ranking concordance")
+
 
 def _pair_signs(x: np.ndarray) -> np.ndarray:
     i, j = np.triu_indices(x.shape[1], k=1)
@@ -218,8 +252,14 @@ def orderings_reached(score_matrix, models: Sequence[Hashable] | None = None) ->
     return float(len(set(total_orders(x, names))) / math.factorial(x.shape[1]))
 
 
-def to_score_matrix(df: pd.DataFrame, *, complete: bool = True, model_col: str = "model",
-                    config_col: str = "config", score_col: str = "score") -> pd.DataFrame:
+def to_score_matrix(
+    df: pd.DataFrame,
+    *,
+    complete: bool = True,
+    model_col: str = "model",
+    config_col: str = "config",
+    score_col: str = "score",
+) -> pd.DataFrame:
     """Long frame (one row per model × config of one benchmark) → score matrix (configs × models).
 
     ``complete=True`` keeps only configurations scored for every model (SR §5.1)."""
@@ -227,8 +267,10 @@ def to_score_matrix(df: pd.DataFrame, *, complete: bool = True, model_col: str =
     dup = df.duplicated([config_col, model_col])
     if dup.any():
         row = df.loc[dup].iloc[0]
-        raise FlipgateError(f"to_score_matrix: df has several rows for {model_col}={row[model_col]!r}, "
-                            f"{config_col}={row[config_col]!r} (one benchmark, seeds averaged, expected)")
+        raise FlipgateError(
+            f"to_score_matrix: df has several rows for {model_col}={row[model_col]!r}, "
+            f"{config_col}={row[config_col]!r} (one benchmark, seeds averaged, expected)"
+        )
     wide = df.pivot(index=config_col, columns=model_col, values=score_col)
     wide = wide.reindex(columns=sorted(wide.columns, key=str))
     return wide.dropna() if complete else wide
@@ -236,6 +278,7 @@ def to_score_matrix(df: pd.DataFrame, *, complete: bool = True, model_col: str =
 
 # ---------------------------------------------------------------------------------------------
 # variance attribution (SR §4 "Variance attribution", App. F, App. H)
+
 
 def _columns(fn: str, df, cols: Sequence[str]) -> None:
     if not isinstance(df, pd.DataFrame):
@@ -282,30 +325,43 @@ class AnovaShares:
         return impl / model
 
     def as_dict(self) -> dict:
-        return {"eta_model": self.eta_model, "eta_impl": self.eta_impl,
-                "eta_interaction": self.eta_interaction, "eta_residual": self.eta_residual, "rho": self.rho,
-                "eta_sq": self.table["eta_sq"].drop("Residual").to_dict(),
-                "omega_sq": self.table["omega_sq"].drop("Residual").to_dict()}
+        return {
+            "eta_model": self.eta_model,
+            "eta_impl": self.eta_impl,
+            "eta_interaction": self.eta_interaction,
+            "eta_residual": self.eta_residual,
+            "rho": self.rho,
+            "eta_sq": self.table["eta_sq"].drop("Residual").to_dict(),
+            "omega_sq": self.table["omega_sq"].drop("Residual").to_dict(),
+        }
 
 
 def _parse_terms(terms: Sequence[str]) -> list[tuple[str, ...]]:
     if isinstance(terms, str) or not len(terms):
-        raise FlipgateError(f"anova_shares: terms must be a non-empty sequence of term names, got {terms!r}")
+        raise FlipgateError(
+            f"anova_shares: terms must be a non-empty sequence of term names, got {terms!r}"
+        )
     parsed = []
     for term in terms:
         factors = tuple(f.strip() for f in str(term).split(":"))
         if not all(f.isidentifier() for f in factors):
-            raise FlipgateError(f"anova_shares: term {term!r} must be factor names joined by ':' "
-                                f"(python identifiers)")
-        if len(set(factors)) != len(factors) or frozenset(factors) in {frozenset(p) for p in parsed}:
+            raise FlipgateError(
+                f"anova_shares: term {term!r} must be factor names joined by ':' "
+                f"(python identifiers)"
+            )
+        if len(set(factors)) != len(factors) or frozenset(factors) in {
+            frozenset(p) for p in parsed
+        }:
             raise FlipgateError(f"anova_shares: term {term!r} is repeated or repeats a factor")
         parsed.append(factors)
     mains = {p[0] for p in parsed if len(p) == 1}
     for p in parsed:
         lacking = [f for f in p if f not in mains]
         if len(p) > 1 and lacking:
-            raise FlipgateError(f"anova_shares: term {':'.join(p)!r} needs its main effect(s) {lacking} in "
-                                f"terms (Type-II SS assume a hierarchical model)")
+            raise FlipgateError(
+                f"anova_shares: term {':'.join(p)!r} needs its main effect(s) {lacking} in "
+                f"terms (Type-II SS assume a hierarchical model)"
+            )
     return parsed
 
 
@@ -329,12 +385,19 @@ def _check_rank(df: pd.DataFrame, rhs: str, names: list[str]) -> None:
             f"anova_shares: design is rank-deficient — term(s) {', '.join(aliased)} are aliased with earlier "
             f"terms ({x.shape[0]} rows, {x.shape[1]} columns, rank {rank}); usually an empty cell of an "
             f"interaction (e.g. after parse-clean filtering) or confounded factors. Drop those terms via "
-            f"terms=... or restrict to a complete design.")
+            f"terms=... or restrict to a complete design."
+        )
 
 
-def anova_shares(df: pd.DataFrame, terms: Sequence[str] = ANOVA_TERMS, *, response: str = "score",
-                 model_term: str = "model", impl_terms: Sequence[str] = IMPL_TERMS,
-                 total: str = "data") -> AnovaShares:
+def anova_shares(
+    df: pd.DataFrame,
+    terms: Sequence[str] = ANOVA_TERMS,
+    *,
+    response: str = "score",
+    model_term: str = "model",
+    impl_terms: Sequence[str] = IMPL_TERMS,
+    total: str = "data",
+) -> AnovaShares:
     """Type-II ANOVA variance shares, SPEC §7 / SR §4, App. F (statsmodels ``ols`` + ``anova_lm(typ=2)``).
 
     ``df``: long frame of one benchmark's free-form slice, one row per (model, config) cell, with the
@@ -365,23 +428,29 @@ def anova_shares(df: pd.DataFrame, terms: Sequence[str] = ANOVA_TERMS, *, respon
     _columns("anova_shares", df, [response, *factors])
     y = pd.to_numeric(df[response], errors="coerce")
     if not np.all(np.isfinite(y)):
-        raise FlipgateError(f"anova_shares: response column {response!r} has {int((~np.isfinite(y)).sum())} "
-                            f"missing/non-numeric value(s)")
+        raise FlipgateError(
+            f"anova_shares: response column {response!r} has {int((~np.isfinite(y)).sum())} "
+            f"missing/non-numeric value(s)"
+        )
     for f in factors:
         if df[f].isna().any():
             raise FlipgateError(f"anova_shares: factor column {f!r} has missing values")
         levels = df[f].unique()
         if len(levels) < 2:
-            raise FlipgateError(f"anova_shares: factor {f!r} has a single level {levels.tolist()!r}; "
-                                f"drop it (and its interactions) from terms")
+            raise FlipgateError(
+                f"anova_shares: factor {f!r} has a single level {levels.tolist()!r}; "
+                f"drop it (and its interactions) from terms"
+            )
     data = df[[*factors]].copy()
     data["_y"] = y.to_numpy(dtype=float)
     rhs = " + ".join(":".join(f"C({f})" for f in p) for p in parsed)
     _check_rank(data, rhs, names)
     fit = smf.ols("_y ~ " + rhs, data=data).fit()
     if fit.df_resid < 1:
-        raise FlipgateError(f"anova_shares: the design is saturated ({len(data)} rows, no residual degrees of "
-                            f"freedom); MS_W and ω² are undefined — drop interaction terms")
+        raise FlipgateError(
+            f"anova_shares: the design is saturated ({len(data)} rows, no residual degrees of "
+            f"freedom); MS_W and ω² are undefined — drop interaction terms"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         aov = anova_lm(fit, typ=2)
@@ -393,24 +462,36 @@ def anova_shares(df: pd.DataFrame, terms: Sequence[str] = ANOVA_TERMS, *, respon
             continue
         key = frozenset(re.findall(r"C\((\w+)\)", str(label)))
         if key not in by_factors:
-            raise FlipgateError(f"anova_shares: cannot map ANOVA row {label!r} back to a term of {names}")
+            raise FlipgateError(
+                f"anova_shares: cannot map ANOVA row {label!r} back to a term of {names}"
+            )
         index.append(by_factors[key])
-    table = pd.DataFrame({"sum_sq": aov["sum_sq"].to_numpy(float), "df": aov["df"].to_numpy(float)},
-                         index=index).reindex([*names, "Residual"])
-    ss_total = float(np.sum((data["_y"] - data["_y"].mean()) ** 2)) if total == "data" \
+    table = pd.DataFrame(
+        {"sum_sq": aov["sum_sq"].to_numpy(float), "df": aov["df"].to_numpy(float)}, index=index
+    ).reindex([*names, "Residual"])
+    ss_total = (
+        float(np.sum((data["_y"] - data["_y"].mean()) ** 2))
+        if total == "data"
         else float(table["sum_sq"].sum())
+    )
     ms_within = float(table.loc["Residual", "sum_sq"] / table.loc["Residual", "df"])
     with np.errstate(divide="ignore", invalid="ignore"):
         table["eta_sq"] = table["sum_sq"] / ss_total
         omega = (table["sum_sq"] - table["df"] * ms_within) / (ss_total + ms_within)
     table["omega_sq"] = np.maximum(omega, 0.0)
     table.loc["Residual", "omega_sq"] = np.nan
-    return AnovaShares(table=table, ss_total=ss_total, ms_within=ms_within, model_term=model_term,
-                       impl_terms=tuple(impl_terms))
+    return AnovaShares(
+        table=table,
+        ss_total=ss_total,
+        ms_within=ms_within,
+        model_term=model_term,
+        impl_terms=tuple(impl_terms),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # configuration bootstrap (SR App. G) and max-statistic intervals (SR App. I)
+
 
 def _resampler(fn: str, data, config_col: str | None) -> tuple[int, Callable[[np.ndarray], object]]:
     """Number of configurations and a function drawing the data at configuration indices."""
@@ -422,7 +503,9 @@ def _resampler(fn: str, data, config_col: str | None) -> tuple[int, Callable[[np
 
         def take_long(idx):
             picked = data.iloc[np.concatenate([rows[k] for k in idx])].copy()
-            picked[config_col] = np.repeat(np.arange(len(idx)), sizes[idx])  # each draw a distinct config
+            picked[config_col] = np.repeat(
+                np.arange(len(idx)), sizes[idx]
+            )  # each draw a distinct config
             return picked.reset_index(drop=True)
 
         return len(uniques), take_long
@@ -430,7 +513,9 @@ def _resampler(fn: str, data, config_col: str | None) -> tuple[int, Callable[[np
         return len(data), lambda idx: data.iloc[idx].reset_index(drop=True)
     arr = np.asarray(data)
     if arr.ndim == 0:
-        raise FlipgateError(f"{fn}: scores_by_config must have configurations along axis 0, got {_short(data)}")
+        raise FlipgateError(
+            f"{fn}: scores_by_config must have configurations along axis 0, got {_short(data)}"
+        )
     return arr.shape[0], lambda idx: arr[idx]
 
 
@@ -457,20 +542,35 @@ def _percentiles(estimate: float, draws: np.ndarray, level: float) -> Estimate:
     return float(estimate), float(lo), float(hi)
 
 
-def config_bootstrap_draws(scores_by_config, stat: Callable[[object], float], n: int = 1000, seed: int = 42,
-                           *, config_col: str | None = None) -> np.ndarray:
+def config_bootstrap_draws(
+    scores_by_config,
+    stat: Callable[[object], float],
+    n: int = 1000,
+    seed: int = 42,
+    *,
+    config_col: str | None = None,
+) -> np.ndarray:
     """The ``n`` resampled values of ``stat`` behind :func:`config_bootstrap` (NaN where the stat
     is undefined on a resample, i.e. returned NaN or raised FlipgateError)."""
     _check_boot("config_bootstrap", n, 0.95)
     size, take = _resampler("config_bootstrap", scores_by_config, config_col)
     if size < 2:
-        raise FlipgateError(f"config_bootstrap: scores_by_config has {size} configuration(s), need at least 2")
+        raise FlipgateError(
+            f"config_bootstrap: scores_by_config has {size} configuration(s), need at least 2"
+        )
     idx = np.random.default_rng(seed).integers(0, size, size=(n, size))
     return np.array([_stat_or_nan(stat, take(row)) for row in idx])
 
 
-def config_bootstrap(scores_by_config, stat: Callable[[object], float], n: int = 1000, seed: int = 42,
-                     level: float = 0.95, *, config_col: str | None = None) -> Estimate:
+def config_bootstrap(
+    scores_by_config,
+    stat: Callable[[object], float],
+    n: int = 1000,
+    seed: int = 42,
+    level: float = 0.95,
+    *,
+    config_col: str | None = None,
+) -> Estimate:
     """Configuration bootstrap, SPEC §7 / SR App. G: resample configurations with replacement
     ``n`` times, recompute ``stat``; returns ``(stat(data), lo, hi)``, the percentile interval
     (``stat`` sees the data as the resamples do: arrays as ndarrays, frames re-indexed).
@@ -497,9 +597,16 @@ class MaxStatInterval(NamedTuple):
     slice: Hashable
 
 
-def max_stat_bootstrap(slices: Mapping[Hashable, object], stat: Callable[[object], float], n: int = 1000,
-                       seed: int = 42, level: float = 0.95, *, groups: Mapping[Hashable, Hashable] | None = None,
-                       config_col: str | None = None) -> MaxStatInterval:
+def max_stat_bootstrap(
+    slices: Mapping[Hashable, object],
+    stat: Callable[[object], float],
+    n: int = 1000,
+    seed: int = 42,
+    level: float = 0.95,
+    *,
+    groups: Mapping[Hashable, Hashable] | None = None,
+    config_col: str | None = None,
+) -> MaxStatInterval:
     """Max-statistic configuration-bootstrap interval for an "up to X" headline, SR App. I.
 
     ``slices`` maps a slice name (e.g. (model, benchmark)) to that slice's per-config data (as in
@@ -512,8 +619,10 @@ def max_stat_bootstrap(slices: Mapping[Hashable, object], stat: Callable[[object
     single slice this equals :func:`config_bootstrap` at the same seed."""
     _check_boot("max_stat_bootstrap", n, level)
     if not isinstance(slices, Mapping) or not slices:
-        raise FlipgateError(f"max_stat_bootstrap: slices must be a non-empty mapping name → data, got "
-                            f"{type(slices).__name__}")
+        raise FlipgateError(
+            f"max_stat_bootstrap: slices must be a non-empty mapping name → data, got "
+            f"{type(slices).__name__}"
+        )
     names = list(slices)
     groups = {s: s for s in names} if groups is None else dict(groups)
     missing = [s for s in names if s not in groups]
@@ -523,25 +632,33 @@ def max_stat_bootstrap(slices: Mapping[Hashable, object], stat: Callable[[object
     for s in names:
         sizes[s], takers[s] = _resampler("max_stat_bootstrap", slices[s], config_col)
         if sizes[s] < 2:
-            raise FlipgateError(f"max_stat_bootstrap: slice {s!r} has {sizes[s]} configuration(s), need ≥ 2")
+            raise FlipgateError(
+                f"max_stat_bootstrap: slice {s!r} has {sizes[s]} configuration(s), need ≥ 2"
+            )
     rng = np.random.default_rng(seed)
     draws_for: dict = {}
     for s in names:
         g = groups[s]
         if g in draws_for:
             if draws_for[g].shape[1] != sizes[s]:
-                raise FlipgateError(f"max_stat_bootstrap: slice {s!r} has {sizes[s]} configurations but its "
-                                    f"group {g!r} has {draws_for[g].shape[1]}; grouped slices must be aligned")
+                raise FlipgateError(
+                    f"max_stat_bootstrap: slice {s!r} has {sizes[s]} configurations but its "
+                    f"group {g!r} has {draws_for[g].shape[1]}; grouped slices must be aligned"
+                )
             continue
         draws_for[g] = rng.integers(0, sizes[s], size=(n, sizes[s]))
     point = np.array([_stat_or_nan(stat, takers[s](np.arange(sizes[s]))) for s in names])
     if np.all(np.isnan(point)):
         raise FlipgateError("max_stat_bootstrap: stat is undefined on every slice")
-    per_slice = np.array([[_stat_or_nan(stat, takers[s](draws_for[groups[s]][r])) for s in names]
-                          for r in range(n)])
+    per_slice = np.array(
+        [[_stat_or_nan(stat, takers[s](draws_for[groups[s]][r])) for s in names] for r in range(n)]
+    )
     with np.errstate(all="ignore"):
-        maxima = np.where(np.all(np.isnan(per_slice), axis=1), np.nan,
-                          np.nanmax(np.where(np.isnan(per_slice), -np.inf, per_slice), axis=1))
+        maxima = np.where(
+            np.all(np.isnan(per_slice), axis=1),
+            np.nan,
+            np.nanmax(np.where(np.isnan(per_slice), -np.inf, per_slice), axis=1),
+        )
     best = int(np.nanargmax(point))
     est, lo, hi = _percentiles(float(point[best]), maxima, level)
     return MaxStatInterval(est, lo, hi, names[best])
@@ -550,6 +667,7 @@ def max_stat_bootstrap(slices: Mapping[Hashable, object], stat: Callable[[object
 # ---------------------------------------------------------------------------------------------
 # whole-envelope tables and the parse-clean recomputation (SR App. D)
 
+
 def _benchmarks(df: pd.DataFrame, benchmark_col: str):
     if benchmark_col in df.columns:
         yield from df.groupby(benchmark_col, sort=True)
@@ -557,8 +675,14 @@ def _benchmarks(df: pd.DataFrame, benchmark_col: str):
         yield None, df
 
 
-def slice_metrics(df: pd.DataFrame, thetas: Sequence[float] = (0.5, 0.7), *, benchmark_col: str = "benchmark",
-                  model_col: str = "model", score_col: str = "score") -> pd.DataFrame:
+def slice_metrics(
+    df: pd.DataFrame,
+    thetas: Sequence[float] = (0.5, 0.7),
+    *,
+    benchmark_col: str = "benchmark",
+    model_col: str = "model",
+    score_col: str = "score",
+) -> pd.DataFrame:
     """Per (benchmark, model) slice: n, s_min, s_max, s_mean, ``sdi`` and ``cfr_<θ>`` (SR App. E, L).
     Undefined values (n < 2 for CFR, mean 0 for SDI) are NaN rather than errors."""
     _columns("slice_metrics", df, [model_col, score_col])
@@ -566,46 +690,108 @@ def slice_metrics(df: pd.DataFrame, thetas: Sequence[float] = (0.5, 0.7), *, ben
     for bench, part in _benchmarks(df, benchmark_col):
         for model, cell in part.groupby(model_col, sort=True):
             s = cell[score_col].to_numpy(float)
-            row = {benchmark_col: bench, model_col: model, "n": s.size, "s_min": s.min(), "s_max": s.max(),
-                   "s_mean": s.mean(), "sdi": sdi(s) if s.mean() != 0 else float("nan")}
+            row = {
+                benchmark_col: bench,
+                model_col: model,
+                "n": s.size,
+                "s_min": s.min(),
+                "s_max": s.max(),
+                "s_mean": s.mean(),
+                "sdi": sdi(s) if s.mean() != 0 else float("nan"),
+            }
             for theta in thetas:
                 row[f"cfr_{theta:g}"] = cfr(s, theta) if s.size >= 2 else float("nan")
             rows.append(row)
-    cols = [benchmark_col, model_col, "n", "s_min", "s_max", "s_mean", "sdi", *(f"cfr_{t:g}" for t in thetas)]
+    cols = [
+        benchmark_col,
+        model_col,
+        "n",
+        "s_min",
+        "s_max",
+        "s_mean",
+        "sdi",
+        *(f"cfr_{t:g}" for t in thetas),
+    ]
     out = pd.DataFrame(rows, columns=cols)
     return out.drop(columns=benchmark_col) if benchmark_col not in df.columns else out
 
 
-def pair_flips(df: pd.DataFrame, *, benchmark_col: str = "benchmark", model_col: str = "model",
-               config_col: str = "config", score_col: str = "score") -> pd.DataFrame:
+def pair_flips(
+    df: pd.DataFrame,
+    *,
+    benchmark_col: str = "benchmark",
+    model_col: str = "model",
+    config_col: str = "config",
+    score_col: str = "score",
+) -> pd.DataFrame:
     """Per benchmark and model pair (A < B by name; N+ counts A > B) over the configurations scored
     for every model: n_configs, n_plus, n_minus, n_zero, rho_flip, strict_disagreement, ceiling."""
     rows = []
     for bench, part in _benchmarks(df, benchmark_col):
-        wide = to_score_matrix(part, model_col=model_col, config_col=config_col, score_col=score_col)
+        wide = to_score_matrix(
+            part, model_col=model_col, config_col=config_col, score_col=score_col
+        )
         for a, b in itertools.combinations(wide.columns, 2):
             c = len(wide)
             if c == 0:
                 continue
             n_plus, n_minus, n_zero = sign_counts(wide[a], wide[b])
-            rows.append({benchmark_col: bench, "model_a": a, "model_b": b, "n_configs": c, "n_plus": n_plus,
-                         "n_minus": n_minus, "n_zero": n_zero, "rho_flip": min(n_plus, n_minus) / c,
-                         "strict_disagreement": 2 * n_plus * n_minus / (c * (c - 1)) if c > 1 else float("nan"),
-                         "ceiling": rho_flip_ceiling(c)})
-    return pd.DataFrame(rows, columns=[benchmark_col, "model_a", "model_b", "n_configs", "n_plus", "n_minus",
-                                       "n_zero", "rho_flip", "strict_disagreement", "ceiling"])
+            rows.append(
+                {
+                    benchmark_col: bench,
+                    "model_a": a,
+                    "model_b": b,
+                    "n_configs": c,
+                    "n_plus": n_plus,
+                    "n_minus": n_minus,
+                    "n_zero": n_zero,
+                    "rho_flip": min(n_plus, n_minus) / c,
+                    "strict_disagreement": 2 * n_plus * n_minus / (c * (c - 1))
+                    if c > 1
+                    else float("nan"),
+                    "ceiling": rho_flip_ceiling(c),
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            benchmark_col,
+            "model_a",
+            "model_b",
+            "n_configs",
+            "n_plus",
+            "n_minus",
+            "n_zero",
+            "rho_flip",
+            "strict_disagreement",
+            "ceiling",
+        ],
+    )
 
 
-def ordering_metrics(df: pd.DataFrame, *, benchmark_col: str = "benchmark", model_col: str = "model",
-                     config_col: str = "config", score_col: str = "score") -> pd.DataFrame:
+def ordering_metrics(
+    df: pd.DataFrame,
+    *,
+    benchmark_col: str = "benchmark",
+    model_col: str = "model",
+    config_col: str = "config",
+    score_col: str = "score",
+) -> pd.DataFrame:
     """Per benchmark, over configurations scored for every model (SR Tab. 2, §4): n_configs,
     n_models, tau_r, total_order_mismatch, n_orderings, orderings_reached, rho_flip_max and its pair.
     NaN where fewer than 2 complete configurations or models remain."""
     rows = []
-    flips = pair_flips(df, benchmark_col=benchmark_col, model_col=model_col, config_col=config_col,
-                       score_col=score_col)
+    flips = pair_flips(
+        df,
+        benchmark_col=benchmark_col,
+        model_col=model_col,
+        config_col=config_col,
+        score_col=score_col,
+    )
     for bench, part in _benchmarks(df, benchmark_col):
-        wide = to_score_matrix(part, model_col=model_col, config_col=config_col, score_col=score_col)
+        wide = to_score_matrix(
+            part, model_col=model_col, config_col=config_col, score_col=score_col
+        )
         row = {benchmark_col: bench, "n_configs": len(wide), "n_models": wide.shape[1]}
         ok = len(wide) >= 2 and wide.shape[1] >= 2
         row["tau_r"] = tau_r(wide) if ok else float("nan")
@@ -615,13 +801,26 @@ def ordering_metrics(df: pd.DataFrame, *, benchmark_col: str = "benchmark", mode
         mine = flips if bench is None else flips[flips[benchmark_col] == bench]
         if ok and len(mine):
             top = mine.loc[mine["rho_flip"].idxmax()]
-            row.update(rho_flip_max=float(top["rho_flip"]), rho_flip_pair=(top["model_a"], top["model_b"]),
-                       rho_flip_ceiling=rho_flip_ceiling(len(wide)))
+            row.update(
+                rho_flip_max=float(top["rho_flip"]),
+                rho_flip_pair=(top["model_a"], top["model_b"]),
+                rho_flip_ceiling=rho_flip_ceiling(len(wide)),
+            )
         else:
             row.update(rho_flip_max=float("nan"), rho_flip_pair=None, rho_flip_ceiling=float("nan"))
         rows.append(row)
-    cols = [benchmark_col, "n_configs", "n_models", "tau_r", "total_order_mismatch", "n_orderings",
-            "orderings_reached", "rho_flip_max", "rho_flip_pair", "rho_flip_ceiling"]
+    cols = [
+        benchmark_col,
+        "n_configs",
+        "n_models",
+        "tau_r",
+        "total_order_mismatch",
+        "n_orderings",
+        "orderings_reached",
+        "rho_flip_max",
+        "rho_flip_pair",
+        "rho_flip_ceiling",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     return out.drop(columns=benchmark_col) if benchmark_col not in df.columns else out
 
@@ -641,42 +840,73 @@ class ParseClean:
     min_parse_rate: float
 
 
-def parse_clean(df: pd.DataFrame, min_parse_rate: float = 0.95, thetas: Sequence[float] = (0.5, 0.7), *,
-                benchmark_col: str = "benchmark", model_col: str = "model", config_col: str = "config",
-                score_col: str = "score", parse_col: str = "parse_rate") -> ParseClean:
+def parse_clean(
+    df: pd.DataFrame,
+    min_parse_rate: float = 0.95,
+    thetas: Sequence[float] = (0.5, 0.7),
+    *,
+    benchmark_col: str = "benchmark",
+    model_col: str = "model",
+    config_col: str = "config",
+    score_col: str = "score",
+    parse_col: str = "parse_rate",
+) -> ParseClean:
     """Parse-clean recomputation, SPEC §7 / SR App. D, §5.1: keep only cells (model × config) with
     parse rate ≥ ``min_parse_rate`` and recompute. Per-slice metrics (SDI, CFR) use every kept cell
     (SR's 579 of 612 cells); ordering metrics (τ_R, mismatch, orderings, ρ_flip) use only
     configurations where every model of the benchmark kept its cell ("all-three-models parse rate
     ≥ 0.95"). ``df``: long frame, one row per cell (seeds averaged). For the ANOVA ρ, call
     :func:`anova_shares` on ``result.frame`` (it may be aliased once cells are gone)."""
-    keys = ([benchmark_col] if benchmark_col in getattr(df, "columns", []) else []) + [model_col, config_col]
+    keys = ([benchmark_col] if benchmark_col in getattr(df, "columns", []) else []) + [
+        model_col,
+        config_col,
+    ]
     _columns("parse_clean", df, [*keys, score_col, parse_col])
     if not (isinstance(min_parse_rate, (int, float, np.floating)) and 0 <= min_parse_rate <= 1):
-        raise FlipgateError(f"parse_clean: min_parse_rate must lie in [0, 1], got {min_parse_rate!r}")
+        raise FlipgateError(
+            f"parse_clean: min_parse_rate must lie in [0, 1], got {min_parse_rate!r}"
+        )
     dup = df.duplicated(keys)
     if dup.any():
         first = df.loc[dup, keys].iloc[0].to_dict()
-        raise FlipgateError(f"parse_clean: df has several rows for cell {first}; average seeds first "
-                            f"(flipgate.envelope.run.config_scores)")
+        raise FlipgateError(
+            f"parse_clean: df has several rows for cell {first}; average seeds first "
+            f"(flipgate.envelope.run.config_scores)"
+        )
     rate = pd.to_numeric(df[parse_col], errors="coerce")
     if rate.isna().any():
-        raise FlipgateError(f"parse_clean: column {parse_col!r} has {int(rate.isna().sum())} missing value(s)")
+        raise FlipgateError(
+            f"parse_clean: column {parse_col!r} has {int(rate.isna().sum())} missing value(s)"
+        )
     keep = rate >= min_parse_rate
     frame, dropped = df.loc[keep].copy(), df.loc[~keep].copy()
     bench_keys = keys[:-2]
-    n_models = df.groupby(bench_keys)[model_col].nunique() if bench_keys else df[model_col].nunique()
+    n_models = (
+        df.groupby(bench_keys)[model_col].nunique() if bench_keys else df[model_col].nunique()
+    )
     kept_per_cfg = frame.groupby(bench_keys + [config_col])[model_col].nunique()
     if bench_keys:
         need = n_models.reindex(kept_per_cfg.index.get_level_values(0)).to_numpy()
     else:
         need = n_models
     full = set(kept_per_cfg.index[kept_per_cfg.to_numpy() == need])
-    cfg_key = frame[bench_keys + [config_col]].apply(tuple, axis=1) if bench_keys else frame[config_col]
+    cfg_key = (
+        frame[bench_keys + [config_col]].apply(tuple, axis=1) if bench_keys else frame[config_col]
+    )
     complete = frame.loc[cfg_key.isin(full)] if len(frame) else frame
-    return ParseClean(frame=frame, dropped=dropped, complete=complete,
-                      slices=slice_metrics(frame, thetas, benchmark_col=benchmark_col, model_col=model_col,
-                                           score_col=score_col),
-                      orderings=ordering_metrics(complete, benchmark_col=benchmark_col, model_col=model_col,
-                                                 config_col=config_col, score_col=score_col),
-                      min_parse_rate=float(min_parse_rate))
+    return ParseClean(
+        frame=frame,
+        dropped=dropped,
+        complete=complete,
+        slices=slice_metrics(
+            frame, thetas, benchmark_col=benchmark_col, model_col=model_col, score_col=score_col
+        ),
+        orderings=ordering_metrics(
+            complete,
+            benchmark_col=benchmark_col,
+            model_col=model_col,
+            config_col=config_col,
+            score_col=score_col,
+        ),
+        min_parse_rate=float(min_parse_rate),
+    )

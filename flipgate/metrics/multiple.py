@@ -1,4 +1,5 @@
 """Multiple-testing control when many cells are gated at once (Benjamini–Hochberg)."""
+
 from __future__ import annotations
 
 from typing import Sequence

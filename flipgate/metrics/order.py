@@ -3,6 +3,7 @@
 Answers are content labels after map-back (e.g. source option index). ``None`` is a parse
 failure: excluded from the answer set and counted in the parse rate (SPEC §1).
 """
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,11 @@ def accuracy(correct: Iterable[bool | None]) -> float:
 def acc_swing(trials: pd.DataFrame) -> float:
     """SPEC §3: best-ordering accuracy − worst-ordering accuracy, accuracy taken per ordering
     index over items. ``trials`` needs columns ``condition`` and ``correct``."""
-    per_ordering = trials.assign(correct=trials["correct"].fillna(False).astype(float)) \
-        .groupby("condition")["correct"].mean()
+    per_ordering = (
+        trials.assign(correct=trials["correct"].fillna(False).astype(float))
+        .groupby("condition")["correct"]
+        .mean()
+    )
     return float(per_ordering.max() - per_ordering.min()) if len(per_ordering) else float("nan")
 
 
@@ -97,16 +101,18 @@ def item_table(trials: pd.DataFrame, n_classes_col: str = "n_classes") -> pd.Dat
         answers = [None if pd.isna(a) else a for a in g["answer"]]
         parsed = _parsed(answers)
         enough = len(parsed) >= 2
-        rows.append({
-            "item_id": item_id,
-            "n_trials": len(answers),
-            "n_parsed": len(parsed),
-            "any_flip": any_flip(answers) if enough else None,
-            "osi": osi(answers, int(g[n_classes_col].iloc[0])) if parsed else None,
-            "pairwise_disagreement": pairwise_disagreement(answers) if enough else None,
-            "answer_entropy": answer_entropy(answers) if parsed else None,
-            "accuracy": accuracy(g["correct"].fillna(False)),
-            "parse_rate": parse_rate(answers),
-            "answers": "|".join("-" if a is None else str(a) for a in answers),
-        })
+        rows.append(
+            {
+                "item_id": item_id,
+                "n_trials": len(answers),
+                "n_parsed": len(parsed),
+                "any_flip": any_flip(answers) if enough else None,
+                "osi": osi(answers, int(g[n_classes_col].iloc[0])) if parsed else None,
+                "pairwise_disagreement": pairwise_disagreement(answers) if enough else None,
+                "answer_entropy": answer_entropy(answers) if parsed else None,
+                "accuracy": accuracy(g["correct"].fillna(False)),
+                "parse_rate": parse_rate(answers),
+                "answers": "|".join("-" if a is None else str(a) for a in answers),
+            }
+        )
     return pd.DataFrame(rows)

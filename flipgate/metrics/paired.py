@@ -1,4 +1,5 @@
 """Paired tests between two model versions on the same items (SPEC §11)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

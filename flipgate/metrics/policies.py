@@ -5,6 +5,7 @@ All functions take a trial table with columns item_id, condition (ordering index
 gives. Abstention counts as not answered: ``accuracy`` counts it wrong, ``selective_accuracy``
 ignores it, ``coverage`` is the answered share. ``cost`` is model calls per item.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -16,7 +17,9 @@ import pandas as pd
 def _per_item(trials: pd.DataFrame) -> list[tuple[list, list]]:
     out = []
     for _, g in trials.sort_values("condition").groupby("item_id", sort=True):
-        answers = [None if a is None or (isinstance(a, float) and np.isnan(a)) else a for a in g["answer"]]
+        answers = [
+            None if a is None or (isinstance(a, float) and np.isnan(a)) else a for a in g["answer"]
+        ]
         out.append((answers, [bool(c) if c is not None else False for c in g["correct"]]))
     return out
 
@@ -36,9 +39,14 @@ def _vote(answers: list, correct: list, k: int) -> tuple[bool, bool]:
 def _row(policy: str, k: int, cost: int, answered: list[bool], right: list[bool]) -> dict:
     n = len(answered)
     covered = sum(answered)
-    return {"policy": policy, "k": k, "cost": cost, "accuracy": sum(right) / n if n else float("nan"),
-            "selective_accuracy": sum(right) / covered if covered else float("nan"),
-            "coverage": covered / n if n else float("nan")}
+    return {
+        "policy": policy,
+        "k": k,
+        "cost": cost,
+        "accuracy": sum(right) / n if n else float("nan"),
+        "selective_accuracy": sum(right) / covered if covered else float("nan"),
+        "coverage": covered / n if n else float("nan"),
+    }
 
 
 def k_policies(trials: pd.DataFrame) -> list[dict]:
@@ -46,14 +54,39 @@ def k_policies(trials: pd.DataFrame) -> list[dict]:
     P5 worst-ordering oracle, P6 best-ordering oracle (FP Tab. 3)."""
     items = _per_item(trials)
     k_max = max((len(a) for a, _ in items), default=0)
-    rows = [_row("P1 single pass (o=0)", 1, 1, [a[0] is not None for a, _ in items], [c[0] for _, c in items])]
-    p2 = [(a[0] is not None and a[0] == a[1], a[0] is not None and a[0] == a[1] and c[0]) for a, c in items]
-    rows.append(_row("P2 K=2 abstain on disagreement", 2, 2, [x for x, _ in p2], [y for _, y in p2]))
+    rows = [
+        _row(
+            "P1 single pass (o=0)",
+            1,
+            1,
+            [a[0] is not None for a, _ in items],
+            [c[0] for _, c in items],
+        )
+    ]
+    p2 = [
+        (a[0] is not None and a[0] == a[1], a[0] is not None and a[0] == a[1] and c[0])
+        for a, c in items
+    ]
+    rows.append(
+        _row("P2 K=2 abstain on disagreement", 2, 2, [x for x, _ in p2], [y for _, y in p2])
+    )
     for k, name in ((3, "P3 K=3 majority"), (k_max, f"P4 K={k_max} majority")):
         votes = [_vote(a, c, k) for a, c in items]
         rows.append(_row(name, k, k, [x for x, _ in votes], [y for _, y in votes]))
-    rows.append(_row("P5 worst-ordering oracle", k_max, k_max, [True] * len(items), [all(c) for _, c in items]))
-    rows.append(_row("P6 best-ordering oracle", k_max, k_max, [True] * len(items), [any(c) for _, c in items]))
+    rows.append(
+        _row(
+            "P5 worst-ordering oracle",
+            k_max,
+            k_max,
+            [True] * len(items),
+            [all(c) for _, c in items],
+        )
+    )
+    rows.append(
+        _row(
+            "P6 best-ordering oracle", k_max, k_max, [True] * len(items), [any(c) for _, c in items]
+        )
+    )
     return rows
 
 
@@ -65,7 +98,9 @@ def k2_screen_recall(trials: pd.DataFrame) -> float:
         parsed = [a for a in answers if a is not None]
         if len(set(parsed)) > 1:
             flipped += 1
-            flagged += int(answers[0] is not None and answers[1] is not None and answers[0] != answers[1])
+            flagged += int(
+                answers[0] is not None and answers[1] is not None and answers[0] != answers[1]
+            )
     return flagged / flipped if flipped else float("nan")
 
 
@@ -75,7 +110,10 @@ def k_ablation(trials: pd.DataFrame, ks: list[int] | None = None) -> dict[int, f
     k_max = max((len(a) for a, _ in items), default=0)
     out = {}
     for k in ks or list(range(2, k_max + 1)):
-        flags = [int(len({a for a in answers[:k] if a is not None}) > 1) for answers, _ in items
-                 if sum(a is not None for a in answers[:k]) >= 2]
+        flags = [
+            int(len({a for a in answers[:k] if a is not None}) > 1)
+            for answers, _ in items
+            if sum(a is not None for a in answers[:k]) >= 2
+        ]
         out[k] = sum(flags) / len(flags) if flags else float("nan")
     return out

@@ -1,5 +1,6 @@
 """What the ODI suite test does: gather the order suites' trials of every model (through the cache,
 like any test), fit ODI on each model's primary readout, record, report and gate (``facet: odi``)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,7 +25,8 @@ def primary_view(trials: pd.DataFrame, readout: str) -> pd.DataFrame:
     """``trials`` with ``mapped`` / ``correct`` narrowed to ``readout``, renamed :data:`PRIMARY`."""
     return trials[["model_id", "facet", "dataset", "item_id", "condition"]].assign(
         mapped=[{PRIMARY: m.get(readout)} for m in trials["mapped"]],
-        correct=[{PRIMARY: c.get(readout)} for c in trials["correct"]])
+        correct=[{PRIMARY: c.get(readout)} for c in trials["correct"]],
+    )
 
 
 @dataclass
@@ -55,7 +57,9 @@ class ODICell:
                         trials = self.auditor.trials(model_id, spec.name, facet)
                         frames.append(primary_view(trials, used[model_id][facet]))
         if not frames:
-            raise FlipgateError("ODI: no order-facet cell could be measured for any model: " + "; ".join(unmeasured))
+            raise FlipgateError(
+                "ODI: no order-facet cell could be measured for any model: " + "; ".join(unmeasured)
+            )
         return pd.concat(frames, ignore_index=True), used, unmeasured
 
     def measure(self, bounds: dict, level: float, levels=()) -> dict:
@@ -63,21 +67,36 @@ class ODICell:
         profile, seed = settings.pop("profile", "fast"), settings.pop("seed", 0)
         trials, used, unmeasured = self.panel()
         roster, models = self.roster(), self.auditor.config.models
-        versions = [(m, models[m]["baseline"]) for m in roster if models[m].get("baseline") in roster]
-        analysis = odi(trials, PRIMARY, profile, seed, thresholds=bounds, ci_level=level, gate_levels=levels,
-                       versions=versions, **settings)
+        versions = [
+            (m, models[m]["baseline"]) for m in roster if models[m].get("baseline") in roster
+        ]
+        analysis = odi(
+            trials,
+            PRIMARY,
+            profile,
+            seed,
+            thresholds=bounds,
+            ci_level=level,
+            gate_levels=levels,
+            versions=versions,
+            **settings,
+        )
         analysis.update(roster=self.roster(), unmeasured=unmeasured, ci_level=level, readouts=used)
         return analysis
 
     def run(self) -> list[dict]:
         roster = self.roster()
         if len(roster) < 2:
-            pytest.skip(f"ODI centres θ across a panel: it needs ≥ 2 models in the order suites, "
-                        f"{self.auditor.config.path} lists {roster}")
+            pytest.skip(
+                f"ODI centres θ across a panel: it needs ≥ 2 models in the order suites, "
+                f"{self.auditor.config.path} lists {roster}"
+            )
         try:
             thresholds = {m: load_thresholds(self.thresholds_dir, m) for m in roster}
             level = max(ts.level for ts in thresholds.values())
-            analysis = self.measure(diagnostic_bounds(thresholds.values()), level, gate_levels(thresholds.values()))
+            analysis = self.measure(
+                diagnostic_bounds(thresholds.values()), level, gate_levels(thresholds.values())
+            )
         except FlipgateError as exc:
             fail_input(exc)
         store = self.auditor.store

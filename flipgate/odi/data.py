@@ -1,5 +1,6 @@
 """ODI inputs (SPEC §4): per-trial outcomes from a trials table, and the long-format index arrays
 the model reads. An item is one (facet, dataset, item_id); its cell is its (facet, dataset)."""
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,14 @@ class ODIData:
         return y, mask
 
     def sizes(self) -> dict[str, int]:
-        return {"trials": self.n, "models": len(self.models), "items": len(self.items),
-                "cells": len(self.cells), "facets": len(self.facets), "k": self.k}
+        return {
+            "trials": self.n,
+            "models": len(self.models),
+            "items": len(self.items),
+            "cells": len(self.cells),
+            "facets": len(self.facets),
+            "k": self.k,
+        }
 
 
 def _key(answer) -> Hashable:
@@ -91,8 +98,10 @@ def outcomes(trials: pd.DataFrame, readout: str) -> pd.DataFrame:
         raise FlipgateError(f"readout {readout!r} appears in no trial's 'mapped' answers")
     df = trials[[*KEY, "condition"]].copy()
     df["answer"] = [m.get(readout) if isinstance(m, dict) else None for m in trials["mapped"]]
-    df["correct"] = [np.nan if not isinstance(c, dict) or c.get(readout) is None else float(c[readout])
-                     for c in trials["correct"]]
+    df["correct"] = [
+        np.nan if not isinstance(c, dict) or c.get(readout) is None else float(c[readout])
+        for c in trials["correct"]
+    ]
     df = df[df["answer"].notna()]
     if df.empty:
         raise FlipgateError(f"every ODI trial is a parse failure under readout {readout!r}")
@@ -111,7 +120,9 @@ def build(table: pd.DataFrame, outcome: str = "modal") -> ODIData:
         raise FlipgateError(f"ODI outcome {outcome!r} is not one of {list(OUTCOMES)}")
     df = table[table[outcome].notna()]
     if df.empty:
-        raise FlipgateError(f"no trials enter the ODI {outcome!r} outcome ({len(table)} before exclusions)")
+        raise FlipgateError(
+            f"no trials enter the ODI {outcome!r} outcome ({len(table)} before exclusions)"
+        )
     cond = pd.to_numeric(df["condition"], errors="coerce")
     if cond.isna().any() or (cond < 0).any() or (cond % 1 != 0).any():
         bad = df["condition"][cond.isna() | (cond < 0) | (cond % 1 != 0)].iloc[0]
@@ -119,20 +130,36 @@ def build(table: pd.DataFrame, outcome: str = "modal") -> ODIData:
     dup = df.duplicated([*KEY, "condition"])
     if dup.any():
         row = df[dup].iloc[0]
-        raise FlipgateError(f"ODI trials repeat ordering {row['condition']} of item {row['item_id']!r} "
-                            f"({row['facet']}/{row['dataset']}) for model {row['model_id']!r}")
+        raise FlipgateError(
+            f"ODI trials repeat ordering {row['condition']} of item {row['item_id']!r} "
+            f"({row['facet']}/{row['dataset']}) for model {row['model_id']!r}"
+        )
     model, models = _codes(df["model_id"].astype(str))
     if len(models) < 2:
-        raise FlipgateError(f"ODI needs at least 2 models (θ is centred across models), got {models}")
+        raise FlipgateError(
+            f"ODI needs at least 2 models (θ is centred across models), got {models}"
+        )
     item, items = _codes(pd.MultiIndex.from_frame(df[["facet", "dataset", "item_id"]].astype(str)))
     cells = sorted({(f, d) for f, d, _ in items})
     facets = sorted({f for f, _ in cells})
     item_cell = np.array([cells.index((f, d)) for f, d, _ in items], dtype=np.int32)
     cell_facet = np.array([facets.index(f) for f, _ in cells], dtype=np.int32)
-    return ODIData(model=model, item=item, order=cond.to_numpy(dtype=np.int32), cell=item_cell[item],
-                   facet=cell_facet[item_cell[item]], y=df[outcome].to_numpy(dtype=np.float64),
-                   item_cell=item_cell, cell_facet=cell_facet, models=models, items=[tuple(i) for i in items],
-                   cells=cells, facets=facets, k=int(cond.max()) + 1, outcome=outcome)
+    return ODIData(
+        model=model,
+        item=item,
+        order=cond.to_numpy(dtype=np.int32),
+        cell=item_cell[item],
+        facet=cell_facet[item_cell[item]],
+        y=df[outcome].to_numpy(dtype=np.float64),
+        item_cell=item_cell,
+        cell_facet=cell_facet,
+        models=models,
+        items=[tuple(i) for i in items],
+        cells=cells,
+        facets=facets,
+        k=int(cond.max()) + 1,
+        outcome=outcome,
+    )
 
 
 def from_trials(trials: pd.DataFrame, readout: str, outcome: str = "modal") -> ODIData:

@@ -1,5 +1,6 @@
 """ODI inference profiles (NUTS, optionally started from an SVI fit), posterior summaries with
 89% HDIs, and the convergence diagnostics that decide whether a fit is reportable."""
+
 from __future__ import annotations
 
 import math
@@ -67,12 +68,21 @@ class Profile:
 
 PROFILES = {
     # Facet-Probe App. B: 4 chains x (3000 warmup + 1500 draws), target-accept 0.99, fp64
-    "full": Profile("full", num_chains=4, num_warmup=3000, num_samples=1500, target_accept=0.99, x64=True),
+    "full": Profile(
+        "full", num_chains=4, num_warmup=3000, num_samples=1500, target_accept=0.99, x64=True
+    ),
     # SVI-started NUTS with an SVI-seeded mass matrix, short warmup, fp32; 4 chains (2 at a time on
     # 2 cores), as rank-normalised R̂ <= 1.01 presumes (Vehtari et al. 2021); drawn on past 1500
     # until ESS >= 440 and R̂ <= 1.01 (measurements: benchmarks/odi_scaling.py)
-    "fast": Profile("fast", num_chains=4, num_warmup=300, num_samples=1500, target_accept=0.9,
-                    ess_target=440, max_samples=4000),
+    "fast": Profile(
+        "fast",
+        num_chains=4,
+        num_warmup=300,
+        num_samples=1500,
+        target_accept=0.9,
+        ess_target=440,
+        max_samples=4000,
+    ),
 }
 #: per-draw fields NUTS records besides the samples
 FIELDS = ("diverging", "num_steps")
@@ -111,8 +121,11 @@ def _potential(data: ODIData):
 def _prior_means(data: ODIData) -> dict:
     """Unconstrained prior means of the latent sites (where chains would start with init_to_mean)."""
     trace = handlers.trace(handlers.seed(odi_model, 0)).get_trace(data)
-    return {k: biject_to(v["fn"].support).inv(v["fn"].mean) for k, v in trace.items()
-            if v["type"] == "sample" and not v["is_observed"]}
+    return {
+        k: biject_to(v["fn"].support).inv(v["fn"].mean)
+        for k, v in trace.items()
+        if v["type"] == "sample" and not v["is_observed"]
+    }
 
 
 def _svi_start(data: ODIData, prof: Profile, key) -> tuple[dict, dict]:
@@ -128,7 +141,10 @@ def _svi_start(data: ODIData, prof: Profile, key) -> tuple[dict, dict]:
 
         def neg_elbo(params, key):
             m, log_s = params
-            return potential(unravel(m + jnp.exp(log_s) * random.normal(key, m.shape, m.dtype))) - log_s.sum()
+            return (
+                potential(unravel(m + jnp.exp(log_s) * random.normal(key, m.shape, m.dtype)))
+                - log_s.sum()
+            )
 
         def step(state, key):
             return opt.update(jax.grad(neg_elbo)(opt.get_params(state), key), state), None
@@ -137,7 +153,9 @@ def _svi_start(data: ODIData, prof: Profile, key) -> tuple[dict, dict]:
         start = opt.init((loc, jnp.full_like(loc, jnp.log(0.1))))
         state, _ = lax.scan(step, start, random.split(k_fit, prof.svi_steps))
         loc, log_scale = opt.get_params(state)
-        draws = loc + jnp.exp(log_scale) * random.normal(k_init, (prof.num_chains, loc.size), loc.dtype)
+        draws = loc + jnp.exp(log_scale) * random.normal(
+            k_init, (prof.num_chains, loc.size), loc.dtype
+        )
         return jax.vmap(unravel)(draws), unravel(jnp.exp(2 * log_scale))
 
     return run(key)
@@ -168,14 +186,23 @@ def _more_draws(result: "ODIFit", prof: Profile) -> int:
     ess = min(d["ess_bulk_min"], d["ess_tail_min"])
     want = 0
     if ess < prof.ess_target:
-        want = room if ess <= 0 else math.ceil(1.1 * result.draws_per_chain * (prof.ess_target / ess - 1))
+        want = (
+            room
+            if ess <= 0
+            else math.ceil(1.1 * result.draws_per_chain * (prof.ess_target / ess - 1))
+        )
     if d["rhat_max"] > prof.rhat_target:
         want = max(want, result.draws_per_chain)
     return min(room, max(100, want)) if want else 0
 
 
-def fit(data: ODIData, profile: str | Profile = "fast", seed: int = 0, progress: bool = False,
-        **overrides) -> ODIFit:
+def fit(
+    data: ODIData,
+    profile: str | Profile = "fast",
+    seed: int = 0,
+    progress: bool = False,
+    **overrides,
+) -> ODIFit:
     """Fit ODI to ``data`` under a :data:`PROFILES` name (or a :class:`Profile`), with ``overrides``
     of its fields: SVI for starting points and a mass matrix, then NUTS on the model's potential
     (each one compiled program; NumPyro's eager model set-up would cost more than a small fit),
@@ -188,24 +215,55 @@ def fit(data: ODIData, profile: str | Profile = "fast", seed: int = 0, progress:
         init, variances = jax.block_until_ready(_svi_start(data, prof, key_svi))
         timings["svi_s"] = time.perf_counter() - t0
         mass = ravel_pytree(variances)[0] if prof.svi_mass else None
-        kernel = NUTS(potential_fn=_potential(data),
-                      target_accept_prob=prof.target_accept, inverse_mass_matrix=mass,
-                      adapt_mass_matrix=prof.adapt_mass, dense_mass=prof.dense_mass, max_tree_depth=prof.max_tree_depth)
+        kernel = NUTS(
+            potential_fn=_potential(data),
+            target_accept_prob=prof.target_accept,
+            inverse_mass_matrix=mass,
+            adapt_mass_matrix=prof.adapt_mass,
+            dense_mass=prof.dense_mass,
+            max_tree_depth=prof.max_tree_depth,
+        )
         per_run, method = _chain_runs(prof)
         constrain = jax.jit(partial(constrain_fn, odi_model, (data,), {}, batch_ndims=2))
         t1 = time.perf_counter()
-        runs, pieces = [], []  # one MCMC per group of parallel chains, so each can go on from its last state
+        runs, pieces = (
+            [],
+            [],
+        )  # one MCMC per group of parallel chains, so each can go on from its last state
         for r, key in enumerate(random.split(key_mcmc, prof.num_chains // per_run)):
-            mcmc = MCMC(kernel, num_warmup=prof.num_warmup, num_samples=prof.num_samples, num_chains=per_run,
-                        chain_method=method, progress_bar=progress)
-            start = {k: v[r * per_run:(r + 1) * per_run] if per_run > 1 else v[r] for k, v in init.items()}
+            mcmc = MCMC(
+                kernel,
+                num_warmup=prof.num_warmup,
+                num_samples=prof.num_samples,
+                num_chains=per_run,
+                chain_method=method,
+                progress_bar=progress,
+            )
+            start = {
+                k: v[r * per_run : (r + 1) * per_run] if per_run > 1 else v[r]
+                for k, v in init.items()
+            }
             mcmc.run(key, init_params=start, extra_fields=FIELDS)
             runs.append(mcmc)
-            pieces.append([(mcmc.get_samples(group_by_chain=True), mcmc.get_extra_fields(group_by_chain=True))])
+            pieces.append(
+                [
+                    (
+                        mcmc.get_samples(group_by_chain=True),
+                        mcmc.get_extra_fields(group_by_chain=True),
+                    )
+                ]
+            )
         while True:
             samples, extra = _concat([_concat(p, 1) for p in pieces], 0)
-            result = ODIFit(data, prof, jax.tree.map(np.asarray, constrain(samples)), int(np.sum(extra["diverging"])),
-                            timings, float(np.mean(extra["num_steps"])), int(extra["diverging"].shape[1]))
+            result = ODIFit(
+                data,
+                prof,
+                jax.tree.map(np.asarray, constrain(samples)),
+                int(np.sum(extra["diverging"])),
+                timings,
+                float(np.mean(extra["num_steps"])),
+                int(extra["diverging"].shape[1]),
+            )
             more = _more_draws(result, prof)
             if not more:
                 break
@@ -213,7 +271,12 @@ def fit(data: ODIData, profile: str | Profile = "fast", seed: int = 0, progress:
                 mcmc.num_samples = more
                 mcmc.post_warmup_state = mcmc.last_state
                 mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=FIELDS)
-                piece.append((mcmc.get_samples(group_by_chain=True), mcmc.get_extra_fields(group_by_chain=True)))
+                piece.append(
+                    (
+                        mcmc.get_samples(group_by_chain=True),
+                        mcmc.get_extra_fields(group_by_chain=True),
+                    )
+                )
         timings["mcmc_s"] = time.perf_counter() - t1
     timings["total_s"] = timings["svi_s"] + timings["mcmc_s"]
     return result
@@ -223,7 +286,7 @@ def _hdi(x: np.ndarray, prob: float) -> list[float]:
     """Narrowest interval holding ``prob`` of the draws ``x`` (any shape, flattened)."""
     x = np.sort(np.ravel(x))
     n = max(1, min(x.size, math.ceil(prob * x.size)))
-    widths = x[n - 1:] - x[: x.size - n + 1]
+    widths = x[n - 1 :] - x[: x.size - n + 1]
     lo = int(np.argmin(widths))
     return [float(x[lo]), float(x[lo + n - 1])]
 
@@ -248,35 +311,76 @@ def _arviz():
     return arviz
 
 
-def diagnostics(fit: ODIFit, rhat_max: float = 1.01, ess_min: float = 400, max_divergences: int = 0,
-                scope: str = "reported") -> dict:
+def diagnostics(
+    fit: ODIFit,
+    rhat_max: float = 1.01,
+    ess_min: float = 400,
+    max_divergences: int = 0,
+    scope: str = "reported",
+) -> dict:
     """R̂ max, bulk/tail ESS min and divergences over the reported quantities (``scope="reported"``:
     θ, per-facet σ_π median, σ_δ, centred δ, mean |δ|, μ_π, τ_π) or every sample site (``"all"``),
     and whether they pass the thresholds. ``worst`` names the quantity behind each extreme."""
     if scope == "reported":
-        quantities = {**reported(fit.draws, fit.data), "mu_pi": fit.draws["mu_pi"], "tau_pi": fit.draws["tau_pi"]}
+        quantities = {
+            **reported(fit.draws, fit.data),
+            "mu_pi": fit.draws["mu_pi"],
+            "tau_pi": fit.draws["tau_pi"],
+        }
     elif scope == "all":
         quantities = fit.draws
     else:
         raise FlipgateError(f"ODI diagnostics scope must be 'reported' or 'all', got {scope!r}")
     az = _arviz()
-    idata = az.from_dict(posterior={k: np.asarray(v, dtype=np.float64) for k, v in quantities.items()})
-    stats = {"rhat": az.rhat(idata), "ess_bulk": az.ess(idata, method="bulk"), "ess_tail": az.ess(idata, method="tail")}
+    idata = az.from_dict(
+        posterior={k: np.asarray(v, dtype=np.float64) for k, v in quantities.items()}
+    )
+    stats = {
+        "rhat": az.rhat(idata),
+        "ess_bulk": az.ess(idata, method="bulk"),
+        "ess_tail": az.ess(idata, method="tail"),
+    }
     out, worst = {}, {}
     for stat, ds in stats.items():  # NaN (undefined) counts as failing: R̂ inf, ESS 0
         rhat = stat == "rhat"
-        values = {k: float(np.max(np.nan_to_num(ds[k].values, nan=np.inf)) if rhat
-                           else np.min(np.nan_to_num(ds[k].values, nan=0.0))) for k in ds}
+        values = {
+            k: float(
+                np.max(np.nan_to_num(ds[k].values, nan=np.inf))
+                if rhat
+                else np.min(np.nan_to_num(ds[k].values, nan=0.0))
+            )
+            for k in ds
+        }
         name = (max if rhat else min)(values, key=values.get)
         out["rhat_max" if rhat else f"{stat}_min"], worst[stat] = values[name], name
-    passed = (out["rhat_max"] <= rhat_max and out["ess_bulk_min"] >= ess_min and out["ess_tail_min"] >= ess_min
-              and fit.divergences <= max_divergences)
-    return {**out, "divergences": fit.divergences, "passed": bool(passed), "scope": scope, "worst": worst,
-            "thresholds": {"rhat_max": rhat_max, "ess_min": ess_min, "max_divergences": max_divergences}}
+    passed = (
+        out["rhat_max"] <= rhat_max
+        and out["ess_bulk_min"] >= ess_min
+        and out["ess_tail_min"] >= ess_min
+        and fit.divergences <= max_divergences
+    )
+    return {
+        **out,
+        "divergences": fit.divergences,
+        "passed": bool(passed),
+        "scope": scope,
+        "worst": worst,
+        "thresholds": {
+            "rhat_max": rhat_max,
+            "ess_min": ess_min,
+            "max_divergences": max_divergences,
+        },
+    }
 
 
-def summarize(fit: ODIFit, hdi_prob: float = 0.89, ci_level: float | None = None, gate_levels=(),
-              versions=(), **thresholds) -> dict:
+def summarize(
+    fit: ODIFit,
+    hdi_prob: float = 0.89,
+    ci_level: float | None = None,
+    gate_levels=(),
+    versions=(),
+    **thresholds,
+) -> dict:
     """JSON-ready posterior summary: per facet σ_π (draw-wise median over its items) and σ_δ, per
     (facet, dataset) cell mean |δ| (estimate: mean |posterior-mean δ| with δ centred in its cell;
     HDI: of the draw-wise mean |δ|), per model θ, per (candidate, baseline) pair of ``versions``
@@ -291,43 +395,84 @@ def summarize(fit: ODIFit, hdi_prob: float = 0.89, ci_level: float | None = None
     def version(c: str, b: str) -> dict:
         gone = [m for m in (c, b) if m not in index]
         if gone:
-            return {"candidate": c, "baseline": b,
-                    "missing": f"{' and '.join(gone)} not in the {d.outcome}-outcome fit (no usable trials)"}
-        return {"candidate": c, "baseline": b,
-                "delta_theta": interval(q["theta"][..., index[c]] - q["theta"][..., index[b]])}
+            return {
+                "candidate": c,
+                "baseline": b,
+                "missing": f"{' and '.join(gone)} not in the {d.outcome}-outcome fit (no usable trials)",
+            }
+        return {
+            "candidate": c,
+            "baseline": b,
+            "delta_theta": interval(q["theta"][..., index[c]] - q["theta"][..., index[b]]),
+        }
 
     def abs_delta(c: int) -> dict:  # estimate from the posterior-mean δ; intervals from the draws
         hdis = {k: v for k, v in interval(q["mean_abs_delta"][..., c]).items() if k != "median"}
         return {"estimate": float(np.abs(q["delta"][..., c, :].mean((0, 1))).mean()), **hdis}
 
     return {
-        "outcome": d.outcome, "profile": fit.profile.name, "hdi_prob": hdi_prob, "sizes": d.sizes(),
-        "facets": {f: {"sigma_pi": interval(q["sigma_pi"][..., j]),
-                       "sigma_delta": interval(q["sigma_delta"][..., j])} for j, f in enumerate(d.facets)},
-        "cells": {f"{f}/{ds}": {"facet": f, "dataset": ds, "mean_abs_delta": abs_delta(c)}
-                  for c, (f, ds) in enumerate(d.cells)},
+        "outcome": d.outcome,
+        "profile": fit.profile.name,
+        "hdi_prob": hdi_prob,
+        "sizes": d.sizes(),
+        "facets": {
+            f: {
+                "sigma_pi": interval(q["sigma_pi"][..., j]),
+                "sigma_delta": interval(q["sigma_delta"][..., j]),
+            }
+            for j, f in enumerate(d.facets)
+        },
+        "cells": {
+            f"{f}/{ds}": {"facet": f, "dataset": ds, "mean_abs_delta": abs_delta(c)}
+            for c, (f, ds) in enumerate(d.cells)
+        },
         "models": {m: {"theta": interval(q["theta"][..., j])} for j, m in enumerate(d.models)},
         "versions": [version(c, b) for c, b in versions],
         "diagnostics": diagnostics(fit, **thresholds),
-        "draws_per_chain": fit.draws_per_chain, "num_chains": fit.profile.num_chains,
+        "draws_per_chain": fit.draws_per_chain,
+        "num_chains": fit.profile.num_chains,
         "timings": {k: round(v, 2) for k, v in fit.timings.items()},
     }
 
 
-def odi(trials, readout: str, profile: str | Profile = "fast", seed: int = 0, hdi_prob: float = 0.89,
-        thresholds: dict | None = None, ci_level: float | None = None, gate_levels=(), versions=(),
-        **overrides) -> dict:
+def odi(
+    trials,
+    readout: str,
+    profile: str | Profile = "fast",
+    seed: int = 0,
+    hdi_prob: float = 0.89,
+    thresholds: dict | None = None,
+    ci_level: float | None = None,
+    gate_levels=(),
+    versions=(),
+    **overrides,
+) -> dict:
     """Both ODI fits of a trials table (SPEC §4): the modal outcome gives per-facet σ_π / σ_δ and
     per-cell |δ|; the correct outcome gives per-model θ and, for each (candidate, baseline) pair of
     ``versions``, Δθ (SPEC §11). ``passed`` needs both fits' diagnostics; ``thresholds`` go to
     :func:`diagnostics`, ``ci_level`` / ``gate_levels`` add gate intervals (:func:`summarize`)."""
-    fits = {o: summarize(fit(from_trials(trials, readout, o), profile, seed, **overrides), hdi_prob, ci_level,
-                         gate_levels, versions if o == "correct" else (), **(thresholds or {}))
-            for o in ("modal", "correct")}
-    return {"readout": readout, "profile": fits["modal"]["profile"], "hdi_prob": hdi_prob,
-            "facets": fits["modal"]["facets"], "cells": fits["modal"]["cells"], "models": fits["correct"]["models"],
-            "versions": fits["correct"]["versions"], "diagnostics": {o: s["diagnostics"] for o, s in fits.items()},
-            "sizes": {o: s["sizes"] for o, s in fits.items()},
-            "draws_per_chain": {o: s["draws_per_chain"] for o, s in fits.items()},
-            "timings": {o: s["timings"] for o, s in fits.items()},
-            "passed": all(s["diagnostics"]["passed"] for s in fits.values())}
+    fits = {
+        o: summarize(
+            fit(from_trials(trials, readout, o), profile, seed, **overrides),
+            hdi_prob,
+            ci_level,
+            gate_levels,
+            versions if o == "correct" else (),
+            **(thresholds or {}),
+        )
+        for o in ("modal", "correct")
+    }
+    return {
+        "readout": readout,
+        "profile": fits["modal"]["profile"],
+        "hdi_prob": hdi_prob,
+        "facets": fits["modal"]["facets"],
+        "cells": fits["modal"]["cells"],
+        "models": fits["correct"]["models"],
+        "versions": fits["correct"]["versions"],
+        "diagnostics": {o: s["diagnostics"] for o, s in fits.items()},
+        "sizes": {o: s["sizes"] for o, s in fits.items()},
+        "draws_per_chain": {o: s["draws_per_chain"] for o, s in fits.items()},
+        "timings": {o: s["timings"] for o, s in fits.items()},
+        "passed": all(s["diagnostics"]["passed"] for s in fits.values()),
+    }

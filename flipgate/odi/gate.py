@@ -1,29 +1,43 @@
 """ODI thresholds (``facet: odi``, SPEC §4–§5): one verdict per facet, cell or outcome a threshold
 covers, decided on the posterior median and an HDI at the thresholds file's level; the fit's
 diagnostics are always gated, at SPEC §4's bounds unless the file declares its own."""
+
 from __future__ import annotations
 
 from flipgate.config import ODI_CELL, Threshold, ThresholdSet
 from flipgate.gate import evaluate
 
 #: diagnostic metric -> (direction, SPEC §4 default bound)
-DIAGNOSTICS = {"rhat_max": ("max", 1.01), "ess_bulk_min": ("min", 400.0), "ess_tail_min": ("min", 400.0),
-               "divergences": ("max", 0.0)}
+DIAGNOSTICS = {
+    "rhat_max": ("max", 1.01),
+    "ess_bulk_min": ("min", 400.0),
+    "ess_tail_min": ("min", 400.0),
+    "divergences": ("max", 0.0),
+}
 
 
 def odi_thresholds(ts: ThresholdSet) -> list[Threshold]:
     """The file's ``facet: odi`` thresholds, plus the default diagnostic ones it does not declare."""
     declared = [t for t in ts.thresholds if t.facet == ODI_CELL]
     named = {t.metric for t in declared}
-    return declared + [Threshold(m, bound, direction, "point", ODI_CELL, source="SPEC §4 default", level=ts.level)
-                       for m, (direction, bound) in DIAGNOSTICS.items() if m not in named]
+    return declared + [
+        Threshold(m, bound, direction, "point", ODI_CELL, source="SPEC §4 default", level=ts.level)
+        for m, (direction, bound) in DIAGNOSTICS.items()
+        if m not in named
+    ]
 
 
 def diagnostic_bounds(threshold_sets) -> dict:
     """:func:`flipgate.odi.diagnostics` keyword bounds: the strictest any of ``threshold_sets`` gates."""
-    bounds = {m: [t.bound for ts in threshold_sets for t in odi_thresholds(ts) if t.metric == m] for m in DIAGNOSTICS}
-    return {"rhat_max": min(bounds["rhat_max"]), "ess_min": max(bounds["ess_bulk_min"] + bounds["ess_tail_min"]),
-            "max_divergences": int(min(bounds["divergences"]))}
+    bounds = {
+        m: [t.bound for ts in threshold_sets for t in odi_thresholds(ts) if t.metric == m]
+        for m in DIAGNOSTICS
+    }
+    return {
+        "rhat_max": min(bounds["rhat_max"]),
+        "ess_min": max(bounds["ess_bulk_min"] + bounds["ess_tail_min"]),
+        "max_divergences": int(min(bounds["divergences"])),
+    }
 
 
 def targets(analysis: dict, t: Threshold) -> dict[str, dict]:
@@ -34,10 +48,19 @@ def targets(analysis: dict, t: Threshold) -> dict[str, dict]:
     if metric in DIAGNOSTICS:
         return {o: {"estimate": d[metric]} for o, d in analysis["diagnostics"].items()}
     if metric == "mean_abs_delta":
-        return {c: {"estimate": v["mean_abs_delta"]["estimate"], "ci": _ci(v["mean_abs_delta"], t.level)}
-                for c, v in analysis["cells"].items() if only in ("", v["facet"]) and t.dataset in (None, v["dataset"])}
-    return {f: {"estimate": v[metric]["median"], "ci": _ci(v[metric], t.level)}
-            for f, v in analysis["facets"].items() if only in ("", f)}
+        return {
+            c: {
+                "estimate": v["mean_abs_delta"]["estimate"],
+                "ci": _ci(v["mean_abs_delta"], t.level),
+            }
+            for c, v in analysis["cells"].items()
+            if only in ("", v["facet"]) and t.dataset in (None, v["dataset"])
+        }
+    return {
+        f: {"estimate": v[metric]["median"], "ci": _ci(v[metric], t.level)}
+        for f, v in analysis["facets"].items()
+        if only in ("", f)
+    }
 
 
 def _ci(interval: dict, level: float) -> list[float] | None:
@@ -57,7 +80,12 @@ def gate(analysis: dict, ts: ThresholdSet) -> list[dict]:
     for t in odi_thresholds(ts):
         covered = targets(analysis, t) or {"(not in the fit)": {"estimate": None}}
         for target, est in covered.items():
-            v, = evaluate([t], {"odi": {t.metric: est}}, "odi", ts.on_inconclusive)
-            v.update(threshold=f"{t.label} · {target}", target=target, facet=ODI_CELL, readout=analysis["readout"])
+            (v,) = evaluate([t], {"odi": {t.metric: est}}, "odi", ts.on_inconclusive)
+            v.update(
+                threshold=f"{t.label} · {target}",
+                target=target,
+                facet=ODI_CELL,
+                readout=analysis["readout"],
+            )
             verdicts.append(v)
     return verdicts

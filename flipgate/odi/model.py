@@ -1,6 +1,7 @@
 """The ODI model (SPEC §4, FP App. B): a 2PL item-response model whose logit
 α_i(θ_m − β_i − δ[f,d,o] − γ[i,o]) separates per-item ordering noise γ (scale σ_π,i, pooled
 within facet) from per-(facet, dataset, ordering) offsets δ. Every hierarchy is non-centred."""
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -26,11 +27,19 @@ def odi_model(data: ODIData, sample_y: bool = False) -> None:
     the likelihood runs on the dense model × item × ordering grid, masked where a trial is missing,
     when at least :data:`DENSE_MIN` of it has trials: broadcasting and reducing there is ~1.7x
     faster per gradient on CPU than gathering per trial and scattering the gradient back."""
-    n_m, n_i, n_c, n_f, k = len(data.models), len(data.items), len(data.cells), len(data.facets), data.k
+    n_m, n_i, n_c, n_f, k = (
+        len(data.models),
+        len(data.items),
+        len(data.cells),
+        len(data.facets),
+        data.k,
+    )
     item_cell, cell_facet = jnp.asarray(data.item_cell), jnp.asarray(data.cell_facet)
     std = dist.Normal(0.0, 1.0)
 
-    theta = jnp.asarray(sum_zero_basis(n_m)) @ numpyro.sample("theta_z", std.expand([n_m - 1]).to_event(1))
+    theta = jnp.asarray(sum_zero_basis(n_m)) @ numpyro.sample(
+        "theta_z", std.expand([n_m - 1]).to_event(1)
+    )
 
     mu_beta = numpyro.sample("mu_beta", std.expand([n_c]).to_event(1))
     sigma_beta = numpyro.sample("sigma_beta", dist.HalfNormal(0.5).expand([n_c]).to_event(1))
@@ -48,15 +57,23 @@ def odi_model(data: ODIData, sample_y: bool = False) -> None:
     sigma_pi = jnp.exp(log_sigma_pi(mu_pi, tau_pi, z_pi, cell_facet[item_cell]))
     z_gamma = numpyro.sample("z_gamma", std.expand([n_i, k]).to_event(2))
 
-    offset = beta[:, None] + delta[item_cell] + sigma_pi[:, None] * z_gamma  # (I, K): β_i + δ[f,d,o] + γ[i,o]
+    offset = (
+        beta[:, None] + delta[item_cell] + sigma_pi[:, None] * z_gamma
+    )  # (I, K): β_i + δ[f,d,o] + γ[i,o]
     if sample_y or data.density < DENSE_MIN:
         i = jnp.asarray(data.item)
         eta = alpha[i] * (theta[jnp.asarray(data.model)] - offset[i, jnp.asarray(data.order)])
-        numpyro.sample("y", dist.Bernoulli(logits=eta).to_event(1), obs=None if sample_y else jnp.asarray(data.y))
+        numpyro.sample(
+            "y",
+            dist.Bernoulli(logits=eta).to_event(1),
+            obs=None if sample_y else jnp.asarray(data.y),
+        )
     else:
         y, mask = data.grid
         eta = alpha[:, None] * (theta[:, None, None] - offset)  # (M, I, K)
-        numpyro.sample("y", dist.Bernoulli(logits=eta).mask(jnp.asarray(mask)).to_event(3), obs=jnp.asarray(y))
+        numpyro.sample(
+            "y", dist.Bernoulli(logits=eta).mask(jnp.asarray(mask)).to_event(3), obs=jnp.asarray(y)
+        )
 
 
 def ordering_offsets(sigma_delta, z_delta, cell_facet):
@@ -75,12 +92,18 @@ def reported(draws: dict, data: ODIData) -> dict[str, np.ndarray]:
     ``sigma_delta`` (…, F); ``delta`` (…, C, K) centred within its cell, since a cell's mean offset
     is confounded with μ_β; ``mean_abs_delta`` (…, C) the mean of its absolute values."""
     item_facet = data.cell_facet[data.item_cell]
-    sigma_pi = np.exp(log_sigma_pi(*(np.asarray(draws[k]) for k in ("mu_pi", "tau_pi", "z_pi")), item_facet))
-    delta = ordering_offsets(np.asarray(draws["sigma_delta"]), np.asarray(draws["z_delta"]), data.cell_facet)
+    sigma_pi = np.exp(
+        log_sigma_pi(*(np.asarray(draws[k]) for k in ("mu_pi", "tau_pi", "z_pi")), item_facet)
+    )
+    delta = ordering_offsets(
+        np.asarray(draws["sigma_delta"]), np.asarray(draws["z_delta"]), data.cell_facet
+    )
     delta = delta - delta.mean(-1, keepdims=True)
     return {
         "theta": np.asarray(draws["theta_z"]) @ sum_zero_basis(len(data.models)).T,
-        "sigma_pi": np.stack([np.median(sigma_pi[..., item_facet == f], -1) for f in range(len(data.facets))], -1),
+        "sigma_pi": np.stack(
+            [np.median(sigma_pi[..., item_facet == f], -1) for f in range(len(data.facets))], -1
+        ),
         "sigma_delta": np.asarray(draws["sigma_delta"]),
         "delta": delta,
         "mean_abs_delta": np.abs(delta).mean(-1),

@@ -1,5 +1,6 @@
 """What one regression suite test does: compare a candidate with its baseline on one cell, record,
 report and gate the ``vs: baseline`` thresholds (SPEC §11, docs/regression.md)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,12 @@ VS = "baseline"
 def gate_comparison(comparison: CellComparison, thresholds_dir: str) -> list[dict]:
     """Evaluate the candidate's ``vs: baseline`` thresholds on a comparison; sets and returns its verdicts."""
     thresholds = load_thresholds(thresholds_dir, comparison.candidate)
-    verdicts = evaluate(thresholds.for_cell(comparison.cell, comparison.dataset, VS), comparison.summaries(),
-                        comparison.primary_readout, thresholds.on_inconclusive)
+    verdicts = evaluate(
+        thresholds.for_cell(comparison.cell, comparison.dataset, VS),
+        comparison.summaries(),
+        comparison.primary_readout,
+        thresholds.on_inconclusive,
+    )
     for v in verdicts:
         v["facet"] = f"{comparison.cell} vs {comparison.baseline}"
         v["mcnemar"] = _mcnemar(comparison, v)
@@ -36,7 +41,11 @@ def gate_comparison(comparison: CellComparison, thresholds_dir: str) -> list[dic
 
 
 def _mcnemar(comparison: CellComparison, v: dict) -> dict | None:
-    test = comparison.readouts[v["readout"]].mcnemar.get(v["metric"]) if v["readout"] in comparison.readouts else None
+    test = (
+        comparison.readouts[v["readout"]].mcnemar.get(v["metric"])
+        if v["readout"] in comparison.readouts
+        else None
+    )
     return test.to_dict() if test else None
 
 
@@ -61,7 +70,9 @@ class RegressionCell:
         already measured them (they bypass the response cache), else they are measured here."""
         if split_cell(cell)[0] is not None:
             stored = self.auditor.store.trials(model_id=model_id, dataset=self.dataset, facet=cell)
-            expected = len(self.auditor.items(self.dataset, split_cell(cell)[1])) * self.auditor.config.k
+            expected = (
+                len(self.auditor.items(self.dataset, split_cell(cell)[1])) * self.auditor.config.k
+            )
             if len(stored) == expected:
                 return stored
         return self.auditor.trials(model_id, self.dataset, cell)
@@ -72,17 +83,23 @@ class RegressionCell:
         trials = self._trials(model_id, self.cell)
         perm = self._trials(model_id, facet) if self.cell != facet else None
         manifest = self.auditor.store.manifests().get((facet, self.dataset), {}).get("sha256")
-        return Arm(model_id, trials, tuple(self.auditor.readouts(model_id, facet)[0]), manifest, perm)
+        return Arm(
+            model_id, trials, tuple(self.auditor.readouts(model_id, facet)[0]), manifest, perm
+        )
 
     def baseline_arm(self) -> tuple[Arm | None, dict]:
         """The baseline's side and its identity (model id, weights sha256, run id, git commit, date)."""
         p = self.pairing
         if p.run is None:
             fingerprint = self.auditor.backend(p.baseline).fingerprint
-            identity = {"model_id": p.baseline, "weights_sha256": fingerprint.get("weights_sha256"),
-                        "run_id": self.auditor.run_id, "git_commit": git_commit(),
-                        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                        "trials_store": str(self.auditor.store.path)}
+            identity = {
+                "model_id": p.baseline,
+                "weights_sha256": fingerprint.get("weights_sha256"),
+                "run_id": self.auditor.run_id,
+                "git_commit": git_commit(),
+                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "trials_store": str(self.auditor.store.path),
+            }
             return self.live_arm(p.baseline), identity
         record = RunRecord.open(p.run)
         return record.arm(p.baseline, self.cell, self.dataset), record.identity(p.baseline)
@@ -92,15 +109,29 @@ class RegressionCell:
         with self._quiet():
             base, identity = self.baseline_arm()
             if base is None:
-                pytest.skip(f"baseline run {identity['run_id']} has no {self.cell} × {self.dataset} trials of "
-                            f"{self.pairing.baseline!r}: nothing to compare with (not a pass)")
+                pytest.skip(
+                    f"baseline run {identity['run_id']} has no {self.cell} × {self.dataset} trials of "
+                    f"{self.pairing.baseline!r}: nothing to compare with (not a pass)"
+                )
             cand = self.live_arm(self.pairing.candidate)
         primary = self.auditor.readouts(self.pairing.candidate, facet)[1]
-        comparison = compare_cell(base, cand, self.cell, self.dataset, primary, cfg.bootstrap_n, cfg.level,
-                                  cfg.seed, self.partial)
+        comparison = compare_cell(
+            base,
+            cand,
+            self.cell,
+            self.dataset,
+            primary,
+            cfg.bootstrap_n,
+            cfg.level,
+            cfg.seed,
+            self.partial,
+        )
         # across runs the baseline is named with its run, as `python -m flipgate compare` does
-        comparison.baseline = self.pairing.baseline if self.pairing.run is None else \
-            f"{self.pairing.baseline}@{identity['run_id']}"
+        comparison.baseline = (
+            self.pairing.baseline
+            if self.pairing.run is None
+            else f"{self.pairing.baseline}@{identity['run_id']}"
+        )
         comparison.baseline_identity = identity
         return comparison
 
@@ -111,7 +142,9 @@ class RegressionCell:
         if p.skip:
             pytest.skip(p.skip)
         try:
-            live = [p.candidate] + ([p.baseline] if p.run is None else [])  # models this session measures
+            live = [p.candidate] + (
+                [p.baseline] if p.run is None else []
+            )  # models this session measures
             for model_id in live:
                 why = self.auditor.unmeasurable(model_id, self.dataset, split_cell(self.cell)[1])
                 if why:
@@ -121,8 +154,12 @@ class RegressionCell:
         except FlipgateError as exc:
             fail_input(exc)
         store = self.auditor.store
-        store.add_verdicts(p.candidate, self.dataset, verdicts[0]["facet"] if verdicts else self.cell, verdicts)
-        store.add_comparison(p.candidate, self.dataset, self.cell, comparison.baseline, comparison.to_dict())
+        store.add_verdicts(
+            p.candidate, self.dataset, verdicts[0]["facet"] if verdicts else self.cell, verdicts
+        )
+        store.add_comparison(
+            p.candidate, self.dataset, self.cell, comparison.baseline, comparison.to_dict()
+        )
         report_regression(comparison, self.auditor.config.level)
         assert_verdicts(verdicts)
         return verdicts

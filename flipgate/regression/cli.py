@@ -9,6 +9,7 @@ stderr starting ``flipgate: ``).
 ``baseline [RUN]`` promotes a run (default: the latest under ``reports/runs``) to ``reports/baseline``,
 the baseline ``scripts/audit`` compares with when it exists.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -35,22 +36,51 @@ COST_PROJECTION = "cost_projection.json"
 
 # ---------------------------------------------------------------------------------------------- compare
 
+
 def _compare_parser() -> Parser:
-    p = Parser(prog="python -m flipgate compare",
-                description="Paired regression table of a candidate run against a baseline run (SPEC §11). "
-                            "Exit 0: no regression threshold failed; 1: one failed; 2: bad or incomparable input.")
-    p.add_argument("baseline", metavar="BASELINE", help="baseline run: reports/runs/<run_id>, reports/baseline "
-                                                         "or its trials.sqlite")
-    p.add_argument("candidate", metavar="CANDIDATE", help="candidate run: reports/runs/<run_id> or its trials.sqlite")
-    p.add_argument("--thresholds", default="thresholds", metavar="DIR",
-                   help="thresholds directory whose vs: baseline thresholds gate the deltas (default: thresholds)")
-    p.add_argument("--format", choices=("md", "json"), default="md", help="output format (default: md)")
-    p.add_argument("--candidate", dest="model", default=None, metavar="MODEL",
-                   help="compare only this model of the candidate run (default: every model with order cells)")
-    p.add_argument("--baseline-partial", action="store_true",
-                   help="compare the shared (item, ordering) pairs of cells whose manifests differ")
-    p.add_argument("--level", type=float, default=0.95, metavar="L",
-                   help="confidence level of the deltas' bootstrap CIs (default: 0.95)")
+    p = Parser(
+        prog="python -m flipgate compare",
+        description="Paired regression table of a candidate run against a baseline run (SPEC §11). "
+        "Exit 0: no regression threshold failed; 1: one failed; 2: bad or incomparable input.",
+    )
+    p.add_argument(
+        "baseline",
+        metavar="BASELINE",
+        help="baseline run: reports/runs/<run_id>, reports/baseline or its trials.sqlite",
+    )
+    p.add_argument(
+        "candidate",
+        metavar="CANDIDATE",
+        help="candidate run: reports/runs/<run_id> or its trials.sqlite",
+    )
+    p.add_argument(
+        "--thresholds",
+        default="thresholds",
+        metavar="DIR",
+        help="thresholds directory whose vs: baseline thresholds gate the deltas (default: thresholds)",
+    )
+    p.add_argument(
+        "--format", choices=("md", "json"), default="md", help="output format (default: md)"
+    )
+    p.add_argument(
+        "--candidate",
+        dest="model",
+        default=None,
+        metavar="MODEL",
+        help="compare only this model of the candidate run (default: every model with order cells)",
+    )
+    p.add_argument(
+        "--baseline-partial",
+        action="store_true",
+        help="compare the shared (item, ordering) pairs of cells whose manifests differ",
+    )
+    p.add_argument(
+        "--level",
+        type=float,
+        default=0.95,
+        metavar="L",
+        help="confidence level of the deltas' bootstrap CIs (default: 0.95)",
+    )
     return p
 
 
@@ -62,9 +92,17 @@ def compare_main(argv: list[str] | None = None) -> int:
 def _compare(argv: list[str]) -> int:
     args = _compare_parser().parse_args(argv)
     if not 0 < args.level < 1:
-        raise FlipgateError(f"option --level: must lie strictly between 0 and 1 (value: {args.level!r})")
-    result = compare_runs(args.baseline, args.candidate, args.thresholds, args.model, args.baseline_partial,
-                          args.level)
+        raise FlipgateError(
+            f"option --level: must lie strictly between 0 and 1 (value: {args.level!r})"
+        )
+    result = compare_runs(
+        args.baseline,
+        args.candidate,
+        args.thresholds,
+        args.model,
+        args.baseline_partial,
+        args.level,
+    )
     if args.format == "json":
         data = json.loads(table.to_json(result["comparisons"]))
         data.update({k: result[k] for k in ("baseline_run", "candidate_run", "skipped", "summary")})
@@ -77,9 +115,11 @@ def _compare(argv: list[str]) -> int:
 
 def _markdown(result: dict, level: float) -> str:
     base, cand = result["baseline_run"], result["candidate_run"]
-    lines = [f"Regression: candidate run {cand['run_id']} ({cand['trials_store']}) vs baseline run "
-             f"{base['run_id']} ({base['trials_store']}; git {base['git_commit'] or '–'}, {base['date'] or 'date –'})",
-             ""]
+    lines = [
+        f"Regression: candidate run {cand['run_id']} ({cand['trials_store']}) vs baseline run "
+        f"{base['run_id']} ({base['trials_store']}; git {base['git_commit'] or '–'}, {base['date'] or 'date –'})",
+        "",
+    ]
     if result["comparisons"]:
         lines.append(table.markdown(result["comparisons"], level).rstrip("\n"))
         lines.append("")
@@ -93,8 +133,14 @@ def _skip_label(s: dict) -> str:
     return f"{s['candidate']} vs {s['baseline'] or 'none'}{where}"
 
 
-def compare_runs(baseline: str | Path, candidate: str | Path, thresholds_dir: str | Path = "thresholds",
-                 model: str | None = None, partial: bool = False, level: float = 0.95) -> dict:
+def compare_runs(
+    baseline: str | Path,
+    candidate: str | Path,
+    thresholds_dir: str | Path = "thresholds",
+    model: str | None = None,
+    partial: bool = False,
+    level: float = 0.95,
+) -> dict:
     """Compare every order cell of the candidate run's models (or ``model``) with their baseline
     versions and gate them. Returns ``{"comparisons": [CellComparison.to_dict()], "skipped": [...],
     "summary": {...}, "baseline_run": identity, "candidate_run": identity}``; raises FlipgateError
@@ -107,74 +153,143 @@ def compare_runs(baseline: str | Path, candidate: str | Path, thresholds_dir: st
     cand_run = RunRecord.open(candidate, role="candidate")
     version = cand_run.meta.get("grammar_version")
     if version is not None and version != GRAMMAR_VERSION:
-        raise FlipgateError(f"candidate {cand_run.path}: run {cand_run.run_id} drew its orderings under grammar "
-                            f"version {version}; this flipgate uses grammar version {GRAMMAR_VERSION} "
-                            f"(re-run the candidate with this flipgate)")
+        raise FlipgateError(
+            f"candidate {cand_run.path}: run {cand_run.run_id} drew its orderings under grammar "
+            f"version {version}; this flipgate uses grammar version {GRAMMAR_VERSION} "
+            f"(re-run the candidate with this flipgate)"
+        )
     seed = cand_run.meta.get("seed")
     seed = DEFAULT_SEED if seed is None else seed
     base_run.check_grammar(seed)
 
     with_cells = sorted(m for m in cand_run.models if cand_run.order_cells(m))
     if model is not None and model not in with_cells:
-        raise FlipgateError(f"option --candidate {model!r}: not a model of candidate run {cand_run.run_id} with "
-                            f"order cells (models: {', '.join(with_cells) or 'none'})")
+        raise FlipgateError(
+            f"option --candidate {model!r}: not a model of candidate run {cand_run.run_id} with "
+            f"order cells (models: {', '.join(with_cells) or 'none'})"
+        )
     if not with_cells:
-        raise FlipgateError(f"candidate {cand_run.path}: run {cand_run.run_id} has no order-suite cell to compare "
-                            f"(models: {', '.join(sorted(cand_run.models))})")
+        raise FlipgateError(
+            f"candidate {cand_run.path}: run {cand_run.run_id} has no order-suite cell to compare "
+            f"(models: {', '.join(sorted(cand_run.models))})"
+        )
     comparisons, skipped = [], []
     for cand in [model] if model else with_cells:
         declared = cand_run.models[cand].get("config", {}).get("baseline")
         base, why = baseline_in(base_run, cand, declared)
         if base is None:
-            skipped.append({"candidate": cand, "baseline": None, "cell": None, "dataset": None, "reason": why})
+            skipped.append(
+                {"candidate": cand, "baseline": None, "cell": None, "dataset": None, "reason": why}
+            )
             continue
         name = f"{base}@{base_run.run_id}"
         for cell, dataset in cand_run.order_cells(cand):
             base_arm = base_run.arm(base, cell, dataset)
             if base_arm is None:
-                skipped.append({"candidate": cand, "baseline": name, "cell": cell, "dataset": dataset,
-                                "reason": f"baseline run {base_run.run_id} has no {cell} × {dataset} trials of "
-                                          f"{base!r}: nothing to compare with (not a pass)"})
+                skipped.append(
+                    {
+                        "candidate": cand,
+                        "baseline": name,
+                        "cell": cell,
+                        "dataset": dataset,
+                        "reason": f"baseline run {base_run.run_id} has no {cell} × {dataset} trials of "
+                        f"{base!r}: nothing to compare with (not a pass)",
+                    }
+                )
                 continue
             cand_arm = cand_run.arm(cand, cell, dataset)
-            comparison = compare_cell(base_arm, cand_arm, cell, dataset, cand_run.primary_readout(cand, cell), N_BOOT,
-                                      level, seed, partial)
+            comparison = compare_cell(
+                base_arm,
+                cand_arm,
+                cell,
+                dataset,
+                cand_run.primary_readout(cand, cell),
+                N_BOOT,
+                level,
+                seed,
+                partial,
+            )
             comparison.baseline = name
             comparison.baseline_identity = base_run.identity(base)
             gate_comparison(comparison, str(thresholds_dir))
             comparisons.append(comparison.to_dict())
     if not comparisons:
-        raise FlipgateError("nothing compared: " + "; ".join(f"{_skip_label(s)}: {s['reason']}" for s in skipped))
+        raise FlipgateError(
+            "nothing compared: " + "; ".join(f"{_skip_label(s)}: {s['reason']}" for s in skipped)
+        )
     failed = [v for c in comparisons for v in c["verdicts"] if v["outcome"] == "fail"]
     regressions = sum(v["verdict"] == "fail" for v in failed)  # the CI is beyond the bound
     other = len(failed) - regressions  # no estimate ("missing"), or not proven under rule: upper
     gated = sum(len(c["verdicts"]) for c in comparisons)
-    line = (f"{len(comparisons)} cell{'s' * (len(comparisons) != 1)} compared, {len(skipped)} skipped, "
-            f"{regressions} regression{'s' * (regressions != 1)}"
-            + (f", {other} other failed threshold{'s' * (other != 1)} (no estimate, or not proven)" if other else "")
-            + ("" if gated else f"; no vs: baseline threshold in {thresholds_dir} applies (nothing gated)"))
-    return {"comparisons": comparisons, "skipped": skipped,
-            "summary": {"compared": len(comparisons), "skipped": len(skipped), "regressions": regressions,
-                        "failed": len(failed), "verdicts": gated, "line": line},
-            "baseline_run": _run_identity(base_run), "candidate_run": _run_identity(cand_run)}
+    line = (
+        f"{len(comparisons)} cell{'s' * (len(comparisons) != 1)} compared, {len(skipped)} skipped, "
+        f"{regressions} regression{'s' * (regressions != 1)}"
+        + (
+            f", {other} other failed threshold{'s' * (other != 1)} (no estimate, or not proven)"
+            if other
+            else ""
+        )
+        + (
+            ""
+            if gated
+            else f"; no vs: baseline threshold in {thresholds_dir} applies (nothing gated)"
+        )
+    )
+    return {
+        "comparisons": comparisons,
+        "skipped": skipped,
+        "summary": {
+            "compared": len(comparisons),
+            "skipped": len(skipped),
+            "regressions": regressions,
+            "failed": len(failed),
+            "verdicts": gated,
+            "line": line,
+        },
+        "baseline_run": _run_identity(base_run),
+        "candidate_run": _run_identity(cand_run),
+    }
 
 
 def _run_identity(record: RunRecord) -> dict:
     meta = record.meta
-    return {"run_id": record.run_id, "trials_store": str(record.path), "git_commit": meta.get("git_commit"),
-            "date": meta.get("created"), "seed": meta.get("seed"), "grammar_version": meta.get("grammar_version")}
+    return {
+        "run_id": record.run_id,
+        "trials_store": str(record.path),
+        "git_commit": meta.get("git_commit"),
+        "date": meta.get("created"),
+        "seed": meta.get("seed"),
+        "grammar_version": meta.get("grammar_version"),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- baseline
 
+
 def _promote_parser() -> Parser:
-    p = Parser(prog="python -m flipgate baseline",
-                description="Promote a finished run to the baseline that later audits and `compare` use.")
-    p.add_argument("run", nargs="?", default=None, metavar="RUN",
-                   help="run directory or its trials.sqlite (default: the latest run under --runs-dir)")
-    p.add_argument("--runs-dir", default="reports/runs", metavar="DIR", help="where runs are (default: reports/runs)")
-    p.add_argument("--to", default="reports/baseline", metavar="DIR",
-                   help="baseline directory to write (default: reports/baseline)")
+    p = Parser(
+        prog="python -m flipgate baseline",
+        description="Promote a finished run to the baseline that later audits and `compare` use.",
+    )
+    p.add_argument(
+        "run",
+        nargs="?",
+        default=None,
+        metavar="RUN",
+        help="run directory or its trials.sqlite (default: the latest run under --runs-dir)",
+    )
+    p.add_argument(
+        "--runs-dir",
+        default="reports/runs",
+        metavar="DIR",
+        help="where runs are (default: reports/runs)",
+    )
+    p.add_argument(
+        "--to",
+        default="reports/baseline",
+        metavar="DIR",
+        help="baseline directory to write (default: reports/baseline)",
+    )
     return p
 
 
@@ -188,11 +303,16 @@ def latest_run(runs_dir: Path | str, exclude: Path | str | None = None) -> Path:
     timestamp, so the latest sorts last), ``exclude`` (the baseline directory) aside."""
     runs_dir = Path(runs_dir)
     skip = Path(exclude).resolve() if exclude is not None else None
-    runs = sorted(p for p in runs_dir.iterdir() if (p / STORE_NAME).is_file() and p.resolve() != skip) \
-        if runs_dir.is_dir() else []
+    runs = (
+        sorted(p for p in runs_dir.iterdir() if (p / STORE_NAME).is_file() and p.resolve() != skip)
+        if runs_dir.is_dir()
+        else []
+    )
     if not runs:
-        raise FlipgateError(f"no run to promote: {runs_dir} has no run directory with a {STORE_NAME} "
-                            f"(run an audit first, or name the run)")
+        raise FlipgateError(
+            f"no run to promote: {runs_dir} has no run directory with a {STORE_NAME} "
+            f"(run an audit first, or name the run)"
+        )
     return runs[-1]
 
 
@@ -215,19 +335,30 @@ def _promote(argv: list[str]) -> int:
     if cost.is_file():
         atomic_copy(cost, to / COST_PROJECTION)
     else:
-        (to / COST_PROJECTION).unlink(missing_ok=True)  # a previous baseline's projection would misdescribe it
-    promoted = {"source": str(run_dir.resolve()), "trials_store": str(record.path.resolve()), "run_id": record.run_id,
-                "promoted": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "run_created": meta.get("created"), "git_commit": meta.get("git_commit"), "models": models,
-                "trials": n_trials}
+        (to / COST_PROJECTION).unlink(
+            missing_ok=True
+        )  # a previous baseline's projection would misdescribe it
+    promoted = {
+        "source": str(run_dir.resolve()),
+        "trials_store": str(record.path.resolve()),
+        "run_id": record.run_id,
+        "promoted": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "run_created": meta.get("created"),
+        "git_commit": meta.get("git_commit"),
+        "models": models,
+        "trials": n_trials,
+    }
     atomic_write(to / PROMOTED, json.dumps(promoted, indent=2) + "\n")
-    print(f"promoted run {record.run_id} ({record.path}; {n_trials} trials of {', '.join(models)}) to {target}")
+    print(
+        f"promoted run {record.run_id} ({record.path}; {n_trials} trials of {', '.join(models)}) to {target}"
+    )
     return OK
 
 
 def _backup(source: sqlite3.Connection, target: Path) -> None:
     """Copy a store with SQLite's backup API (what is still in its WAL included) into one self-contained
     file that atomically replaces ``target``."""
+
     def fill(tmp: Path) -> None:
         dest = sqlite3.connect(str(tmp))
         try:
@@ -236,7 +367,11 @@ def _backup(source: sqlite3.Connection, target: Path) -> None:
             dest.commit()
         finally:
             dest.close()
-        for side in ("-wal", "-shm", "-journal"):  # a previous baseline's would be replayed onto the new file
+        for side in (
+            "-wal",
+            "-shm",
+            "-journal",
+        ):  # a previous baseline's would be replayed onto the new file
             Path(f"{target}{side}").unlink(missing_ok=True)
 
     replace_with(target, fill)

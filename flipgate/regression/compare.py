@@ -7,6 +7,7 @@ an unparsed answer counts as wrong), ``delta_parse_rate`` and, for a control cel
 exact McNemar test on their discordant items. A delta is candidate − baseline, so a positive
 ``delta_flip_rate`` and a negative ``delta_accuracy`` are regressions.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,12 @@ from flipgate.facets import split_cell
 from flipgate.summary import Summary, answers_frame
 
 #: the gated deltas; higher_is_worse says which sign is a regression
-DELTA_METRICS = {"delta_flip_rate": True, "delta_accuracy": False, "delta_parse_rate": False,
-                 "delta_delta_order": True}
+DELTA_METRICS = {
+    "delta_flip_rate": True,
+    "delta_accuracy": False,
+    "delta_parse_rate": False,
+    "delta_delta_order": True,
+}
 
 
 class IncomparableCell(FlipgateError):
@@ -71,9 +76,14 @@ class ReadoutDeltas:
     per_item: dict[str, dict[str, list]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"readout": self.readout, "deltas": dict(self.summary), "arms": self.arms,
-                "mcnemar": {k: v.to_dict() for k, v in self.mcnemar.items()}, "items": self.items,
-                "per_item": self.per_item}
+        return {
+            "readout": self.readout,
+            "deltas": dict(self.summary),
+            "arms": self.arms,
+            "mcnemar": {k: v.to_dict() for k, v in self.mcnemar.items()},
+            "items": self.items,
+            "per_item": self.per_item,
+        }
 
 
 @dataclass
@@ -99,11 +109,22 @@ class CellComparison:
         return {r: d.summary for r, d in self.readouts.items()}
 
     def to_dict(self) -> dict:
-        return json.loads(json.dumps({
-            "candidate": self.candidate, "baseline": self.baseline, "cell": self.cell, "dataset": self.dataset,
-            "primary_readout": self.primary_readout, "overlap": asdict(self.overlap),
-            "baseline_identity": self.baseline_identity, "verdicts": self.verdicts,
-            "readouts": {r: d.to_dict() for r, d in self.readouts.items()}}, default=_plain))
+        return json.loads(
+            json.dumps(
+                {
+                    "candidate": self.candidate,
+                    "baseline": self.baseline,
+                    "cell": self.cell,
+                    "dataset": self.dataset,
+                    "primary_readout": self.primary_readout,
+                    "overlap": asdict(self.overlap),
+                    "baseline_identity": self.baseline_identity,
+                    "verdicts": self.verdicts,
+                    "readouts": {r: d.to_dict() for r, d in self.readouts.items()},
+                },
+                default=_plain,
+            )
+        )
 
 
 def _plain(x):
@@ -114,13 +135,21 @@ def _plain(x):
 
 def _pairs(trials: pd.DataFrame) -> set[tuple]:
     """(item, ordering index, permutation, sample) of every trial."""
-    return {(i, int(c), tuple(p), int(s)) for i, c, p, s in
-            zip(trials["item_id"], trials["condition"], trials["permutation"], trials["sample"])}
+    return {
+        (i, int(c), tuple(p), int(s))
+        for i, c, p, s in zip(
+            trials["item_id"], trials["condition"], trials["permutation"], trials["sample"]
+        )
+    }
 
 
 def _restrict(trials: pd.DataFrame, keep: set[tuple]) -> pd.DataFrame:
-    mask = [(i, int(c), tuple(p), int(s)) in keep for i, c, p, s in
-            zip(trials["item_id"], trials["condition"], trials["permutation"], trials["sample"])]
+    mask = [
+        (i, int(c), tuple(p), int(s)) in keep
+        for i, c, p, s in zip(
+            trials["item_id"], trials["condition"], trials["permutation"], trials["sample"]
+        )
+    ]
     return trials[np.asarray(mask, dtype=bool)] if len(trials) else trials
 
 
@@ -128,13 +157,27 @@ def _k(trials: pd.DataFrame) -> int:
     return int(trials.groupby("item_id").size().max()) if len(trials) else 0
 
 
-def _match(base: pd.DataFrame, cand: pd.DataFrame, base_sha: str | None, cand_sha: str | None,
-           what: str, partial: bool) -> tuple[pd.DataFrame, pd.DataFrame, Overlap]:
+def _match(
+    base: pd.DataFrame,
+    cand: pd.DataFrame,
+    base_sha: str | None,
+    cand_sha: str | None,
+    what: str,
+    partial: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame, Overlap]:
     """Both arms on their shared (item, ordering) pairs, or an IncomparableCell naming what differs."""
     pa, pb = _pairs(base), _pairs(cand)
     shared = pa & pb
     items_a, items_b = set(base["item_id"]), set(cand["item_id"])
-    overlap = Overlap(len(items_a), len(items_b), len({p[0] for p in shared}), len(pa), len(pb), len(shared), partial)
+    overlap = Overlap(
+        len(items_a),
+        len(items_b),
+        len({p[0] for p in shared}),
+        len(pa),
+        len(pb),
+        len(shared),
+        partial,
+    )
     same_manifest = base_sha is None or cand_sha is None or base_sha == cand_sha
     if same_manifest and overlap.complete:
         return base, cand, overlap
@@ -151,9 +194,12 @@ def _match(base: pd.DataFrame, cand: pd.DataFrame, base_sha: str | None, cand_sh
         raise IncomparableCell(
             f"{what}: baseline and candidate did not answer the same manifest ({'; '.join(diffs) or 'trials differ'}); "
             f"re-run with the same items_per_dataset, K and seed, or pass --baseline-partial to compare the "
-            f"{overlap.shared_pairs} shared (item, ordering) pairs")
+            f"{overlap.shared_pairs} shared (item, ordering) pairs"
+        )
     if not shared:
-        raise IncomparableCell(f"{what}: baseline and candidate share no (item, ordering) pair; nothing to compare")
+        raise IncomparableCell(
+            f"{what}: baseline and candidate share no (item, ordering) pair; nothing to compare"
+        )
     return _restrict(base, shared), _restrict(cand, shared), overlap
 
 
@@ -161,13 +207,27 @@ def _per_item(trials: pd.DataFrame, readout: str) -> pd.DataFrame:
     """Per item: any_flip (SPEC §3; NaN when < 2 parsed), parse rate, and canonical-ordering correctness
     (ordering 0, first sample; an unparsed answer counts as wrong)."""
     df = answers_frame(trials, readout)
-    answers = df["answer"].map(lambda a: None if a is None or a != a else json.dumps(a, sort_keys=True))
+    answers = df["answer"].map(
+        lambda a: None if a is None or a != a else json.dumps(a, sort_keys=True)
+    )
     grouped = answers.groupby(df["item_id"], sort=True)
     parsed, distinct = grouped.count(), grouped.nunique()
-    canon = df[df["condition"] == 0].sort_values("sample").drop_duplicates("item_id").set_index("item_id")
-    correct = canon["correct"].map(lambda c: float(c is True or c == 1)).reindex(parsed.index).fillna(0.0)
-    return pd.DataFrame({"flip": (distinct > 1).astype(float).where(parsed >= 2),
-                         "parse": parsed / grouped.size(), "correct": correct})
+    canon = (
+        df[df["condition"] == 0]
+        .sort_values("sample")
+        .drop_duplicates("item_id")
+        .set_index("item_id")
+    )
+    correct = (
+        canon["correct"].map(lambda c: float(c is True or c == 1)).reindex(parsed.index).fillna(0.0)
+    )
+    return pd.DataFrame(
+        {
+            "flip": (distinct > 1).astype(float).where(parsed >= 2),
+            "parse": parsed / grouped.size(),
+            "correct": correct,
+        }
+    )
 
 
 class _Builder:
@@ -177,16 +237,25 @@ class _Builder:
         self.readout, self.n_boot, self.level, self.seed = readout, n_boot, level, seed
         self.summary, self.arms, self.tests, self.per_item = Summary(), {}, {}, {}
 
-    def add(self, metric: str, base: pd.Series, cand: pd.Series, binary: bool = False) -> pd.DataFrame:
+    def add(
+        self, metric: str, base: pd.Series, cand: pd.Series, binary: bool = False
+    ) -> pd.DataFrame:
         joined = pd.DataFrame({"a": base, "b": cand}).dropna()
         a, b = joined["a"].to_numpy(float), joined["b"].to_numpy(float)
         estimate = float(b.mean() - a.mean()) if len(a) else float("nan")
-        self.summary.add(metric, estimate, M.paired_bootstrap_draws(b, a, self.n_boot, self.seed), self.level)
+        self.summary.add(
+            metric, estimate, M.paired_bootstrap_draws(b, a, self.n_boot, self.seed), self.level
+        )
         self.summary[metric]["n_items"] = int(len(a))
-        self.arms[metric] = {"baseline": float(a.mean()) if len(a) else float("nan"),
-                             "candidate": float(b.mean()) if len(b) else float("nan")}
-        self.per_item[metric] = {"items": [str(i) for i in joined.index], "baseline": a.tolist(),
-                                 "candidate": b.tolist()}
+        self.arms[metric] = {
+            "baseline": float(a.mean()) if len(a) else float("nan"),
+            "candidate": float(b.mean()) if len(b) else float("nan"),
+        }
+        self.per_item[metric] = {
+            "items": [str(i) for i in joined.index],
+            "baseline": a.tolist(),
+            "candidate": b.tolist(),
+        }
         if binary:
             worse = (b > a) if DELTA_METRICS[metric] else (b < a)
             better = (b < a) if DELTA_METRICS[metric] else (b > a)
@@ -194,36 +263,60 @@ class _Builder:
         return joined
 
     def build(self, items: dict[str, list[str]]) -> ReadoutDeltas:
-        return ReadoutDeltas(self.readout, self.summary, self.arms, self.tests, items, self.per_item)
+        return ReadoutDeltas(
+            self.readout, self.summary, self.arms, self.tests, items, self.per_item
+        )
 
 
 def _ids(joined: pd.DataFrame, mask) -> list[str]:
     return sorted(map(str, joined.index[np.asarray(mask, dtype=bool)]))
 
 
-def compare_cell(baseline: Arm, candidate: Arm, cell: str, dataset: str, primary: str, n_boot: int = 1000,
-                 level: float = 0.95, seed: int = 42, partial: bool = False) -> CellComparison:
+def compare_cell(
+    baseline: Arm,
+    candidate: Arm,
+    cell: str,
+    dataset: str,
+    primary: str,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 42,
+    partial: bool = False,
+) -> CellComparison:
     """The SPEC §11 comparison of ``candidate`` against ``baseline`` on one cell."""
     what = f"{candidate.model_id} vs {baseline.model_id} on {cell} × {dataset}"
     if primary not in baseline.readouts:
-        raise IncomparableCell(f"{what}: readout {primary!r} (the candidate's primary) is not among the baseline's "
-                               f"readouts ({', '.join(baseline.readouts) or 'none'})")
-    base, cand, overlap = _match(baseline.trials, candidate.trials, baseline.manifest_sha256,
-                                 candidate.manifest_sha256, what, partial)
+        raise IncomparableCell(
+            f"{what}: readout {primary!r} (the candidate's primary) is not among the baseline's "
+            f"readouts ({', '.join(baseline.readouts) or 'none'})"
+        )
+    base, cand, overlap = _match(
+        baseline.trials,
+        candidate.trials,
+        baseline.manifest_sha256,
+        candidate.manifest_sha256,
+        what,
+        partial,
+    )
     control = split_cell(cell)[0] is not None
     if control:
         if baseline.perm is None or candidate.perm is None:
-            raise IncomparableCell(f"{what}: Δ_order needs the permuted facet's trials of both versions")
-        base_perm, cand_perm, _ = _match(baseline.perm, candidate.perm, None, None,
-                                         f"{what} (its permuted facet)", partial)
+            raise IncomparableCell(
+                f"{what}: Δ_order needs the permuted facet's trials of both versions"
+            )
+        base_perm, cand_perm, _ = _match(
+            baseline.perm, candidate.perm, None, None, f"{what} (its permuted facet)", partial
+        )
     readouts = [r for r in candidate.readouts if r in baseline.readouts]
     out = {}
     for r in readouts:
         a, b = _per_item(base, r), _per_item(cand, r)
         build = _Builder(r, n_boot, level, seed)
         flips = build.add("delta_flip_rate", a["flip"], b["flip"], binary=True)
-        items = {"newly_flipping": _ids(flips, (flips["b"] == 1) & (flips["a"] == 0)),
-                 "fixed": _ids(flips, (flips["a"] == 1) & (flips["b"] == 0))}
+        items = {
+            "newly_flipping": _ids(flips, (flips["b"] == 1) & (flips["a"] == 0)),
+            "fixed": _ids(flips, (flips["a"] == 1) & (flips["b"] == 0)),
+        }
         build.add("delta_parse_rate", a["parse"], b["parse"])
         if control:
             pa, pb = _per_item(base_perm, r), _per_item(cand_perm, r)
@@ -233,4 +326,6 @@ def compare_cell(baseline: Arm, candidate: Arm, cell: str, dataset: str, primary
             items["newly_wrong"] = _ids(right, (right["a"] == 1) & (right["b"] == 0))
             items["newly_right"] = _ids(right, (right["a"] == 0) & (right["b"] == 1))
         out[r] = build.build(items)
-    return CellComparison(candidate.model_id, baseline.model_id, cell, dataset, primary, out, overlap)
+    return CellComparison(
+        candidate.model_id, baseline.model_id, cell, dataset, primary, out, overlap
+    )

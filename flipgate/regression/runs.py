@@ -1,6 +1,7 @@
 """A finished run named as a baseline (``reports/runs/<run_id>`` or its ``trials.sqlite``), opened
 read-only and checked before anything is compared: a missing, corrupt or foreign file, or a run drawn
 under another permutation grammar or seed, is one clean error and nothing is written (SPEC §11)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,11 @@ from flipgate.store import TRIAL_COLUMNS, TrialStore
 
 STORE_NAME = "trials.sqlite"
 #: tables (and their columns) a trials store must have to be compared
-REQUIRED = {"trials": TRIAL_COLUMNS, "models": ["model_id", "fingerprint", "config"],
-            "manifests": ["facet", "dataset", "k", "sha256", "path"]}
+REQUIRED = {
+    "trials": TRIAL_COLUMNS,
+    "models": ["model_id", "fingerprint", "config"],
+    "manifests": ["facet", "dataset", "k", "sha256", "path"],
+}
 
 
 def store_path(path: Path | str, role: str = "baseline") -> Path:
@@ -30,9 +34,14 @@ def store_path(path: Path | str, role: str = "baseline") -> Path:
     if path.is_dir():
         path = path / STORE_NAME
     if not path.is_file():
-        where = "run directory has no " + STORE_NAME if path.name == STORE_NAME and path.parent.is_dir() else \
-            "no such run directory or trials store"
-        raise FlipgateError(f"{role} {path}: {where} (give reports/runs/<run_id> or its {STORE_NAME})")
+        where = (
+            "run directory has no " + STORE_NAME
+            if path.name == STORE_NAME and path.parent.is_dir()
+            else "no such run directory or trials store"
+        )
+        raise FlipgateError(
+            f"{role} {path}: {where} (give reports/runs/<run_id> or its {STORE_NAME})"
+        )
     return path
 
 
@@ -52,15 +61,21 @@ class RunRecord:
             store = TrialStore.read_only(file)
             tables = store.tables()
         except sqlite3.DatabaseError as exc:
-            raise FlipgateError(f"{role} {file}: not a flipgate trials store (SQLite says: {exc})") from None
+            raise FlipgateError(
+                f"{role} {file}: not a flipgate trials store (SQLite says: {exc})"
+            ) from None
         for table, columns in REQUIRED.items():
             missing = [c for c in columns if c not in tables.get(table, [])]
             if missing:
-                raise FlipgateError(f"{role} {file}: not a flipgate trials store (table {table!r} "
-                                    f"{'lacks columns ' + ', '.join(missing) if table in tables else 'is missing'})")
+                raise FlipgateError(
+                    f"{role} {file}: not a flipgate trials store (table {table!r} "
+                    f"{'lacks columns ' + ', '.join(missing) if table in tables else 'is missing'})"
+                )
         record = cls(file, store, role)
         if not record.models:
-            raise FlipgateError(f"{role} {file}: the run recorded no model (was it interrupted before any trial?)")
+            raise FlipgateError(
+                f"{role} {file}: the run recorded no model (was it interrupted before any trial?)"
+            )
         return record
 
     @cached_property
@@ -93,9 +108,14 @@ class RunRecord:
         """What a regression section discloses about the baseline (SPEC §11, issue: model id,
         weights sha256, run id, git commit, date)."""
         fp = self.models.get(model_id, {}).get("fingerprint", {})
-        return {"model_id": model_id, "weights_sha256": fp.get("weights_sha256"), "run_id": self.run_id,
-                "git_commit": self.meta.get("git_commit"), "date": self.meta.get("created"),
-                "trials_store": str(self.path)}
+        return {
+            "model_id": model_id,
+            "weights_sha256": fp.get("weights_sha256"),
+            "run_id": self.run_id,
+            "git_commit": self.meta.get("git_commit"),
+            "date": self.meta.get("created"),
+            "trials_store": str(self.path),
+        }
 
     def check_grammar(self, seed: int) -> None:
         """Refuse a run whose orderings were drawn under another grammar version or seed: none of its
@@ -107,21 +127,27 @@ class RunRecord:
                 raise FlipgateError(
                     f"baseline {self.path}: run {self.run_id} drew its orderings under grammar version {version} "
                     f"with seed {their_seed}; this audit uses grammar version {GRAMMAR_VERSION} with seed {seed}, "
-                    f"so no cell pairs up (re-run the baseline with this flipgate and seed)")
+                    f"so no cell pairs up (re-run the baseline with this flipgate and seed)"
+                )
             return
         for (facet, dataset), manifest in sorted(self.manifests.items()):
             units = self.store.conn.execute(
                 "SELECT item_id, permutation FROM trials WHERE facet = ? AND dataset = ? AND condition = 0 "
-                "GROUP BY item_id", (facet, dataset)).fetchall()
+                "GROUP BY item_id",
+                (facet, dataset),
+            ).fetchall()
             if not units:
                 continue
-            redrawn = Manifest.build(facet, dataset, {i: len(json.loads(p)) for i, p in units}, manifest["k"], seed)
+            redrawn = Manifest.build(
+                facet, dataset, {i: len(json.loads(p)) for i, p in units}, manifest["k"], seed
+            )
             if redrawn.sha256 != manifest["sha256"]:
                 raise FlipgateError(
                     f"baseline {self.path}: run {self.run_id} records no grammar version, and its {facet} × {dataset} "
                     f"orderings are not those of grammar version {GRAMMAR_VERSION} with seed {seed} (manifest "
                     f"{manifest['sha256'][:12]}, redrawn {redrawn.sha256[:12]}): it was drawn under another grammar "
-                    f"or seed; re-run the baseline with this flipgate")
+                    f"or seed; re-run the baseline with this flipgate"
+                )
 
     def arm(self, model_id: str, cell: str, dataset: str) -> Arm | None:
         """The recorded side of a cell for :func:`~flipgate.regression.compare.compare_cell`, or None when
@@ -140,13 +166,17 @@ class RunRecord:
     def primary_readout(self, model_id: str, cell: str) -> str:
         config = self.models.get(model_id, {}).get("config") or {}
         if not config.get("readouts") or not config.get("primary_readout"):
-            raise FlipgateError(f"{self.role} {self.path}: model {model_id!r} has no readouts / primary_readout in "
-                                f"its stored config")
+            raise FlipgateError(
+                f"{self.role} {self.path}: model {model_id!r} has no readouts / primary_readout in "
+                f"its stored config"
+            )
         return readouts_for(split_cell(cell)[1], config["readouts"], config["primary_readout"])[1]
 
     def order_cells(self, model_id: str) -> list[tuple[str, str]]:
         """(facet or control cell, dataset) of every order cell the run measured for ``model_id``."""
-        return sorted((c, d) for m, c, d in self.cells if m == model_id and split_cell(c)[1] in FACETS)
+        return sorted(
+            (c, d) for m, c, d in self.cells if m == model_id and split_cell(c)[1] in FACETS
+        )
 
 
 def run_meta(run_id: str, cfg, items_per_dataset: int | None, root: Path | None = None) -> dict:
@@ -156,6 +186,13 @@ def run_meta(run_id: str, cfg, items_per_dataset: int | None, root: Path | None 
     from flipgate import __version__
     from flipgate.cards.build import git_commit
 
-    return {"run_id": run_id, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "git_commit": git_commit(root), "flipgate_version": __version__, "grammar_version": GRAMMAR_VERSION,
-            "seed": cfg.seed, "k": cfg.k, "items_per_dataset": items_per_dataset or cfg.items_per_dataset}
+    return {
+        "run_id": run_id,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(root),
+        "flipgate_version": __version__,
+        "grammar_version": GRAMMAR_VERSION,
+        "seed": cfg.seed,
+        "k": cfg.k,
+        "items_per_dataset": items_per_dataset or cfg.items_per_dataset,
+    }

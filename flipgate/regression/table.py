@@ -1,5 +1,6 @@
 """The comparison table (Markdown ready to paste into a pull request or model card, or JSON), read
 from :meth:`CellComparison.to_dict` records as stored in the trials store."""
+
 from __future__ import annotations
 
 import json
@@ -33,41 +34,71 @@ def arrow(metric: str, ci) -> str:
 def rows(comparison: dict) -> list[dict]:
     """One row per delta metric of the comparison's primary readout, with its verdicts."""
     block = comparison["readouts"][comparison["primary_readout"]]
-    verdicts = {v["metric"]: v for v in comparison.get("verdicts", []) if v.get("readout") == block["readout"]}
+    verdicts = {
+        v["metric"]: v
+        for v in comparison.get("verdicts", [])
+        if v.get("readout") == block["readout"]
+    }
     out = []
     for metric, delta in block["deltas"].items():
         test = block["mcnemar"].get(metric)
         v = verdicts.get(metric)
-        out.append({"candidate": comparison["candidate"], "baseline": comparison["baseline"],
-                    "cell": comparison["cell"], "dataset": comparison["dataset"], "readout": block["readout"],
-                    "metric": metric, "baseline_value": block["arms"][metric]["baseline"],
-                    "candidate_value": block["arms"][metric]["candidate"], "delta": delta["estimate"],
-                    "ci": delta["ci"], "n_items": delta.get("n_items"),
-                    "p_two_sided": test["p_two_sided"] if test else None,
-                    "p_regression": test["p_regression"] if test else None,
-                    "verdict": v["verdict"] if v else None, "outcome": v["outcome"] if v else None,
-                    "threshold": v["threshold"] if v else None, "arrow": arrow(metric, delta["ci"])})
+        out.append(
+            {
+                "candidate": comparison["candidate"],
+                "baseline": comparison["baseline"],
+                "cell": comparison["cell"],
+                "dataset": comparison["dataset"],
+                "readout": block["readout"],
+                "metric": metric,
+                "baseline_value": block["arms"][metric]["baseline"],
+                "candidate_value": block["arms"][metric]["candidate"],
+                "delta": delta["estimate"],
+                "ci": delta["ci"],
+                "n_items": delta.get("n_items"),
+                "p_two_sided": test["p_two_sided"] if test else None,
+                "p_regression": test["p_regression"] if test else None,
+                "verdict": v["verdict"] if v else None,
+                "outcome": v["outcome"] if v else None,
+                "threshold": v["threshold"] if v else None,
+                "arrow": arrow(metric, delta["ci"]),
+            }
+        )
     return out
 
 
 def markdown(comparisons: list[dict], level: float | None = None) -> str:
     """A Markdown table of every comparison (primary readouts), one row per delta metric."""
     ci_head = f"{level:.0%} CI" if level else "CI"
-    lines = [f"| candidate vs baseline | cell | dataset | metric | baseline | candidate | Δ | {ci_head} | N | "
-             f"McNemar p (2-sided / regression) | verdict | |",
-             "|---|---|---|---|---:|---:|---:|---|---:|---|---|---|"]
+    lines = [
+        f"| candidate vs baseline | cell | dataset | metric | baseline | candidate | Δ | {ci_head} | N | "
+        f"McNemar p (2-sided / regression) | verdict | |",
+        "|---|---|---|---|---:|---:|---:|---|---:|---|---|---|",
+    ]
     for c in comparisons:
         for r in rows(c):
-            ci = f"[{_num(r['ci'][0], signed=True)}, {_num(r['ci'][1], signed=True)}]" if r["ci"] else "–"
-            p = f"{_num(r['p_two_sided'], 4)} / {_num(r['p_regression'], 4)}" if r["p_two_sided"] is not None else "–"
+            ci = (
+                f"[{_num(r['ci'][0], signed=True)}, {_num(r['ci'][1], signed=True)}]"
+                if r["ci"]
+                else "–"
+            )
+            p = (
+                f"{_num(r['p_two_sided'], 4)} / {_num(r['p_regression'], 4)}"
+                if r["p_two_sided"] is not None
+                else "–"
+            )
             verdict = f"{r['verdict']} ({r['threshold']})" if r["verdict"] else "not gated"
-            lines.append(f"| {md_escape(r['candidate'])} vs {md_escape(r['baseline'])} | {md_escape(r['cell'])} | {md_escape(r['dataset'])} | "
-                         f"{r['metric']} | {_num(r['baseline_value'])} | {_num(r['candidate_value'])} | "
-                         f"{_num(r['delta'], signed=True)} | {ci} | {r['n_items'] if r['n_items'] is not None else '–'} | "
-                         f"{p} | {md_escape(verdict)} | {r['arrow']} |")
+            lines.append(
+                f"| {md_escape(r['candidate'])} vs {md_escape(r['baseline'])} | {md_escape(r['cell'])} | {md_escape(r['dataset'])} | "
+                f"{r['metric']} | {_num(r['baseline_value'])} | {_num(r['candidate_value'])} | "
+                f"{_num(r['delta'], signed=True)} | {ci} | {r['n_items'] if r['n_items'] is not None else '–'} | "
+                f"{p} | {md_escape(verdict)} | {r['arrow']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def to_json(comparisons: list[dict]) -> str:
     """The comparisons with their flat rows, as JSON."""
-    return json.dumps({"comparisons": comparisons, "rows": [r for c in comparisons for r in rows(c)]}, indent=2)
+    return json.dumps(
+        {"comparisons": comparisons, "rows": [r for c in comparisons for r in rows(c)]}, indent=2
+    )
