@@ -1,0 +1,161 @@
+"""Golden run: a fixed audit (recorded model outputs replayed) must write the same GRID cards,
+number for number, as the checked-in ones in tests/golden/cards/. A refactor that changes any
+card number, verdict, section or Markdown line fails here.
+
+Only what legitimately differs between runs is masked (:func:`normalise`): run ids, timestamps,
+store paths, library versions, the git commit and the replay file's location. To accept an
+intended change, rewrite the goldens and review their diff:
+
+    FLIPGATE_GOLDEN=update .venv/bin/python -m pytest tests/test_golden_cards.py
+
+``FLIPGATE_GOLDEN=record`` first re-records the replayed outputs from two tiny random models
+(tests/golden/replay/*.jsonl); the goldens then change too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from test_end_to_end import run_suite
+
+from conftest import write
+from flipgate.store import TrialStore, export_replay
+
+GOLDEN = Path(__file__).parent / "golden"
+MODE = os.environ.get("FLIPGATE_GOLDEN", "check")  # check | update | record
+MASK = "<masked>"
+#: card fields that identify a run rather than describe the model (masked before comparing)
+RUN_FIELDS = {"run_id", "created", "trials_store", "library_versions", "git_commit", "date"}
+THRESHOLDS = """
+level: 0.95
+thresholds:
+  - {metric: parse_rate, min: 0.5, rule: upper}
+  - {metric: flip_rate, max: 0.6, rule: lower}
+  - {metric: pairwise_disagreement, max: 0.3, rule: warn}
+  - {metric: accuracy, min: 0.2, rule: point, readout: regex}
+  - {metric: flip_rate, facet: same_ordering, max: 0.5, rule: upper}
+  - {metric: delta_order, facet: same_ordering, max: 0.2, rule: lower}
+  - {metric: delta_flip_rate, vs: baseline, max: 0.1, rule: lower}
+  - {metric: delta_accuracy, vs: baseline, min: -0.1, rule: lower}
+  - {metric: delta_delta_order, vs: baseline, facet: same_ordering, max: 0.1, rule: lower}
+"""
+
+
+def models_yaml(path: Path, v1: str, v2: str) -> Path:
+    """Two versions of a model (v2 names v1 as its baseline) on two multiple-choice datasets and
+    the synthetic multi-hop passages, with both readouts."""
+    return write(
+        path,
+        f"""
+audit:
+  k: 6
+  items_per_dataset: 4
+  bootstrap: {{n: 200}}
+  facets:
+    option_order: {{datasets: [arc_challenge, commonsense_qa]}}
+    evidence_chunk_order: {{datasets: [synthetic_multihop]}}
+models:
+  - {{id: tiny-v1, {v1}, readouts: [letter_logprob, regex], max_new_tokens: 4}}
+  - {{id: tiny-v2, {v2}, readouts: [letter_logprob, regex], max_new_tokens: 4,
+     baseline: tiny-v1}}
+""",
+    )
+
+
+def normalise(value, root: Path):
+    """``value`` with run identity masked and the run's paths made relative to ``root``."""
+    if isinstance(value, dict):
+        return {
+            k: MASK if k in RUN_FIELDS and v is not None else normalise(v, root)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [normalise(v, root) for v in value]
+    if isinstance(value, str):
+        value = value.replace(str(GOLDEN), "<golden>").replace(str(root), "<run>")
+        value = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+\-:\dZ]*", MASK, value)  # dates
+        return re.sub(r"\b\d{8}T\d{6}Z?[-\w]*", MASK, value)  # run ids in free text
+    return value
+
+
+def normalise_markdown(text: str, card: dict, root: Path) -> str:
+    for key in ("run_id", "created", "trials_store"):
+        if card["run"].get(key):
+            text = text.replace(str(card["run"][key]), MASK)
+    receipt = card.get("axis_receipt", {})
+    if receipt.get("git_commit"):
+        text = text.replace(receipt["git_commit"], MASK).replace(receipt["git_commit"][:12], MASK)
+    return normalise(text, root)
+
+
+@pytest.fixture(scope="module")
+def replays(request, tmp_path_factory) -> dict[str, Path]:
+    """The recorded outputs of the two versions (re-recorded under FLIPGATE_GOLDEN=record)."""
+    files = {m: GOLDEN / "replay" / f"{m}.jsonl" for m in ("tiny-v1", "tiny-v2")}
+    if MODE == "record":
+        files["tiny-v1"].parent.mkdir(parents=True, exist_ok=True)
+        tiny = request.getfixturevalue("tiny_model_dir")
+        tmp = tmp_path_factory.mktemp("golden-record")
+        src = f'backend: hf, source: {{path: "{tiny}"}}'
+        models = models_yaml(tmp / "models.yaml", src, src + ", dtype: bfloat16")
+        thresholds = write(tmp / "thresholds" / "default.yaml", THRESHOLDS).parent
+        proc = run_suite(tmp, models, thresholds)
+        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+        store = TrialStore(next((tmp / "runs").iterdir()) / "trials.sqlite")
+        for model_id, path in files.items():
+            export_replay(store, path, model_id)
+    return files
+
+
+@pytest.fixture(scope="module")
+def golden_run(replays, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("golden")
+    source = 'backend: replay, source: {{path: "{}"}}'
+    models = models_yaml(
+        tmp / "models.yaml",
+        source.format(replays["tiny-v1"]),
+        source.format(replays["tiny-v2"]),
+    )
+    thresholds = write(tmp / "thresholds" / "default.yaml", THRESHOLDS).parent
+    proc = run_suite(tmp, models, thresholds, "-rA")
+    return tmp, proc
+
+
+def test_golden_run_writes_the_golden_cards(golden_run):
+    tmp, proc = golden_run
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    written = sorted(p.relative_to(tmp / "cards") for p in (tmp / "cards").glob("*/*.json"))
+    assert written, proc.stdout[-3000:]
+    if MODE in ("update", "record"):
+        shutil.rmtree(GOLDEN / "cards", ignore_errors=True)
+    for rel in written:
+        card = json.loads((tmp / "cards" / rel).read_text())
+        got = {
+            "card": normalise(card, tmp),
+            "markdown": normalise_markdown(
+                (tmp / "cards" / rel).with_suffix(".md").read_text(), card, tmp
+            ).splitlines(),
+        }
+        path = GOLDEN / "cards" / rel
+        if MODE in ("update", "record"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+            continue
+        assert path.exists(), f"no golden card {rel}; run FLIPGATE_GOLDEN=update to add it"
+        expected = json.loads(path.read_text())
+        assert got["card"] == expected["card"], rel
+        assert got["markdown"] == expected["markdown"], rel
+    goldens = sorted(p.relative_to(GOLDEN / "cards") for p in (GOLDEN / "cards").glob("*/*.json"))
+    assert written == goldens
+
+
+def test_golden_run_outcomes(golden_run):
+    """The golden thresholds are set so that the run both passes and fails cells."""
+    _, proc = golden_run
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert "passed" in summary and "failed" in summary, summary
