@@ -1,4 +1,5 @@
-"""The audit runner: turns (model, dataset, facet) into trials, through manifest, cache and store."""
+"""The audit runner: turns (model, dataset, facet) into trials, through manifest, cache and
+store."""
 
 from __future__ import annotations
 
@@ -207,8 +208,8 @@ class Auditor:
     def judgements(
         self, model_id: str, dataset: str, name: str, trials: pd.DataFrame
     ) -> dict[str, str]:
-        """Judge verdicts (SPEC §3.5 sem-flip) per item over the K answers of a judged cell; the judge is
-        ``audit.judge`` or the audited model itself."""
+        """Judge verdicts (docs/definitions.md §3.5 sem-flip) per item over the K answers of a
+        judged cell; the judge is ``audit.judge`` or the audited model itself."""
         from flipgate.judge import sem_flip_request, verdict_from_label
 
         judge_id = self.config.judge or model_id
@@ -250,8 +251,8 @@ class Auditor:
         grammar_version: int | None = GRAMMAR_VERSION,
     ) -> tuple[list[Output], list[bool]]:
         """Outputs of ``requests`` and whether each came from the cache. The cache key carries the
-        SPEC §2 grammar version (facet cells, their cost pilot, the judge); envelope cells, which
-        permute nothing, pass ``grammar_version=None``."""
+        docs/definitions.md §2 grammar version (facet cells, their cost pilot, the judge); envelope
+        cells, which permute nothing, pass ``grammar_version=None``."""
         backend = self.backend(model_id)
         if not use_cache or self.cache is None:
             return self._call(backend, requests, label), [False] * len(requests)

@@ -23,9 +23,9 @@ CREATE TABLE IF NOT EXISTS responses (
 
 
 def cache_key(settings: dict, request: Request, grammar_version: int | None = None) -> str:
-    """``grammar_version`` (SPEC §2 permutation grammar) is given by the auditor for facet cells
-    (rendered under manifest orderings), so responses cached under an older grammar are cold;
-    without it (envelope cells) the key is as before."""
+    """``grammar_version`` (docs/definitions.md §2 permutation grammar) is given by the auditor for
+    facet cells (rendered under manifest orderings), so responses cached under an older grammar are
+    cold; without it (envelope cells) the key is as before."""
     sampled = float(settings.get("temperature") or 0) > 0
     body = {
         "settings": settings,
@@ -63,7 +63,8 @@ class ResponseCache:
         now = time.time()
         with self.conn:
             self.conn.executemany(
-                "INSERT OR REPLACE INTO responses (key, model_id, output, created) VALUES (?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO responses (key, model_id, output, created) "
+                "VALUES (?, ?, ?, ?)",
                 [(k, model_id, json.dumps(o.to_dict()), now) for k, o in entries.items()],
             )
 

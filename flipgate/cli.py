@@ -16,7 +16,8 @@ OK, FAILED, USAGE = 0, 1, 2
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as a FlipgateError (one line) instead of its usage block."""
+    """argparse that reports a usage error as a FlipgateError (one line) instead of its usage
+    block."""
 
     def error(self, message):
         raise FlipgateError(f"{self.prog}: {message} (see {self.prog} --help)")
@@ -27,8 +28,9 @@ def one_line(exc: BaseException) -> str:
 
 
 def run_command(body: Callable[[list[str]], int], argv: list[str] | None) -> int:
-    """Run a command body on its arguments (those after the command name) and return its exit status:
-    a FlipgateError, an unreadable store or an OS error is one ``flipgate: `` line and status 2."""
+    """Run a command body on its arguments (those after the command name) and return its exit
+    status: a FlipgateError, an unreadable store or an OS error is one ``flipgate: `` line and
+    status 2."""
     try:
         return body(list(argv or []))
     except SystemExit as exc:  # --help, or argparse exiting by itself

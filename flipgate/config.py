@@ -20,7 +20,8 @@ from flipgate.items.registry import DatasetSpec
 SCHEMAS = Path(__file__).parent / "config_schemas"
 #: the cell name of the configuration-envelope suite in thresholds files (``facet: envelope``)
 ENVELOPE_CELL = "envelope"
-#: the cell name of the ODI fit over the order suites (``facet: odi``; suites/analysis, SPEC §4)
+#: the cell name of the ODI fit over the order suites (``facet: odi``; suites/analysis,
+#: docs/definitions.md §4)
 ODI_CELL = "odi"
 #: thresholds that only the suite-level cells take (their metrics exist nowhere else)
 SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL)
@@ -49,7 +50,8 @@ ENVELOPE_METRICS = (
 )
 #: metrics only a control cell (e.g. ``facet: same_ordering``) has
 CONTROL_METRICS = ("flip_rate_same", "delta_order", "ordering_excess_share")
-#: paired candidate − baseline deltas (``vs: baseline`` only, SPEC §11); delta_delta_order: control cells
+#: paired candidate − baseline deltas (``vs: baseline`` only, docs/definitions.md §11);
+#: delta_delta_order: control cells
 REGRESSION_METRICS = ("delta_flip_rate", "delta_accuracy", "delta_parse_rate", "delta_delta_order")
 
 
@@ -118,8 +120,9 @@ class AuditConfig:
         return [m for m, cfg in self.models.items() if suite in cfg["suites"]]
 
     def cells(self, model_id: str | None = None) -> list[tuple[str, str]]:
-        """Every (facet or control cell, dataset) the audit runs, e.g. ("same_ordering:option_order", "mmlu");
-        with ``model_id``, those of that model (its ``facets:`` / ``datasets:`` restrict the plan)."""
+        """Every (facet or control cell, dataset) the audit runs, e.g.
+        ("same_ordering:option_order", "mmlu"); with ``model_id``, those of that model (its
+        ``facets:`` / ``datasets:`` restrict the plan)."""
         out = [(name, d.name) for name, specs in self.facets.items() for d in specs]
         out += [
             (control_cell(c, f), d.name) for c, pairs in self.controls.items() for f, d in pairs
@@ -144,7 +147,8 @@ class AuditConfig:
 
 
 def default_readouts(model: dict) -> list[str]:
-    """Local models give label log-probs and text; API models text, plus log-probs where declared."""
+    """Local models give label log-probs and text; API models text, plus log-probs where
+    declared."""
     if model["backend"] == "litellm" and not (model.get("capabilities") or {}).get("logprobs"):
         return ["regex"]
     return ["letter_logprob", "regex"]
@@ -223,10 +227,10 @@ def load_models(path: Path | str) -> AuditConfig:
             continue
         where = f"{path}: field models[{i}].baseline"
         if base not in models or base == m["id"]:
-            raise FlipgateError(
-                f"{where}: {'a model cannot be its own baseline' if base == m['id'] else 'no model with this id'} "
-                f"(value: {base!r}); models: {', '.join(models)}"
+            reason = (
+                "a model cannot be its own baseline" if base == m["id"] else "no model with this id"
             )
+            raise FlipgateError(f"{where}: {reason} (value: {base!r}); models: {', '.join(models)}")
         for who in (m["id"], base):
             if "order" not in models[who]["suites"]:
                 raise FlipgateError(
@@ -253,7 +257,7 @@ def load_models(path: Path | str) -> AuditConfig:
 
 @dataclass(frozen=True)
 class Threshold:
-    """One declared bound (SPEC §5): metric ≤ max or ≥ min under a decision rule."""
+    """One declared bound (docs/definitions.md §5): metric ≤ max or ≥ min under a decision rule."""
 
     metric: str
     bound: float
@@ -269,7 +273,8 @@ class Threshold:
     why: str | None = None
     #: ``model:`` selector: the threshold applies to this model only
     model: str | None = None
-    #: ``vs: baseline``: a regression threshold on a paired delta against the model's baseline (SPEC §11)
+    #: ``vs: baseline``: a regression threshold on a paired delta against the model's baseline
+    #: (docs/definitions.md §11)
     vs: str | None = None
 
     @property
@@ -307,7 +312,8 @@ class Threshold:
 
     def applies(self, cell: str, dataset: str) -> bool:
         """``facet`` selects a facet, a control (on any facet) or one control cell
-        (``same_ordering:option_order``); without it a threshold covers every facet, not controls."""
+        (``same_ordering:option_order``); without it a threshold covers every facet, not
+        controls."""
         control, facet = split_cell(cell)
         if (
             cell in SUITE_CELLS or self.facet in SUITE_CELLS
@@ -328,7 +334,8 @@ class ThresholdSet:
     files: list[str] = field(default_factory=list)
 
     def for_cell(self, cell: str, dataset: str, vs: str | None = None) -> list[Threshold]:
-        """Thresholds gating a cell; with ``vs="baseline"`` the regression thresholds of its comparison."""
+        """Thresholds gating a cell; with ``vs="baseline"`` the regression thresholds of its
+        comparison."""
         return [t for t in self.thresholds if t.vs == vs and t.applies(cell, dataset)]
 
 
@@ -410,26 +417,30 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
         odi_metric = t["metric"].partition("@")[0] in ODI_METRICS
         if odi_metric != (facet == ODI_CELL):
             raise FlipgateError(
-                f"{path}: field thresholds[{i}]: ODI metrics (sigma_pi, mean_abs_delta, rhat_max, ...) "
+                f"{path}: field thresholds[{i}]: ODI metrics "
+                f"(sigma_pi, mean_abs_delta, rhat_max, ...) "
                 f"go with facet: {ODI_CELL} and only they do (value: metric {t['metric']!r}, "
                 f"facet {facet!r})"
             )
         base = t["metric"].partition("@")[0]
         if (base in ENVELOPE_METRICS) != (facet == ENVELOPE_CELL):
             raise FlipgateError(
-                f"{path}: field thresholds[{i}]: envelope metrics (sdi, cfr@θ, rho_flip_max, ...) go "
+                f"{path}: field thresholds[{i}]: envelope metrics "
+                f"(sdi, cfr@θ, rho_flip_max, ...) go "
                 f"with facet: {ENVELOPE_CELL} and only they do (value: metric {t['metric']!r}, "
                 f"facet {facet!r})"
             )
         if (base in REGRESSION_METRICS) != (t.get("vs") == "baseline"):
             raise FlipgateError(
-                f"{path}: field thresholds[{i}]: regression deltas (delta_flip_rate, delta_accuracy, "
+                f"{path}: field thresholds[{i}]: regression deltas "
+                f"(delta_flip_rate, delta_accuracy, "
                 f"...) go with vs: baseline and only they do (value: metric {t['metric']!r}, "
                 f"vs {t.get('vs')!r})"
             )
         if base == "delta_delta_order" and control is None and facet not in CONTROLS:
             raise FlipgateError(
-                f"{path}: field thresholds[{i}].facet: delta_delta_order exists only in control cells; "
+                f"{path}: field thresholds[{i}].facet: "
+                f"delta_delta_order exists only in control cells; "
                 f"name one, e.g. facet: same_ordering (value: {facet!r})"
             )
         if base in CONTROL_METRICS and control is None and facet not in CONTROLS:
@@ -473,7 +484,8 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
 
 
 def threshold_files(directory: Path | str) -> list[Path]:
-    """The per-model override files of a thresholds directory (every ``*.yaml`` but default.yaml)."""
+    """The per-model override files of a thresholds directory (every ``*.yaml`` but
+    default.yaml)."""
     return sorted(p for p in Path(directory).glob("*.y*ml") if p.stem != "default")
 
 

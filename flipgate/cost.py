@@ -1,4 +1,5 @@
-"""Cost guard (FB): refuse a run whose API spend would exceed ``--budget``, before spending it.
+"""Cost guard (flipbench): refuse a run whose API spend would exceed ``--budget``, before spending
+it.
 
 Every API model the selected suites call needs a known price (``price`` in models.yaml or litellm's
 bundled price map); one without is refused before any call. The envelope suite (suites/benchmarks)
@@ -9,10 +10,10 @@ response cache, so the pilot is not paid twice) and give the cell's tokens per p
 mean output tokens; the projection applies them to every request of the full plan, plus one judge
 call per item of a judged cell. The pilot itself is capped by the budget: before each cell's pilot,
 its uncached calls are costed conservatively (:func:`estimate_tokens`: 1 token per 2 prompt
-characters, plus per-message and per-image allowances, and the full max output tokens) and piloting
-stops, refusing the run, before a cell whose pilot could take the spend past the budget; a budget too
-small for any pilot makes no call. The pilot's spend counts against the budget. Local models cost
-nothing and are not piloted. A refusal is :class:`BudgetRefused` (exit status
+characters, plus per-message and per-image allowances, and the full max output tokens) and
+piloting stops, refusing the run, before a cell whose pilot could take the spend past the budget; a
+budget too small for any pilot makes no call. The pilot's spend counts against the budget. Local
+models cost nothing and are not piloted. A refusal is :class:`BudgetRefused` (exit status
 ``exitcodes.BUDGET_REFUSED``).
 """
 
@@ -100,7 +101,8 @@ def prompt_chars(request: Request) -> int:
 
 
 def require_prices(models: dict[str, dict], model_ids) -> None:
-    """Raise :class:`BudgetRefused` naming every API model among ``model_ids`` with no known price."""
+    """Raise :class:`BudgetRefused` naming every API model among ``model_ids`` with no known
+    price."""
     unpriced = [m for m in dict.fromkeys(model_ids) if price_per_token(models[m]) is None]
     if unpriced:
         named = ", ".join(f"{m} ({(models[m].get('source') or {}).get('model')})" for m in unpriced)
@@ -144,7 +146,8 @@ def project(
     auditor, model_id: str, pilot_items: int = 3, ledger: Ledger | None = None
 ) -> Projection:
     """Pilot ``model_id`` on the first ``pilot_items`` items of each cell and project the full run;
-    raises :class:`BudgetRefused` before a cell whose pilot could take ``ledger`` past its budget."""
+    raises :class:`BudgetRefused` before a cell whose pilot could take ``ledger`` past its
+    budget."""
     from flipgate.judge import sem_flip_request
 
     ledger = ledger if ledger is not None else Ledger()
@@ -168,9 +171,12 @@ def project(
                 else ""
             )
             raise BudgetRefused(
-                f"cost guard: the pilot of {model_id} on {name}/{dataset} ({len(fresh)} calls, up to {usd(worst)} USD "
-                f"by a conservative estimate) could take the spend past --budget {usd(ledger.budget)} (the pilot "
-                f"has spent {usd(ledger.usd)} USD on {ledger.calls} calls{reserved}); the run was not started"
+                f"cost guard: the pilot of {model_id} on {name}/{dataset} ({len(fresh)} calls, "
+                f"up to {usd(worst)} USD "
+                f"by a conservative estimate) could take the spend past --budget "
+                f"{usd(ledger.budget)} (the pilot "
+                f"has spent {usd(ledger.usd)} USD on {ledger.calls} calls{reserved}); "
+                f"the run was not started"
             )
         outputs, cached = auditor._outputs(
             model_id, pilot, use_cache=True, label=f"pilot {name}/{dataset}"
@@ -203,9 +209,9 @@ def project(
 
 
 def project_envelope(auditor, envelope, model_id: str) -> Projection:
-    """Project the envelope suite's calls of ``model_id`` (no pilot): every valid configuration it runs
-    on each benchmark x its items (x ``seeds`` for a stochastic decoding), each call costed with
-    :func:`estimate_tokens`. The response cache is not consulted (an upper bound)."""
+    """Project the envelope suite's calls of ``model_id`` (no pilot): every valid configuration it
+    runs on each benchmark x its items (x ``seeds`` for a stochastic decoding), each call costed
+    with :func:`estimate_tokens`. The response cache is not consulted (an upper bound)."""
     from flipgate.envelope.render import render
     from flipgate.envelope.run import EnvelopeRunner
 
@@ -242,12 +248,14 @@ def check_budget(projections: list[Projection], budget: float) -> str:
     for p in projections:
         cost = f"{p.usd:10.4f}" if p.priced else "   no price"
         lines.append(
-            f"{p.model_id:32} {p.suite:8} {p.n_calls:8d} {p.tokens_in:12.0f} {p.tokens_out:11.0f} {cost}"
+            f"{p.model_id:32} {p.suite:8} {p.n_calls:8d} {p.tokens_in:12.0f} "
+            f"{p.tokens_out:11.0f} {cost}"
         )
     pilot = sum(p.pilot_usd for p in projections)
     total = sum(p.usd for p in projections) + pilot
     lines.append(
-        f"{'projected total':32} {'':8} {'':8} {'':12} {'':11} {total:10.4f}  (budget {usd(budget)}; "
+        f"{'projected total':32} {'':8} {'':8} {'':12} {'':11} {total:10.4f}  "
+        f"(budget {usd(budget)}; "
         f"includes the pilot's {pilot:.4f} on {sum(p.pilot_calls for p in projections)} calls)"
     )
     table = "\n".join(lines)
@@ -279,9 +287,9 @@ class GuardPlan:
 
 
 def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) -> str:
-    """The whole cost guard: prices first (no call), then the envelope projection (no call, reserved),
-    then the budget-capped pilot and projection of the order suites. Writes ``out`` (JSON, also on
-    refusal) and returns the projection table; raises :class:`BudgetRefused`."""
+    """The whole cost guard: prices first (no call), then the envelope projection (no call,
+    reserved), then the budget-capped pilot and projection of the order suites. Writes ``out``
+    (JSON, also on refusal) and returns the projection table; raises :class:`BudgetRefused`."""
     require_prices(
         auditor.config.models, [*plan.order, *plan.judge, *plan.roster]
     )  # before any call

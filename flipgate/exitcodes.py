@@ -18,7 +18,8 @@ INTERNAL_ERROR = 3
 USAGE_ERROR = 4
 #: nothing collected (e.g. ``-k`` matched no test)
 NO_TESTS = 5
-#: ``--budget``: the projected cost exceeds the budget, or a model has no known price; no paid call made
+#: ``--budget``: the projected cost exceeds the budget, or a model has no known price; no paid call
+#: made
 BUDGET_REFUSED = 6
 
 MEANING = {

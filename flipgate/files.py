@@ -21,8 +21,8 @@ def temp_beside(target: Path) -> Path:
 
 
 def replace_with(target: Path | str, fill: Callable[[Path], None]) -> None:
-    """Write ``target`` atomically: ``fill(tmp)`` writes a temporary file beside it, which then replaces
-    it; on any failure the temporary file is removed and ``target`` is left as it was."""
+    """Write ``target`` atomically: ``fill(tmp)`` writes a temporary file beside it, which then
+    replaces it; on any failure the temporary file is removed and ``target`` is left as it was."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_beside(target)

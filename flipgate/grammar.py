@@ -1,4 +1,5 @@
-"""Permutation grammar and manifests (SPEC §2, FP §3 "Permutation grammar").
+"""Permutation grammar and manifests (docs/definitions.md §2; Facet-Probe §3 "Permutation
+grammar").
 
 K orderings per (item, facet); ordering 0 is canonical; the rest are drawn without replacement
 from the non-canonical permutations when n! >= K, else all unique permutations are cycled.
@@ -39,7 +40,7 @@ log = logging.getLogger("flipgate")
 
 
 def item_seed(item_id: str, n: int, k: int, seed: int = GLOBAL_SEED) -> int:
-    """SPEC §2 seed: first 4 bytes (big endian) of sha256(seed␟item_id␟n␟K)."""
+    """docs/definitions.md §2 seed: first 4 bytes (big endian) of sha256(seed␟item_id␟n␟K)."""
     text = f"{seed}\x1f{item_id}\x1f{n}\x1f{k}"
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
 
@@ -49,8 +50,8 @@ def orderings(
 ) -> list[tuple[int, ...]]:
     """The K orderings of ``n`` units for one item; ordering[o][slot] = source unit index.
 
-    Facet-Probe's draw (SPEC §2): ``rng = random.Random(item_seed(...))``; n! < K: the
-    lexicographic list of all permutations (canonical first) cycled to length K; n <= 7:
+    Facet-Probe's draw (docs/definitions.md §2): ``rng = random.Random(item_seed(...))``; n! < K:
+    the lexicographic list of all permutations (canonical first) cycled to length K; n <= 7:
     ``itertools.permutations(range(n))`` less the canonical one, ``rng.shuffle``d, first K-1
     kept after the canonical; n > 7: ``rng.shuffle`` a fresh ``list(range(n))`` until K-1
     permutations that are neither canonical nor already chosen are found."""
@@ -162,7 +163,8 @@ class Manifest:
         old = Manifest.from_json(path.read_text()) if path.exists() else None
         if old is not None and old.grammar_version != GRAMMAR_VERSION:
             log.warning(
-                "%s: manifest of grammar version %s, regenerated under grammar version %s (SPEC §2)",
+                "%s: manifest of grammar version %s, regenerated under grammar version %s "
+                "(SPEC §2)",
                 path,
                 old.grammar_version if old.grammar_version is not None else "1 (unversioned)",
                 self.grammar_version,

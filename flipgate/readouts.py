@@ -1,4 +1,4 @@
-"""Readouts: how a raw backend output becomes a displayed label (SPEC §8, FB).
+"""Readouts: how a raw backend output becomes a displayed label (docs/definitions.md §8; flipbench).
 
 ``letter_logprob``: argmax over the candidate labels' log-probs at the answer position.
 ``regex``: the label after "Answer:" in the generated text (the faithful reference e*); for a

@@ -63,7 +63,8 @@ class Faults:
 
 
 class Batcher:
-    """Collects requests arriving within ``window_s`` (up to ``max_batch``) into one backend call."""
+    """Collects requests arriving within ``window_s`` (up to ``max_batch``) into one backend
+    call."""
 
     def __init__(self, backend: Backend, max_batch: int = 16, window_s: float = 0.01):
         self.backend, self.max_batch, self.window_s = backend, max_batch, window_s
@@ -100,7 +101,8 @@ MAX_BODY_BYTES = 64 * 2**20
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """An OpenAI chat body: a JSON object with a non-empty ``messages`` list; ValueError otherwise."""
+    """An OpenAI chat body: a JSON object with a non-empty ``messages`` list; ValueError
+    otherwise."""
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -289,7 +291,8 @@ class LoopbackServer:
                     self._error(404, f"no route {self.path}", "not_found")
 
             def _read_body(self) -> bytes | None:
-                """The raw body (read, not parsed), or None when Content-Length is not a usable size."""
+                """The raw body (read, not parsed), or None when Content-Length is not a usable
+                size."""
                 try:
                     size = int(self.headers.get("Content-Length", 0))
                 except ValueError:

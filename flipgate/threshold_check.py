@@ -4,9 +4,10 @@ A threshold whose selectors (``facet``, ``dataset``, ``readout``, ``model``) mat
 plan would gate nothing, so the run would pass however bad the model: a typo must never silently
 disable a gate. The plan is models.yaml's (not the ``-k`` selection): every model's order cells
 (facets and controls × datasets × the readouts the model gives on that facet), the ODI panel, and
-the envelope's benchmarks for its roster, and each regression candidate's order cells (``vs: baseline``). Thresholds of a whole suite the plan does not run (e.g.
-``facet: envelope`` when no model is in the envelope roster) are not errors: nothing runs that
-they could gate. Override files must be named after a model of the roster.
+the envelope's benchmarks for its roster, and each regression candidate's order cells
+(``vs: baseline``). Thresholds of a whole suite the plan does not run (e.g. ``facet: envelope`` when
+no model is in the envelope roster) are not errors: nothing runs that they could gate. Override
+files must be named after a model of the roster.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class PlanCell:
     cell: str
     dataset: str
     readouts: tuple[str, ...]
-    #: "baseline" for a regression comparison of the cell (SPEC §11)
+    #: "baseline" for a regression comparison of the cell (docs/definitions.md §11)
     vs: str | None = None
 
 
@@ -51,7 +52,8 @@ def plan_cells(
     envelope_benchmarks: list[str] = (),
     compared: list[str] = (),
 ) -> list[PlanCell]:
-    """Every cell the plan gates (see module docstring); ``compared``: the candidates of the regression suite."""
+    """Every cell the plan gates (see module docstring); ``compared``: the candidates of the
+    regression suite."""
     out = []
     for model_id in cfg.audited("order"):
         model = cfg.models[model_id]
@@ -91,7 +93,8 @@ def _cells_text(cells: list[PlanCell]) -> str:
 
 def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCell]) -> list[str]:
     """Raise a FlipgateError naming every threshold that selects nothing, every ``model:`` and
-    override file naming no roster model; return notes on thresholds of suites the plan does not run."""
+    override file naming no roster model; return notes on thresholds of suites the plan does not
+    run."""
     directory = Path(directory)
     roster = sorted(cfg.models)
     order_datasets = {c.dataset for c in cells if c.cell not in (ENVELOPE_CELL, ODI_CELL)}
@@ -112,7 +115,8 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
             where = f"{path}: field thresholds[{i}] ({t.label})"
             if t.model is not None and t.model not in cfg.models:
                 errors.append(
-                    f"{where}.model: no model with this id (value: {t.model!r}); models: {', '.join(roster)}"
+                    f"{where}.model: no model with this id (value: {t.model!r}); "
+                    f"models: {', '.join(roster)}"
                 )
                 continue
             if _suite(t.facet, t.vs) not in suites_run:

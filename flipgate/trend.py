@@ -34,9 +34,9 @@ def metric_trend(
     metric: str,
     limit: int = 20,
 ) -> list[TrendPoint]:
-    """One metric of one cell in each run under ``runs_dir`` (``<run_id>/trials.sqlite``) that recorded
-    it, oldest first, at most the ``limit`` newest. Stores that cannot be read or predate the
-    ``summaries`` table are skipped."""
+    """One metric of one cell in each run under ``runs_dir`` (``<run_id>/trials.sqlite``) that
+    recorded it, oldest first, at most the ``limit`` newest. Stores that cannot be read or predate
+    the ``summaries`` table are skipped."""
     from flipgate.store import TrialStore
 
     points: list[TrendPoint] = []
@@ -67,7 +67,8 @@ def metric_trend(
 
 
 def short_run_id(run_id: str) -> str:
-    """A run id's timestamp part (``20261123T174835Z-74bd9d`` -> ``2026-11-23 17:48:35``); other ids as they are."""
+    """A run id's timestamp part (``20261123T174835Z-74bd9d`` -> ``2026-11-23 17:48:35``); other ids
+    as they are."""
     try:
         return datetime.strptime(run_id.split("-")[0], "%Y%m%dT%H%M%SZ").strftime(
             "%Y-%m-%d %H:%M:%S"
@@ -77,7 +78,8 @@ def short_run_id(run_id: str) -> str:
 
 
 def trend_plot(points: list[TrendPoint], title: str) -> bytes:
-    """PNG: the estimate per run (oldest left) with its CI as error bars; the newest run highlighted."""
+    """PNG: the estimate per run (oldest left) with its CI as error bars; the newest run
+    highlighted."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,4 +1,5 @@
-"""litellm backend: closed and hosted models (OpenAI, Anthropic, Gemini, any OpenAI-compatible server).
+"""litellm backend: closed and hosted models (OpenAI, Anthropic, Gemini, any OpenAI-compatible
+server).
 
 Async calls under a concurrency limit; retries with exponential backoff and full jitter on 429,
 5xx, timeouts and connection errors, honouring Retry-After; other errors (401, 400, ...) fail at
@@ -161,7 +162,8 @@ class LiteLLMBackend:
                 f"model {self.model_id!r}: readout 'letter_logprob' needs capabilities.logprobs: "
                 f"true (set it only if the provider returns logprobs)"
             )
-        #: this process's calls: requests asked, attempts retried, attempts timed out, calls failed for good
+        #: this process's calls: requests asked, attempts retried, attempts timed out, calls failed
+        #: for good
         self.call_stats = {"requests": 0, "retries": 0, "timeouts": 0, "failures": 0}
         self.fingerprint = {
             "backend": "litellm",
@@ -281,8 +283,10 @@ class LiteLLMBackend:
                     )
                     raise FlipgateError(
                         self._redact(
-                            f"model {self.model_id!r} ({self.model}): call failed after {attempt} attempt(s) for trial "
-                            f"{request.key}: {type(exc).__name__} status={status}: {str(exc)[:300]}{hint}"
+                            f"model {self.model_id!r} ({self.model}): call failed after "
+                            f"{attempt} attempt(s) for trial "
+                            f"{request.key}: {type(exc).__name__} status={status}: "
+                            f"{str(exc)[:300]}{hint}"
                         )
                     ) from None
                 wait = retry_after_s(exc)

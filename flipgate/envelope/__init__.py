@@ -1,1 +1,2 @@
-"""Configuration envelope (SPEC §6–§7, SafetyRepro): spec, rendering, runner, analysis, suite cell."""
+"""Configuration envelope (docs/definitions.md §6–§7, SafetyRepro): spec, rendering, runner,
+analysis, suite cell."""

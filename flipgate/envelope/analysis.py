@@ -1,12 +1,13 @@
-"""One benchmark's envelope analysis over the roster (SPEC §6–§7): what the GRID card discloses and
-what the thresholds gate.
+"""One benchmark's envelope analysis over the roster (docs/definitions.md §6–§7): what the GRID
+card discloses and what the thresholds gate.
 
 Input: seed-averaged configuration scores (:func:`flipgate.envelope.run.config_scores`) of every
 roster model on one benchmark. Output: a JSON-able dict with per-model score neighbourhood (min /
 mean / max, SDI and CFR_θ with configuration-bootstrap ranges), pairwise ρ_flip, roster ranking
 stability (τ_R with its range, total-order mismatch, orderings reached), the ANOVA variance shares,
-parse-clean recomputation, scoring-path strata and the core-tier ablation; with (candidate, baseline)
-pairs, per-configuration score deltas and ρ_flip between model versions (SPEC §11).
+parse-clean recomputation, scoring-path strata and the core-tier ablation; with (candidate,
+baseline) pairs, per-configuration score deltas and ρ_flip between model versions
+(docs/definitions.md §11).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def _boot(values, stat, n_boot: int, seed: int, level: float) -> dict:
 def model_neighbourhood(
     scores: pd.DataFrame, anchor: str, thetas: list[float], n_boot: int, seed: int, level: float
 ) -> dict:
-    """Per model: point score at the anchor configuration, min/mean/max, SDI and CFR_θ with ranges."""
+    """Per model: point score at the anchor configuration, min/mean/max, SDI and CFR_θ with
+    ranges."""
     out = {}
     for model, part in scores.groupby("model", sort=True):
         s = part["score"].to_numpy(float)
@@ -96,7 +98,8 @@ def roster_stability(scores: pd.DataFrame, n_boot: int, seed: int, level: float)
 def headlines(
     scores: pd.DataFrame, thetas: list[float], n_boot: int, seed: int, level: float
 ) -> dict:
-    """ "Up to X" maxima over the roster with max-statistic intervals (SR App. I): SDI and CFR_θ."""
+    """ "Up to X" maxima over the roster with max-statistic intervals (docs/definitions.md §7;
+    SafetyRepro App. I): SDI and CFR_θ."""
     wide = M.to_score_matrix(scores)
     if len(wide) < 2:
         return {}
@@ -117,7 +120,8 @@ def headlines(
 
 
 def variance_shares(scores: pd.DataFrame) -> dict:
-    """Type-II ANOVA shares over the axes that vary (SR App. F); why not, when not estimable."""
+    """Type-II ANOVA shares over the axes that vary (docs/definitions.md §7; SafetyRepro App. F);
+    why not, when not estimable."""
     varying = [a for a in ("model", "template", "decoding", "few_shot") if scores[a].nunique() > 1]
     if "model" not in varying:
         return {"not_estimable": "the ANOVA ρ needs at least two models"}
@@ -139,12 +143,13 @@ def variance_shares(scores: pd.DataFrame) -> dict:
 
 
 def version_deltas(scores: pd.DataFrame, pairs, n_boot: int, seed: int, level: float) -> list[dict]:
-    """Regression between model versions over the envelope (SPEC §11): per (candidate, baseline)
-    pair, over the configurations both were scored on, the per-configuration score delta
-    (candidate − baseline), its mean with a configuration-bootstrap interval, min / max, how many
-    configurations the candidate is worse / better / equal on (exact, strict signs) and ρ_flip
-    between the two versions (:func:`flipgate.metrics.rho_flip`) with its ceiling ⌊|C|/2⌋/|C|.
-    A pair with a model (or shared configuration) missing is ``{candidate, baseline, missing: why}``."""
+    """Regression between model versions over the envelope (docs/definitions.md §11): per
+    (candidate, baseline) pair, over the configurations both were scored on, the per-configuration
+    score delta (candidate − baseline), its mean with a configuration-bootstrap interval, min / max,
+    how many configurations the candidate is worse / better / equal on (exact, strict signs) and
+    ρ_flip between the two versions (:func:`flipgate.metrics.rho_flip`) with its ceiling
+    ⌊|C|/2⌋/|C|. A pair with a model (or shared configuration) missing is
+    ``{candidate, baseline, missing: why}``."""
     present = set(scores["model"].astype(str))
     out = []
     for candidate, baseline in pairs:
@@ -242,7 +247,8 @@ def gate_analysis(
 
 
 def gate_metrics(analysis: dict, model: str) -> dict:
-    """``{metric: {estimate, ci}}`` for one model, the block the thresholds of ``facet: envelope`` read."""
+    """``{metric: {estimate, ci}}`` for one model, the block the thresholds of
+    ``facet: envelope`` read."""
     mine = analysis["models"][model]
     roster = analysis["roster"]
     pairs = [p for p in roster["pairs"] if model in (p["model_a"], p["model_b"])]

@@ -1,10 +1,11 @@
 """Run every valid configuration of an envelope for one model on one benchmark.
 
-Each (model, quantization, decoding, scoring path) is a backend variant (``<model>@<quant>/<decoding>/
-<scoring>``) loaded once per process; answers go through the shared response cache and are
-recorded as trials (facet ``envelope[<config id>]``, sample = seed), so every score is recomputable
-from the trials store. A configuration's score is the accuracy over the items (a parse failure
-counts as wrong, and the parse rate is kept), averaged over ``seeds`` seeds for stochastic decoding.
+Each (model, quantization, decoding, scoring path) is a backend variant
+(``<model>@<quant>/<decoding>/<scoring>``) loaded once per process; answers go through the shared
+response cache and are recorded as trials (facet ``envelope[<config id>]``, sample = seed), so
+every score is recomputable from the trials store. A configuration's score is the accuracy over
+the items (a parse failure counts as wrong, and the parse rate is kept), averaged over ``seeds``
+seeds for stochastic decoding.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class EnvelopeRunner:
         self.auditor, self.envelope = auditor, envelope
 
     def split(self, spec: DatasetSpec) -> tuple[list[Item], list[Item]]:
-        """(evaluated items, few-shot exemplars): the first N of the seed-42 shuffle, then the next k."""
+        """(evaluated items, few-shot exemplars): the first N of the seed-42 shuffle, then the
+        next k."""
         n = spec.n or self.envelope.items_per_benchmark
         items = [
             it for it in load_items(spec, None, self.envelope.exemplar_seed) if it.gold is not None
@@ -52,7 +54,8 @@ class EnvelopeRunner:
         return items[:n], items[n : n + self.envelope.reserved_exemplars]
 
     def applicable(self, model_id: str, cfg: Config) -> bool:
-        """Quantization varies only for local transformers models; others run their own precision."""
+        """Quantization varies only for local transformers models; others run their own
+        precision."""
         model = self.auditor.config.models[model_id]
         if model["backend"] == "hf":
             return True

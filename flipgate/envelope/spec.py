@@ -1,4 +1,5 @@
-"""The configuration envelope (SPEC §7, SR §3, App. A, App. T): axes, validity, tiers, commit stamp.
+"""The configuration envelope (docs/definitions.md §7; SafetyRepro §3, App. A, App. T): axes,
+validity, tiers, commit stamp.
 
 A configuration is one value per axis: template T1–T4, decoding (greedy; T=0.3/p=0.9; T=0.7/p=0.9,
 the stochastic ones scored as the mean over ``seeds`` seeds), few-shot count, scoring path
@@ -39,7 +40,10 @@ class Config:
 
     @property
     def id(self) -> str:
-        return f"{self.template}|{self.decoding}|{self.few_shot}shot|{self.scoring}|{self.quantization}"
+        return (
+            f"{self.template}|{self.decoding}|{self.few_shot}shot|{self.scoring}|"
+            f"{self.quantization}"
+        )
 
     @property
     def temperature(self) -> float:
@@ -95,7 +99,8 @@ class Envelope:
         return out
 
     def anchor(self, benchmark: str) -> Config:
-        """The receipt configuration: the first valid value of every axis (e.g. T1, greedy, 0-shot)."""
+        """The receipt configuration: the first valid value of every axis (e.g. T1, greedy,
+        0-shot)."""
         return self.configs(benchmark, "full")[0]
 
 
@@ -114,7 +119,8 @@ def load_envelope(path: Path | str, models: list[str]) -> Envelope:
     for i, model_id in enumerate(roster or []):
         if model_id not in models:
             raise FlipgateError(
-                f"{path}: field roster[{i}]: no model with this id in models.yaml (value: {model_id!r})"
+                f"{path}: field roster[{i}]: no model with this id in models.yaml "
+                f"(value: {model_id!r})"
             )
     stress = data.get("tiers", {}).get("stress", {})
     for axis, values in stress.items():

@@ -1,4 +1,5 @@
-"""Ordering facets and controls. A facet = permutation unit + render + map-back (FP App. J).
+"""Ordering facets and controls. A facet = permutation unit + render + map-back
+(docs/definitions.md §3; Facet-Probe App. J).
 
 A *cell name* is a facet name (``option_order``) or a control applied to a facet
 (``same_ordering:option_order``); trials, verdicts and cards are keyed by it.
@@ -27,7 +28,7 @@ FACETS: dict[str, Facet] = {
         ToolDescriptionOrder(),
     ]
 }
-#: controls re-use a facet's rendering under the canonical ordering (SPEC §3.6)
+#: controls re-use a facet's rendering under the canonical ordering (docs/definitions.md §3.6)
 CONTROLS: tuple[str, ...] = ("same_ordering",)
 
 
@@ -45,7 +46,8 @@ def control_cell(control: str, facet: str) -> str:
 
 
 def split_cell(cell: str) -> tuple[str | None, str]:
-    """``same_ordering:option_order`` -> ("same_ordering", "option_order"); a facet -> (None, facet)."""
+    """``same_ordering:option_order`` -> ("same_ordering", "option_order"); a facet ->
+    (None, facet)."""
     control, sep, facet = cell.partition(":")
     return (control, facet) if sep else (None, cell)
 

@@ -13,7 +13,7 @@ class Facet(Protocol):
     template_id: str
     template: str
     template_sha256: str
-    #: readouts that make sense for this facet's answers (SPEC §8)
+    #: readouts that make sense for this facet's answers (docs/definitions.md §8)
     readouts: tuple[str, ...]
 
     def keep(self, item: Item) -> bool:
@@ -23,7 +23,8 @@ class Facet(Protocol):
         """Number of permutable units (n in n!)."""
 
     def n_classes(self, item: Item, k: int) -> int:
-        """Answer classes for OSI (SPEC §3): the option count, or K for free-form answers."""
+        """Answer classes for OSI (docs/definitions.md §3): the option count, or K for free-form
+        answers."""
 
     def render(self, item: Item, perm: tuple[int, ...]) -> Request:
         """The request for ``item`` with units shown in order ``perm`` (perm[slot] = source)."""

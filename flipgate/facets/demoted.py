@@ -1,6 +1,6 @@
-"""Demoted, opt-in facets (FP App. F): few-shot exemplar order, dialog-turn order, tool-description
-order. Each permutes one list of units in the prompt; answers are short and scored by normalised EM.
-They run only when models.yaml lists them under ``audit.facets``.
+"""Demoted, opt-in facets (Facet-Probe App. F): few-shot exemplar order, dialog-turn order,
+tool-description order. Each permutes one list of units in the prompt; answers are short and scored
+by normalised EM. They run only when models.yaml lists them under ``audit.facets``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ FEW_SHOT_TEMPLATE = (
     "Solve the last problem the way the worked examples are solved. On the final line, "
     'output the answer preceded by "Answer: ".\n\n{examples}\n\nProblem: {question}'
 )
-DIALOG_FINAL = 'Answer from what I told you above, with a short answer. Output it preceded by "Answer: ".\n\n{question}'
+DIALOG_FINAL = (
+    "Answer from what I told you above, with a short answer. "
+    'Output it preceded by "Answer: ".\n\n{question}'
+)
 TOOL_TEMPLATE = (
     "You can call exactly one of these tools:\n{tools}\n\nUser request: {question}\n"
     'Which tool should be called? On the final line, output the tool name preceded by "Answer: ".'

@@ -1,8 +1,9 @@
-"""image_set_order facet (SPEC §3.4, FP §3): permute the order of a VLM's input images.
+"""image_set_order facet (docs/definitions.md §3.4; Facet-Probe §3): permute the order of a VLM's
+input images.
 
 The options stay in place, so the chosen option index is the content label. Items whose question
 or options refer to an image's position ("first image", "Image 2", "left", "last", ...) are
-screened out (FP: 52/70 Mantis-Eval items); the counts are reported in the card.
+screened out (Facet-Probe: 52/70 Mantis-Eval items); the counts are reported in the card.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from flipgate.hashing import sha256_text
 from flipgate.items.item import LETTERS, Item
 
 IMAGE_TEMPLATE = (
-    "Look at every image below before answering. Answer the multiple-choice question about the images. "
-    'On the final line, output exactly one option label preceded by "Answer: ", with no other content '
+    "Look at every image below before answering. "
+    "Answer the multiple-choice question about the images. "
+    'On the final line, output exactly one option label preceded by "Answer: ", '
+    "with no other content "
     "on that line.\n\n{images}\n\nQuestion: {question}\n{options}"
 )
 _ORDINALS = (

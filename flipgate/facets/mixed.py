@@ -1,5 +1,5 @@
-"""mixed_modality_order facet (SPEC §3.5, FP §3, App. H): permute a whole heterogeneous sequence
-of text and image components; free-form answers.
+"""mixed_modality_order facet (docs/definitions.md §3.5; Facet-Probe §3, App. H): permute a whole
+heterogeneous sequence of text and image components; free-form answers.
 
 Two flip notions: text-flip (the exact answer strings differ; an upper bound) and sem-flip (a
 judge says the K answers are not equivalent). Correctness is exact match against a short gold.
@@ -13,7 +13,8 @@ from flipgate.items.item import Item
 from flipgate.scoring import exact_match
 
 MIXED_TEMPLATE = (
-    "Read every item below (text passages and images) before answering. Answer the question in one or two "
+    "Read every item below (text passages and images) before answering. "
+    "Answer the question in one or two "
     'sentences. On the final line, output your answer preceded by "Answer: ".\n\n{components}\n\n'
     "Question: {question}"
 )
@@ -25,7 +26,10 @@ class MixedModalityOrder:
     template = MIXED_TEMPLATE
     template_sha256 = sha256_text(MIXED_TEMPLATE)
     readouts = ("regex",)
-    scoring = "exact answer string (text-flip); judge verdict over the K answers (sem-flip); EM vs short gold"
+    scoring = (
+        "exact answer string (text-flip); judge verdict over the K answers (sem-flip); "
+        "EM vs short gold"
+    )
     needs_images = True
     judged = True
     max_new_tokens = 32

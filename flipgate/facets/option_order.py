@@ -1,4 +1,5 @@
-"""option_order facet (SPEC §3.1, FP §3): permute which option content sits under each label.
+"""option_order facet (docs/definitions.md §3.1; Facet-Probe §3): permute which option content
+sits under each label.
 
 A predicted label maps back through the inverse permutation to the source option index; a flip
 is a change of chosen content, never of letter.

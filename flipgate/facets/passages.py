@@ -1,4 +1,5 @@
-"""Evidence facets (SPEC §3.2–3.3, FP §3): permute the passages a short-answer question rests on.
+"""Evidence facets (docs/definitions.md §3.2–3.3; Facet-Probe §3): permute the passages a
+short-answer question rests on.
 
 ``evidence_chunk_order`` shows sub-document chunks as a flat list; ``document_rank_order`` shows
 complete documents as a ranked retrieval list. Scoring is SQuAD-normalised exact match; the
@@ -13,7 +14,8 @@ from flipgate.hashing import sha256_text
 from flipgate.items.item import Item
 
 INSTRUCTIONS = (
-    "Read every {unit} below before answering. Answer the question with a short answer (a few words, "
+    "Read every {unit} below before answering. "
+    "Answer the question with a short answer (a few words, "
     'no explanation). On the final line, output the answer preceded by "Answer: ".\n\n'
 )
 CHUNK_TEMPLATE = INSTRUCTIONS.format(unit="evidence passage") + "{evidence}\n\nQuestion: {question}"

@@ -1,4 +1,5 @@
-"""Shared scoring for facets with a free-form short answer (FP §3: normalised exact match)."""
+"""Shared scoring for facets with a free-form short answer (Facet-Probe §3: normalised exact
+match)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class ShortAnswerFacet:
         return Request(messages, "Answer:", (), seed, key, SHORT_ANSWER_TOKENS)
 
     def n_classes(self, item: Item, k: int) -> int:
-        return k  # free-form answers: C = K (SPEC §3 OSI)
+        return k  # free-form answers: C = K (docs/definitions.md §3 OSI)
 
     def map_back(self, answer: str | None, item: Item, perm: tuple[int, ...]) -> str | None:
         if answer is None:

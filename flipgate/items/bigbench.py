@@ -1,9 +1,10 @@
 """TruthfulQA-MC and BBQ-lite offline, read straight out of the ``bigbench`` sdist on PyPI.
 
 Only ``bigbench==1.0.0`` ships the task data (the 0.0.1 sdist is 350 kB of code). The sdist is
-downloaded at setup (``python -m flipgate.items.bigbench --fetch``) into ``.flipgate_cache/bigbench/``
-and never installed or vendored: the loaders read the task JSONs out of the tarball. Set
-``FLIPGATE_BIGBENCH_SDIST`` to use an existing ``bigbench-1.0.0.tar.gz`` elsewhere.
+downloaded at setup (``python -m flipgate.items.bigbench --fetch``) into
+``.flipgate_cache/bigbench/`` and never installed or vendored: the loaders read the task JSONs out
+of the tarball. Set ``FLIPGATE_BIGBENCH_SDIST`` to use an existing ``bigbench-1.0.0.tar.gz``
+elsewhere.
 
 ``pip download --no-deps --no-binary :all: bigbench==1.0.0`` does not work: pip prepares the
 sdist's metadata, which declares a direct-URL dependency (bleurt @ file://...) that pip refuses,
@@ -50,8 +51,8 @@ TRUTHFULQA_MC = TASKS + "truthful_qa/task_mc.json"
 TRUTHFULQA_QUESTIONS = TASKS + "truthful_qa/questions.json"
 BBQ_LITE = TASKS + "bbq_lite_json/"
 
-# The "unknown" answer strings of BBQ (every bbq_lite_json example has exactly one among its options;
-# it is the gold answer of every *_ambig example).
+# The "unknown" answer strings of BBQ (every bbq_lite_json example has exactly one among its
+# options; it is the gold answer of every *_ambig example).
 BBQ_UNKNOWN = frozenset(
     {
         "Unknown",
@@ -86,8 +87,9 @@ def fetch_sdist(
     sha256: str = SDIST_SHA256,
     quiet: bool = False,
 ) -> Path:
-    """Download the bigbench sdist into ``cache_dir`` (default ``.flipgate_cache/bigbench``) unless a
-    copy with the right sha256 is already there; returns its path. Written atomically (``.part``)."""
+    """Download the bigbench sdist into ``cache_dir`` (default ``.flipgate_cache/bigbench``) unless
+    a copy with the right sha256 is already there; returns its path. Written atomically
+    (``.part``)."""
     dest = Path(cache_dir or DEFAULT_CACHE_DIR) / SDIST_NAME
     if dest.is_file() and _sha256(dest) == sha256:
         return dest
@@ -146,7 +148,8 @@ def locate_sdist(
 
 
 def _task_path(member_name: str) -> str | None:
-    """``bigbench-1.0.0/bigbench/benchmark_tasks/x/task.json`` -> ``bigbench/benchmark_tasks/x/task.json``."""
+    """``bigbench-1.0.0/bigbench/benchmark_tasks/x/task.json`` ->
+    ``bigbench/benchmark_tasks/x/task.json``."""
     _, _, rest = member_name.partition("/")
     wanted = rest.startswith((TASKS + "truthful_qa/", BBQ_LITE)) and rest.endswith(".json")
     return rest if wanted else None
@@ -198,13 +201,15 @@ def _examples(path: Path, files: dict[str, bytes], name: str) -> list:
 
 
 def _single_correct(example: Any, where: str) -> tuple[str, list[str], int]:
-    """(input, options in source order, gold index) of a target_scores example with one option scored 1."""
+    """(input, options in source order, gold index) of a target_scores example with one option
+    scored 1."""
     question, scores = require(
         example if isinstance(example, dict) else {}, ["input", "target_scores"], where
     )
     if not isinstance(scores, dict) or len(scores) < 2:
         raise FlipgateError(
-            f"{where}: field 'target_scores' must map >= 2 options to scores (value: {scores!r:.80})"
+            f"{where}: field 'target_scores' must map >= 2 options to scores "
+            f"(value: {scores!r:.80})"
         )
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores.values()):
         raise FlipgateError(
@@ -232,9 +237,9 @@ def load_truthfulqa_mc(
     shuffle_options: bool = True,
 ) -> list[Item]:
     """BIG-bench truthful_qa/task_mc.json (MC1: one true answer among 2–5 options), ids
-    ``<dataset>/<example index>``. BIG-bench lists the true answer first; ``shuffle_options`` (default)
-    puts the options in a fixed id-seeded order (see :func:`with_shuffled_options`). meta: category
-    (joined from questions.json by question text), source."""
+    ``<dataset>/<example index>``. BIG-bench lists the true answer first; ``shuffle_options``
+    (default) puts the options in a fixed id-seeded order (see :func:`with_shuffled_options`). meta:
+    category (joined from questions.json by question text), source."""
     path, files = task_files(sdist, cache_dir, download)
     examples = _examples(path, files, TRUTHFULQA_MC)
     categories = {}
@@ -281,7 +286,8 @@ def _subtask_list(subtasks: str | Iterable[str] | None, known: list[str], path: 
     unknown = [s for s in chosen if s not in known]
     if unknown or not chosen:
         raise FlipgateError(
-            f"bbq_lite: unknown subtask(s) {unknown or chosen!r} in {path}; known: {', '.join(known)}"
+            f"bbq_lite: unknown subtask(s) {unknown or chosen!r} in {path}; "
+            f"known: {', '.join(known)}"
         )
     return list(dict.fromkeys(chosen))
 

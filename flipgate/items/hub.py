@@ -91,7 +91,8 @@ def _select_passages(passages: list[Passage], limit: int) -> tuple[Passage, ...]
 def load_hotpotqa(
     dataset: str, split: str = "validation", data_files=None, revision=None, max_passages: int = 6
 ) -> list[Item]:
-    """hotpotqa/hotpot_qa (distractor): context {title, sentences}, supporting_facts {title, sent_id}."""
+    """hotpotqa/hotpot_qa (distractor): context {title, sentences}, supporting_facts {title,
+    sent_id}."""
     rows = _rows("hotpotqa/hotpot_qa", split, data_files, revision, config="distractor")
     items = []
     for i, row in enumerate(rows):
@@ -103,7 +104,8 @@ def load_hotpotqa(
         titles, sentences = context.get("title") or [], context.get("sentences") or []
         if len(titles) != len(sentences):
             raise FlipgateError(
-                f"{where}: field 'context' has {len(titles)} titles but {len(sentences)} sentence lists"
+                f"{where}: field 'context' has {len(titles)} titles but "
+                f"{len(sentences)} sentence lists"
             )
         passages = [Passage("".join(s), t, t in gold_titles) for t, s in zip(titles, sentences)]
         items.append(
@@ -122,7 +124,8 @@ def load_hotpotqa(
 def load_musique(
     dataset: str, split: str = "validation", data_files=None, revision=None, max_passages: int = 6
 ) -> list[Item]:
-    """dgslibisey/MuSiQue: paragraphs [{idx, title, paragraph_text, is_supporting}], answer, answer_aliases."""
+    """dgslibisey/MuSiQue: paragraphs [{idx, title, paragraph_text, is_supporting}], answer,
+    answer_aliases."""
     rows = _rows("dgslibisey/MuSiQue", split, data_files, revision)
     items = []
     for i, row in enumerate(rows):
@@ -150,8 +153,8 @@ def load_musique(
 def load_multihop_rag(
     dataset: str, split: str = "train", data_files=None, revision=None
 ) -> list[Item]:
-    """yixuantt/MultiHopRAG (config MultiHopRAG): query, answer, question_type, evidence_list [{title, fact}].
-    Null queries (no answer in the corpus) are skipped."""
+    """yixuantt/MultiHopRAG (config MultiHopRAG): query, answer, question_type, evidence_list
+    [{title, fact}]. Null queries (no answer in the corpus) are skipped."""
     rows = _rows("yixuantt/MultiHopRAG", split, data_files, revision, config="MultiHopRAG")
     items = []
     for i, row in enumerate(rows):
@@ -184,7 +187,8 @@ def _image_bytes(value, where: str) -> bytes:
         value.convert("RGB").save(buf, format="PNG")
         return buf.getvalue()
     raise FlipgateError(
-        f"{where}: an image cell is neither an image nor encoded bytes (value: {type(value).__name__})"
+        f"{where}: an image cell is neither an image nor encoded bytes "
+        f"(value: {type(value).__name__})"
     )
 
 
@@ -235,8 +239,8 @@ def _image_mcq_items(
 def load_mantis_eval(
     dataset: str, split: str = "test", data_files=None, revision=None
 ) -> list[Item]:
-    """TIGER-Lab/Mantis-Eval (config mantis_eval): id, question_type, question, images, options, answer.
-    Short-answer rows are skipped (image_set_order scores option choices)."""
+    """TIGER-Lab/Mantis-Eval (config mantis_eval): id, question_type, question, images, options,
+    answer. Short-answer rows are skipped (image_set_order scores option choices)."""
     rows = _rows("TIGER-Lab/Mantis-Eval", split, data_files, revision, config="mantis_eval")
     return _image_mcq_items(
         rows,
@@ -262,8 +266,8 @@ def load_medframeqa(
 def load_mathvision(
     dataset: str, split: str = "test", data_files=None, revision=None
 ) -> list[Item]:
-    """MathLLMs/MathVision: id, question, options, decoded_image, answer (a letter when options exist).
-    Rows without options (free-form answers) are skipped: option_order needs options."""
+    """MathLLMs/MathVision: id, question, options, decoded_image, answer (a letter when options
+    exist). Rows without options (free-form answers) are skipped: option_order needs options."""
     rows = _rows("MathLLMs/MathVision", split, data_files, revision)
     items = []
     for i, row in enumerate(rows):

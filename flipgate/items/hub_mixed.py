@@ -1,9 +1,9 @@
-"""Hub loaders for the mixed-modality RAG datasets of mixed_modality_order (FP §3): MRAMG-Recipe,
-MMDocRAG and MultiModalQA.
+"""Hub loaders for the mixed-modality RAG datasets of mixed_modality_order
+(docs/definitions.md §3.5; Facet-Probe §3): MRAMG-Recipe, MMDocRAG and MultiModalQA.
 
-Each is a join of a questions file with text / table / image corpora, so ``datasets.load_dataset`` on
-one file is not enough: the upstream files are fetched with ``huggingface_hub.hf_hub_download``, or
-read from ``data_dir``, a local mirror holding them under their upstream names (how users audit a
+Each is a join of a questions file with text / table / image corpora, so ``datasets.load_dataset``
+on one file is not enough: the upstream files are fetched with ``huggingface_hub.hf_hub_download``,
+or read from ``data_dir``, a local mirror holding them under their upstream names (how users audit a
 mirrored copy and how the project tests them offline). ``images`` points at the image files (the
 upstream zip or its extracted folder) when they are elsewhere.
 
@@ -39,7 +39,8 @@ MMQA_IMAGES_URL = "https://multimodalqa-images.s3-us-west-2.amazonaws.com/final_
 
 
 def _source(repo_id: str, names: tuple[str, ...], data_dir, revision: str | None) -> Path:
-    """The first of ``names`` present in ``data_dir``, else ``names[0]`` fetched from hub dataset ``repo_id``."""
+    """The first of ``names`` present in ``data_dir``, else ``names[0]`` fetched from hub dataset
+    ``repo_id``."""
     if data_dir is not None:
         for name in names:
             if (Path(data_dir) / name).is_file():
@@ -59,7 +60,8 @@ def _source(repo_id: str, names: tuple[str, ...], data_dir, revision: str | None
 
 
 def _records(path: Path):
-    """JSON records of a .jsonl or .jsonl.gz file (blank lines skipped); unreadable input is a FlipgateError."""
+    """JSON records of a .jsonl or .jsonl.gz file (blank lines skipped); unreadable input is a
+    FlipgateError."""
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as f:
@@ -84,8 +86,8 @@ def _index(path: Path, wanted: set[str] | None = None) -> dict[str, dict]:
 
 
 def _image_root(images, data_dir, archive: str, fetch) -> Path:
-    """Where the image files are: ``images`` (a folder or zip), else ``data_dir/archive`` or ``data_dir``
-    itself (an extracted copy), else ``fetch()``."""
+    """Where the image files are: ``images`` (a folder or zip), else ``data_dir/archive`` or
+    ``data_dir`` itself (an extracted copy), else ``fetch()``."""
     if images is not None:
         if not Path(images).exists():
             raise FlipgateError(
@@ -99,7 +101,8 @@ def _image_root(images, data_dir, archive: str, fetch) -> Path:
 
 
 class _ImageFiles:
-    """Files by relative name under a folder or inside a zip archive, tried under each of ``prefixes``."""
+    """Files by relative name under a folder or inside a zip archive, tried under each of
+    ``prefixes``."""
 
     def __init__(self, root: Path, prefixes: tuple[str, ...] = ("",)):
         self.root, self.prefixes = root, prefixes
@@ -130,7 +133,8 @@ class _ImageFiles:
 
 
 def _decoded(raw: bytes | None, where: str) -> bytes | None:
-    """``raw`` when it decodes as JPEG/PNG, a PNG re-encoding for other formats, None when it does not decode."""
+    """``raw`` when it decodes as JPEG/PNG, a PNG re-encoding for other formats, None when it does
+    not decode."""
     if raw is None:
         return None
     from PIL import Image
@@ -147,7 +151,8 @@ def _decoded(raw: bytes | None, where: str) -> bytes | None:
 
 
 class _Components:
-    """Passages and images in source order, with the ("text", i) / ("image", j) pairs and missing images."""
+    """Passages and images in source order, with the ("text", i) / ("image", j) pairs and missing
+    images."""
 
     def __init__(self):
         self.passages, self.images, self.order, self.missing = [], [], [], []
@@ -211,7 +216,8 @@ def _mramg_docs(path: Path) -> dict[str, tuple[str, list]]:
 
 
 def _mramg_image_info(files: _ImageFiles, domain: str) -> dict:
-    """images_info/<domain>_imgs_collection.json: image id -> {image_path, image_caption}, {} when absent."""
+    """images_info/<domain>_imgs_collection.json: image id -> {image_path, image_caption}, {} when
+    absent."""
     name = f"images_info/{domain}_imgs_collection.json"
     raw = files.read(name)
     try:
@@ -228,8 +234,8 @@ def load_mramg_recipe(
     images=None,
     domain: str = "recipe",
 ) -> list[Item]:
-    """MRAMG/MRAMG-Bench, Recipe domain. ``recipe_mqa.jsonl``: id, question, ground_truth (the answer
-    paragraph), images_list (the gold answer's image ids), provenance (source document ids);
+    """MRAMG/MRAMG-Bench, Recipe domain. ``recipe_mqa.jsonl``: id, question, ground_truth (the
+    answer paragraph), images_list (the gold answer's image ids), provenance (source document ids);
     ``doc_recipe.jsonl``: [id, content with a <PIC> per image, images_list]; ``IMAGE.zip``:
     IMAGE/images/RECIPE/<image_path> and IMAGE/images_info/recipe_imgs_collection.json (id ->
     image_path, image_caption). Components: each provenance document's text segments and images in
@@ -254,7 +260,8 @@ def load_mramg_recipe(
             for doc_id in doc_ids:
                 if str(doc_id) not in docs:
                     raise FlipgateError(
-                        f"{where}: field 'provenance' value {doc_id!r} is not a document in {doc_path}"
+                        f"{where}: field 'provenance' value {doc_id!r} is not a document in "
+                        f"{doc_path}"
                     )
                 content, doc_images = docs[str(doc_id)]
                 segments = content.split("<PIC>")
@@ -328,13 +335,13 @@ def _mmdocrag_answer(row: dict, where: str) -> str:
 def load_mmdocrag(
     dataset: str, split: str = "dev", data_dir=None, revision=None, images=None, quotes: int = 15
 ) -> list[Item]:
-    """MMDocIR/MMDocRAG: ``{split}_{quotes}.jsonl`` (split dev or evaluation, 15 or 20 quotes): q_id,
-    doc_name, domain, question, question_type, evidence_modality_type, text_quotes [{quote_id, type,
-    text, page_id, layout_id}], img_quotes [{quote_id, type, img_path, img_description, page_id,
-    layout_id}], gold_quotes, answer_short, answer_interleaved; ``images.zip`` holds the img_path files
-    (images/<name>.jpg). Components: the text quotes, then the image quotes (charts, tables, figures),
-    as the upstream inference prompt orders them. ``answer`` is answer_short; answer_interleaved goes
-    to meta."""
+    """MMDocIR/MMDocRAG: ``{split}_{quotes}.jsonl`` (split dev or evaluation, 15 or 20 quotes):
+    q_id, doc_name, domain, question, question_type, evidence_modality_type, text_quotes [{quote_id,
+    type, text, page_id, layout_id}], img_quotes [{quote_id, type, img_path, img_description,
+    page_id, layout_id}], gold_quotes, answer_short, answer_interleaved; ``images.zip`` holds the
+    img_path files (images/<name>.jpg). Components: the text quotes, then the image quotes (charts,
+    tables, figures), as the upstream inference prompt orders them. ``answer`` is answer_short;
+    answer_interleaved goes to meta."""
     qa_path = _source(MMDOCRAG_HUB, (f"{split}_{quotes}.jsonl",), data_dir, revision)
     root = _image_root(
         images,
@@ -402,7 +409,8 @@ def _table_passage(doc: dict, where: str, supporting: bool) -> Passage:
 
 
 def _mmqa_answers(row: dict, where: str) -> list[str]:
-    """Every gold answer string, in order, without repeats (an answer is {answer, type, modality, ...})."""
+    """Every gold answer string, in order, without repeats (an answer is {answer, type, modality,
+    ...})."""
     (answers,) = require(row, ["answers"], where)
     out = []
     for k, ans in enumerate(answers):
@@ -423,7 +431,8 @@ def _mmqa_doc(corpora: dict, kind: str, doc_id, where: str) -> dict:
 
 
 def _mmqa_images_root(images, data_dir) -> Path:
-    """The MMQA image files: ``images``, else final_dataset_images(.zip) in ``data_dir``; no hub copy."""
+    """The MMQA image files: ``images``, else final_dataset_images(.zip) in ``data_dir``; no hub
+    copy."""
 
     def missing() -> Path:
         raise FlipgateError(
@@ -442,14 +451,14 @@ def load_multimodalqa(
     images=None,
     hub_id: str = MMQA_HUB,
 ) -> list[Item]:
-    """MultiModalQA (allenai/multimodalqa; hub mirror TableQAKit/MMQA). ``MMQA_{split}.jsonl.gz``: qid,
-    question, answers [{answer, type, modality, ...}], metadata {type, modalities, text_doc_ids,
-    image_doc_ids, table_id}, supporting_context [{doc_id, doc_part}]; joined with
+    """MultiModalQA (allenai/multimodalqa; hub mirror TableQAKit/MMQA). ``MMQA_{split}.jsonl.gz``:
+    qid, question, answers [{answer, type, modality, ...}], metadata {type, modalities,
+    text_doc_ids, image_doc_ids, table_id}, supporting_context [{doc_id, doc_part}]; joined with
     ``MMQA_texts.jsonl.gz`` {id, title, url, text}, ``MMQA_tables.jsonl.gz`` {id, title, url, table
     {table_name, header [{column_name}], table_rows [[{text, links}]]}} and ``MMQA_images.jsonl.gz``
-    {id, title, url, path}. The image files (final_dataset_images.zip from the MultiModalQA S3 bucket,
-    not on the hub) are ``images`` or sit in ``data_dir``. Components: the text docs, the table, then
-    the images. ``answer`` is the first gold answer, the others are aliases."""
+    {id, title, url, path}. The image files (final_dataset_images.zip from the MultiModalQA S3
+    bucket, not on the hub) are ``images`` or sit in ``data_dir``. Components: the text docs, the
+    table, then the images. ``answer`` is the first gold answer, the others are aliases."""
 
     def path(kind: str) -> Path:
         return _source(hub_id, (f"MMQA_{kind}.jsonl.gz", f"MMQA_{kind}.jsonl"), data_dir, revision)

@@ -63,10 +63,10 @@ def gold_from_letter(letter: Any, labels: list[str], where: str) -> int:
 
 
 def with_shuffled_options(item: Item) -> Item:
-    """``item`` with its options in a fixed pseudo-random order seeded by sha256 of its id, for sources
-    that always list the gold first or second (TruthfulQA-MC, CrowS-Pairs): otherwise a model that
-    always answers "A" scores 100% under any unpermuted template. ``meta["source_order"]`` maps each
-    shown position to the source index."""
+    """``item`` with its options in a fixed pseudo-random order seeded by sha256 of its id, for
+    sources that always list the gold first or second (TruthfulQA-MC, CrowS-Pairs): otherwise a
+    model that always answers "A" scores 100% under any unpermuted template.
+    ``meta["source_order"]`` maps each shown position to the source index."""
     import hashlib
     import random
 

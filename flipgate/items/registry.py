@@ -1,4 +1,4 @@
-"""Dataset names usable in models.yaml and deterministic seed-42 sampling (FP §3)."""
+"""Dataset names usable in models.yaml and deterministic seed-42 sampling (Facet-Probe §3)."""
 
 from __future__ import annotations
 

@@ -96,7 +96,8 @@ def _chunks(w: dict, gold: bool) -> list[Passage]:
 
 def _document(w: dict, gold: bool) -> Passage:
     text = (
-        f"{w['person']} (born {w['year']}) is {_a(w['trade'])}. {w['person']} was born in {w['city']}, "
+        f"{w['person']} (born {w['year']}) is {_a(w['trade'])}. "
+        f"{w['person']} was born in {w['city']}, "
         f"a city in {w['country']} known for its {w['sight']}."
     )
     return Passage(text, f"{w['person']} — biography", gold)

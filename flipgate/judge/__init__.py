@@ -1,4 +1,5 @@
-"""LLM-judge sem-flip for free-form facets (SPEC §3.5; FP §3, App. E "Judge 3").
+"""LLM-judge sem-flip for free-form facets (docs/definitions.md §3.5; Facet-Probe §3, App. E
+"Judge 3").
 
 One structured prompt per item shows the K answers and asks for one verdict from a constrained
 set. The judge is any configured model (``audit.judge`` in models.yaml; by default the audited
@@ -14,7 +15,8 @@ VERDICTS = ("equivalent", "partial-flip", "full-flip")
 UNPARSABLE = "unparsable"
 LABELS = ("A", "B", "C")
 JUDGE_TEMPLATE = (
-    "You compare answers that one assistant gave to the same question when its input was presented in "
+    "You compare answers that one assistant gave to the same question when its input was "
+    "presented in "
     "different orders. Decide whether the answers mean the same thing.\n\n"
     "Question: {question}\n{gold}\nAnswers:\n{answers}\n\n"
     "A. equivalent: all answers say the same thing\n"
@@ -37,7 +39,8 @@ def verdict_from_label(label: str | None) -> str:
 
 
 def is_sem_flip(verdict: str) -> float:
-    """1 for partial/full flip, 0 for equivalent, NaN for unparsable (excluded, like a parse failure)."""
+    """1 for partial/full flip, 0 for equivalent, NaN for unparsable (excluded, like a parse
+    failure)."""
     if verdict == UNPARSABLE:
         return float("nan")
     return float(verdict != "equivalent")

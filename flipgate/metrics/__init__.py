@@ -1,4 +1,4 @@
-"""Public metrics API (SPEC §3). Every function cites the section that defines it."""
+"""Public metrics API (docs/definitions.md §3). Every function cites the section that defines it."""
 
 from flipgate.metrics.bootstrap import (
     bootstrap_ci,
@@ -71,10 +71,10 @@ __all__ = [
     "paired_bootstrap_draws",
     "pairwise_disagreement",
     "parse_rate",
-    # SPEC §11 paired regression
+    # docs/definitions.md §11 paired regression
     "McNemar",
     "mcnemar",
-    # SPEC §7 configuration envelope
+    # docs/definitions.md §7 configuration envelope
     "ANOVA_TERMS",
     "IMPL_TERMS",
     "AnovaShares",

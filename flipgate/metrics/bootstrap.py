@@ -1,4 +1,5 @@
-"""Item-clustered percentile bootstrap (SPEC §3 ``bootstrap_ci``; FP App. D)."""
+"""Item-clustered percentile bootstrap (docs/definitions.md §3 ``bootstrap_ci``; Facet-Probe
+App. D)."""
 
 from __future__ import annotations
 

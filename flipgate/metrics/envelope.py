@@ -1,4 +1,5 @@
-"""Configuration-envelope metrics (SPEC §7; SR §4, §5.1, App. D, F, G, I, L).
+"""Configuration-envelope metrics
+(docs/definitions.md §7; SafetyRepro §4, §5.1, App. D, F, G, I, L).
 
 Pure functions over plain numpy / pandas inputs. Conventions used throughout:
 
@@ -28,8 +29,8 @@ from flipgate import FlipgateError
 
 Estimate = tuple[float, float, float]
 
-#: SR App. F: the four main effects and the five two-way terms of the fitted OLS model
-#: (decoding:few_shot is *not* among them; it stays in the residual).
+#: docs/definitions.md §7; SafetyRepro App. F: the four main effects and the five two-way terms of
+#: the fitted OLS model (decoding:few_shot is *not* among them; it stays in the residual).
 ANOVA_TERMS = (
     "model",
     "template",
@@ -41,8 +42,9 @@ ANOVA_TERMS = (
     "template:decoding",
     "template:few_shot",
 )
-#: SR App. F / App. H: the implementation share is η²_template + η²_decoding + η²_few-shot
-#: (main effects only; model × * and template × * interactions are not counted toward ρ).
+#: docs/definitions.md §7; SafetyRepro App. F / App. H: the implementation share is η²_template +
+#: η²_decoding + η²_few-shot (main effects only; model × * and template × * interactions are not
+#: counted toward ρ).
 IMPL_TERMS = ("template", "decoding", "few_shot")
 
 
@@ -119,7 +121,8 @@ def _matrix(
 
 
 def sdi(scores: Sequence[float]) -> float:
-    """Score Dispersion Index, SPEC §7 / SR §4: ``(max s − min s) / mean s`` over a slice's configs."""
+    """Score Dispersion Index, docs/definitions.md §7 / SafetyRepro §4: ``(max s − min s) / mean s``
+    over a slice's configs."""
     s = _vector("sdi", "scores", scores)
     mean = float(s.mean())
     if mean == 0:
@@ -128,10 +131,11 @@ def sdi(scores: Sequence[float]) -> float:
 
 
 def cfr(scores: Sequence[float], theta: float) -> float:
-    """Compliance Flip Rate, SPEC §7 / SR §4: ``2n/(n−1) · p(1−p)``, p = share of scores ≥ θ.
+    """Compliance Flip Rate, docs/definitions.md §7 / SafetyRepro §4: ``2n/(n−1) · p(1−p)``,
+    p = share of scores ≥ θ.
 
     Equals the share of unordered pairs of distinct configurations whose pass/fail verdicts differ
-    (n=48, p=½ → 0.5106; the median-θ ceiling of SR App. L)."""
+    (n=48, p=½ → 0.5106; the median-θ ceiling of SafetyRepro App. L)."""
     s = _vector("cfr", "scores", scores, min_len=2)
     if not (isinstance(theta, (int, float, np.floating, np.integer)) and math.isfinite(theta)):
         raise FlipgateError(f"cfr: theta must be a finite number, got {theta!r}")
@@ -141,11 +145,12 @@ def cfr(scores: Sequence[float], theta: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# pairwise strict-sign verdicts (SR §4 eq. 1, Prop. 1; §5.1 eq. 2)
+# pairwise strict-sign verdicts (SafetyRepro §4 eq. 1, Prop. 1; §5.1 eq. 2)
 
 
 def sign_counts(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, int]:
-    """SR §4 eq. (1): ``(N+, N−, N0)`` = configs with a_c > b_c, a_c < b_c, a_c == b_c (exact)."""
+    """docs/definitions.md §7 / SafetyRepro §4 eq. (1): ``(N+, N−, N0)`` = configs with a_c > b_c,
+    a_c < b_c, a_c == b_c (exact)."""
     x = _vector("sign_counts", "a", a)
     y = _vector("sign_counts", "b", b)
     if x.size != y.size:
@@ -156,7 +161,8 @@ def sign_counts(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, int]:
 
 
 def rho_flip(a: Sequence[float], b: Sequence[float]) -> float:
-    """Minority strict-sign mass, SPEC §7 / SR §5.1 eq. (2): ``min(N+, N−)/|C|``; ties count in N0.
+    """Minority strict-sign mass, docs/definitions.md §7 / SafetyRepro §5.1 eq. (2):
+    ``min(N+, N−)/|C|``; ties count in N0.
 
     ``a`` and ``b`` are the two models' scores on the same configurations, in the same order."""
     n_plus, n_minus, n_zero = sign_counts(a, b)
@@ -164,7 +170,8 @@ def rho_flip(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def rho_flip_ceiling(n_configs: int) -> float:
-    """Combinatorial ceiling of ``rho_flip``, SPEC §7 / SR Prop. 1(iii): ``⌊|C|/2⌋/|C|``."""
+    """Combinatorial ceiling of ``rho_flip``, docs/definitions.md §7 / SafetyRepro Prop. 1(iii):
+    ``⌊|C|/2⌋/|C|``."""
     if isinstance(n_configs, bool) or not isinstance(n_configs, (int, np.integer)) or n_configs < 1:
         raise FlipgateError(
             f"rho_flip_ceiling: n_configs must be an integer ≥ 1, got {n_configs!r}"
@@ -173,10 +180,12 @@ def rho_flip_ceiling(n_configs: int) -> float:
 
 
 def strict_disagreement(a: Sequence[float], b: Sequence[float]) -> float:
-    """Per-configuration-pair strict-disagreement rate, SPEC §7 / SR §5.1: ``2N+N−/(|C|(|C|−1))``.
+    """Per-configuration-pair strict-disagreement rate, docs/definitions.md §7 / SafetyRepro §5.1:
+    ``2N+N−/(|C|(|C|−1))``.
 
-    Note: SR calls ``rho_flip`` a lower bound of this; that holds only when the majority sign has at
-    least (|C|−1)/2 configs (always true without ties), not in general (e.g. N+=N−=1, N0=8)."""
+    Note: SafetyRepro calls ``rho_flip`` a lower bound of this; that holds only when the majority
+    sign has at least (|C|−1)/2 configs (always true without ties), not in general (e.g. N+=N−=1,
+    N0=8)."""
     n_plus, n_minus, n_zero = sign_counts(a, b)
     n = n_plus + n_minus + n_zero
     if n < 2:
@@ -187,7 +196,7 @@ def strict_disagreement(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# ranking concordance over configurations (SR §4 "Ranking concordance")
+# ranking concordance over configurations (SafetyRepro §4 "Ranking concordance")
 
 
 def _pair_signs(x: np.ndarray) -> np.ndarray:
@@ -207,8 +216,9 @@ def kendall_tau_matrix(score_matrix, models: Sequence[Hashable] | None = None) -
 
 
 def tau_r(score_matrix, models: Sequence[Hashable] | None = None) -> float:
-    """τ_R, SPEC §7 / SR §4: mean Kendall **τ-b** over all unordered pairs of configurations'
-    induced model rankings (rows = configs, columns = models; ties in scores stay ties).
+    """τ_R, docs/definitions.md §7 / SafetyRepro §4: mean Kendall **τ-b** over all unordered pairs
+    of configurations' induced model rankings (rows = configs, columns = models; ties in scores stay
+    ties).
 
     A pair in which either configuration ties every model has no τ-b and is left out of the mean;
     NaN if no pair is defined. Needs ≥ 2 configurations and ≥ 2 models."""
@@ -230,16 +240,18 @@ def _tie_break_rank(names: list) -> np.ndarray:
 
 
 def total_orders(score_matrix, models: Sequence[Hashable] | None = None) -> list[tuple]:
-    """Each configuration's induced total order, best first (SR §4 / App. V): score descending,
-    ties broken alphabetically by model name (e.g. qwen = yi > mistral → (qwen, yi, mistral))."""
+    """Each configuration's induced total order, best first (SafetyRepro §4 / App. V): score
+    descending, ties broken alphabetically by model name
+    (e.g. qwen = yi > mistral → (qwen, yi, mistral))."""
     x, names = _matrix("total_orders", score_matrix, models, min_configs=1)
     rank = _tie_break_rank(names)
     return [tuple(names[j] for j in np.lexsort((rank, -row))) for row in x]
 
 
 def total_order_mismatch(score_matrix, models: Sequence[Hashable] | None = None) -> float:
-    """SPEC §7 / SR §4 "flip rate": share of unordered configuration pairs whose total orders
-    (alphabetical tie-break) differ. Null (uniform random scores) = 1 − 1/M!; 5/6 at M = 3."""
+    """docs/definitions.md §7 / SafetyRepro §4 "flip rate": share of unordered configuration pairs
+    whose total orders (alphabetical tie-break) differ. Null (uniform random scores) = 1 − 1/M!; 5/6
+    at M = 3."""
     x, names = _matrix("total_order_mismatch", score_matrix, models)
     counts = np.array(list(Counter(total_orders(x, names)).values()), dtype=float)
     n = x.shape[0]
@@ -247,7 +259,8 @@ def total_order_mismatch(score_matrix, models: Sequence[Hashable] | None = None)
 
 
 def orderings_reached(score_matrix, models: Sequence[Hashable] | None = None) -> float:
-    """SPEC §7 / SR §5.1 "orderings/6": distinct total orders (alphabetical tie-break) / M!."""
+    """docs/definitions.md §7 / SafetyRepro §5.1 "orderings/6": distinct total orders (alphabetical
+    tie-break) / M!."""
     x, names = _matrix("orderings_reached", score_matrix, models, min_configs=1)
     return float(len(set(total_orders(x, names))) / math.factorial(x.shape[1]))
 
@@ -262,7 +275,7 @@ def to_score_matrix(
 ) -> pd.DataFrame:
     """Long frame (one row per model × config of one benchmark) → score matrix (configs × models).
 
-    ``complete=True`` keeps only configurations scored for every model (SR §5.1)."""
+    ``complete=True`` keeps only configurations scored for every model (SafetyRepro §5.1)."""
     _columns("to_score_matrix", df, [model_col, config_col, score_col])
     dup = df.duplicated([config_col, model_col])
     if dup.any():
@@ -277,7 +290,7 @@ def to_score_matrix(
 
 
 # ---------------------------------------------------------------------------------------------
-# variance attribution (SR §4 "Variance attribution", App. F, App. H)
+# variance attribution (SafetyRepro §4 "Variance attribution", App. F, App. H)
 
 
 def _columns(fn: str, df, cols: Sequence[str]) -> None:
@@ -318,7 +331,8 @@ class AnovaShares:
 
     @property
     def rho(self) -> float:
-        """ρ = η²_impl / η²_model (inf when the model share is 0 and impl > 0; NaN when both are 0)."""
+        """ρ = η²_impl / η²_model (inf when the model share is 0 and impl > 0; NaN when both are
+        0)."""
         model, impl = self.eta_model, self.eta_impl
         if model == 0:
             return float("inf") if impl > 0 else float("nan")
@@ -382,9 +396,12 @@ def _check_rank(df: pd.DataFrame, rhs: str, names: list[str]) -> None:
         rank = r
     if aliased:
         raise FlipgateError(
-            f"anova_shares: design is rank-deficient — term(s) {', '.join(aliased)} are aliased with earlier "
-            f"terms ({x.shape[0]} rows, {x.shape[1]} columns, rank {rank}); usually an empty cell of an "
-            f"interaction (e.g. after parse-clean filtering) or confounded factors. Drop those terms via "
+            f"anova_shares: design is rank-deficient — term(s) {', '.join(aliased)} are aliased "
+            f"with earlier "
+            f"terms ({x.shape[0]} rows, {x.shape[1]} columns, rank {rank}); usually an empty cell "
+            f"of an "
+            f"interaction (e.g. after parse-clean filtering) or confounded factors. "
+            f"Drop those terms via "
             f"terms=... or restrict to a complete design."
         )
 
@@ -398,17 +415,18 @@ def anova_shares(
     impl_terms: Sequence[str] = IMPL_TERMS,
     total: str = "data",
 ) -> AnovaShares:
-    """Type-II ANOVA variance shares, SPEC §7 / SR §4, App. F (statsmodels ``ols`` + ``anova_lm(typ=2)``).
+    """Type-II ANOVA variance shares, docs/definitions.md §7 / SafetyRepro §4, App. F (statsmodels
+    ``ols`` + ``anova_lm(typ=2)``).
 
-    ``df``: long frame of one benchmark's free-form slice, one row per (model, config) cell, with the
-    ``response`` column and one column per factor named in ``terms`` (factors are treated as
-    categorical via ``C()``). Default terms are those of SR App. F (:data:`ANOVA_TERMS`).
+    ``df``: long frame of one benchmark's free-form slice, one row per (model, config) cell, with
+    the ``response`` column and one column per factor named in ``terms`` (factors are treated as
+    categorical via ``C()``). Default terms are those of SafetyRepro App. F (:data:`ANOVA_TERMS`).
 
     η²_X = SS_X/SS_total; ρ = η²_impl/η²_model with η²_impl the sum over ``impl_terms`` present in
     ``terms``; Hays ω²_X = max((SS_X − df_X·MS_W)/(SS_total + MS_W), 0) with MS_W the residual mean
-    square. ``total="data"`` takes SS_total = Σ(y − ȳ)²; ``total="table"`` the sum of the ANOVA table's
-    SS column (SR's "sums to 100% by construction"); both agree on balanced designs, and only there
-    do the Type-II shares add up to 1.
+    square. ``total="data"`` takes SS_total = Σ(y − ȳ)²; ``total="table"`` the sum of the ANOVA
+    table's SS column (SafetyRepro's "sums to 100% by construction"); both agree on balanced
+    designs, and only there do the Type-II shares add up to 1.
 
     Raises FlipgateError for missing columns, non-finite responses, a factor with < 2 levels, a
     rank-deficient (aliased) design — naming the aliased terms — or no residual degrees of freedom.
@@ -490,7 +508,7 @@ def anova_shares(
 
 
 # ---------------------------------------------------------------------------------------------
-# configuration bootstrap (SR App. G) and max-statistic intervals (SR App. I)
+# configuration bootstrap (SafetyRepro App. G) and max-statistic intervals (SafetyRepro App. I)
 
 
 def _resampler(fn: str, data, config_col: str | None) -> tuple[int, Callable[[np.ndarray], object]]:
@@ -571,9 +589,10 @@ def config_bootstrap(
     *,
     config_col: str | None = None,
 ) -> Estimate:
-    """Configuration bootstrap, SPEC §7 / SR App. G: resample configurations with replacement
-    ``n`` times, recompute ``stat``; returns ``(stat(data), lo, hi)``, the percentile interval
-    (``stat`` sees the data as the resamples do: arrays as ndarrays, frames re-indexed).
+    """Configuration bootstrap, docs/definitions.md §7 / SafetyRepro App. G: resample configurations
+    with replacement ``n`` times, recompute ``stat``; returns ``(stat(data), lo, hi)``, the
+    percentile interval (``stat`` sees the data as the resamples do: arrays as ndarrays, frames
+    re-indexed).
 
     ``scores_by_config``: configurations along axis 0 — a score vector, a score matrix (array or
     DataFrame, rows = configs), or, with ``config_col``, a long frame whose rows sharing a
@@ -589,7 +608,8 @@ def config_bootstrap(
 
 
 class MaxStatInterval(NamedTuple):
-    """Max-statistic interval (SR App. I): headline max, its resampling interval, the argmax slice."""
+    """Max-statistic interval (docs/definitions.md §7; SafetyRepro App. I): headline max, its
+    resampling interval, the argmax slice."""
 
     estimate: float
     lo: float
@@ -607,13 +627,14 @@ def max_stat_bootstrap(
     groups: Mapping[Hashable, Hashable] | None = None,
     config_col: str | None = None,
 ) -> MaxStatInterval:
-    """Max-statistic configuration-bootstrap interval for an "up to X" headline, SR App. I.
+    """Max-statistic configuration-bootstrap interval for an "up to X" headline,
+    docs/definitions.md §7 / SafetyRepro App. I.
 
     ``slices`` maps a slice name (e.g. (model, benchmark)) to that slice's per-config data (as in
     :func:`config_bootstrap`). In each of ``n`` configuration resamples the metric is recomputed on
     every slice and the max taken; the ``(1−level)/2`` and ``(1+level)/2`` percentiles of those
-    maxima bound the headline ``max_s stat(slice_s)``. This is SR's interval for the *maximum*
-    (multiplicity over slices), not a per-slice simultaneous band. Slices with the same
+    maxima bound the headline ``max_s stat(slice_s)``. This is SafetyRepro's interval for the
+    *maximum* (multiplicity over slices), not a per-slice simultaneous band. Slices with the same
     ``groups`` value (e.g. one benchmark's models, configs aligned in the same order and count)
     share their configuration draws; by default every slice is resampled independently. With a
     single slice this equals :func:`config_bootstrap` at the same seed."""
@@ -665,7 +686,7 @@ def max_stat_bootstrap(
 
 
 # ---------------------------------------------------------------------------------------------
-# whole-envelope tables and the parse-clean recomputation (SR App. D)
+# whole-envelope tables and the parse-clean recomputation (SafetyRepro App. D)
 
 
 def _benchmarks(df: pd.DataFrame, benchmark_col: str):
@@ -683,8 +704,9 @@ def slice_metrics(
     model_col: str = "model",
     score_col: str = "score",
 ) -> pd.DataFrame:
-    """Per (benchmark, model) slice: n, s_min, s_max, s_mean, ``sdi`` and ``cfr_<θ>`` (SR App. E, L).
-    Undefined values (n < 2 for CFR, mean 0 for SDI) are NaN rather than errors."""
+    """Per (benchmark, model) slice: n, s_min, s_max, s_mean, ``sdi`` and ``cfr_<θ>``
+    (docs/definitions.md §7; SafetyRepro App. E, L). Undefined values (n < 2 for CFR, mean 0 for
+    SDI) are NaN rather than errors."""
     _columns("slice_metrics", df, [model_col, score_col])
     rows = []
     for bench, part in _benchmarks(df, benchmark_col):
@@ -777,9 +799,10 @@ def ordering_metrics(
     config_col: str = "config",
     score_col: str = "score",
 ) -> pd.DataFrame:
-    """Per benchmark, over configurations scored for every model (SR Tab. 2, §4): n_configs,
-    n_models, tau_r, total_order_mismatch, n_orderings, orderings_reached, rho_flip_max and its pair.
-    NaN where fewer than 2 complete configurations or models remain."""
+    """Per benchmark, over configurations scored for every model (docs/definitions.md §7;
+    SafetyRepro Tab. 2, §4): n_configs, n_models, tau_r, total_order_mismatch, n_orderings,
+    orderings_reached, rho_flip_max and its pair. NaN where fewer than 2 complete configurations or
+    models remain."""
     rows = []
     flips = pair_flips(
         df,
@@ -851,12 +874,13 @@ def parse_clean(
     score_col: str = "score",
     parse_col: str = "parse_rate",
 ) -> ParseClean:
-    """Parse-clean recomputation, SPEC §7 / SR App. D, §5.1: keep only cells (model × config) with
-    parse rate ≥ ``min_parse_rate`` and recompute. Per-slice metrics (SDI, CFR) use every kept cell
-    (SR's 579 of 612 cells); ordering metrics (τ_R, mismatch, orderings, ρ_flip) use only
-    configurations where every model of the benchmark kept its cell ("all-three-models parse rate
-    ≥ 0.95"). ``df``: long frame, one row per cell (seeds averaged). For the ANOVA ρ, call
-    :func:`anova_shares` on ``result.frame`` (it may be aliased once cells are gone)."""
+    """Parse-clean recomputation, docs/definitions.md §7 / SafetyRepro App. D, §5.1: keep only cells
+    (model × config) with parse rate ≥ ``min_parse_rate`` and recompute. Per-slice metrics (SDI,
+    CFR) use every kept cell (SafetyRepro's 579 of 612 cells); ordering metrics (τ_R, mismatch,
+    orderings, ρ_flip) use only configurations where every model of the benchmark kept its cell
+    ("all-three-models parse rate ≥ 0.95"). ``df``: long frame, one row per cell (seeds averaged).
+    For the ANOVA ρ, call :func:`anova_shares` on ``result.frame`` (it may be aliased once cells are
+    gone)."""
     keys = ([benchmark_col] if benchmark_col in getattr(df, "columns", []) else []) + [
         model_col,
         config_col,

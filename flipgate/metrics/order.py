@@ -1,7 +1,7 @@
-"""Order-robustness metrics (SPEC §3, FP §3 "Flip-rate definition").
+"""Order-robustness metrics (docs/definitions.md §3; Facet-Probe §3 "Flip-rate definition").
 
 Answers are content labels after map-back (e.g. source option index). ``None`` is a parse
-failure: excluded from the answer set and counted in the parse rate (SPEC §1).
+failure: excluded from the answer set and counted in the parse rate (docs/definitions.md §1).
 """
 
 from __future__ import annotations
@@ -18,19 +18,20 @@ def _parsed(answers: Iterable[Hashable | None]) -> list[Hashable]:
 
 
 def any_flip(answers: Sequence[Hashable | None]) -> int:
-    """SPEC §3: 1[|set(parsed answers)| > 1]."""
+    """docs/definitions.md §3: 1[|set(parsed answers)| > 1]."""
     return int(len(set(_parsed(answers))) > 1)
 
 
 def flip_rate(answer_sets: Iterable[Sequence[Hashable | None]]) -> float:
-    """SPEC §3: mean of ``any_flip`` over items (items with < 2 parsed answers excluded;
-    report them with :func:`item_table`)."""
+    """docs/definitions.md §3: mean of ``any_flip`` over items (items with < 2 parsed answers
+    excluded; report them with :func:`item_table`)."""
     flags = [any_flip(a) for a in answer_sets if len(_parsed(a)) >= 2]
     return float(sum(flags) / len(flags)) if flags else float("nan")
 
 
 def answer_entropy(answers: Sequence[Hashable | None]) -> float:
-    """Shannon entropy (nats) of the parsed-answer distribution (FP release's "OSI")."""
+    """Shannon entropy (nats) of the parsed-answer distribution (Facet-Probe release's "OSI";
+    docs/definitions.md §3)."""
     parsed = _parsed(answers)
     if not parsed:
         return float("nan")
@@ -39,7 +40,8 @@ def answer_entropy(answers: Sequence[Hashable | None]) -> float:
 
 
 def osi(answers: Sequence[Hashable | None], n_classes: int) -> float:
-    """SPEC §3: OSI = 1 − H(answers)/log(C); 1 = stable, 0 = uniform over C classes."""
+    """docs/definitions.md §3: OSI = 1 − H(answers)/log(C); 1 = stable, 0 = uniform over C
+    classes."""
     if n_classes < 2:
         raise ValueError(f"OSI needs at least 2 answer classes, got {n_classes}")
     h = answer_entropy(answers)
@@ -47,7 +49,7 @@ def osi(answers: Sequence[Hashable | None], n_classes: int) -> float:
 
 
 def pairwise_disagreement(answers: Sequence[Hashable | None]) -> float:
-    """SPEC §3: share of ordered pairs (k≠k') of parsed answers that differ."""
+    """docs/definitions.md §3: share of ordered pairs (k≠k') of parsed answers that differ."""
     parsed = _parsed(answers)
     n = len(parsed)
     if n < 2:
@@ -57,7 +59,7 @@ def pairwise_disagreement(answers: Sequence[Hashable | None]) -> float:
 
 
 def parse_rate(answers: Sequence[Hashable | None]) -> float:
-    """SPEC §1: share of trials whose readout parsed."""
+    """docs/definitions.md §1: share of trials whose readout parsed."""
     return float(len(_parsed(answers)) / len(answers)) if len(answers) else float("nan")
 
 
@@ -68,8 +70,8 @@ def accuracy(correct: Iterable[bool | None]) -> float:
 
 
 def acc_swing(trials: pd.DataFrame) -> float:
-    """SPEC §3: best-ordering accuracy − worst-ordering accuracy, accuracy taken per ordering
-    index over items. ``trials`` needs columns ``condition`` and ``correct``."""
+    """docs/definitions.md §3: best-ordering accuracy − worst-ordering accuracy, accuracy taken per
+    ordering index over items. ``trials`` needs columns ``condition`` and ``correct``."""
     per_ordering = (
         trials.assign(correct=trials["correct"].fillna(False).astype(float))
         .groupby("condition")["correct"]
@@ -79,12 +81,13 @@ def acc_swing(trials: pd.DataFrame) -> float:
 
 
 def delta_order(flip_rate_perm: float, flip_rate_same: float) -> float:
-    """SPEC §3.6 / FP §3: Δ_order = flip_rate_perm − flip_rate_same (may be negative)."""
+    """docs/definitions.md §3.6 / Facet-Probe §3: Δ_order = flip_rate_perm − flip_rate_same (may be
+    negative)."""
     return float(flip_rate_perm - flip_rate_same)
 
 
 def ordering_excess_share(flip_rate_perm: float, flip_rate_same: float) -> float:
-    """SPEC §3.6: Δ_order / flip_rate_perm (nan when flip_rate_perm is 0)."""
+    """docs/definitions.md §3.6: Δ_order / flip_rate_perm (nan when flip_rate_perm is 0)."""
     if flip_rate_perm == 0:
         return float("nan")
     return float(delta_order(flip_rate_perm, flip_rate_same) / flip_rate_perm)

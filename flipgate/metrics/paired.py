@@ -1,4 +1,4 @@
-"""Paired tests between two model versions on the same items (SPEC §11)."""
+"""Paired tests between two model versions on the same items (docs/definitions.md §11)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from scipy.stats import binom
 @dataclass(frozen=True)
 class McNemar:
     """Exact McNemar test on the discordant items: ``b`` changed for the worse only in the candidate
-    (e.g. flips only in B), ``c`` only in the baseline. ``p_two_sided`` = min(1, 2·P[Bin(b+c, ½) ≤ min(b, c)]),
-    ``p_regression`` = P[Bin(b+c, ½) ≥ b] (one-sided: the candidate is worse)."""
+    (e.g. flips only in B), ``c`` only in the baseline. ``p_two_sided`` =
+    min(1, 2·P[Bin(b+c, ½) ≤ min(b, c)]), ``p_regression`` = P[Bin(b+c, ½) ≥ b] (one-sided: the
+    candidate is worse)."""
 
     b: int
     c: int
@@ -23,7 +24,8 @@ class McNemar:
 
 
 def mcnemar(b: int, c: int) -> McNemar:
-    """SPEC §11: exact McNemar p-values from the discordant counts (both 1.0 when there are none)."""
+    """docs/definitions.md §11: exact McNemar p-values from the discordant counts (both 1.0 when
+    there are none)."""
     if b < 0 or c < 0:
         raise ValueError(f"discordant counts must be non-negative (b={b}, c={c})")
     n = b + c

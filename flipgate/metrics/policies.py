@@ -1,9 +1,10 @@
-"""K-policies (SPEC §3, FP §4.3 / Tab. 3): what re-asking under other orderings buys, post hoc.
+"""K-policies (docs/definitions.md §3; Facet-Probe §4.3 / Tab. 3): what re-asking under other
+orderings buys, post hoc.
 
-All functions take a trial table with columns item_id, condition (ordering index), answer
-(content label, None = unparsed) and correct (bool | None), as :func:`flipgate.summary.answers_frame`
-gives. Abstention counts as not answered: ``accuracy`` counts it wrong, ``selective_accuracy``
-ignores it, ``coverage`` is the answered share. ``cost`` is model calls per item.
+All functions take a trial table with columns item_id, condition (ordering index), answer (content
+label, None = unparsed) and correct (bool | None), as :func:`flipgate.summary.answers_frame` gives.
+Abstention counts as not answered: ``accuracy`` counts it wrong, ``selective_accuracy`` ignores it,
+``coverage`` is the answered share. ``cost`` is model calls per item.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def _row(policy: str, k: int, cost: int, answered: list[bool], right: list[bool]
 
 
 def k_policies(trials: pd.DataFrame) -> list[dict]:
-    """P1 single pass, P2 K=2 abstain-on-disagree, P3 K=3 majority, P4 K=6 majority,
-    P5 worst-ordering oracle, P6 best-ordering oracle (FP Tab. 3)."""
+    """P1 single pass, P2 K=2 abstain-on-disagree, P3 K=3 majority, P4 K=6 majority, P5
+    worst-ordering oracle, P6 best-ordering oracle (docs/definitions.md §3; Facet-Probe Tab. 3)."""
     items = _per_item(trials)
     k_max = max((len(a) for a, _ in items), default=0)
     rows = [
@@ -92,7 +93,7 @@ def k_policies(trials: pd.DataFrame) -> list[dict]:
 
 def k2_screen_recall(trials: pd.DataFrame) -> float:
     """Share of items that flip across all K orderings which the K=2 screen (orderings 0 and 1
-    disagree) already flags. Precision is 1 by construction (FP §4.3)."""
+    disagree) already flags. Precision is 1 by construction (Facet-Probe §4.3)."""
     flagged = flipped = 0
     for answers, _ in _per_item(trials):
         parsed = [a for a in answers if a is not None]

@@ -1,5 +1,5 @@
-"""ODI, Ordering-Decomposed IRT (SPEC §4): a Bayesian 2PL decomposition of a trials table into
-per-facet ordering noise σ_π, per-cell systematic offsets |δ| and per-model ability θ."""
+"""ODI, Ordering-Decomposed IRT (docs/definitions.md §4): a Bayesian 2PL decomposition of a trials
+table into per-facet ordering noise σ_π, per-cell systematic offsets |δ| and per-model ability θ."""
 
 from flipgate.odi.fit import use_host_devices
 

@@ -1,5 +1,6 @@
-"""ODI inputs (SPEC §4): per-trial outcomes from a trials table, and the long-format index arrays
-the model reads. An item is one (facet, dataset, item_id); its cell is its (facet, dataset)."""
+"""ODI inputs (docs/definitions.md §4): per-trial outcomes from a trials table, and the long-format
+index arrays the model reads. An item is one (facet, dataset, item_id); its cell is its (facet,
+dataset)."""
 
 from __future__ import annotations
 

@@ -28,8 +28,8 @@ from flipgate.odi.model import odi_model, reported
 
 
 def use_host_devices(n: int | None = None) -> int:
-    """Expose ``n`` (default: all) CPU cores as JAX devices so chains run in parallel. Effective only
-    before JAX starts its backend (importing :mod:`flipgate.odi` does this early); returns the
+    """Expose ``n`` (default: all) CPU cores as JAX devices so chains run in parallel. Effective
+    only before JAX starts its backend (importing :mod:`flipgate.odi` does this early); returns the
     device count JAX will use."""
     from jax._src import xla_bridge
 
@@ -119,7 +119,8 @@ def _potential(data: ODIData):
 
 
 def _prior_means(data: ODIData) -> dict:
-    """Unconstrained prior means of the latent sites (where chains would start with init_to_mean)."""
+    """Unconstrained prior means of the latent sites (where chains would start with
+    init_to_mean)."""
     trace = handlers.trace(handlers.seed(odi_model, 0)).get_trace(data)
     return {
         k: biject_to(v["fn"].support).inv(v["fn"].mean)
@@ -131,7 +132,8 @@ def _prior_means(data: ODIData) -> dict:
 def _svi_start(data: ODIData, prof: Profile, key) -> tuple[dict, dict]:
     """Mean-field Gaussian VI on the unconstrained posterior (ADVI, what AutoNormal fits) from the
     prior means, as one compiled program with one RNG draw per step (NumPyro's SVI set-up compiles
-    several times longer). Returns per-chain starting points drawn from the fit, and its variances."""
+    several times longer). Returns per-chain starting points drawn from the fit, and its
+    variances."""
     potential = _potential(data)
     opt = Adam(prof.svi_lr)
 
@@ -384,9 +386,9 @@ def summarize(
     """JSON-ready posterior summary: per facet σ_π (draw-wise median over its items) and σ_δ, per
     (facet, dataset) cell mean |δ| (estimate: mean |posterior-mean δ| with δ centred in its cell;
     HDI: of the draw-wise mean |δ|), per model θ, per (candidate, baseline) pair of ``versions``
-    Δθ = θ_candidate − θ_baseline draw-wise (SPEC §11; ``missing`` instead when either is not in
-    the fit), each with ``hdi_prob`` HDIs (and, with ``ci_level``, a ``ci`` HDI at that level), and
-    :func:`diagnostics` (``thresholds`` go to it)."""
+    Δθ = θ_candidate − θ_baseline draw-wise (docs/definitions.md §11; ``missing`` instead when
+    either is not in the fit), each with ``hdi_prob`` HDIs (and, with ``ci_level``, a ``ci`` HDI at
+    that level), and :func:`diagnostics` (``thresholds`` go to it)."""
     q = reported(fit.draws, fit.data)
     d = fit.data
     interval = partial(_interval, prob=hdi_prob, ci_level=ci_level, gate_levels=tuple(gate_levels))
@@ -398,7 +400,8 @@ def summarize(
             return {
                 "candidate": c,
                 "baseline": b,
-                "missing": f"{' and '.join(gone)} not in the {d.outcome}-outcome fit (no usable trials)",
+                "missing": f"{' and '.join(gone)} not in the {d.outcome}-outcome fit "
+                "(no usable trials)",
             }
         return {
             "candidate": c,
@@ -447,10 +450,11 @@ def odi(
     versions=(),
     **overrides,
 ) -> dict:
-    """Both ODI fits of a trials table (SPEC §4): the modal outcome gives per-facet σ_π / σ_δ and
-    per-cell |δ|; the correct outcome gives per-model θ and, for each (candidate, baseline) pair of
-    ``versions``, Δθ (SPEC §11). ``passed`` needs both fits' diagnostics; ``thresholds`` go to
-    :func:`diagnostics`, ``ci_level`` / ``gate_levels`` add gate intervals (:func:`summarize`)."""
+    """Both ODI fits of a trials table (docs/definitions.md §4): the modal outcome gives per-facet
+    σ_π / σ_δ and per-cell |δ|; the correct outcome gives per-model θ and, for each (candidate,
+    baseline) pair of ``versions``, Δθ (docs/definitions.md §11). ``passed`` needs both fits'
+    diagnostics; ``thresholds`` go to :func:`diagnostics`, ``ci_level`` / ``gate_levels`` add gate
+    intervals (:func:`summarize`)."""
     fits = {
         o: summarize(
             fit(from_trials(trials, readout, o), profile, seed, **overrides),

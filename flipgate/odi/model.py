@@ -1,4 +1,4 @@
-"""The ODI model (SPEC §4, FP App. B): a 2PL item-response model whose logit
+"""The ODI model (docs/definitions.md §4; Facet-Probe App. B): a 2PL item-response model whose logit
 α_i(θ_m − β_i − δ[f,d,o] − γ[i,o]) separates per-item ordering noise γ (scale σ_π,i, pooled
 within facet) from per-(facet, dataset, ordering) offsets δ. Every hierarchy is non-centred."""
 

@@ -64,8 +64,8 @@ def simulate(
 ) -> tuple[ODIData, dict]:
     """Simulate one outcome from the ODI model. ``sigma_pi`` maps facet -> exp(μ_f), the facet's
     typical σ_π,i (default two facets, 0.3 and 1.0); ``datasets`` is the number of datasets per
-    facet (or one count per facet). θ, β, α and δ's z-scores are drawn from their priors. Returns the
-    data and its truth: the latent values (``latent``) and :func:`reported` of them."""
+    facet (or one count per facet). θ, β, α and δ's z-scores are drawn from their priors. Returns
+    the data and its truth: the latent values (``latent``) and :func:`reported` of them."""
     sigma_pi = sigma_pi or {"low": 0.3, "high": 1.0}
     counts = (datasets,) * len(sigma_pi) if isinstance(datasets, int) else tuple(datasets)
     if len(counts) != len(sigma_pi) or n_models < 2 or items_per_cell < 1 or k < 2:
