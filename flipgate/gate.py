@@ -1,4 +1,4 @@
-"""Threshold decision rules (docs/thresholds.md; SPEC §5).
+"""Threshold decision rules (docs/thresholds.md; docs/definitions.md §5).
 
 A verdict has a *label* (what the CI says about the bound) and an *outcome* (what the release
 gate does with it). Labels: ``pass``, ``fail``, ``inconclusive`` (the CI straddles the bound),
@@ -19,11 +19,14 @@ computed at the threshold's own ``level`` from the bootstrap draws where they we
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from flipgate.config import Threshold
 from flipgate.metrics import bootstrap_p_value
+from flipgate.results import Verdict
 
 #: what a straddling CI does: ``by_rule`` follows the rule (upper fails, lower warns)
 ON_INCONCLUSIVE = ("by_rule", "warn", "xfail", "fail")
@@ -78,42 +81,47 @@ def ci_at(draws, level: float) -> tuple[float, float] | None:
 
 def verdict(
     t: Threshold,
-    estimate,
-    ci,
+    estimate: float | None,
+    ci: Sequence[float | None] | None,
     on_inconclusive: str = "by_rule",
     readout: str | None = None,
     p_value: float | None = None,
-) -> dict:
-    """One verdict record (as stored in the trials store and shown in cards and Allure)."""
+    **context: Any,
+) -> Verdict:
+    """Threshold ``t`` decided on ``estimate`` and its ``ci``; ``context``: the verdict's
+    ``facet`` (its cell) and, for some gates, ``model``, ``target`` or ``mcnemar``."""
     lo, hi = ci if ci else (None, None)
     label = decide(t, estimate, lo, hi)
-    return {
-        "threshold": t.label,
-        "metric": t.metric,
-        "bound": t.bound,
-        "direction": t.direction,
-        "rule": t.rule,
-        "level": t.level,
-        "readout": readout or t.readout,
-        "estimate": estimate,
-        "ci": [lo, hi] if lo is not None else None,
-        "verdict": label,
-        "outcome": outcome(label, t.rule, on_inconclusive),
-        "p_value": None if p_value is None or math.isnan(p_value) else p_value,
-        "source": t.source,
-        "why": t.why,
-    }
+    return Verdict(
+        threshold=t.label,
+        metric=t.metric,
+        bound=t.bound,
+        direction=t.direction,
+        rule=t.rule,
+        level=t.level,
+        readout=readout or t.readout,
+        estimate=estimate,
+        ci=(lo, hi) if lo is not None else None,
+        verdict=label,
+        outcome=outcome(label, t.rule, on_inconclusive),
+        p_value=p_value,
+        source=t.source,
+        why=t.why,
+        **context,
+    )
 
 
 def evaluate(
     thresholds: list[Threshold],
-    metrics: dict[str, dict],
+    metrics: Mapping[str, Mapping[str, Any]],
     readout: str,
     on_inconclusive: str = "by_rule",
-) -> list[dict]:
+    **context: Any,
+) -> list[Verdict]:
     """Apply each threshold to a summary ``{readout: {metric: {estimate, ci}}}``. Where the
     summary kept bootstrap draws, the CI is recomputed at the threshold's level and the verdict
-    carries the one-sided bootstrap p-value of a violation (for Benjamini–Hochberg across cells)."""
+    carries the one-sided bootstrap p-value of a violation (for Benjamini–Hochberg across cells).
+    ``context`` is given to every verdict (:func:`verdict`)."""
     results = []
     for t in thresholds:
         block = metrics.get(t.readout or readout, {})
@@ -122,5 +130,7 @@ def evaluate(
         est = None if m is None else m["estimate"]
         ci = ci_at(draws, t.level) if draws is not None else (None if m is None else m.get("ci"))
         p_value = bootstrap_p_value(draws, t.bound, t.direction) if draws is not None else None
-        results.append(verdict(t, est, ci, on_inconclusive, t.readout or readout, p_value))
+        results.append(
+            verdict(t, est, ci, on_inconclusive, t.readout or readout, p_value, **context)
+        )
     return results

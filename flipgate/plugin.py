@@ -1,4 +1,5 @@
-"""The flipgate pytest plugin: options, suite parametrisation, per-worker auditor, session-end cards.
+"""The flipgate pytest plugin: options, suite parametrisation, per-worker auditor, session-end
+cards.
 
 Suite tests declare ``FACET = "<facet or control>"`` at module level and take the ``flip_cell``
 fixture; the plugin parametrises them over every (model, dataset) in models.yaml, one xdist group
@@ -36,7 +37,8 @@ def pytest_addoption(parser):
         "--baseline",
         default=None,
         metavar="PATH",
-        help="compare with a previous run (reports/runs/<run_id>, reports/baseline or its trials.sqlite)",
+        help="compare with a previous run (reports/runs/<run_id>, reports/baseline or its "
+        "trials.sqlite)",
     )
     g.addoption(
         "--candidate",
@@ -47,7 +49,8 @@ def pytest_addoption(parser):
     g.addoption(
         "--baseline-partial",
         action="store_true",
-        help="compare cells on the (item, ordering) pairs both versions share instead of refusing them",
+        help="compare cells on the (item, ordering) pairs both versions share instead of refusing "
+        "them",
     )
     g.addoption(
         "--cache-dir", default=".flipgate_cache", help="response cache and dequantised models"
@@ -61,7 +64,7 @@ def pytest_addoption(parser):
     g.addoption(
         "--envelope",
         default="suites/benchmarks/envelopes/default.yaml",
-        help="configuration envelope for suites/benchmarks (SPEC §7)",
+        help="configuration envelope for suites/benchmarks (docs/definitions.md §7)",
     )
     g.addoption(
         "--budget",
@@ -149,8 +152,8 @@ def pytest_configure(config):
 
 
 def _check_baseline(config) -> None:
-    """A bad ``--baseline`` / ``--candidate`` is one usage-error line (exit status 4) before anything is
-    collected, loaded or written."""
+    """A bad ``--baseline`` / ``--candidate`` is one usage-error line (exit status 4) before
+    anything is collected, loaded or written."""
     from flipgate.config import load_models
 
     try:
@@ -189,8 +192,9 @@ def _audit_config(config):
 
 
 def _pairings(config, cfg):
-    """Candidate/baseline pairs of the regression suite (SPEC §11): models.yaml ``baseline:`` entries,
-    and with ``--baseline PATH`` every order-suite model (or ``--candidate``) against that run."""
+    """Candidate/baseline pairs of the regression suite (docs/definitions.md §11): models.yaml
+    ``baseline:`` entries, and with ``--baseline PATH`` every order-suite model (or ``--candidate``)
+    against that run."""
     from flipgate.regression.plan import pairings
     from flipgate.regression.runs import RunRecord
 
@@ -252,7 +256,8 @@ def _parametrise_envelope(metafunc):
                 None,
                 id="no-roster",
                 marks=pytest.mark.skip(
-                    reason=f"no model in {metafunc.config.getoption('--models')} lists suite 'envelope'"
+                    reason=f"no model in {metafunc.config.getoption('--models')} lists suite "
+                    "'envelope'"
                 ),
             )
         ]
@@ -291,7 +296,8 @@ def _compared_cells(cfg, pairing) -> list[tuple[str, str]]:
 
 
 def _parametrise_regression(metafunc):
-    """One case per (candidate, baseline, cell), in the candidate's xdist group (its cells ran there first)."""
+    """One case per (candidate, baseline, cell), in the candidate's xdist group (its cells ran there
+    first)."""
     try:
         cfg = _audit_config(metafunc.config)
     except FlipgateError as exc:
@@ -311,7 +317,8 @@ def _parametrise_regression(metafunc):
                 None,
                 id="no-baseline",
                 marks=pytest.mark.skip(
-                    reason=f"no baseline: name one with `baseline: <model id>` in {cfg.path} or pass --baseline PATH"
+                    reason=f"no baseline: name one with `baseline: <model id>` in {cfg.path} or "
+                    "pass --baseline PATH"
                 ),
             )
         ]
@@ -332,7 +339,8 @@ def pytest_generate_tests(metafunc):
     name = getattr(metafunc.module, "FACET", None)
     if name not in FACETS and name not in CONTROLS:
         raise pytest.Collector.CollectError(
-            f"flipgate: {metafunc.module.__file__}: FACET = {name!r} is not a known facet or control "
+            f"flipgate: {metafunc.module.__file__}: FACET = {name!r} is not a known facet or "
+            "control "
             f"(known: {', '.join(sorted(list(FACETS) + list(CONTROLS)))})"
         )
     try:
@@ -361,7 +369,8 @@ def pytest_generate_tests(metafunc):
             if not cells
             else f"no model in {cfg.path} lists suite 'order'"
             if not cfg.audited("order")
-            else f"no order-suite model of {cfg.path} takes it (see the models' facets: / datasets:)"
+            else f"no order-suite model of {cfg.path} takes it (see the models' facets: / "
+            "datasets:)"
         )
         params = [
             pytest.param(None, id="not-declared", marks=pytest.mark.skip(reason=f"{name}: {why}"))
@@ -422,7 +431,7 @@ def envelope_cell(request, flipgate_auditor):
 
 @pytest.fixture
 def regression_cell(request, flipgate_auditor):
-    """A candidate vs its baseline on one cell (SPEC §11); call ``.run()``."""
+    """A candidate vs its baseline on one cell (docs/definitions.md §11); call ``.run()``."""
     from flipgate.regression.cell import RegressionCell
 
     pairing, cell, dataset = request.param
@@ -450,9 +459,9 @@ def odi_cell(request, flipgate_auditor):
 
 
 def _may_collect(config, suite: Path) -> bool:
-    """Whether this session may collect the suite directory ``suite``: some argument is it, inside it
-    or above it, and it is not ignored. True when it does not exist here (no way to tell; the guard
-    then projects it)."""
+    """Whether this session may collect the suite directory ``suite``: some argument is it, inside
+    it or above it, and it is not ignored. True when it does not exist here (no way to tell; the
+    guard then projects it)."""
     if not suite.exists():
         return True
     suite = suite.resolve()
@@ -482,7 +491,8 @@ def _record_calls(auditor, source: str) -> None:
 
 
 def _guard_plan(config):
-    """What this session will call (:class:`flipgate.cost.GuardPlan`), from the suites it may collect."""
+    """What this session will call (:class:`flipgate.cost.GuardPlan`), from the suites it may
+    collect."""
     from flipgate.cost import GuardPlan
     from flipgate.facets import get_facet, split_cell
 
@@ -501,8 +511,9 @@ def _guard_plan(config):
 
 
 def pytest_sessionstart(session):
-    """Controller only, with ``--budget``: the cost guard (flipgate.cost.guard) before any paid call.
-    A refusal exits with ``exitcodes.BUDGET_REFUSED``, bad input with ``exitcodes.USAGE_ERROR``."""
+    """Controller only, with ``--budget``: the cost guard (flipgate.cost.guard) before any paid
+    call. A refusal exits with ``exitcodes.BUDGET_REFUSED``, bad input with
+    ``exitcodes.USAGE_ERROR``."""
     config = session.config
     budget = config.getoption("--budget")
     if budget is None or getattr(config, "workerinput", None) is not None:
@@ -550,7 +561,7 @@ def pytest_sessionfinish(session, exitstatus):
     store_path = _resolve(config, "--runs-dir") / config._flipgate_run_id / "trials.sqlite"
     if getattr(config, "workerinput", None) is not None or not store_path.exists():
         return
-    from flipgate.cards.build import library_versions, q_values, write_cards
+    from flipgate.cards.build import library_versions, write_cards
     from flipgate.regression.runs import run_meta
     from flipgate.report import add_card_results, write_environment
     from flipgate.store import TrialStore
@@ -582,25 +593,20 @@ def pytest_sessionfinish(session, exitstatus):
     lines = [f"flipgate: run {config._flipgate_run_id}, trials in {store_path}"]
     lines += [f"flipgate: {note}" for note in getattr(config, "_flipgate_notes", [])]
     lines += [
-        f"flipgate: {m}: {c['requests']} API calls, {c['retries']} retries, {c['timeouts']} timeouts, "
+        f"flipgate: {m}: {c['requests']} API calls, {c['retries']} retries, {c['timeouts']} "
+        "timeouts, "
         f"{c['failures']} failed"
         for m, c in store.calls().items()
     ]
-    qvals = q_values(store)
-    failed = [
-        qvals[key]
-        for key in (
-            (m, d, v.get("facet"), v["threshold"])
-            for m, d, v in store.all_verdicts()
-            if v["verdict"] == "fail"
-        )
-        if key in qvals
-    ]
+    verdicts = [v for _, _, v in store.all_verdicts()]  # q-values set by write_cards
+    failed = [v.q_value for v in verdicts if v.verdict == "fail" and v.q_value is not None]
     if failed:
         alpha = 1 - cfg.level
+        tested = sum(v.q_value is not None for v in verdicts)
         lines.append(
-            f"flipgate: Benjamini–Hochberg over {len(qvals)} gated thresholds: "
-            f"{sum(q <= alpha for q in failed)} of {len(failed)} failed ones stay significant at FDR {alpha:.2f}"
+            f"flipgate: Benjamini–Hochberg over {tested} gated thresholds: "
+            f"{sum(q <= alpha for q in failed)} of {len(failed)} failed ones stay significant "
+            f"at FDR {alpha:.2f}"
         )
     odi = store.odi()
     if odi:

@@ -1,4 +1,5 @@
-"""Allure reporting: labels, parameters, attachments, environment, card results (FP/SR disclosure)."""
+"""Allure reporting: labels, parameters, attachments, environment, card results
+(Facet-Probe/SafetyRepro disclosure)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from flipgate.results import Verdict
+
 
 def _allure():
     try:
@@ -17,6 +20,10 @@ def _allure():
     except ImportError:  # allure-pytest is a dependency; tolerate running without it
         return None
     return allure
+
+
+def _dumped(verdicts: list[Verdict]) -> list[dict]:
+    return [v.model_dump(mode="json") for v in verdicts]
 
 
 def _png(fig) -> bytes:
@@ -58,7 +65,8 @@ def flip_rate_plot(name: str, by_readout: dict[str, dict]) -> bytes:
 
 
 def k_ablation_plot(name: str, by_readout: dict[str, dict]) -> bytes:
-    """Flip rate against the number of orderings K (FP K-ablation), one line per readout."""
+    """Flip rate against the number of orderings K (Facet-Probe K-ablation), one line per
+    readout."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -87,12 +95,13 @@ def report_cell(
     model_id: str,
     summaries: dict[str, dict],
     items: pd.DataFrame,
-    verdicts: list[dict],
+    verdicts: list[Verdict],
     params: dict,
     trend: list | None = None,
 ) -> None:
-    """Label and annotate the running test (epic = facet, feature = dataset, story = model). ``trend``:
-    the primary readout's flip rate per run (:func:`flipgate.trend.metric_trend`, this run last),
+    """Label and annotate the running test (epic = facet, feature = dataset, story = model).
+    ``trend``: the primary readout's flip rate per run (:func:`flipgate.trend.metric_trend`, this
+    run last),
     plotted and attached from two runs on."""
     allure = _allure()
     if allure is None:
@@ -106,8 +115,8 @@ def report_cell(
     primary = params.get("primary_readout")
     m = summaries.get(primary) or next(iter(summaries.values()))
     allure.dynamic.description(
-        f"flip rate {m['flip_rate']['estimate']:.3f} CI {m['flip_rate']['ci']}, N={m['n_items']}, K={m['k']}; "
-        + "; ".join(f"{v['threshold']}: {v['verdict']}" for v in verdicts)
+        f"flip rate {m['flip_rate']['estimate']:.3f} CI {m['flip_rate']['ci']}, N={m['n_items']}, "
+        f"K={m['k']}; " + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
     )
     allure.attach(
         items.to_csv(index=False),
@@ -115,7 +124,7 @@ def report_cell(
         attachment_type=allure.attachment_type.CSV,
     )
     allure.attach(
-        json.dumps({"summaries": summaries, "verdicts": verdicts}, indent=2, default=str),
+        json.dumps({"summaries": summaries, "verdicts": _dumped(verdicts)}, indent=2, default=str),
         name="cell card section.json",
         attachment_type=allure.attachment_type.JSON,
     )
@@ -178,7 +187,7 @@ def neighbourhood_plot(name: str, analysis: dict) -> bytes:
 
 
 def report_envelope(
-    benchmark: str, analysis: dict, scores: pd.DataFrame, verdicts: list[dict]
+    benchmark: str, analysis: dict, scores: pd.DataFrame, verdicts: list[Verdict]
 ) -> None:
     """Label and annotate an envelope test (epic "configuration envelope", feature = benchmark)."""
     allure = _allure()
@@ -190,7 +199,7 @@ def report_envelope(
     for key in ("envelope", "envelope_sha256", "tier", "n_configs", "anchor"):
         allure.dynamic.parameter(key, analysis.get(key))
     allure.dynamic.description(
-        "; ".join(f"{v['model']}: {v['threshold']}: {v['verdict']}" for v in verdicts)
+        "; ".join(f"{v.model}: {v.threshold}: {v.verdict}" for v in verdicts)
     )
     allure.attach(
         scores.to_csv(index=False),
@@ -198,7 +207,7 @@ def report_envelope(
         attachment_type=allure.attachment_type.CSV,
     )
     allure.attach(
-        json.dumps({"analysis": analysis, "verdicts": verdicts}, indent=2, default=str),
+        json.dumps({"analysis": analysis, "verdicts": _dumped(verdicts)}, indent=2, default=str),
         name="envelope card section.json",
         attachment_type=allure.attachment_type.JSON,
     )
@@ -210,7 +219,8 @@ def report_envelope(
 
 
 def odi_plot(analysis: dict) -> bytes:
-    """ODI panels with HDIs: σ_π and σ_δ per facet, mean |δ| per (facet, dataset) cell, θ per model."""
+    """ODI panels with HDIs: σ_π and σ_δ per facet, mean |δ| per (facet, dataset) cell, θ per
+    model."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -280,7 +290,7 @@ def odi_plot(analysis: dict) -> bytes:
     return _png(fig)
 
 
-def report_odi(analysis: dict, verdicts: list[dict]) -> None:
+def report_odi(analysis: dict, verdicts: list[Verdict]) -> None:
     """Label and annotate the ODI test (epic "ODI", feature "order facets", story = the roster)."""
     allure = _allure()
     if allure is None:
@@ -294,7 +304,7 @@ def report_odi(analysis: dict, verdicts: list[dict]) -> None:
     for key in ("profile", "hdi_prob", "ci_level", "passed"):
         allure.dynamic.parameter(key, analysis.get(key))
     allure.dynamic.description(
-        "; ".join(f"{v['model']}: {v['threshold']}: {v['verdict']}" for v in verdicts)
+        "; ".join(f"{v.model}: {v.threshold}: {v.verdict}" for v in verdicts)
     )
     rows = [
         {
@@ -323,7 +333,7 @@ def report_odi(analysis: dict, verdicts: list[dict]) -> None:
         attachment_type=allure.attachment_type.CSV,
     )
     allure.attach(
-        json.dumps({"analysis": analysis, "verdicts": verdicts}, indent=2, default=str),
+        json.dumps({"analysis": analysis, "verdicts": _dumped(verdicts)}, indent=2, default=str),
         name="ODI card section.json",
         attachment_type=allure.attachment_type.JSON,
     )
@@ -339,8 +349,9 @@ _PAIRED_STATES = {"delta_flip_rate": ("stable", "flips"), "delta_accuracy": ("wr
 
 
 def regression_plot(comparison: dict) -> bytes:
-    """One cell's candidate-vs-baseline comparison (a :meth:`CellComparison.to_dict` record), primary
-    readout: each metric's baseline and candidate value, each delta with its CI, and, where the record
+    """One cell's candidate-vs-baseline comparison (a :meth:`CellComparison.to_dict` record),
+    primary readout: each metric's baseline and candidate value, each delta with its CI, and, where
+    the record
     has per-item values, the 2x2 counts of items by (baseline state, candidate state) of the binary
     deltas (the off-diagonal cells are McNemar's discordant items)."""
     import math
@@ -457,7 +468,8 @@ def report_regression(comparison, level: float | None = None) -> None:
     )
     allure.dynamic.description(
         "; ".join(
-            f"{r['metric']} {_num(r['delta'], signed=True)} [{', '.join(_num(x, signed=True) for x in r['ci'] or [])}] "
+            f"{r['metric']} {_num(r['delta'], signed=True)} "
+            f"[{', '.join(_num(x, signed=True) for x in r['ci'] or [])}] "
             f"{r['arrow']}" + (f" → {r['verdict']}" if r["verdict"] else "")
             for r in rows(record)
         )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from flipgate.results import Verdict
 from flipgate.sqlite_util import connect
 
 SCHEMA = """
@@ -27,19 +28,20 @@ CREATE TABLE IF NOT EXISTS manifests (facet TEXT, dataset TEXT, k INTEGER, sha25
     PRIMARY KEY (facet, dataset));
 CREATE TABLE IF NOT EXISTS screens (facet TEXT, dataset TEXT, excluded INTEGER, considered INTEGER,
     PRIMARY KEY (facet, dataset));
-CREATE TABLE IF NOT EXISTS judgements (model_id TEXT, dataset TEXT, facet TEXT, item_id TEXT, judge_id TEXT,
-    verdict TEXT, PRIMARY KEY (model_id, dataset, facet, item_id));
+CREATE TABLE IF NOT EXISTS judgements (model_id TEXT, dataset TEXT, facet TEXT, item_id TEXT,
+    judge_id TEXT, verdict TEXT, PRIMARY KEY (model_id, dataset, facet, item_id));
 CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, threshold TEXT,
     result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
 CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS odi (name TEXT PRIMARY KEY, analysis TEXT);
-CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER, timeouts INTEGER,
-    failures INTEGER, PRIMARY KEY (model_id, source));
+CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER,
+    timeouts INTEGER, failures INTEGER, PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS comparisons (model_id TEXT, dataset TEXT, cell TEXT, baseline TEXT, result TEXT,
-    PRIMARY KEY (model_id, dataset, cell, baseline));
-CREATE TABLE IF NOT EXISTS summaries (model_id TEXT, dataset TEXT, cell TEXT, readout TEXT, metric TEXT,
-    estimate REAL, lo REAL, hi REAL, n_items INTEGER, PRIMARY KEY (model_id, dataset, cell, readout, metric));
+CREATE TABLE IF NOT EXISTS comparisons (model_id TEXT, dataset TEXT, cell TEXT, baseline TEXT,
+    result TEXT, PRIMARY KEY (model_id, dataset, cell, baseline));
+CREATE TABLE IF NOT EXISTS summaries (model_id TEXT, dataset TEXT, cell TEXT, readout TEXT,
+    metric TEXT, estimate REAL, lo REAL, hi REAL, n_items INTEGER,
+    PRIMARY KEY (model_id, dataset, cell, readout, metric));
 """
 CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
 
@@ -78,8 +80,8 @@ class TrialStore:
         """An existing store opened for reading (a baseline run): nothing is created or written.
         Raises sqlite3.DatabaseError when the file is not a SQLite database."""
         path = Path(path).resolve()
-        # without a pending write-ahead log the file is complete: ``immutable`` reads it without creating
-        # the -shm / -wal files a WAL database otherwise gets next to it
+        # without a pending write-ahead log the file is complete: ``immutable`` reads it without
+        # creating the -shm / -wal files a WAL database otherwise gets next to it
         flags = "mode=ro" if Path(f"{path}-wal").exists() else "mode=ro&immutable=1"
         conn = sqlite3.connect(f"{path.as_uri()}?{flags}", uri=True, timeout=60)
         conn.execute(
@@ -114,7 +116,8 @@ class TrialStore:
             )
 
     def add_calls(self, model_id: str, source: str, counts: dict[str, int]) -> None:
-        """API call counts of one process (``source``: "pilot", an xdist worker id, "main"), cumulative."""
+        """API call counts of one process (``source``: "pilot", an xdist worker id, "main"),
+        cumulative."""
         with self.conn:
             self.conn.execute(
                 "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?)",
@@ -122,7 +125,8 @@ class TrialStore:
             )
 
     def calls(self) -> dict[str, dict[str, int]]:
-        """Per model: API requests, retried attempts, timed-out attempts and failed calls, over the run."""
+        """Per model: API requests, retried attempts, timed-out attempts and failed calls, over the
+        run."""
         rows = self.conn.execute(
             f"SELECT model_id, {', '.join(f'SUM({k})' for k in CALL_COUNTS)} FROM calls "
             "GROUP BY model_id ORDER BY model_id"
@@ -166,15 +170,18 @@ class TrialStore:
         )
         return dict(rows.fetchall())
 
-    def add_verdicts(self, model_id: str, dataset: str, facet: str, verdicts: list[dict]) -> None:
+    def add_verdicts(
+        self, model_id: str, dataset: str, facet: str, verdicts: list[Verdict]
+    ) -> None:
         with self.conn:
             self.conn.executemany(
                 "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
-                [(model_id, dataset, facet, v["threshold"], json.dumps(v)) for v in verdicts],
+                [(model_id, dataset, facet, v.threshold, v.to_json()) for v in verdicts],
             )
 
     def add_envelope(self, dataset: str, analysis: dict) -> None:
-        """The configuration-envelope analysis of a benchmark over the whole roster (SPEC §7)."""
+        """The configuration-envelope analysis of a benchmark over the whole roster
+        (docs/definitions.md §7)."""
         with self.conn:
             self.conn.execute(
                 "INSERT OR REPLACE INTO envelopes VALUES (?, ?)", (dataset, json.dumps(analysis))
@@ -187,7 +194,7 @@ class TrialStore:
         return json.loads(row[0]) if row else None
 
     def add_odi(self, analysis: dict, name: str = "order") -> None:
-        """The ODI fit over a panel's order-suite trials (SPEC §4)."""
+        """The ODI fit over a panel's order-suite trials (docs/definitions.md §4)."""
         with self.conn:
             self.conn.execute(
                 "INSERT OR REPLACE INTO odi VALUES (?, ?)", (name, json.dumps(analysis))
@@ -199,7 +206,7 @@ class TrialStore:
 
     def set_meta(self, values: dict) -> None:
         """Run identity (run id, git commit, date, seed, K, grammar version): what a later run that
-        names this one as its baseline checks and discloses (SPEC §11)."""
+        names this one as its baseline checks and discloses (docs/definitions.md §11)."""
         with self.conn:
             self.conn.executemany(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
@@ -212,7 +219,8 @@ class TrialStore:
     def add_comparison(
         self, model_id: str, dataset: str, cell: str, baseline: str, result: dict
     ) -> None:
-        """A paired comparison of ``model_id`` against ``baseline`` on one cell (SPEC §11)."""
+        """A paired comparison of ``model_id`` against ``baseline`` on one cell
+        (docs/definitions.md §11)."""
         with self.conn:
             self.conn.execute(
                 "INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?)",
@@ -230,7 +238,8 @@ class TrialStore:
     def add_summaries(
         self, model_id: str, dataset: str, cell: str, summaries: dict[str, dict]
     ) -> None:
-        """A cell's metric estimates per readout (every ``{estimate, ci}`` entry of its Summary), kept so
+        """A cell's metric estimates per readout (every ``{estimate, ci}`` entry of its Summary),
+        kept so
         later runs can plot each metric's trend across runs (:mod:`flipgate.trend`)."""
         rows = [
             (
@@ -287,20 +296,42 @@ class TrialStore:
             for f, d, k, s, p in self.conn.execute("SELECT * FROM manifests")
         }
 
-    def all_verdicts(self) -> list[tuple[str, str, dict]]:
+    def all_verdicts(self) -> list[tuple[str, str, Verdict]]:
         """(model_id, dataset, verdict) for every gated threshold of the run."""
         rows = self.conn.execute(
-            "SELECT model_id, dataset, result FROM verdicts ORDER BY 1, 2, result"
+            "SELECT model_id, dataset, result FROM verdicts ORDER BY model_id, dataset, facet, "
+            "threshold"
         )
-        return [(m, d, json.loads(r)) for m, d, r in rows]
+        return [(m, d, Verdict.from_json(r)) for m, d, r in rows]
 
-    def verdicts(self, model_id: str, dataset: str) -> list[dict]:
+    def adjust_q_values(self) -> list[float]:
+        """Benjamini–Hochberg q-values over every stored verdict with a p-value (the run's gated
+        thresholds), computed once all cells have run and written into each verdict (None where
+        a verdict has no p-value); returns them."""
+        from flipgate.metrics import benjamini_hochberg
+
+        rows = [
+            (i, Verdict.from_json(r))
+            for i, r in self.conn.execute(
+                "SELECT rowid, result FROM verdicts ORDER BY model_id, dataset, facet, threshold"
+            )
+        ]
+        tested = [(i, v.p_value) for i, v in rows if v.p_value is not None]
+        q = dict(zip((i for i, _ in tested), benjamini_hochberg([p for _, p in tested])))
+        with self.conn:
+            self.conn.executemany(
+                "UPDATE verdicts SET result = ? WHERE rowid = ?",
+                [(v.with_context(q_value=q.get(i)).to_json(), i) for i, v in rows],
+            )
+        return list(q.values())
+
+    def verdicts(self, model_id: str, dataset: str) -> list[Verdict]:
         rows = self.conn.execute(
             "SELECT result FROM verdicts WHERE model_id = ? AND dataset = ? "
             "ORDER BY facet, threshold",
             (model_id, dataset),
         )
-        return [json.loads(r[0]) for r in rows]
+        return [Verdict.from_json(r[0]) for r in rows]
 
 
 def _num(value) -> float | None:

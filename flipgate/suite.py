@@ -14,6 +14,7 @@ from flipgate.config import ThresholdSet, load_thresholds
 from flipgate.facets import get_facet, split_cell
 from flipgate.gate import evaluate
 from flipgate.report import report_cell
+from flipgate.results import Verdict
 from flipgate.summary import control_summary, facet_summary
 from flipgate.trend import metric_trend
 
@@ -25,7 +26,7 @@ def fail_input(exc: FlipgateError):
 
 
 class InconclusiveThreshold(UserWarning):
-    """A threshold whose CI straddles its bound (SPEC §5)."""
+    """A threshold whose CI straddles its bound (docs/definitions.md §5)."""
 
 
 class ThresholdWarning(UserWarning):
@@ -74,7 +75,7 @@ class FlipCell:
             items = table if items is None else items.merge(table, on="item_id")
         return summaries, items
 
-    def run(self) -> list[dict]:
+    def run(self) -> list[Verdict]:
         try:
             thresholds: ThresholdSet = load_thresholds(self.thresholds_dir, self.model_id)
             why = self.auditor.unmeasurable(self.model_id, self.dataset, split_cell(self.name)[1])
@@ -89,13 +90,13 @@ class FlipCell:
             summaries,
             primary,
             thresholds.on_inconclusive,
+            facet=self.name,
         )
-        for v in verdicts:
-            v["facet"] = self.name
         store = self.auditor.store
         store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
         store.add_summaries(self.model_id, self.dataset, self.name, summaries)
-        # the runs directory holds every run's store: this cell's flip rate across them, this run last
+        # the runs directory holds every run's store: this cell's flip rate across them, this run
+        # last
         trend = metric_trend(
             store.path.parent.parent, self.model_id, self.dataset, self.name, primary, "flip_rate"
         )
@@ -121,35 +122,23 @@ class FlipCell:
         return verdicts
 
 
-def describe(v: dict) -> str:
-    ci = v.get("ci")
-    level = f" {v['level']:.0%}" if v.get("level") else ""
-    ci_text = f"{level} CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
-    est = "no estimate" if v["estimate"] is None else f"{v['estimate']:.3f}"
-    who = f"{v['model']}: " if v.get("model") else ""
-    unproven = (
-        " (not proven)" if v["verdict"] == "inconclusive" and v.get("rule") == "upper" else ""
-    )
-    return f"{who}{v['threshold']} [{v['source']}]: {est}{ci_text} -> {v['verdict']}{unproven}"
-
-
-def assert_verdicts(verdicts: list[dict]) -> None:
+def assert_verdicts(verdicts: list[Verdict]) -> None:
     """Act on each verdict's outcome (flipgate.gate.outcome): fail on any 'fail', else xfail on
     any 'xfail', and warn on 'warn' (an exceeded ``warn`` bound or a tolerated inconclusive CI)."""
-    by = {o: [v for v in verdicts if v["outcome"] == o] for o in ("fail", "xfail", "warn")}
+    by = {o: [v for v in verdicts if v.outcome == o] for o in ("fail", "xfail", "warn")}
     if by["fail"]:
         pytest.fail(
-            "threshold(s) violated:\n  " + "\n  ".join(describe(v) for v in by["fail"]),
+            "threshold(s) violated:\n  " + "\n  ".join(v.describe() for v in by["fail"]),
             pytrace=False,
         )
     for v in by["warn"]:
-        kind = InconclusiveThreshold if v["verdict"] == "inconclusive" else ThresholdWarning
+        kind = InconclusiveThreshold if v.verdict == "inconclusive" else ThresholdWarning
         warnings.warn(
-            ("inconclusive threshold: " if kind is InconclusiveThreshold else "") + describe(v),
+            ("inconclusive threshold: " if kind is InconclusiveThreshold else "") + v.describe(),
             kind,
             stacklevel=2,
         )
     if by["xfail"]:
         pytest.xfail(
-            "inconclusive threshold(s):\n  " + "\n  ".join(describe(v) for v in by["xfail"])
+            "inconclusive threshold(s):\n  " + "\n  ".join(v.describe() for v in by["xfail"])
         )

@@ -50,7 +50,7 @@ def facet_summary(
     judgements: dict[str, str] | None = None,
 ) -> tuple[Summary, pd.DataFrame]:
     """Metrics of one cell under one readout, and the per-item table behind them. With judge
-    ``judgements`` (item -> verdict) also the sem-flip rate (SPEC §3.5)."""
+    ``judgements`` (item -> verdict) also the sem-flip rate (docs/definitions.md §3.5)."""
     df = answers_frame(trials, readout)
     items = M.item_table(df)
     if judgements is not None:
@@ -97,7 +97,8 @@ def control_summary(
     level: float = 0.95,
     seed: int = 42,
 ) -> tuple[Summary, pd.DataFrame]:
-    """Same-ordering control (SPEC §3.6): flip_rate_same, Δ_order with a paired CI, excess share."""
+    """Same-ordering control (docs/definitions.md §3.6): flip_rate_same, Δ_order with a paired CI,
+    excess share."""
     same_summary, same_items = facet_summary(same, readout, n_boot, level, seed)
     perm_items = M.item_table(answers_frame(perm, readout))
     joined = same_items[["item_id", "any_flip"]].merge(

@@ -9,6 +9,16 @@ from test_audit_runner import ScriptedBackend, make_auditor
 from flipgate.cards import build_card, validate_card, write_cards
 from flipgate.cards.build import card_markdown
 from flipgate.items import DatasetSpec
+from flipgate.results import Verdict
+
+
+def typed(verdicts: list[dict]) -> list[Verdict]:
+    """Stored verdicts from the fields a test cares about (the rest filled in)."""
+    filled = {"bound": 0.2, "direction": "max", "level": 0.95, "readout": "regex"}
+    return [
+        Verdict(**{**filled, "outcome": d["verdict"], **d, "source": "test.yaml#1"})
+        for d in verdicts
+    ]
 
 
 @pytest.fixture
@@ -25,16 +35,18 @@ def card_store(tmp_path):
         "scripted",
         "arc_challenge",
         "option_order",
-        [
-            {
-                "threshold": "flip_rate <= 0.2 (lower)",
-                "metric": "flip_rate",
-                "rule": "lower",
-                "verdict": "fail",
-                "estimate": 1.0,
-                "ci": [1.0, 1.0],
-            }
-        ],
+        typed(
+            [
+                {
+                    "threshold": "flip_rate <= 0.2 (lower)",
+                    "metric": "flip_rate",
+                    "rule": "lower",
+                    "verdict": "fail",
+                    "estimate": 1.0,
+                    "ci": [1.0, 1.0],
+                }
+            ]
+        ),
     )
     return auditor.store
 
@@ -90,39 +102,37 @@ def test_write_cards_and_model_index(card_store, tmp_path):
 
 
 def test_card_carries_bh_q_values(card_store):
-    from flipgate.cards.build import q_values
-
     card_store.add_verdicts(
         "scripted",
         "arc_challenge",
         "same_ordering:option_order",
-        [
-            {
-                "threshold": "delta_order <= 0.1 (lower)",
-                "metric": "delta_order",
-                "rule": "lower",
-                "verdict": "fail",
-                "estimate": 1.0,
-                "ci": [1.0, 1.0],
-                "p_value": 0.01,
-                "facet": "same_ordering:option_order",
-            },
-            {
-                "threshold": "parse_rate >= 0.9 (upper)",
-                "metric": "parse_rate",
-                "rule": "upper",
-                "verdict": "pass",
-                "estimate": 1.0,
-                "ci": [1.0, 1.0],
-                "p_value": 0.04,
-                "facet": "same_ordering:option_order",
-            },
-        ],
+        typed(
+            [
+                {
+                    "threshold": "delta_order <= 0.1 (lower)",
+                    "metric": "delta_order",
+                    "rule": "lower",
+                    "verdict": "fail",
+                    "estimate": 1.0,
+                    "ci": [1.0, 1.0],
+                    "p_value": 0.01,
+                    "facet": "same_ordering:option_order",
+                },
+                {
+                    "threshold": "parse_rate >= 0.9 (upper)",
+                    "metric": "parse_rate",
+                    "rule": "upper",
+                    "verdict": "pass",
+                    "estimate": 1.0,
+                    "ci": [1.0, 1.0],
+                    "p_value": 0.04,
+                    "facet": "same_ordering:option_order",
+                },
+            ]
+        ),
     )
-    assert sorted(q_values(card_store).values()) == pytest.approx([0.02, 0.04])
-    card = build_card(
-        card_store, "scripted", "arc_challenge", "r1", n_boot=200, qvals=q_values(card_store)
-    )
+    assert sorted(card_store.adjust_q_values()) == pytest.approx([0.02, 0.04])
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
     by_threshold = {v["threshold"]: v for v in card["thresholds"]}
     assert by_threshold["delta_order <= 0.1 (lower)"]["q_value"] == pytest.approx(0.02)
     assert by_threshold["flip_rate <= 0.2 (lower)"]["q_value"] is None  # no p-value recorded
@@ -133,7 +143,8 @@ def test_card_k_policies_section(card_store):
     card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
     block = card["order_robustness"]["option_order"]["regex"]
     assert [r["cost"] for r in block["k_policies"]] == [1, 2, 3, 6, 6, 6]
-    # always-"A" flips every item by K=6; the K=2 screen catches those whose first two orderings differ
+    # always-"A" flips every item by K=6; the K=2 screen catches those whose first two
+    # orderings differ
     assert (
         block["k_ablation"]["6"] == 1.0
         and block["k2_screen_recall"] == block["k_ablation"]["2"] > 0
@@ -179,17 +190,19 @@ def test_markdown_escapes_user_strings(card_store):
         "scripted",
         "arc_challenge",
         "option_order",
-        [
-            {
-                "threshold": "flip_rate <= 0.2 | `x` <b>",
-                "metric": "flip_rate",
-                "rule": "lower",
-                "verdict": "fail",
-                "estimate": 1.0,
-                "ci": [1.0, 1.0],
-                "why": "release bar | see <a href=x>policy</a>\nline two & more",
-            }
-        ],
+        typed(
+            [
+                {
+                    "threshold": "flip_rate <= 0.2 | `x` <b>",
+                    "metric": "flip_rate",
+                    "rule": "lower",
+                    "verdict": "fail",
+                    "estimate": 1.0,
+                    "ci": [1.0, 1.0],
+                    "why": "release bar | see <a href=x>policy</a>\nline two & more",
+                }
+            ]
+        ),
     )
     card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
     assert card["axis_receipt"]["model_revision"] == evil
@@ -219,17 +232,19 @@ def test_verdict_why_in_card_json_and_markdown(card_store):
         "scripted",
         "arc_challenge",
         "option_order",
-        [
-            {
-                "threshold": "flip_rate <= 0.2 (lower)",
-                "metric": "flip_rate",
-                "rule": "lower",
-                "verdict": "fail",
-                "estimate": 1.0,
-                "ci": [1.0, 1.0],
-                "why": "users see a different answer if the options move",
-            }
-        ],
+        typed(
+            [
+                {
+                    "threshold": "flip_rate <= 0.2 (lower)",
+                    "metric": "flip_rate",
+                    "rule": "lower",
+                    "verdict": "fail",
+                    "estimate": 1.0,
+                    "ci": [1.0, 1.0],
+                    "why": "users see a different answer if the options move",
+                }
+            ]
+        ),
     )
     card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
     assert card["thresholds"][0]["why"] == "users see a different answer if the options move"

@@ -1,5 +1,6 @@
-"""Configuration envelope (SPEC §7): enumeration and validity, SR App. A rendering, a planted roster
-through runner → analysis → gate → GRID card, and the suite end to end on tiny models."""
+"""Configuration envelope (docs/definitions.md §7): enumeration and validity, SafetyRepro App. A
+rendering, a planted roster through runner → analysis → gate → GRID card, and the suite end to end
+on tiny models."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ axes:
 def test_sr_practice_envelope_counts_validity_and_tiers():
     env = load_envelope(REPO / "suites/benchmarks/envelopes/sr-practice.yaml", [])
     full = env.configs("truthfulqa_mc", "full")
-    # per precision: free-form 4 templates x 3 decodings x 3 shots = 36, logprob greedy only 4 x 3 = 12 -> 48
+    # per precision: free-form 4 templates x 3 decodings x 3 shots = 36, logprob greedy only
+    # 4 x 3 = 12 -> 48
     assert len(full) == 3 * 48 and len(env.configs("crows_pairs", "full")) == 3 * 12
     assert not [c for c in full if c.scoring == "logprob" and not c.greedy]
     core = env.configs("truthfulqa_mc", "core")
@@ -94,7 +96,8 @@ def test_templates_render_options_exemplars_and_cot():
 
 
 def planted(gold: dict, favourite: str | None):
-    """Right iff the prompt uses template ``favourite`` (always right when None), else a wrong label."""
+    """Right iff the prompt uses template ``favourite`` (always right when None), else a wrong
+    label."""
 
     def rule(req):
         item_text = req.messages[0][1].split("\n\n")[-1]
@@ -170,7 +173,7 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
     assert pairs[("good", "t1fan")]["rho_flip"] == 0.0 and pairs[("good", "t1fan")]["n_zero"] == 4
     assert analysis["roster"]["orderings_reached"]["estimate"] == pytest.approx(2 / 6)
     assert analysis["variance"]["eta_model"] is not None or "not_estimable" in analysis["variance"]
-    verdicts = {(m, v["metric"]): v["verdict"] for m, _, v in cell.auditor.store.all_verdicts()}
+    verdicts = {(m, v.metric): v.verdict for m, _, v in cell.auditor.store.all_verdicts()}
     assert verdicts == {
         ("good", "rho_flip_max"): "pass",
         ("good", "cfr@0.5"): "pass",
@@ -205,9 +208,10 @@ def test_suite_runs_the_envelope_on_tiny_models(tiny_model_dir, tmp_path):
         tmp_path / "models.yaml",
         f"""
 models:
-  - {{id: tiny-a, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3, suites: [envelope]}}
-  - {{id: tiny-b, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3, suites: [envelope],
-     decoding: {{temperature: 0}}}}
+  - {{id: tiny-a, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3,
+     suites: [envelope]}}
+  - {{id: tiny-b, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3,
+     suites: [envelope], decoding: {{temperature: 0}}}}
 """,
     )
     envelope = write(tmp_path / "env.yaml", SMALL.replace("[fp32]", "[fp32, bf16]"))

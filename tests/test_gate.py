@@ -2,6 +2,7 @@ import pytest
 
 from flipgate.config import Threshold
 from flipgate.gate import decide, evaluate, outcome
+from flipgate.results import Verdict
 
 
 def t(rule, bound=0.2, direction="max"):
@@ -47,23 +48,29 @@ def test_evaluate_picks_readout_block():
         Threshold("flip_rate", 0.2, "max", "lower"),
         Threshold("flip_rate", 0.2, "max", "lower", readout="letter_logprob"),
     ]
-    verdicts = [v["verdict"] for v in evaluate(th, summary, "regex")]
+    verdicts = [v.verdict for v in evaluate(th, summary, "regex")]
     assert verdicts == ["pass", "fail"]
 
 
 def _verdict(verdict, rule="lower", on_inconclusive="by_rule"):
-    return {
-        "threshold": f"flip_rate <= 0.2 ({rule})",
-        "source": "default.yaml#0",
-        "estimate": 0.2,
-        "ci": [0.1, 0.3],
-        "verdict": verdict,
-        "rule": rule,
-        "outcome": outcome(verdict, rule, on_inconclusive),
-    }
+    return Verdict(
+        threshold=f"flip_rate <= 0.2 ({rule})",
+        metric="flip_rate",
+        bound=0.2,
+        direction="max",
+        level=0.95,
+        readout="regex",
+        source="default.yaml#0",
+        estimate=0.2,
+        ci=(0.1, 0.3),
+        verdict=verdict,
+        rule=rule,
+        outcome=outcome(verdict, rule, on_inconclusive),
+    )
 
 
-# SPEC §5 grid: bound 0.2 (max), CIs inside / straddling / outside, estimates inside and outside
+# docs/definitions.md §5 grid: bound 0.2 (max), CIs inside / straddling / outside, estimates inside
+# and outside
 GRID = [
     (est, lo, hi)
     for est, lo, hi in [
@@ -115,7 +122,7 @@ def test_parse_rate_upper_with_straddling_ci_fails_the_release():
         {"regex": {"parse_rate": {"estimate": 0.9, "ci": [0.85, 0.95]}}},
         "regex",
     )
-    assert (v["verdict"], v["outcome"]) == ("inconclusive", "fail")
+    assert (v.verdict, v.outcome) == ("inconclusive", "fail")
 
 
 def test_ci_is_recomputed_at_the_thresholds_level():
@@ -130,7 +137,7 @@ def test_ci_is_recomputed_at_the_thresholds_level():
         Threshold("flip_rate", 0.2, "max", "lower", level=0.5),
         Threshold("flip_rate", 0.2, "max", "lower", level=0.9),
     ]
-    ci50, ci90 = (v["ci"] for v in evaluate(th, {"regex": block}, "regex"))
+    ci50, ci90 = (v.ci for v in evaluate(th, {"regex": block}, "regex"))
     assert ci50 == pytest.approx([0.25, 0.75]) and ci90 == pytest.approx([0.05, 0.95])
     assert block["flip_rate"]["ci"] == pytest.approx([0.025, 0.975])  # the reported CI is untouched
 
@@ -186,7 +193,7 @@ def test_evaluate_attaches_bootstrap_p_value():
     block = Summary()
     block.add("flip_rate", 0.5, np.array([0.4, 0.5, 0.6, 0.7]), 0.95)
     (v,) = evaluate([Threshold("flip_rate", 0.45, "max", "lower")], {"regex": block}, "regex")
-    assert v["p_value"] == pytest.approx((1 + 1) / 5)
+    assert v.p_value == pytest.approx((1 + 1) / 5)
 
 
 def test_odi_threshold_reads_the_hdi_at_its_own_level():

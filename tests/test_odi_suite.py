@@ -1,5 +1,6 @@
-"""ODI in the suite (SPEC §4–§6): thresholds naming ``facet: odi``, their verdicts on a hand-built
-fit, and a planted two-model panel through trials → fit → store → gate → GRID card → Allure plot."""
+"""ODI in the suite (docs/definitions.md §4–§6): thresholds naming ``facet: odi``, their verdicts on
+a hand-built fit, and a planted two-model panel through trials → fit → store → gate → GRID card →
+Allure plot."""
 
 from __future__ import annotations
 
@@ -83,34 +84,30 @@ def test_odi_thresholds_gate_each_facet_cell_and_outcome(tmp_path):
         ),
         "m",
     )
-    verdicts = {
-        v["threshold"].split(" · ")[1] + ":" + v["metric"]: v["verdict"] for v in gate(ANALYSIS, ts)
+    verdicts = {v.threshold.split(" · ")[1] + ":" + v.metric: v.verdict for v in gate(ANALYSIS, ts)}
+    assert verdicts == {
+        "option_order:sigma_pi": "fail",  # HDI [0.7, 1.1] wholly above 0.5
+        "evidence_chunk_order:sigma_pi": "inconclusive",  # HDI [0.2, 0.6] straddles 0.5
+        # upper: [0, 0.3] not within
+        "evidence_chunk_order:sigma_delta@evidence_chunk_order": "inconclusive",
+        "option_order/arc_challenge:mean_abs_delta": "fail",  # point: 0.4 > 0.2
+        "modal:ess_bulk_min": "pass",
+        "correct:ess_bulk_min": "pass",  # declared: 350 >= 300
+        "modal:rhat_max": "pass",
+        "correct:rhat_max": "fail",  # docs/definitions.md §4 default 1.01
+        "modal:ess_tail_min": "pass",
+        "correct:ess_tail_min": "pass",
+        "modal:divergences": "pass",
+        "correct:divergences": "pass",
     }
-    assert (
-        verdicts
-        == {
-            "option_order:sigma_pi": "fail",  # HDI [0.7, 1.1] wholly above 0.5
-            "evidence_chunk_order:sigma_pi": "inconclusive",  # HDI [0.2, 0.6] straddles 0.5
-            "evidence_chunk_order:sigma_delta@evidence_chunk_order": "inconclusive",  # upper: [0, 0.3] not within
-            "option_order/arc_challenge:mean_abs_delta": "fail",  # point: 0.4 > 0.2
-            "modal:ess_bulk_min": "pass",
-            "correct:ess_bulk_min": "pass",  # declared: 350 >= 300
-            "modal:rhat_max": "pass",
-            "correct:rhat_max": "fail",  # SPEC §4 default 1.01
-            "modal:ess_tail_min": "pass",
-            "correct:ess_tail_min": "pass",
-            "modal:divergences": "pass",
-            "correct:divergences": "pass",
-        }
-    )
 
 
 def test_threshold_on_a_facet_outside_the_fit_is_missing(tmp_path):
     ts = load_thresholds(
         thresholds(tmp_path, "  - {metric: sigma_pi@image_set_order, facet: odi, max: 0.5}\n"), "m"
     )
-    v = next(v for v in gate(ANALYSIS, ts) if v["metric"].startswith("sigma_pi"))
-    assert v["verdict"] == "missing" and "(not in the fit)" in v["threshold"]
+    v = next(v for v in gate(ANALYSIS, ts) if v.metric.startswith("sigma_pi"))
+    assert v.verdict == "missing" and "(not in the fit)" in v.threshold
 
 
 def test_diagnostic_bounds_take_the_strictest_file(tmp_path):
@@ -251,11 +248,11 @@ def test_planted_panel_is_fitted_gated_and_stored(planted):
     }
     by_metric = {}
     for v in verdicts:
-        by_metric.setdefault(v["metric"], set()).add(v["verdict"])
+        by_metric.setdefault(v.metric, set()).add(v.verdict)
     assert by_metric["sigma_pi@option_order"] == {"pass"} and by_metric["mean_abs_delta"] == {
         "warn"
     }
-    assert {v["model"] for v in verdicts} == {"reader", "first"}
+    assert {v.model for v in verdicts} == {"reader", "first"}
     assert len(cell.auditor.store.verdicts("first", "odi")) == len(verdicts) // 2
 
 

@@ -1,5 +1,5 @@
-"""SPEC §11 paired regression comparison: McNemar, compare_cell on planted trial tables, the paired
-bootstrap, comparability checks and the regression gate."""
+"""docs/definitions.md §11 paired regression comparison: McNemar, compare_cell on planted trial
+tables, the paired bootstrap, comparability checks and the regression gate."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ def make_trials(
     same_ordering: bool = False,
     unparsed_correct=False,
 ) -> pd.DataFrame:
-    """One trial per (item, ordering): ``answers[item][k]`` is the content label read at ordering k (None:
-    unparsed). ``perms[(item, k)]`` overrides ordering k's permutation; ``same_ordering`` repeats the
-    canonical one (the same-ordering control). An unparsed answer's ``correct`` is ``unparsed_correct``
-    (the pipeline stores False; None must count as wrong too)."""
+    """One trial per (item, ordering): ``answers[item][k]`` is the content label read at ordering k
+    (None: unparsed). ``perms[(item, k)]`` overrides ordering k's permutation; ``same_ordering``
+    repeats the canonical one (the same-ordering control). An unparsed answer's ``correct`` is
+    ``unparsed_correct`` (the pipeline stores False; None must count as wrong too)."""
     perms = perms or {}
     rows = []
     for item, answer_list in answers.items():
@@ -70,7 +70,8 @@ def compare(base: Arm, cand: Arm, cell=FACET, **kw):
 
 
 def flip_answers(flips, k: int = 4) -> dict[str, list[int]]:
-    """Items i0000.. answering 0 everywhere, except one ordering answering 1 where ``flips`` is true."""
+    """Items i0000.. answering 0 everywhere, except one ordering answering 1 where ``flips`` is
+    true."""
     return {f"i{j:04d}": [0] * (k - 1) + [1 if f else 0] for j, f in enumerate(flips)}
 
 
@@ -216,7 +217,8 @@ def test_per_readout_deltas():
 
 
 def test_control_cell_delta_delta_order():
-    # per item Δ_order = flip_perm − flip_same; baseline [0, 1, 1, 0] (0.5), candidate [1, 1, 1, 1] (1.0)
+    # per item Δ_order = flip_perm − flip_same; baseline [0, 1, 1, 0] (0.5),
+    # candidate [1, 1, 1, 1] (1.0)
     base_perm = {"q1": [0, 1, 0, 0], "q2": [0, 1, 0, 0], "q3": [0, 1, 0, 0], "q4": [0, 0, 0, 0]}
     base_same = {"q1": [0, 2, 0, 0], "q2": [0, 0, 0, 0], "q3": [0, 0, 0, 0], "q4": [0, 0, 0, 0]}
     cand_perm = {"q1": [0, 1, 0, 0], "q2": [0, 1, 0, 0], "q3": [0, 1, 0, 0], "q4": [0, 0, 3, 0]}
@@ -386,21 +388,19 @@ def _gate(base_flips, cand_flips, thresholds=(FLIP,)):
     cmp = compare(
         arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=1000
     )
-    return {
-        v["metric"]: v for v in evaluate(list(thresholds), cmp.summaries(), cmp.primary_readout)
-    }
+    return {v.metric: v for v in evaluate(list(thresholds), cmp.summaries(), cmp.primary_readout)}
 
 
 def test_gate_fails_a_big_regression_and_passes_no_change():
     base = np.arange(200) < 20  # baseline flip rate 0.10
     worse = np.arange(200) < 120  # candidate 0.60: Δ = +0.50
     v = _gate(base, worse)["delta_flip_rate"]
-    assert v["verdict"] == "fail" and v["outcome"] == "fail"
-    assert v["estimate"] == pytest.approx(0.5) and v["ci"][0] > 0.05
-    assert v["p_value"] is not None and v["p_value"] < 0.01
+    assert v.verdict == "fail" and v.outcome == "fail"
+    assert v.estimate == pytest.approx(0.5) and v.ci[0] > 0.05
+    assert v.p_value is not None and v.p_value < 0.01
     v = _gate(base, base, (FLIP, ACC))
-    assert v["delta_flip_rate"]["verdict"] == "pass" and v["delta_flip_rate"]["outcome"] == "pass"
-    assert v["delta_accuracy"]["outcome"] == "pass"
+    assert v["delta_flip_rate"].verdict == "pass" and v["delta_flip_rate"].outcome == "pass"
+    assert v["delta_accuracy"].outcome == "pass"
 
 
 def test_gate_straddling_ci_passes_with_a_warning():
@@ -410,8 +410,8 @@ def test_gate_straddling_ci_passes_with_a_warning():
     cand[:4] = False
     cand[20:30] = True  # Δ = (10 − 4)/100 = 0.06, CI straddles 0.05
     v = _gate(base, cand)["delta_flip_rate"]
-    assert v["estimate"] == pytest.approx(0.06) and v["ci"][0] < 0.05 < v["ci"][1]
-    assert v["verdict"] == "inconclusive" and v["outcome"] == "warn"
+    assert v.estimate == pytest.approx(0.06) and v.ci[0] < 0.05 < v.ci[1]
+    assert v.verdict == "inconclusive" and v.outcome == "warn"
 
 
 def test_gate_on_accuracy_regression():
@@ -424,4 +424,4 @@ def test_gate_on_accuracy_regression():
     assert cmp.primary.summary["delta_accuracy"]["estimate"] == pytest.approx(-0.5)
     assert len(cmp.primary.items["newly_wrong"]) == 100
     (v,) = evaluate([ACC], cmp.summaries(), R)
-    assert v["verdict"] == "fail" and v["outcome"] == "fail"
+    assert v.verdict == "fail" and v.outcome == "fail"

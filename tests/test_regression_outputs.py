@@ -1,5 +1,6 @@
-"""Regression outputs (SPEC §11): the Allure report, the GRID card's regression section, regression.md and
-``python -m flipgate card --into README.md``, from a comparison of two scripted model versions."""
+"""Regression outputs (docs/definitions.md §11): the Allure report, the GRID card's regression
+section, regression.md and ``python -m flipgate card --into README.md``, from a comparison of two
+scripted model versions."""
 
 import json
 
@@ -11,9 +12,9 @@ from flipgate.cards import validate_card, write_cards
 from flipgate.cards.build import ITEMS_SHOWN, card_markdown, regression_markdown
 from flipgate.cards.cli import BEGIN, END, card_main
 from flipgate.config import Threshold
-from flipgate.gate import evaluate
 from flipgate.items import DatasetSpec, load_items
 from flipgate.regression import Arm, compare_cell
+from flipgate.regression.cell import apply_thresholds
 
 READOUTS = ("letter_logprob", "regex")
 WEIGHTS = "b" * 64
@@ -31,8 +32,8 @@ IDS = sorted(ITEMS)
 
 
 def stable_on(ids):
-    """A model that answers the gold option's content on ``ids`` (never flips) and the first displayed
-    label elsewhere (a pure position bias: flips under permutation)."""
+    """A model that answers the gold option's content on ``ids`` (never flips) and the first
+    displayed label elsewhere (a pure position bias: flips under permutation)."""
 
     def rule(req):
         item = ITEMS[req.key[1]]
@@ -45,29 +46,21 @@ def stable_on(ids):
 
 
 def gate(comparison):
-    """What flipgate.regression.cell.gate_comparison does, with the thresholds inline."""
+    """The regression gate with the thresholds inline."""
     thresholds = [
         Threshold("delta_flip_rate", 0.0, "max", vs="baseline"),
         Threshold("delta_accuracy", -0.05, "min", rule="warn", vs="baseline"),
     ]
     measured = comparison.primary.summary
-    comparison.verdicts = evaluate(
-        [t for t in thresholds if t.metric in measured],
-        comparison.summaries(),
-        comparison.primary_readout,
-    )
-    for v in comparison.verdicts:
-        v["facet"] = f"{comparison.cell} vs {comparison.baseline}"
-        test = comparison.readouts[v["readout"]].mcnemar.get(v["metric"])
-        v["mcnemar"] = test.to_dict() if test else None
+    apply_thresholds(comparison, [t for t in thresholds if t.metric in measured])
     return comparison
 
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
-    """The candidate (stable on the last two items) against its baseline (stable on the first three), on
-    option_order with the baseline missing one item (a partial comparison) and on its same-ordering
-    control; both comparisons stored in the candidate's trials store."""
+    """The candidate (stable on the last two items) against its baseline (stable on the first
+    three), on option_order with the baseline missing one item (a partial comparison) and on its
+    same-ordering control; both comparisons stored in the candidate's trials store."""
     tmp = tmp_path_factory.mktemp("regression")
     cand = make_auditor(tmp / "cand", ScriptedBackend(rule=stable_on(IDS[3:])))
     base = make_auditor(tmp / "base", ScriptedBackend(rule=stable_on(IDS[:3])))
@@ -104,7 +97,7 @@ def compared(tmp_path_factory):
     for c in (partial, control):
         c.baseline_identity = dict(IDENTITY)
         gate(c)
-        store.add_verdicts("scripted", "arc_challenge", c.verdicts[0]["facet"], c.verdicts)
+        store.add_verdicts("scripted", "arc_challenge", c.verdicts[0].facet, c.verdicts)
         store.add_comparison("scripted", "arc_challenge", c.cell, c.baseline, c.to_dict())
     return {"store": store, "partial": partial, "control": control, "tmp": tmp}
 
@@ -192,16 +185,16 @@ def test_card_markdown_regression_section(written):
     assert md == card_markdown(json.loads((out / "scripted/arc_challenge.json").read_text()))
     section = md.split("## Regression vs baseline", 1)[1].split("## Threshold verdicts")[0]
     assert (
-        f"Baseline scripted-v1: model scripted-v1, weights sha256 {WEIGHTS[:12]}, run base-run, git commit "
-        f"{COMMIT[:12]}, 2024-05-01T12:00:00+00:00." in section
+        f"Baseline scripted-v1: model scripted-v1, weights sha256 {WEIGHTS[:12]}, run base-run, "
+        f"git commit {COMMIT[:12]}, 2024-05-01T12:00:00+00:00." in section
     )
     assert "| candidate vs baseline | cell | dataset | metric |" in section
     assert (
         "| scripted vs scripted-v1 | same\\_ordering:option\\_order |" not in section
     )  # not over-escaped
     assert (
-        "| scripted vs scripted-v1 | same_ordering:option_order | arc_challenge | delta_delta_order |"
-        in section
+        "| scripted vs scripted-v1 | same_ordering:option_order | arc_challenge "
+        "| delta_delta_order |" in section
     )
     assert (
         "option_order × arc_challenge vs scripted-v1: compared on 24 of 30 (item, ordering) pairs"
@@ -405,7 +398,8 @@ def test_card_into_keeps_author_text_and_metadata(written, tmp_path):
         and meta["language"] == ["en"]
         and meta["tags"] == ["order-robustness"]
     )
-    # the author's keys keep their order; huggingface_hub writes model-index (from eval_results) last
+    # the author's keys keep their order; huggingface_hub writes
+    # model-index (from eval_results) last
     assert list(meta) == ["license", "language", "tags", "model-index"]
     assert [m["name"] for m in meta["model-index"]] == ["scripted"]  # replaced, not the stale one
     data = _load(readme).data

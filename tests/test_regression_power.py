@@ -1,12 +1,13 @@
-"""Statistical validity of the regression gate (SPEC §11 with the ``lower`` rule of SPEC §5), by simulation.
+"""Statistical validity of the regression gate (docs/definitions.md §11 with the ``lower`` rule of
+docs/definitions.md §5), by simulation.
 
-Each replication draws, per item, one of four discordance categories (flips in both versions, only in
-the candidate, only in the baseline, in neither) from a fixed multinomial, turns the flip states into
-K = 6 answers per item and version (an item flips when its K answers are not all the same), runs
-``compare_cell`` (paired bootstrap, n = 1000, level 0.95) and gates
-``delta_flip_rate <= 0.05 (lower)`` with :func:`flipgate.gate.evaluate`. The gate must fail a planted
-+0.15 regression in >= 80 % of replications, a difference exactly at the margin in <= 5 % and no
-difference in ~0 %. Run with ``-s`` to see the rates and their Wilson 95 % intervals.
+Each replication draws, per item, one of four discordance categories (flips in both versions, only
+in the candidate, only in the baseline, in neither) from a fixed multinomial, turns the flip states
+into K = 6 answers per item and version (an item flips when its K answers are not all the same),
+runs ``compare_cell`` (paired bootstrap, n = 1000, level 0.95) and gates
+``delta_flip_rate <= 0.05 (lower)`` with :func:`flipgate.gate.evaluate`. The gate must fail a
+planted +0.15 regression in >= 80 % of replications, a difference exactly at the margin in <= 5 %
+and no difference in ~0 %. Run with ``-s`` to see the rates and their Wilson 95 % intervals.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ MARGIN, LEVEL, N_BOOT = 0.05, 0.95, 1000
 THRESHOLD = Threshold("delta_flip_rate", MARGIN, "max", "lower", level=LEVEL, vs="baseline")
 PERMS = [list(p) for p in itertools.permutations(range(N_CLASSES))][:K]  # canonical first
 ITEM_IDS = np.array([f"q{j:03d}" for j in range(N_ITEMS)], dtype=object)
-#: discordance categories: flips in both, only in the candidate (B), only in the baseline (A), neither
+#: discordance categories: flips in both, only in the candidate (B), only in the baseline (A),
+#: neither
 BOTH, ONLY_B, ONLY_A, NEITHER = range(4)
 
 
@@ -72,7 +74,7 @@ def simulate(
         assert est["n_items"] == N_ITEMS
         assert est["estimate"] == pytest.approx(flips_b.mean() - flips_a.mean())  # generator sanity
         (v,) = evaluate([THRESHOLD], cmp.summaries(), R)
-        fails += v["outcome"] == "fail"
+        fails += v.outcome == "fail"
         estimates.append(est["estimate"])
     return fails, float(np.mean(estimates))
 
@@ -101,9 +103,10 @@ def test_gate_failure_rate(name, probs, delta, reps, seed, check):
     rate = fails / reps
     lo, hi = wilson(fails, reps)
     print(
-        f"\n[regression power] {name}: true Δflip {delta:+.2f}, mean estimate {mean_est:+.4f}; gate "
-        f"delta_flip_rate <= {MARGIN} (lower, level {LEVEL}) failed {fails}/{reps} = {rate:.3f} "
-        f"(Wilson 95% CI {lo:.3f}–{hi:.3f}); N={N_ITEMS} items, K={K}, bootstrap n={N_BOOT}"
+        f"\n[regression power] {name}: true Δflip {delta:+.2f}, mean estimate {mean_est:+.4f}; "
+        f"gate delta_flip_rate <= {MARGIN} (lower, level {LEVEL}) failed {fails}/{reps} = "
+        f"{rate:.3f} (Wilson 95% CI {lo:.3f}–{hi:.3f}); N={N_ITEMS} items, K={K}, "
+        f"bootstrap n={N_BOOT}"
     )
     assert abs(mean_est - delta) < 0.01  # the generator plants what it says
     assert check(rate), f"{name}: gate failed in {rate:.3f} of {reps} replications"

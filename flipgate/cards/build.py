@@ -15,6 +15,7 @@ import yaml
 from flipgate import metrics as M
 from flipgate.facets import FACETS, readouts_for, split_cell
 from flipgate.files import atomic_write
+from flipgate.results import Verdict
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
 
@@ -86,12 +87,10 @@ def _jsonable(obj):
     return obj
 
 
-def q_values(store: TrialStore) -> dict[tuple, float]:
-    """Benjamini–Hochberg q-values over every gated threshold of the run that has a p-value,
-    keyed by (model, dataset, facet, threshold)."""
-    rows = [(m, d, v) for m, d, v in store.all_verdicts() if v.get("p_value") is not None]
-    adjusted = M.benjamini_hochberg([v["p_value"] for _, _, v in rows])
-    return {(m, d, v.get("facet"), v["threshold"]): q for (m, d, v), q in zip(rows, adjusted)}
+def threshold_entry(v: Verdict) -> dict:
+    """A verdict as the card lists it: with its BH ``q_value`` (None until
+    :meth:`TrialStore.adjust_q_values` has run, or without a p-value)."""
+    return {**v.model_dump(mode="json"), "q_value": v.q_value}
 
 
 def build_card(
@@ -103,7 +102,6 @@ def build_card(
     level: float = 0.95,
     seed: int = 42,
     root: Path | None = None,
-    qvals: dict[tuple, float] | None = None,
 ) -> dict:
     trials = store.trials(model_id=model_id, dataset=dataset)
     envelope_trials = trials["facet"].str.startswith("envelope[")
@@ -136,7 +134,7 @@ def build_card(
                 for r in readouts
             }
     if not order and not controls:  # an envelope-only benchmark (suites/benchmarks)
-        return _envelope_card(store, model_id, dataset, run_id, envelope, model, root, qvals)
+        return _envelope_card(store, model_id, dataset, run_id, envelope, model, root)
     main = sorted(order)[0] if order else split_cell(sorted(controls)[0])[1]
     primary = primaries[main]
     scored = trials[trials["facet"] == main]
@@ -216,17 +214,11 @@ def build_card(
         },
         "order_robustness": order,
         "controls": controls,
-        "thresholds": [
-            {
-                **v,
-                "why": v.get("why"),
-                "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"])),
-            }
-            for v in store.verdicts(model_id, dataset)
-        ],
+        "thresholds": [threshold_entry(v) for v in store.verdicts(model_id, dataset)],
         "scope": {
             "varied": [
-                f"{f} (K={next(iter(order[f].values()))['k']} orderings per item, SPEC §2 grammar)"
+                f"{f} (K={next(iter(order[f].values()))['k']} orderings per item, "
+                "docs/definitions.md §2 grammar)"
                 for f in order
             ]
             + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
@@ -250,10 +242,10 @@ def build_card(
     return card
 
 
-def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[dict]) -> dict:
-    """SPEC §4 for one card: σ_π / σ_δ of the card's facets and mean |δ| of its cells from the panel's
-    modal fit, the model's θ and its Δθ against its baselines (SPEC §11) from the correct fit, both
-    fits' diagnostics and the ODI verdicts."""
+def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[Verdict]) -> dict:
+    """docs/definitions.md §4 for one card: σ_π / σ_δ of the card's facets and mean |δ| of its cells
+    from the panel's modal fit, the model's θ and its Δθ against its baselines
+    (docs/definitions.md §11) from the correct fit, both fits' diagnostics and the ODI verdicts."""
     cells = {c: v for c, v in analysis["cells"].items() if v["dataset"] == dataset}
     facets = sorted({v["facet"] for v in cells.values()})
     return {
@@ -272,17 +264,17 @@ def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[dict
         "passed": analysis["passed"],
         "unmeasured": analysis.get("unmeasured", []),
         "verdicts": [
-            {**v, "why": v.get("why")}
+            v.model_dump(mode="json", exclude={"q_value"})  # ODI estimates have no p-value
             for v in verdicts
-            if v.get("target") in {*facets, *cells, *analysis["diagnostics"]}
+            if v.target in {*facets, *cells, *analysis["diagnostics"]}
         ],
     }
 
 
 def regression_section(comparisons: list[dict], dataset: str, level: float | None) -> dict | None:
-    """SPEC §11 for one card: the stored comparisons of this model (the candidate) with its baseline(s)
-    on the dataset's cells, without their per-item values, and the comparison table; None when there
-    are none."""
+    """docs/definitions.md §11 for one card: the stored comparisons of this model (the candidate)
+    with its baseline(s) on the dataset's cells, without their per-item values, and the comparison
+    table; None when there are none."""
     from flipgate.regression.table import markdown
 
     mine = [_without_per_item(c) for c in comparisons if c["dataset"] == dataset]
@@ -315,8 +307,8 @@ def regression_markdown(
     heading: str | None = "## Regression vs baseline",
 ) -> list[str]:
     """Comparisons (:meth:`CellComparison.to_dict` records) as Markdown: each baseline's identity,
-    the comparison table, the overlap where a comparison used only the shared (item, ordering) pairs,
-    and the items whose flip state or correctness changed (primary readout)."""
+    the comparison table, the overlap where a comparison used only the shared (item, ordering)
+    pairs, and the items whose flip state or correctness changed (primary readout)."""
     from flipgate.regression.table import markdown
 
     esc = md_escape
@@ -327,7 +319,8 @@ def regression_markdown(
     for name, ident in identities.items():
         lines.append(
             f"Baseline {esc(name)}: model {esc(ident.get('model_id', name))}, weights sha256 "
-            f"{esc(_short(ident.get('weights_sha256')))}, run {esc(ident.get('run_id'))}, git commit "
+            f"{esc(_short(ident.get('weights_sha256')))}, run {esc(ident.get('run_id'))}, git "
+            "commit "
             f"{esc(_short(ident.get('git_commit')))}, {esc(ident.get('date'))}."
         )
     lines += [
@@ -347,7 +340,8 @@ def regression_markdown(
             lines += [
                 "",
                 f"{what}: compared on {o['shared_pairs']} of {union} (item, ordering) pairs "
-                f"(baseline {o['baseline_pairs']}, candidate {o['candidate_pairs']}; {o['shared_items']} "
+                f"(baseline {o['baseline_pairs']}, candidate {o['candidate_pairs']}; "
+                f"{o['shared_items']} "
                 f"shared items of {o['baseline_items']} / {o['candidate_items']}).",
             ]
         block = c["readouts"][c["primary_readout"]]
@@ -362,8 +356,9 @@ def regression_markdown(
 
 
 def envelope_section(analysis: dict, model_id: str) -> dict:
-    """SR App. B (iii)–(vi) for one model: score neighbourhood, verdict and ranking stability, scope;
-    ``versions``: its envelope deltas against its baseline, where it names one in the roster."""
+    """SafetyRepro App. B (iii)–(vi) for one model: score neighbourhood, verdict and ranking
+    stability, scope; ``versions``: its envelope deltas against its baseline, where it names one in
+    the roster."""
     mine = analysis["models"][model_id]
     versions = [v for v in analysis.get("versions", []) if v["candidate"] == model_id]
     return {
@@ -402,7 +397,8 @@ def envelope_section(analysis: dict, model_id: str) -> dict:
         "axes": analysis["axes"],
         "exemplar_ids": analysis["exemplar_ids"],
         "scope_not_varied": analysis["scope_not_varied"],
-        **({"versions": versions} if versions else {}),  # SPEC §11: this model vs its baseline
+        # docs/definitions.md §11: this model vs its baseline
+        **({"versions": versions} if versions else {}),
     }
 
 
@@ -414,7 +410,6 @@ def _envelope_card(
     envelope: dict | None,
     model: dict,
     root: Path | None,
-    qvals: dict | None,
 ) -> dict:
     """A card for a benchmark audited only by the configuration envelope: the receipt is the anchor
     configuration, the point score its score; the neighbourhood is the envelope's."""
@@ -432,7 +427,8 @@ def _envelope_card(
         "dataset": {
             "name": dataset,
             "n_items": envelope["n_items"],
-            "sampling": "seed-42 uniform shuffle, first N; the next items are the few-shot exemplars",
+            "sampling": "seed-42 uniform shuffle, first N; the next items are the few-shot "
+            "exemplars",
             "screens": {},
         },
         "run": {
@@ -477,14 +473,7 @@ def _envelope_card(
         },
         "order_robustness": {},
         "controls": {},
-        "thresholds": [
-            {
-                **v,
-                "why": v.get("why"),
-                "q_value": (qvals or {}).get((model_id, dataset, v.get("facet"), v["threshold"])),
-            }
-            for v in store.verdicts(model_id, dataset)
-        ],
+        "thresholds": [threshold_entry(v) for v in store.verdicts(model_id, dataset)],
         "scope": {
             "varied": [
                 f"{axis}: {', '.join(map(str, values))}"
@@ -500,7 +489,8 @@ def _envelope_card(
 
 
 def _calls_field(store: TrialStore, model_id: str) -> dict:
-    """``{"calls": {requests, retries, timeouts, failures}}`` for a model that made API calls in the run."""
+    """``{"calls": {requests, retries, timeouts, failures}}`` for a model that made API calls in the
+    run."""
     calls = store.calls().get(model_id)
     return {"calls": calls} if calls else {}
 
@@ -524,10 +514,10 @@ _MD_ESCAPES = str.maketrans(
 
 
 def md_escape(value) -> str:
-    """``value`` as inert Markdown text, safe in a table cell: HTML (``& < >``) as entities, backslash,
-    backtick, ``|`` and ``[ ]`` backslash-escaped (no code span, no column break, no link), line breaks
-    as ``<br>``. Every user-supplied string (ids, names, labels, ``why`` texts, receipt values) goes
-    through here before it reaches a card's Markdown; None is rendered as –."""
+    """``value`` as inert Markdown text, safe in a table cell: HTML (``& < >``) as entities,
+    backslash, backtick, ``|`` and ``[ ]`` backslash-escaped (no code span, no column break, no
+    link), line breaks as ``<br>``. Every user-supplied string (ids, names, labels, ``why`` texts,
+    receipt values) goes through here before it reaches a card's Markdown; None is rendered as –."""
     if value is None:
         return "–"
     text = str(value).translate(_MD_ESCAPES)
@@ -535,7 +525,8 @@ def md_escape(value) -> str:
 
 
 def _ci_text(verdict: dict) -> str:
-    """A verdict's interval as ``[lo, hi]`` with the level it was computed at, or – where it has none."""
+    """A verdict's interval as ``[lo, hi]`` with the level it was computed at, or – where it has
+    none."""
     ci = verdict.get("ci")
     level = f"{verdict['level']:.0%} " if verdict.get("level") else ""
     return "–" if not ci or ci[0] is None else f"{level}[{ci[0]:.3f}, {ci[1]:.3f}]"
@@ -560,22 +551,26 @@ def card_markdown(card: dict) -> str:
         tail = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
         return f"{m['estimate']:.3f}{tail}"
 
-    esc = md_escape  # every string below that came from models.yaml, thresholds, envelopes or the store
+    # every string below that came from models.yaml, thresholds, envelopes or the store
+    esc = md_escape
     lines = [
         f"# GRID card: {esc(card['model']['id'])} on {esc(card['dataset']['name'])}",
         "",
-        f"Run {esc(card['run']['run_id'])}, {esc(card['run']['created'])}; N = {card['dataset']['n_items']} items "
+        f"Run {esc(card['run']['run_id'])}, {esc(card['run']['created'])}; N = "
+        f"{card['dataset']['n_items']} items "
         f"({esc(card['dataset']['sampling'])}).",
     ]
     lines += [
-        f"Position-reference screen ({esc(f)}): {s['excluded']} of {s['considered']} items excluded, "
+        f"Position-reference screen ({esc(f)}): {s['excluded']} of {s['considered']} items "
+        "excluded, "
         f"{s['kept']} kept."
         for f, s in card["dataset"].get("screens", {}).items()
     ]
     calls = card["run"].get("calls")
     if calls:
         lines.append(
-            f"API calls: {calls['requests']} requests, {calls['retries']} retries, {calls['timeouts']} "
+            f"API calls: {calls['requests']} requests, {calls['retries']} retries, "
+            f"{calls['timeouts']} "
             f"timeouts, {calls.get('failures', 0)} failed."
         )
     lines += [
@@ -606,22 +601,26 @@ def card_markdown(card: dict) -> str:
         "",
         "## Scores",
         "",
-        f"Facet {esc(card['scores']['facet'])}, primary readout {esc(card['scores']['primary_readout'])}.",
+        f"Facet {esc(card['scores']['facet'])}, primary readout "
+        f"{esc(card['scores']['primary_readout'])}.",
         "",
         f"- accuracy (canonical ordering): {fmt(card['scores']['accuracy_canonical'])}",
         f"- accuracy (all orderings): {fmt(card['scores']['accuracy_all_orderings'])}",
         "",
         "## Order robustness",
         "",
-        "| facet | readout | N | K | flip rate | OSI | pairwise disagr. | parse rate | accuracy | acc swing | Δ_order |",
+        "| facet | readout | N | K | flip rate | OSI | pairwise disagr. | parse rate | accuracy | "
+        "acc swing | Δ_order |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for group in ("order_robustness", "controls"):
         for facet, by_readout in card[group].items():
             for readout, m in by_readout.items():
                 lines.append(
-                    f"| {esc(facet)} | {esc(readout)} | {m['n_items']} | {m['k']} | {fmt(m['flip_rate'])} | {fmt(m['osi'])} "
-                    f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | {fmt(m['accuracy'])} "
+                    f"| {esc(facet)} | {esc(readout)} | {m['n_items']} | {m['k']} | "
+                    f"{fmt(m['flip_rate'])} | {fmt(m['osi'])} "
+                    f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | "
+                    f"{fmt(m['accuracy'])} "
                     f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))} |"
                 )
     for facet, by_readout in card["order_robustness"].items():
@@ -642,7 +641,8 @@ def card_markdown(card: dict) -> str:
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {esc(r['policy'])} | {r['cost']} | {_num(r['accuracy'])} | {_num(r['selective_accuracy'])} "
+            f"| {esc(r['policy'])} | {r['cost']} | {_num(r['accuracy'])} | "
+            f"{_num(r['selective_accuracy'])} "
             f"| {_num(r['coverage'])} |"
             for r in m["k_policies"]
         ]
@@ -663,7 +663,8 @@ def card_markdown(card: dict) -> str:
     ]
     for v in card["thresholds"]:
         lines.append(
-            f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} "
+            f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {_num(v.get('estimate'))} | "
+            f"{_ci_text(v)} "
             f"| {_num(v.get('p_value'))} | {_num(v.get('q_value'))} | {_verdict_text(v)} "
             f"| {esc(v.get('why') or '')} |"
         )
@@ -680,7 +681,7 @@ def card_markdown(card: dict) -> str:
 
 
 def envelope_markdown(env: dict, fmt) -> list[str]:
-    """SR App. B (iii)–(vi) as Markdown."""
+    """SafetyRepro App. B (iii)–(vi) as Markdown."""
     n = env["score_neighbourhood"]
     r = env["ranking_stability"]
     esc = md_escape
@@ -688,8 +689,10 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
         "",
         "## Configuration envelope",
         "",
-        f"Envelope {esc(env['name'])} (sha256 {esc(env['sha256'])}), tier {esc(env['tier'])}: {env['n_configs']} valid "
-        f"configurations, N = {env['n_items']} items. Anchor (receipt) configuration {esc(env['anchor']['id'])}: "
+        f"Envelope {esc(env['name'])} (sha256 {esc(env['sha256'])}), tier {esc(env['tier'])}: "
+        f"{env['n_configs']} valid "
+        f"configurations, N = {env['n_items']} items. Anchor (receipt) configuration "
+        f"{esc(env['anchor']['id'])}: "
         f"point score {_num(env['point_score'])}.",
         "",
         "| score min | mean | max | SDI | " + " | ".join(map(esc, env["verdict_stability"])) + " |",
@@ -698,9 +701,11 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
         + " | ".join(fmt(v) for v in env["verdict_stability"].values())
         + " |",
         "",
-        f"Ranking stability over roster {', '.join(map(esc, r['models']))} ({r['n_configs']} shared configurations): "
+        f"Ranking stability over roster {', '.join(map(esc, r['models']))} ({r['n_configs']} "
+        "shared configurations): "
         + (
-            f"τ_R {fmt(r['tau_r'])}, total-order mismatch {fmt(r['total_order_mismatch'])}, orderings reached "
+            f"τ_R {fmt(r['tau_r'])}, total-order mismatch {fmt(r['total_order_mismatch'])}, "
+            "orderings reached "
             f"{fmt(r['orderings_reached'])}."
             if "tau_r" in r
             else esc(r.get("note", "")) + "."
@@ -713,14 +718,14 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
             "|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {esc(p['model_a'])} vs {esc(p['model_b'])} | {p['n_plus']} | {p['n_minus']} | {p['n_zero']} "
+            f"| {esc(p['model_a'])} vs {esc(p['model_b'])} | {p['n_plus']} | {p['n_minus']} | "
+            f"{p['n_zero']} "
             f"| {_num(p['rho_flip'])} | {_num(p['ceiling'])} | {_num(p['strict_disagreement'])} |"
             for p in r["pairs"]
         ]
     signed = lambda x: "–" if x is None or x != x else f"{x:+.3f}" if x else "0.000"  # noqa: E731
-    for v in env.get(
-        "versions", []
-    ):  # SPEC §11: this model (candidate) vs its baseline over the envelope
+    # docs/definitions.md §11: this model (candidate) vs its baseline over the envelope
+    for v in env.get("versions", []):
         if "missing" in v:
             lines += ["", f"vs baseline {esc(v['baseline'])}: not compared ({esc(v['missing'])})."]
             continue
@@ -728,7 +733,8 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
             "",
             f"vs baseline {esc(v['baseline'])} over {v['n_configs']} shared configurations "
             f"(Δ = candidate − baseline): mean Δ {fmt(v['mean_delta'])} (configuration bootstrap), "
-            f"min {signed(v['min_delta'])}, max {signed(v['max_delta'])}; worse on {v['n_worse']}, better on "
+            f"min {signed(v['min_delta'])}, max {signed(v['max_delta'])}; worse on {v['n_worse']}, "
+            "better on "
             f"{v['n_better']}, equal on {v['n_equal']}; ρ_flip {_num(v['rho_flip'])} "
             f"(ceiling {_num(v['ceiling'])}).",
             "",
@@ -736,13 +742,14 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
             "|---|---|---|---|",
         ]
         lines += [
-            f"| {esc(d['config'])} | {_num(d['candidate'])} | {_num(d['baseline'])} | {signed(d['delta'])} |"
+            f"| {esc(d['config'])} | {_num(d['candidate'])} | {_num(d['baseline'])} | "
+            f"{signed(d['delta'])} |"
             for d in v["deltas"]
         ]
     variance = env.get("variance") or {}
     lines += [
         "",
-        "Variance shares (Type-II ANOVA, SR App. F): "
+        "Variance shares (Type-II ANOVA, SafetyRepro App. F): "
         + (
             f"η² model {_num(variance['eta_model'])}, implementation {_num(variance['eta_impl'])}, "
             f"ρ = {_num(variance['rho'])}."
@@ -760,7 +767,7 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
 
 
 def odi_markdown(odi: dict) -> list[str]:
-    """The card's ODI section (SPEC §4) as Markdown."""
+    """The card's ODI section (docs/definitions.md §4) as Markdown."""
 
     def hdi(m: dict) -> str:
         median = _num(m.get("median", m.get("estimate")))
@@ -772,10 +779,13 @@ def odi_markdown(odi: dict) -> list[str]:
         "",
         "## ODI: ordering-decomposed IRT",
         "",
-        f"Panel {', '.join(map(esc, odi['panel']))}; profile {esc(odi['profile'])} (draws per chain "
+        f"Panel {', '.join(map(esc, odi['panel']))}; profile {esc(odi['profile'])} (draws per "
+        "chain "
         f"{json.dumps(odi.get('draws_per_chain'))}); posterior medians with {pct} HDIs. "
-        "σ_π is per-item ordering noise pooled within the facet (median over its items), σ_δ the facet's "
-        "scale of per-ordering offsets, mean |δ| the cell's average offset (centred within the cell).",
+        "σ_π is per-item ordering noise pooled within the facet (median over its items), σ_δ the "
+        "facet's "
+        "scale of per-ordering offsets, mean |δ| the cell's average offset (centred within the "
+        "cell).",
         "",
         f"| facet | σ_π [{pct} HDI] | σ_δ [{pct} HDI] |",
         "|---|---|---|",
@@ -803,7 +813,8 @@ def odi_markdown(odi: dict) -> list[str]:
         "",
         "Diagnostics: "
         + "; ".join(
-            f"{esc(o)}: R̂ max {_num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail min {d['ess_tail_min']:.0f}, "
+            f"{esc(o)}: R̂ max {_num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail "
+            f"min {d['ess_tail_min']:.0f}, "
             f"{d['divergences']} divergences"
             for o, d in odi["diagnostics"].items()
         )
@@ -813,7 +824,8 @@ def odi_markdown(odi: dict) -> list[str]:
         lines += ["", "| ODI threshold | estimate | CI | verdict | why |", "|---|---|---|---|---|"]
         for v in odi["verdicts"]:
             lines.append(
-                f"| {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} | {_verdict_text(v)} "
+                f"| {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} | "
+                f"{_verdict_text(v)} "
                 f"| {esc(v.get('why') or '')} |"
             )
     return lines
@@ -881,12 +893,13 @@ def model_index(model_id: str, cards: list[dict]) -> dict:
 
 
 class StaleCardWarning(UserWarning):
-    """A card JSON on disk that cannot enter its model's model-index.yaml (unreadable or not schema-valid)."""
+    """A card JSON on disk that cannot enter its model's model-index.yaml (unreadable or not
+    schema-valid)."""
 
 
 def cards_on_disk(model_dir: Path, model_id: str) -> list[dict]:
-    """Every valid card of ``model_id`` under ``model_dir`` (this run's and earlier runs'), by dataset name;
-    a file that does not parse or validate is skipped with a StaleCardWarning."""
+    """Every valid card of ``model_id`` under ``model_dir`` (this run's and earlier runs'), by
+    dataset name; a file that does not parse or validate is skipped with a StaleCardWarning."""
     cards = []
     for path in sorted(Path(model_dir).rglob("*.json")):
         try:
@@ -920,16 +933,16 @@ def write_cards(
     seed: int = 42,
     root: Path | None = None,
 ) -> list[Path]:
-    """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model. The index
-    is rebuilt from every card on disk in the model's directory, so a partial run (``-k arc``) keeps the
-    datasets it did not audit; it returns the paths this run wrote."""
+    """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model. The
+    index is rebuilt from every card on disk in the model's directory, so a partial run (``-k arc``)
+    keeps the datasets it did not audit; it returns the paths this run wrote."""
     pairs = store.conn.execute(
         "SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2"
     ).fetchall()
     written = []
-    qvals = q_values(store)
+    store.adjust_q_values()
     for model_id, dataset in pairs:
-        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root, qvals)
+        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
         base = Path(out_dir) / model_id / dataset
         atomic_write(base.with_suffix(".json"), json.dumps(card, indent=2, sort_keys=False))
         atomic_write(base.with_suffix(".md"), card_markdown(card))

@@ -19,11 +19,12 @@ from flipgate.envelope.spec import Envelope
 from flipgate.gate import evaluate
 from flipgate.items import DatasetSpec
 from flipgate.report import report_envelope
+from flipgate.results import Verdict
 from flipgate.suite import assert_verdicts, fail_input
 
 
 def thetas_for(threshold_sets) -> list[float]:
-    """CFR verdict thresholds θ named by ``cfr@θ`` thresholds, plus 0.5 (SR's headline)."""
+    """CFR verdict thresholds θ named by ``cfr@θ`` thresholds, plus 0.5 (SafetyRepro's headline)."""
     named = {
         float(t.metric.split("@")[1])
         for ts in threshold_sets
@@ -90,7 +91,7 @@ class EnvelopeCell:
         )
         return analysis, scores
 
-    def run(self) -> list[dict]:
+    def run(self) -> list[Verdict]:
         try:
             thresholds = {m: load_thresholds(self.thresholds_dir, m) for m in self.roster()}
             analysis, scores = self.measure(thresholds)
@@ -113,9 +114,14 @@ class EnvelopeCell:
             mine = []
             for t in ts.for_cell(ENVELOPE_CELL, name):  # each CI at its threshold's level
                 block = gate_metrics(analysis if t.level == cfg.level else at_level(t.level), model)
-                mine += evaluate([t], {"envelope": block}, "envelope", ts.on_inconclusive)
-            for v in mine:
-                v.update(facet=ENVELOPE_CELL, model=model)
+                mine += evaluate(
+                    [t],
+                    {"envelope": block},
+                    "envelope",
+                    ts.on_inconclusive,
+                    facet=ENVELOPE_CELL,
+                    model=model,
+                )
             store.add_verdicts(model, name, ENVELOPE_CELL, mine)
             verdicts += mine
         report_envelope(name, analysis, scores, verdicts)

@@ -1,5 +1,6 @@
 """What the ODI suite test does: gather the order suites' trials of every model (through the cache,
-like any test), fit ODI on each model's primary readout, record, report and gate (``facet: odi``)."""
+like any test), fit ODI on each model's primary readout, record, report and gate
+(``facet: odi``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from flipgate.config import load_thresholds
 from flipgate.odi.fit import odi
 from flipgate.odi.gate import diagnostic_bounds, gate, gate_levels
 from flipgate.report import report_odi
+from flipgate.results import Verdict
 from flipgate.suite import assert_verdicts, fail_input
 
 #: the readout name of the panel table: each (model, facet)'s own primary readout
@@ -84,7 +86,7 @@ class ODICell:
         analysis.update(roster=self.roster(), unmeasured=unmeasured, ci_level=level, readouts=used)
         return analysis
 
-    def run(self) -> list[dict]:
+    def run(self) -> list[Verdict]:
         roster = self.roster()
         if len(roster) < 2:
             pytest.skip(
@@ -103,9 +105,7 @@ class ODICell:
         store.add_odi(analysis)
         verdicts = []
         for model_id, ts in thresholds.items():
-            mine = gate(analysis, ts)
-            for v in mine:
-                v["model"] = model_id
+            mine = gate(analysis, ts, model_id)
             store.add_verdicts(model_id, "odi", "odi", mine)
             verdicts += mine
         report_odi(analysis, verdicts)

@@ -1,13 +1,15 @@
-"""ODI thresholds (``facet: odi``, SPEC §4–§5): one verdict per facet, cell or outcome a threshold
-covers, decided on the posterior median and an HDI at the thresholds file's level; the fit's
-diagnostics are always gated, at SPEC §4's bounds unless the file declares its own."""
+"""ODI thresholds (``facet: odi``, docs/definitions.md §4–§5): one verdict per facet, cell or
+outcome a threshold covers, decided on the posterior median and an HDI at the thresholds file's
+level; the fit's diagnostics are always gated, at docs/definitions.md §4's bounds unless the file
+declares its own."""
 
 from __future__ import annotations
 
 from flipgate.config import ODI_CELL, Threshold, ThresholdSet
 from flipgate.gate import evaluate
+from flipgate.results import Verdict
 
-#: diagnostic metric -> (direction, SPEC §4 default bound)
+#: diagnostic metric -> (direction, docs/definitions.md §4 default bound)
 DIAGNOSTICS = {
     "rhat_max": ("max", 1.01),
     "ess_bulk_min": ("min", 400.0),
@@ -17,18 +19,28 @@ DIAGNOSTICS = {
 
 
 def odi_thresholds(ts: ThresholdSet) -> list[Threshold]:
-    """The file's ``facet: odi`` thresholds, plus the default diagnostic ones it does not declare."""
+    """The file's ``facet: odi`` thresholds, plus the default diagnostic ones it does not
+    declare."""
     declared = [t for t in ts.thresholds if t.facet == ODI_CELL]
     named = {t.metric for t in declared}
     return declared + [
-        Threshold(m, bound, direction, "point", ODI_CELL, source="SPEC §4 default", level=ts.level)
+        Threshold(
+            m,
+            bound,
+            direction,
+            "point",
+            ODI_CELL,
+            source="docs/definitions.md §4 default",
+            level=ts.level,
+        )
         for m, (direction, bound) in DIAGNOSTICS.items()
         if m not in named
     ]
 
 
 def diagnostic_bounds(threshold_sets) -> dict:
-    """:func:`flipgate.odi.diagnostics` keyword bounds: the strictest any of ``threshold_sets`` gates."""
+    """:func:`flipgate.odi.diagnostics` keyword bounds: the strictest any of ``threshold_sets``
+    gates."""
     bounds = {
         m: [t.bound for ts in threshold_sets for t in odi_thresholds(ts) if t.metric == m]
         for m in DIAGNOSTICS
@@ -73,7 +85,7 @@ def gate_levels(threshold_sets) -> list[float]:
     return sorted({t.level for ts in threshold_sets for t in odi_thresholds(ts)})
 
 
-def gate(analysis: dict, ts: ThresholdSet) -> list[dict]:
+def gate(analysis: dict, ts: ThresholdSet, model_id: str | None = None) -> list[Verdict]:
     """Verdicts of every ODI threshold in ``ts`` on ``analysis``; a threshold that covers nothing in
     the fit (e.g. ``sigma_pi@image_set_order`` when no model took images) is ``missing``."""
     verdicts = []
@@ -81,11 +93,13 @@ def gate(analysis: dict, ts: ThresholdSet) -> list[dict]:
         covered = targets(analysis, t) or {"(not in the fit)": {"estimate": None}}
         for target, est in covered.items():
             (v,) = evaluate([t], {"odi": {t.metric: est}}, "odi", ts.on_inconclusive)
-            v.update(
+            context = {"model": model_id} if model_id is not None else {}
+            v = v.with_context(
                 threshold=f"{t.label} · {target}",
                 target=target,
                 facet=ODI_CELL,
                 readout=analysis["readout"],
+                **context,
             )
             verdicts.append(v)
     return verdicts

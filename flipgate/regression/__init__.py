@@ -1,5 +1,6 @@
-"""Regression between model versions (SPEC §11, docs/regression.md): paired per-item comparison of a
-candidate with its baseline on identical manifests, gated by ``vs: baseline`` thresholds."""
+"""Regression between model versions (docs/definitions.md §11, docs/regression.md): paired per-item
+comparison of a candidate with its baseline on identical manifests, gated by ``vs: baseline``
+thresholds."""
 
 from flipgate.regression.compare import (
     DELTA_METRICS,

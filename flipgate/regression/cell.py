@@ -1,5 +1,5 @@
 """What one regression suite test does: compare a candidate with its baseline on one cell, record,
-report and gate the ``vs: baseline`` thresholds (SPEC §11, docs/regression.md)."""
+report and gate the ``vs: baseline`` thresholds (docs/definitions.md §11, docs/regression.md)."""
 
 from __future__ import annotations
 
@@ -12,38 +12,50 @@ import pytest
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.cards.build import git_commit
-from flipgate.config import load_thresholds
+from flipgate.config import Threshold, load_thresholds
 from flipgate.facets import split_cell
 from flipgate.gate import evaluate
 from flipgate.regression.compare import Arm, CellComparison, compare_cell
 from flipgate.regression.plan import Pairing
 from flipgate.regression.runs import RunRecord
+from flipgate.results import Verdict
 from flipgate.suite import assert_verdicts, fail_input
 
 #: the regression thresholds' selector value
 VS = "baseline"
 
 
-def gate_comparison(comparison: CellComparison, thresholds_dir: str) -> list[dict]:
-    """Evaluate the candidate's ``vs: baseline`` thresholds on a comparison; sets and returns its verdicts."""
+def gate_comparison(comparison: CellComparison, thresholds_dir: str) -> list[Verdict]:
+    """Evaluate the candidate's ``vs: baseline`` thresholds on a comparison; sets and returns
+    its verdicts."""
     thresholds = load_thresholds(thresholds_dir, comparison.candidate)
-    verdicts = evaluate(
+    return apply_thresholds(
+        comparison,
         thresholds.for_cell(comparison.cell, comparison.dataset, VS),
-        comparison.summaries(),
-        comparison.primary_readout,
         thresholds.on_inconclusive,
     )
-    for v in verdicts:
-        v["facet"] = f"{comparison.cell} vs {comparison.baseline}"
-        v["mcnemar"] = _mcnemar(comparison, v)
-    comparison.verdicts = verdicts
-    return verdicts
 
 
-def _mcnemar(comparison: CellComparison, v: dict) -> dict | None:
+def apply_thresholds(
+    comparison: CellComparison, thresholds: list[Threshold], on_inconclusive: str = "by_rule"
+) -> list[Verdict]:
+    """Verdicts of ``thresholds`` on the comparison's deltas, each with its McNemar test where
+    the metric has one; sets and returns them."""
+    verdicts = evaluate(
+        thresholds,
+        comparison.summaries(),
+        comparison.primary_readout,
+        on_inconclusive,
+        facet=f"{comparison.cell} vs {comparison.baseline}",
+    )
+    comparison.verdicts = [v.with_context(mcnemar=_mcnemar(comparison, v)) for v in verdicts]
+    return comparison.verdicts
+
+
+def _mcnemar(comparison: CellComparison, v: Verdict) -> dict | None:
     test = (
-        comparison.readouts[v["readout"]].mcnemar.get(v["metric"])
-        if v["readout"] in comparison.readouts
+        comparison.readouts[v.readout].mcnemar.get(v.metric)
+        if v.readout in comparison.readouts
         else None
     )
     return test.to_dict() if test else None
@@ -88,7 +100,8 @@ class RegressionCell:
         )
 
     def baseline_arm(self) -> tuple[Arm | None, dict]:
-        """The baseline's side and its identity (model id, weights sha256, run id, git commit, date)."""
+        """The baseline's side and its identity (model id, weights sha256, run id, git commit,
+        date)."""
         p = self.pairing
         if p.run is None:
             fingerprint = self.auditor.backend(p.baseline).fingerprint
@@ -110,7 +123,8 @@ class RegressionCell:
             base, identity = self.baseline_arm()
             if base is None:
                 pytest.skip(
-                    f"baseline run {identity['run_id']} has no {self.cell} × {self.dataset} trials of "
+                    f"baseline run {identity['run_id']} has no {self.cell} × {self.dataset} trials "
+                    "of "
                     f"{self.pairing.baseline!r}: nothing to compare with (not a pass)"
                 )
             cand = self.live_arm(self.pairing.candidate)
@@ -135,7 +149,7 @@ class RegressionCell:
         comparison.baseline_identity = identity
         return comparison
 
-    def run(self) -> list[dict]:
+    def run(self) -> list[Verdict]:
         from flipgate.report import report_regression
 
         p = self.pairing
@@ -155,7 +169,7 @@ class RegressionCell:
             fail_input(exc)
         store = self.auditor.store
         store.add_verdicts(
-            p.candidate, self.dataset, verdicts[0]["facet"] if verdicts else self.cell, verdicts
+            p.candidate, self.dataset, verdicts[0].facet if verdicts else self.cell, verdicts
         )
         store.add_comparison(
             p.candidate, self.dataset, self.cell, comparison.baseline, comparison.to_dict()

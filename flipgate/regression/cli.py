@@ -1,13 +1,14 @@
-"""``python -m flipgate compare`` and ``python -m flipgate baseline`` (SPEC §11, docs/regression.md).
+"""``python -m flipgate compare`` and ``python -m flipgate baseline`` (docs/definitions.md §11,
+docs/regression.md).
 
-``compare BASELINE CANDIDATE`` reads two finished runs (``reports/runs/<run_id>``, ``reports/baseline``
-or their ``trials.sqlite``), pairs each candidate model with its version in the baseline run, compares
-every order cell they share and gates the candidate's ``vs: baseline`` thresholds. It writes nothing;
-exit 0: no regression threshold failed, 1: one failed, 2: bad or incomparable input (one line on
-stderr starting ``flipgate: ``).
+``compare BASELINE CANDIDATE`` reads two finished runs (``reports/runs/<run_id>``,
+``reports/baseline`` or their ``trials.sqlite``), pairs each candidate model with its version in the
+baseline run, compares every order cell they share and gates the candidate's ``vs: baseline``
+thresholds. It writes nothing; exit 0: no regression threshold failed, 1: one failed, 2: bad or
+incomparable input (one line on stderr starting ``flipgate: ``).
 
-``baseline [RUN]`` promotes a run (default: the latest under ``reports/runs``) to ``reports/baseline``,
-the baseline ``scripts/audit`` compares with when it exists.
+``baseline [RUN]`` promotes a run (default: the latest under ``reports/runs``) to
+``reports/baseline``, the baseline ``scripts/audit`` compares with when it exists.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ PROMOTED = "PROMOTED.json"
 COST_PROJECTION = "cost_projection.json"
 
 
-# ---------------------------------------------------------------------------------------------- compare
+# ---------------------------------------------------------------------------------------- compare
 
 
 def _compare_parser() -> Parser:
     p = Parser(
         prog="python -m flipgate compare",
-        description="Paired regression table of a candidate run against a baseline run (SPEC §11). "
+        description="Paired regression table of a candidate run against a baseline run "
+        "(docs/definitions.md §11). "
         "Exit 0: no regression threshold failed; 1: one failed; 2: bad or incomparable input.",
     )
     p.add_argument(
@@ -57,7 +59,8 @@ def _compare_parser() -> Parser:
         "--thresholds",
         default="thresholds",
         metavar="DIR",
-        help="thresholds directory whose vs: baseline thresholds gate the deltas (default: thresholds)",
+        help="thresholds directory whose vs: baseline thresholds gate the deltas (default: "
+        "thresholds)",
     )
     p.add_argument(
         "--format", choices=("md", "json"), default="md", help="output format (default: md)"
@@ -117,7 +120,8 @@ def _markdown(result: dict, level: float) -> str:
     base, cand = result["baseline_run"], result["candidate_run"]
     lines = [
         f"Regression: candidate run {cand['run_id']} ({cand['trials_store']}) vs baseline run "
-        f"{base['run_id']} ({base['trials_store']}; git {base['git_commit'] or '–'}, {base['date'] or 'date –'})",
+        f"{base['run_id']} ({base['trials_store']}; git {base['git_commit'] or '–'}, "
+        f"{base['date'] or 'date –'})",
         "",
     ]
     if result["comparisons"]:
@@ -192,7 +196,8 @@ def compare_runs(
                         "baseline": name,
                         "cell": cell,
                         "dataset": dataset,
-                        "reason": f"baseline run {base_run.run_id} has no {cell} × {dataset} trials of "
+                        "reason": f"baseline run {base_run.run_id} has no {cell} × {dataset} "
+                        "trials of "
                         f"{base!r}: nothing to compare with (not a pass)",
                     }
                 )
@@ -263,7 +268,7 @@ def _run_identity(record: RunRecord) -> dict:
     }
 
 
-# ---------------------------------------------------------------------------------------------- baseline
+# --------------------------------------------------------------------------------------- baseline
 
 
 def _promote_parser() -> Parser:
@@ -350,14 +355,15 @@ def _promote(argv: list[str]) -> int:
     }
     atomic_write(to / PROMOTED, json.dumps(promoted, indent=2) + "\n")
     print(
-        f"promoted run {record.run_id} ({record.path}; {n_trials} trials of {', '.join(models)}) to {target}"
+        f"promoted run {record.run_id} ({record.path}; {n_trials} trials of {', '.join(models)}) "
+        f"to {target}"
     )
     return OK
 
 
 def _backup(source: sqlite3.Connection, target: Path) -> None:
-    """Copy a store with SQLite's backup API (what is still in its WAL included) into one self-contained
-    file that atomically replaces ``target``."""
+    """Copy a store with SQLite's backup API (what is still in its WAL included) into one
+    self-contained file that atomically replaces ``target``."""
 
     def fill(tmp: Path) -> None:
         dest = sqlite3.connect(str(tmp))

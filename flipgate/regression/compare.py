@@ -1,11 +1,12 @@
-"""Paired comparison of a candidate model version against its baseline on one cell (SPEC §11).
+"""Paired comparison of a candidate model version against its baseline on one cell
+(docs/definitions.md §11).
 
 Both versions answered the same manifest (same items, same orderings), so every delta is paired per
 item: ``delta_flip_rate`` (items parsed ≥ 2 times in both), ``delta_accuracy`` (canonical ordering;
-an unparsed answer counts as wrong), ``delta_parse_rate`` and, for a control cell, ``delta_delta_order``
-(per item flip_perm − flip_same). Each has a paired percentile bootstrap over items; the binary ones an
-exact McNemar test on their discordant items. A delta is candidate − baseline, so a positive
-``delta_flip_rate`` and a negative ``delta_accuracy`` are regressions.
+an unparsed answer counts as wrong), ``delta_parse_rate`` and, for a control cell,
+``delta_delta_order`` (per item flip_perm − flip_same). Each has a paired percentile bootstrap over
+items; the binary ones an exact McNemar test on their discordant items. A delta is candidate −
+baseline, so a positive ``delta_flip_rate`` and a negative ``delta_accuracy`` are regressions.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 from flipgate import FlipgateError
 from flipgate import metrics as M
 from flipgate.facets import split_cell
+from flipgate.results import Verdict
 from flipgate.summary import Summary, answers_frame
 
 #: the gated deltas; higher_is_worse says which sign is a regression
@@ -48,7 +50,8 @@ class Arm:
 
 @dataclass
 class Overlap:
-    """What each version measured and what the comparison used (disclosed with ``--baseline-partial``)."""
+    """What each version measured and what the comparison used (disclosed with
+    ``--baseline-partial``)."""
 
     baseline_items: int
     candidate_items: int
@@ -65,14 +68,16 @@ class Overlap:
 
 @dataclass
 class ReadoutDeltas:
-    """The deltas of one readout: ``summary`` is what the gate reads (estimates, CIs, bootstrap draws)."""
+    """The deltas of one readout: ``summary`` is what the gate reads (estimates, CIs, bootstrap
+    draws)."""
 
     readout: str
     summary: Summary
     arms: dict[str, dict[str, float]]
     mcnemar: dict[str, M.McNemar]
     items: dict[str, list[str]]
-    #: per metric the paired per-item values ``{"items": [ids], "baseline": [...], "candidate": [...]}``
+    #: per metric the paired per-item values
+    #: ``{"items": [ids], "baseline": [...], "candidate": [...]}``
     per_item: dict[str, dict[str, list]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -98,7 +103,7 @@ class CellComparison:
     readouts: dict[str, ReadoutDeltas]
     overlap: Overlap
     baseline_identity: dict = field(default_factory=dict)
-    verdicts: list[dict] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
 
     @property
     def primary(self) -> ReadoutDeltas:
@@ -119,7 +124,7 @@ class CellComparison:
                     "primary_readout": self.primary_readout,
                     "overlap": asdict(self.overlap),
                     "baseline_identity": self.baseline_identity,
-                    "verdicts": self.verdicts,
+                    "verdicts": [v.model_dump(mode="json") for v in self.verdicts],
                     "readouts": {r: d.to_dict() for r, d in self.readouts.items()},
                 },
                 default=_plain,
@@ -165,7 +170,8 @@ def _match(
     what: str,
     partial: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame, Overlap]:
-    """Both arms on their shared (item, ordering) pairs, or an IncomparableCell naming what differs."""
+    """Both arms on their shared (item, ordering) pairs, or an IncomparableCell naming what
+    differs."""
     pa, pb = _pairs(base), _pairs(cand)
     shared = pa & pb
     items_a, items_b = set(base["item_id"]), set(cand["item_id"])
@@ -192,8 +198,10 @@ def _match(
         if items_a == items_b and pa != pb:
             diffs.append(f"orderings differ on {len(pa ^ pb)} (item, ordering) pairs")
         raise IncomparableCell(
-            f"{what}: baseline and candidate did not answer the same manifest ({'; '.join(diffs) or 'trials differ'}); "
-            f"re-run with the same items_per_dataset, K and seed, or pass --baseline-partial to compare the "
+            f"{what}: baseline and candidate did not answer the same manifest "
+            f"({'; '.join(diffs) or 'trials differ'}); "
+            "re-run with the same items_per_dataset, K and seed, or pass --baseline-partial to "
+            "compare the "
             f"{overlap.shared_pairs} shared (item, ordering) pairs"
         )
     if not shared:
@@ -204,8 +212,9 @@ def _match(
 
 
 def _per_item(trials: pd.DataFrame, readout: str) -> pd.DataFrame:
-    """Per item: any_flip (SPEC §3; NaN when < 2 parsed), parse rate, and canonical-ordering correctness
-    (ordering 0, first sample; an unparsed answer counts as wrong)."""
+    """Per item: any_flip (docs/definitions.md §3; NaN when < 2 parsed), parse rate, and
+    canonical-ordering correctness (ordering 0, first sample; an unparsed answer counts as
+    wrong)."""
     df = answers_frame(trials, readout)
     answers = df["answer"].map(
         lambda a: None if a is None or a != a else json.dumps(a, sort_keys=True)
@@ -283,7 +292,7 @@ def compare_cell(
     seed: int = 42,
     partial: bool = False,
 ) -> CellComparison:
-    """The SPEC §11 comparison of ``candidate`` against ``baseline`` on one cell."""
+    """The docs/definitions.md §11 comparison of ``candidate`` against ``baseline`` on one cell."""
     what = f"{candidate.model_id} vs {baseline.model_id} on {cell} × {dataset}"
     if primary not in baseline.readouts:
         raise IncomparableCell(

@@ -1,5 +1,5 @@
-"""Who is compared with whom (SPEC §11): in one run, a model with the ``baseline:`` it names in
-models.yaml; across runs, each candidate with its previous version in a baseline run."""
+"""Who is compared with whom (docs/definitions.md §11): in one run, a model with the ``baseline:``
+it names in models.yaml; across runs, each candidate with its previous version in a baseline run."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from flipgate.regression.runs import RunRecord
 
 @dataclass(frozen=True)
 class Pairing:
-    """A candidate and its baseline: ``run`` is the baseline's run (None: this session), ``skip`` why
-    there is nothing to compare with."""
+    """A candidate and its baseline: ``run`` is the baseline's run (None: this session), ``skip``
+    why there is nothing to compare with."""
 
     candidate: str
     baseline: str | None
@@ -29,8 +29,8 @@ class Pairing:
 def baseline_in(
     record: RunRecord, candidate: str, declared: str | None
 ) -> tuple[str | None, str | None]:
-    """(baseline model id in ``record``, None) or (None, why not): the candidate's own id (its previous
-    version), else the ``baseline:`` it declares, else the run's only model."""
+    """(baseline model id in ``record``, None) or (None, why not): the candidate's own id (its
+    previous version), else the ``baseline:`` it declares, else the run's only model."""
     models = sorted(record.models)
     for choice in (candidate, declared):
         if choice in record.models:
@@ -51,7 +51,8 @@ def pairings(
     source: str = "models.yaml",
 ) -> list[Pairing]:
     """In-run pairs (every candidate with a ``baseline:``), plus, with a baseline ``record``, every
-    candidate (or only ``candidate``) against its version in that run. ``models`` maps id -> config."""
+    candidate (or only ``candidate``) against its version in that run. ``models`` maps id ->
+    config."""
     if candidate is not None and candidate not in candidates:
         raise FlipgateError(
             f"--candidate {candidate!r}: not a model of {source} audited by the order suites "

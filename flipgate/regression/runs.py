@@ -1,6 +1,7 @@
 """A finished run named as a baseline (``reports/runs/<run_id>`` or its ``trials.sqlite``), opened
-read-only and checked before anything is compared: a missing, corrupt or foreign file, or a run drawn
-under another permutation grammar or seed, is one clean error and nothing is written (SPEC §11)."""
+read-only and checked before anything is compared: a missing, corrupt or foreign file, or a run
+drawn under another permutation grammar or seed, is one clean error and nothing is written
+(docs/definitions.md §11)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ REQUIRED = {
 
 
 def store_path(path: Path | str, role: str = "baseline") -> Path:
-    """The trials store of a run directory, or ``path`` itself when it is the store file; errors name
-    the path's ``role`` ("baseline", "candidate", ...)."""
+    """The trials store of a run directory, or ``path`` itself when it is the store file; errors
+    name the path's ``role`` ("baseline", "candidate", ...)."""
     path = Path(path)
     if path.is_dir():
         path = path / STORE_NAME
@@ -80,7 +81,8 @@ class RunRecord:
 
     @cached_property
     def meta(self) -> dict:
-        """Run identity written at the run's end (empty for runs made before flipgate recorded it)."""
+        """Run identity written at the run's end (empty for runs made before flipgate recorded
+        it)."""
         return self.store.meta() if "meta" in self.store.tables() else {}
 
     @property
@@ -105,8 +107,8 @@ class RunRecord:
         return self.store.trials(model_id=model_id, dataset=dataset, facet=cell)
 
     def identity(self, model_id: str) -> dict:
-        """What a regression section discloses about the baseline (SPEC §11, issue: model id,
-        weights sha256, run id, git commit, date)."""
+        """What a regression section discloses about the baseline (docs/definitions.md §11, issue:
+        model id, weights sha256, run id, git commit, date)."""
         fp = self.models.get(model_id, {}).get("fingerprint", {})
         return {
             "model_id": model_id,
@@ -118,21 +120,24 @@ class RunRecord:
         }
 
     def check_grammar(self, seed: int) -> None:
-        """Refuse a run whose orderings were drawn under another grammar version or seed: none of its
-        cells could be paired with ours. Runs without recorded metadata are checked by redrawing
+        """Refuse a run whose orderings were drawn under another grammar version or seed: none of
+        its cells could be paired with ours. Runs without recorded metadata are checked by redrawing
         their manifests from their own items."""
         version, their_seed = self.meta.get("grammar_version"), self.meta.get("seed")
         if version is not None or their_seed is not None:
             if (version, their_seed) != (GRAMMAR_VERSION, seed):
                 raise FlipgateError(
-                    f"baseline {self.path}: run {self.run_id} drew its orderings under grammar version {version} "
-                    f"with seed {their_seed}; this audit uses grammar version {GRAMMAR_VERSION} with seed {seed}, "
+                    f"baseline {self.path}: run {self.run_id} drew its orderings under grammar "
+                    f"version {version} "
+                    f"with seed {their_seed}; this audit uses grammar version {GRAMMAR_VERSION} "
+                    f"with seed {seed}, "
                     f"so no cell pairs up (re-run the baseline with this flipgate and seed)"
                 )
             return
         for (facet, dataset), manifest in sorted(self.manifests.items()):
             units = self.store.conn.execute(
-                "SELECT item_id, permutation FROM trials WHERE facet = ? AND dataset = ? AND condition = 0 "
+                "SELECT item_id, permutation FROM trials WHERE facet = ? AND dataset = ? AND "
+                "condition = 0 "
                 "GROUP BY item_id",
                 (facet, dataset),
             ).fetchall()
@@ -143,15 +148,18 @@ class RunRecord:
             )
             if redrawn.sha256 != manifest["sha256"]:
                 raise FlipgateError(
-                    f"baseline {self.path}: run {self.run_id} records no grammar version, and its {facet} × {dataset} "
-                    f"orderings are not those of grammar version {GRAMMAR_VERSION} with seed {seed} (manifest "
-                    f"{manifest['sha256'][:12]}, redrawn {redrawn.sha256[:12]}): it was drawn under another grammar "
+                    f"baseline {self.path}: run {self.run_id} records no grammar version, and its "
+                    f"{facet} × {dataset} "
+                    f"orderings are not those of grammar version {GRAMMAR_VERSION} with seed "
+                    f"{seed} (manifest "
+                    f"{manifest['sha256'][:12]}, redrawn {redrawn.sha256[:12]}): it was drawn "
+                    "under another grammar "
                     f"or seed; re-run the baseline with this flipgate"
                 )
 
     def arm(self, model_id: str, cell: str, dataset: str) -> Arm | None:
-        """The recorded side of a cell for :func:`~flipgate.regression.compare.compare_cell`, or None when
-        the run has no trials of it."""
+        """The recorded side of a cell for :func:`~flipgate.regression.compare.compare_cell`, or
+        None when the run has no trials of it."""
         trials = self.trials(model_id, dataset, cell)
         if trials.empty:
             return None
@@ -173,14 +181,16 @@ class RunRecord:
         return readouts_for(split_cell(cell)[1], config["readouts"], config["primary_readout"])[1]
 
     def order_cells(self, model_id: str) -> list[tuple[str, str]]:
-        """(facet or control cell, dataset) of every order cell the run measured for ``model_id``."""
+        """(facet or control cell, dataset) of every order cell the run measured for
+        ``model_id``."""
         return sorted(
             (c, d) for m, c, d in self.cells if m == model_id and split_cell(c)[1] in FACETS
         )
 
 
 def run_meta(run_id: str, cfg, items_per_dataset: int | None, root: Path | None = None) -> dict:
-    """The identity a run records in its store for later comparisons (see :meth:`RunRecord.check_grammar`)."""
+    """The identity a run records in its store for later comparisons (see
+    :meth:`RunRecord.check_grammar`)."""
     import datetime as dt
 
     from flipgate import __version__

@@ -20,7 +20,8 @@ def _num(x, digits: int = 3, signed: bool = False) -> str:
 
 
 def arrow(metric: str, ci) -> str:
-    """Whether the candidate is worse, better or indistinguishable on ``metric`` at the CI's level."""
+    """Whether the candidate is worse, better or indistinguishable on ``metric`` at the CI's
+    level."""
     if not ci or ci[0] is None or any(isinstance(c, float) and math.isnan(c) for c in ci):
         return "–"
     worse_up = DELTA_METRICS[metric]
@@ -71,7 +72,8 @@ def markdown(comparisons: list[dict], level: float | None = None) -> str:
     """A Markdown table of every comparison (primary readouts), one row per delta metric."""
     ci_head = f"{level:.0%} CI" if level else "CI"
     lines = [
-        f"| candidate vs baseline | cell | dataset | metric | baseline | candidate | Δ | {ci_head} | N | "
+        f"| candidate vs baseline | cell | dataset | metric | baseline | candidate | Δ | {ci_head} "
+        "| N | "
         f"McNemar p (2-sided / regression) | verdict | |",
         "|---|---|---|---|---:|---:|---:|---|---:|---|---|---|",
     ]
@@ -89,9 +91,11 @@ def markdown(comparisons: list[dict], level: float | None = None) -> str:
             )
             verdict = f"{r['verdict']} ({r['threshold']})" if r["verdict"] else "not gated"
             lines.append(
-                f"| {md_escape(r['candidate'])} vs {md_escape(r['baseline'])} | {md_escape(r['cell'])} | {md_escape(r['dataset'])} | "
+                f"| {md_escape(r['candidate'])} vs {md_escape(r['baseline'])} | "
+                f"{md_escape(r['cell'])} | {md_escape(r['dataset'])} | "
                 f"{r['metric']} | {_num(r['baseline_value'])} | {_num(r['candidate_value'])} | "
-                f"{_num(r['delta'], signed=True)} | {ci} | {r['n_items'] if r['n_items'] is not None else '–'} | "
+                f"{_num(r['delta'], signed=True)} | {ci} | "
+                f"{r['n_items'] if r['n_items'] is not None else '–'} | "
                 f"{p} | {md_escape(verdict)} | {r['arrow']} |"
             )
     return "\n".join(lines) + "\n"

@@ -1,0 +1,98 @@
+"""Typed results, computed once and read everywhere (store, cards, Allure, terminal, comparisons).
+
+Pydantic v2 models, frozen: they validate what comes back from the run store, serialise to the
+JSON the cards carry (a NaN becomes ``null`` in the model, not in a walker over the output) and
+can describe themselves as JSON Schema. Frozen dataclasses would need all three written by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, model_serializer
+
+
+def _finite_or_none(value: Any) -> Any:
+    """NaN (a missing estimate) as None; anything else unchanged, for pydantic to validate."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+#: a number that may be missing; NaN is read as missing
+Number = Annotated[float | None, BeforeValidator(_finite_or_none)]
+
+#: fields a gate adds to some verdicts only (see :class:`Verdict`)
+CONTEXT_FIELDS = frozenset({"facet", "model", "target", "mcnemar", "q_value"})
+
+Label = Literal["pass", "fail", "inconclusive", "warn", "missing"]
+Outcome = Literal["pass", "warn", "xfail", "fail"]
+
+
+class Verdict(BaseModel):
+    """One threshold applied to one cell (docs/thresholds.md): the bound, the estimate and CI it
+    was decided on, the verdict *label* and what the release gate does with it (*outcome*).
+
+    ``facet`` names the cell (a facet, a control, ``envelope``, ``odi`` or ``<cell> vs
+    <baseline>``); ``model``, ``target`` and ``mcnemar`` are given only by the envelope, ODI and
+    regression gates. ``q_value`` is the run-wide Benjamini–Hochberg adjustment of ``p_value``,
+    known only once every cell has run (cards). A context field never given (not even as None) is
+    left out of the JSON."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    threshold: str
+    metric: str
+    bound: float
+    direction: Literal["max", "min"]
+    rule: str
+    level: float | None
+    readout: str | None
+    estimate: Number
+    ci: tuple[Number, Number] | None
+    verdict: Label
+    outcome: Outcome
+    p_value: Number = None
+    source: str | None = None
+    why: str | None = None
+    facet: str | None = None
+    model: str | None = None
+    target: str | None = None
+    mcnemar: dict[str, Any] | None = None
+    q_value: Number = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_context(self, handler: Any) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in CONTEXT_FIELDS - self.model_fields_set:
+            data.pop(key, None)
+        return data
+
+    def with_context(self, **fields: Any) -> Verdict:
+        """A copy with context fields (``facet``, ``model``, ``target``, ``mcnemar``, ``q_value``)
+        or a renamed ``threshold`` / ``readout`` given, validated like the original."""
+        return Verdict.model_validate({**self.model_dump(), **fields})
+
+    def describe(self) -> str:
+        """One line for the terminal: who, threshold, source, estimate and CI, verdict."""
+        level = f" {self.level:.0%}" if self.level else ""
+        ci = self.ci
+        ci_text = (
+            f"{level} CI [{ci[0]:.3f}, {ci[1]:.3f}]"
+            if ci and ci[0] is not None and ci[1] is not None
+            else ""
+        )
+        est = "no estimate" if self.estimate is None else f"{self.estimate:.3f}"
+        who = f"{self.model}: " if self.model else ""
+        unproven = (
+            " (not proven)" if self.verdict == "inconclusive" and self.rule == "upper" else ""
+        )
+        return f"{who}{self.threshold} [{self.source}]: {est}{ci_text} -> {self.verdict}{unproven}"
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> Verdict:
+        return cls.model_validate_json(text)

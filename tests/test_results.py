@@ -1,0 +1,79 @@
+"""Typed results (flipgate.results): a verdict validates what it is given, reads a NaN as missing,
+round-trips through the run store's JSON and keeps gate-specific context out of other verdicts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pydantic
+import pytest
+
+from flipgate.config import Threshold
+from flipgate.gate import evaluate, verdict
+from flipgate.results import Verdict
+from flipgate.store import TrialStore
+
+FLIP = Threshold("flip_rate", 0.2, "max", "lower", source="default.yaml#1")
+
+
+def test_nan_estimate_and_ci_are_missing_and_serialise_as_null():
+    v = verdict(FLIP, float("nan"), (float("nan"), float("nan")))
+    assert v.estimate is None and v.ci == (None, None)
+    assert (v.verdict, v.outcome) == ("missing", "fail")
+    data = json.loads(v.to_json())
+    assert data["estimate"] is None and data["ci"] == [None, None]
+    assert "NaN" not in v.to_json()
+
+
+def test_round_trip_through_json_keeps_context_given_even_as_none():
+    (v,) = evaluate(
+        [FLIP],
+        {"regex": {"flip_rate": {"estimate": 0.3, "ci": [0.25, 0.35]}}},
+        "regex",
+        facet="option_order",
+    )
+    gated = v.with_context(mcnemar=None)
+    back = Verdict.from_json(gated.to_json())
+    assert back == gated and back.facet == "option_order" and back.verdict == "fail"
+    assert "mcnemar" in json.loads(back.to_json())  # given (as None): disclosed
+    plain = json.loads(v.to_json())
+    assert {"mcnemar", "model", "target", "q_value"}.isdisjoint(plain)  # never given: absent
+
+
+def test_invalid_verdicts_are_rejected():
+    (v,) = evaluate(
+        [FLIP], {"regex": {"flip_rate": {"estimate": 0.1, "ci": [0.05, 0.15]}}}, "regex"
+    )
+    with pytest.raises(pydantic.ValidationError):
+        v.with_context(verdict="maybe")
+    with pytest.raises(pydantic.ValidationError):
+        v.with_context(colour="red")  # extra fields are errors, not silently kept
+    with pytest.raises(pydantic.ValidationError):
+        v.facet = "x"  # frozen
+
+
+def test_describe_reads_like_the_terminal_line():
+    v = verdict(FLIP, 0.3, (0.25, 0.35), facet="option_order")
+    assert (
+        v.describe()
+        == "flip_rate <= 0.2 (lower) [default.yaml#1]: 0.300 95% CI [0.250, 0.350] -> fail"
+    )
+    upper = Threshold("parse_rate", 0.9, "min", "upper", source="t.yaml#2")
+    assert verdict(upper, 0.95, (0.85, 0.99)).describe().endswith("-> inconclusive (not proven)")
+
+
+def test_q_values_are_computed_once_and_stored_in_each_verdict(tmp_path):
+    store = TrialStore(tmp_path / "trials.sqlite")
+    p_values = {"a": 0.01, "b": 0.04, "c": 0.03}
+    for name, p in p_values.items():
+        t = Threshold("flip_rate", 0.2, "max", "lower", source=f"{name}.yaml")
+        store.add_verdicts("m", "d", name, [verdict(t, 0.3, (0.25, 0.35), p_value=p, facet=name)])
+    t = Threshold("accuracy", 0.5, "min", "point")
+    store.add_verdicts("m", "d", "none", [verdict(t, 0.6, None, facet="none")])
+    q = store.adjust_q_values()
+    # Benjamini–Hochberg by hand: sorted p 0.01, 0.03, 0.04 (m = 3) -> 0.03, 0.04, 0.04
+    assert sorted(q) == pytest.approx([0.03, 0.04, 0.04])
+    stored = {v.facet: v.q_value for v in store.verdicts("m", "d")}
+    assert stored["a"] == pytest.approx(0.03) and stored["none"] is None
+    assert math.isclose(stored["c"], 0.04) and math.isclose(stored["b"], 0.04)
