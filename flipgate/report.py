@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from flipgate.results import Verdict
+from flipgate.results import Verdict, plain
 
 
 def _allure():
@@ -124,7 +124,8 @@ def report_cell(
         attachment_type=allure.attachment_type.CSV,
     )
     allure.attach(
-        json.dumps({"summaries": summaries, "verdicts": _dumped(verdicts)}, indent=2, default=str),
+        # the summaries as the run store keeps them and the GRID card shows them
+        json.dumps({"summaries": plain(summaries), "verdicts": _dumped(verdicts)}, indent=2),
         name="cell card section.json",
         attachment_type=allure.attachment_type.JSON,
     )

@@ -10,7 +10,23 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_serializer
+
+
+def plain(obj: Any) -> Any:
+    """``obj`` as plain JSON data, recursively: NaN as None, tuples as lists, numpy scalars as
+    Python numbers. The JSON form of results that are not models of their own yet (cell
+    summaries, cards)."""
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float):
+        return None if math.isnan(obj) else obj
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj
 
 
 def _finite_or_none(value: Any) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from flipgate.results import Verdict
+from flipgate.results import Verdict, plain
 from flipgate.sqlite_util import connect
 
 SCHEMA = """
@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS comparisons (model_id TEXT, dataset TEXT, cell TEXT, 
 CREATE TABLE IF NOT EXISTS summaries (model_id TEXT, dataset TEXT, cell TEXT, readout TEXT,
     metric TEXT, estimate REAL, lo REAL, hi REAL, n_items INTEGER,
     PRIMARY KEY (model_id, dataset, cell, readout, metric));
+CREATE TABLE IF NOT EXISTS cell_summaries (model_id TEXT, dataset TEXT, cell TEXT, readout TEXT,
+    summary TEXT, PRIMARY KEY (model_id, dataset, cell, readout));
 """
 CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
 
@@ -238,9 +240,9 @@ class TrialStore:
     def add_summaries(
         self, model_id: str, dataset: str, cell: str, summaries: dict[str, dict]
     ) -> None:
-        """A cell's metric estimates per readout (every ``{estimate, ci}`` entry of its Summary),
-        kept so
-        later runs can plot each metric's trend across runs (:mod:`flipgate.trend`)."""
+        """A cell's summary per readout, as its test computed it: whole (what cards and Allure
+        show, :meth:`cell_summaries`) and one row per ``{estimate, ci}`` metric, which later runs
+        read to plot each metric's trend across runs (:mod:`flipgate.trend`)."""
         rows = [
             (
                 model_id,
@@ -256,10 +258,28 @@ class TrialStore:
             for metric, v in s.items()
             if isinstance(v, dict) and "estimate" in v and "ci" in v
         ]
+        whole = [
+            (model_id, dataset, cell, readout, json.dumps(plain(s)))
+            for readout, s in summaries.items()
+        ]
         with self.conn:
             self.conn.executemany(
                 "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO cell_summaries VALUES (?, ?, ?, ?, ?)", whole
+            )
+
+    def cell_summaries(self, model_id: str, dataset: str) -> dict[str, dict[str, dict]]:
+        """cell -> readout -> summary, as the cells' tests stored them (:meth:`add_summaries`)."""
+        out: dict[str, dict[str, dict]] = {}
+        rows = self.conn.execute(
+            "SELECT cell, readout, summary FROM cell_summaries WHERE model_id = ? AND dataset = ?",
+            (model_id, dataset),
+        )
+        for cell, readout, summary in rows:
+            out.setdefault(cell, {})[readout] = json.loads(summary)
+        return out
 
     def summaries(self, model_id: str, dataset: str, cell: str) -> dict[str, dict]:
         """readout -> {metric: {estimate, ci}, "n_items": N}, as :meth:`add_summaries` stored them

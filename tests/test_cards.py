@@ -293,3 +293,17 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
         "mmlu",
     ]
     assert json.loads((out / "scripted/arc_challenge.json").read_text())["run"]["run_id"] == "r2"
+
+
+def test_card_shows_the_summaries_the_cell_test_stored(card_store):
+    """Cards read each cell's stored summary (computed once, by the cell's test); only a cell
+    with trials but no stored summary is summarised when the card is built."""
+    first = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    planted = copy.deepcopy(first["order_robustness"]["option_order"]["regex"])
+    planted["flip_rate"] = {"estimate": 0.125, "ci": [0.0, 0.25]}  # not what the trials give
+    card_store.add_summaries("scripted", "arc_challenge", "option_order", {"regex": planted})
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    assert card["order_robustness"]["option_order"]["regex"] == planted
+    computed = card["order_robustness"]["option_order"]["letter_logprob"]  # nothing stored
+    assert computed == first["order_robustness"]["option_order"]["letter_logprob"]
+    assert computed["flip_rate"]["estimate"] == 1.0

@@ -1,4 +1,5 @@
-"""The conformance suite run as a user runs it: pytest on suites/, xdist, cards, Allure, cache, replay."""
+"""The conformance suite run as a user runs it: pytest on suites/, xdist, cards, Allure, cache,
+replay."""
 
 from __future__ import annotations
 
@@ -83,9 +84,10 @@ def xdist_run(tiny_model_dir, tmp_path_factory):
     models = models_yaml(
         tmp / "models.yaml",
         f"""
-  - {{id: tiny-fp32, backend: hf, source: {{path: "{tiny_model_dir}"}}, batch_size: 6, max_new_tokens: 3}}
-  - {{id: tiny-bf16, backend: hf, source: {{path: "{tiny_model_dir}"}}, dtype: bfloat16, max_new_tokens: 3,
-     readouts: [letter_logprob]}}
+  - {{id: tiny-fp32, backend: hf, source: {{path: "{tiny_model_dir}"}}, batch_size: 6,
+     max_new_tokens: 3}}
+  - {{id: tiny-bf16, backend: hf, source: {{path: "{tiny_model_dir}"}}, dtype: bfloat16,
+     max_new_tokens: 3, readouts: [letter_logprob]}}
 """,
     )
     thresholds = write(tmp / "thresholds" / "default.yaml", PASSING).parent
@@ -153,6 +155,29 @@ def test_allure_results_labels_and_attachments(xdist_run):
         a["name"] for a in odi["attachments"]
     }
     assert "run_id=" in (tmp / "allure" / "environment.properties").read_text()
+
+
+def test_card_and_allure_carry_the_same_numbers(xdist_run):
+    """Each cell's summaries are computed once, by its test: the Allure attachment and the GRID
+    card show the same stored numbers (facet and control cells, every readout)."""
+    tmp = xdist_run[0]
+    compared = 0
+    for result in (tmp / "allure").glob("*-result.json"):
+        result = json.loads(result.read_text())
+        labels = {lab["name"]: lab["value"] for lab in result["labels"]}
+        attachments = result.get("attachments", [])
+        section = [a for a in attachments if a["name"] == "cell card section.json"]
+        if not section:
+            continue
+        attached = json.loads((tmp / "allure" / section[0]["source"]).read_text())["summaries"]
+        card = json.loads(
+            (tmp / "cards" / labels["story"] / f"{labels['feature']}.json").read_text()
+        )
+        cell = labels["epic"]
+        shown = (card["order_robustness"] | card["controls"])[cell]
+        assert attached == shown, (cell, labels)
+        compared += 1
+    assert compared == 8  # 2 models x 2 datasets x (facet + control)
 
 
 def test_rerun_hits_cache_and_failing_threshold_fails(xdist_run):

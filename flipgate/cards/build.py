@@ -15,7 +15,7 @@ import yaml
 from flipgate import metrics as M
 from flipgate.facets import FACETS, readouts_for, split_cell
 from flipgate.files import atomic_write
-from flipgate.results import Verdict
+from flipgate.results import Verdict, plain
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
 
@@ -76,17 +76,6 @@ def git_commit(cwd: Path | None = None) -> str | None:
         return None
 
 
-def _jsonable(obj):
-    """NaN -> None, recursively (JSON has no NaN)."""
-    if isinstance(obj, float):
-        return None if obj != obj else obj
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
-
-
 def threshold_entry(v: Verdict) -> dict:
     """A verdict as the card lists it: with its BH ``q_value`` (None until
     :meth:`TrialStore.adjust_q_values` has run, or without a p-value)."""
@@ -113,26 +102,24 @@ def build_card(
     model_readouts = cfg.get("readouts", ["letter_logprob"])
     model_primary = cfg.get("primary_readout", model_readouts[0])
     order, controls, primaries = {}, {}, {}
+    # each cell's summaries as its test computed, asserted and reported them; a cell whose test
+    # did not run (trials only asked for by a control or the ODI fit) is summarised here
+    stored = store.cell_summaries(model_id, dataset)
     for cell in sorted(trials["facet"].unique()):
         control, facet = split_cell(cell)
         readouts, primaries[facet] = readouts_for(facet, model_readouts, model_primary)
         part = trials[trials["facet"] == cell]
-        if control is None:
-            judged = getattr(FACETS[facet], "judged", False)
-            verdicts = store.judgements(model_id, dataset, cell) if judged else None
-            order[cell] = {
-                r: facet_summary(part, r, n_boot, level, seed, verdicts)[0] for r in readouts
-            }
-        else:
-            perm = trials[trials["facet"] == facet]
-            controls[cell] = {
-                r: (
-                    control_summary(perm, part, r, n_boot, level, seed)[0]
-                    if len(perm)
-                    else facet_summary(part, r, n_boot, level, seed)[0]
-                )
-                for r in readouts
-            }
+        perm = trials[trials["facet"] == facet]
+        judged = control is None and getattr(FACETS[facet], "judged", False)
+        judgements = store.judgements(model_id, dataset, cell) if judged else None
+
+        def summarise(readout: str) -> dict:
+            if control is None or not len(perm):
+                return facet_summary(part, readout, n_boot, level, seed, judgements)[0]
+            return control_summary(perm, part, readout, n_boot, level, seed)[0]
+
+        summaries = {r: stored.get(cell, {}).get(r) or summarise(r) for r in readouts}
+        (order if control is None else controls)[cell] = summaries
     if not order and not controls:  # an envelope-only benchmark (suites/benchmarks)
         return _envelope_card(store, model_id, dataset, run_id, envelope, model, root)
     main = sorted(order)[0] if order else split_cell(sorted(controls)[0])[1]
@@ -237,7 +224,7 @@ def build_card(
     regression = regression_section(store.comparisons(model_id), dataset, level)
     if regression:
         card["regression"] = regression
-    card = _jsonable(card)
+    card = plain(card)
     validate_card(card)
     return card
 
@@ -483,7 +470,7 @@ def _envelope_card(
         },
         "envelope": section,
     }
-    card = _jsonable(card)
+    card = plain(card)
     validate_card(card)
     return card
 
