@@ -1,4 +1,5 @@
-"""Trials/s of the litellm backend at concurrency 1 vs 16 against the loopback OpenAI-compatible server.
+"""Trials/s of the litellm backend at concurrency 1 vs 16 against the loopback OpenAI-compatible
+server.
 
 The server (flipgate.serve) serves the embedded SmolLM2 with dynamic batching, so concurrent
 requests share forward passes; ``--latency-s`` adds a fixed per-request delay in the server
@@ -56,7 +57,8 @@ def main() -> None:
     requests = option_order_requests(args.dataset, args.n)
     levels = [int(x) for x in args.levels.split(",")]
     print(
-        f"model {args.model} behind flipgate.serve (dynamic batching, max 16), {len(requests)} trials per arm"
+        f"model {args.model} behind flipgate.serve (dynamic batching, max 16), "
+        f"{len(requests)} trials per arm"
     )
     for latency in (float(x) for x in args.latencies.split(",")):
         faults = Faults(slow=1.0, slow_s=latency) if latency else Faults()
@@ -71,12 +73,14 @@ def main() -> None:
         }
         print(
             f" added latency {latency:g} s/request (server batch sizes: mean "
-            f"{sum(server.batcher.batches) / len(server.batcher.batches):.1f}, max {max(server.batcher.batches)})"
+            f"{sum(server.batcher.batches) / len(server.batcher.batches):.1f}, "
+            f"max {max(server.batcher.batches)})"
         )
         for c, (r, _) in results.items():
             same = sum(a == b for a, b in zip(answers[c], answers[levels[0]]))
             print(
-                f"  concurrency {c:3d}: {r:7.2f} trials/s   x{r / base:5.2f} vs concurrency {levels[0]}   "
+                f"  concurrency {c:3d}: {r:7.2f} trials/s   x{r / base:5.2f} "
+                f"vs concurrency {levels[0]}   "
                 f"answers equal to concurrency {levels[0]}: {same}/{len(requests)}"
             )
 

@@ -4,7 +4,8 @@ Each (scale, profile) cell simulates data from the ODI model with known truth (f
 small 4 models x 2 facets x 40 items; medium 8 x 3 facets x 2 datasets x 100 items; paper 18 models,
 5 facets, 12 cells, 3,600 items, ~390k trials; K=6), fits it and prints one table row.
     python benchmarks/odi_scaling.py [--scales small,medium] [--profiles fast,full] [--seed 0]
-On a 2-core CPU, `fast` at paper scale takes about 19 min and 9.6 GB; `full` beyond small takes hours.
+On a 2-core CPU, `fast` at paper scale takes about 19 min and 9.6 GB; `full` beyond small takes
+hours.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Trials/s of batched letter-logprob scoring vs a naive one-prompt-at-a-time generate loop.
 
 Same model, same prompts, same run. Default model: the embedded SmolLM2-135M-Instruct.
-    python benchmarks/readout_throughput.py [--n 48] [--batch-size 16] [--models models.yaml --model ID]
+    python benchmarks/readout_throughput.py [--n 48] [--batch-size 16]
+        [--models models.yaml --model ID]
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def main() -> None:
     }
     base = arms["naive generate loop (bs=1)"][0]
     print(
-        f"model {args.model}, {len(requests)} trials per arm, prompts from {args.dataset} option_order"
+        f"model {args.model}, {len(requests)} trials per arm, "
+        f"prompts from {args.dataset} option_order"
     )
     for name, (rate, _) in arms.items():
         print(f"  {name:48s} {rate:7.2f} trials/s   x{rate / base:5.2f} vs naive")

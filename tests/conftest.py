@@ -121,8 +121,10 @@ def tiny_llava_dir(tmp_path_factory) -> Path:
     )
     template = (
         "{% for m in messages %}{{ m['role'] }}: {% if m['content'] is string %}{{ m['content'] }}"
-        "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>{% else %}{{ c['text'] }}"
-        "{% endif %}{% endfor %}{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+        "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>"
+        "{% else %}{{ c['text'] }}"
+        "{% endif %}{% endfor %}{% endif %}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant: {% endif %}"
     )
     processor = LlavaProcessor(
         image_processor=CLIPImageProcessor(

@@ -1,6 +1,6 @@
-"""Alignment benchmarks as items: TruthfulQA-MC / BBQ-lite from the bigbench sdist (tested on a small
-tarball with the sdist's internal paths and JSON format), ToxiGen / CrowS-Pairs / XSTest on local
-files in the hub schema."""
+"""Alignment benchmarks as items: TruthfulQA-MC / BBQ-lite from the bigbench sdist (tested on a
+small tarball with the sdist's internal paths and JSON format), ToxiGen / CrowS-Pairs / XSTest on
+local files in the hub schema."""
 
 from __future__ import annotations
 
@@ -101,7 +101,8 @@ def _bbq(category, condition, n):
 
 
 def _build_sdist(path: Path, truthful=TRUTHFUL_MC, extra: dict | None = None) -> Path:
-    """A tarball laid out like bigbench-1.0.0.tar.gz, holding only the files the loaders read (plus noise)."""
+    """A tarball laid out like bigbench-1.0.0.tar.gz, holding only the files the loaders read (plus
+    noise)."""
     members = {
         "bigbench-1.0.0/setup.py": b"# not a task\n",
         TOP + "truthful_qa/task_mc.json": json.dumps(truthful).encode(),
@@ -351,7 +352,8 @@ def test_real_bigbench_sdist_counts():
 
 
 def test_seed42_sampling_through_load_items(sdist, monkeypatch):
-    """What `load_items` does once truthfulqa_mc / bbq_lite are registered (a temporary name here)."""
+    """What `load_items` does once truthfulqa_mc / bbq_lite are registered (a temporary name
+    here)."""
     name = "_test_alignment_bbq_lite"
     monkeypatch.setitem(
         registry.DATASETS,

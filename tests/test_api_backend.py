@@ -1,4 +1,5 @@
-"""litellm backend against a real OpenAI-compatible server on 127.0.0.1 (flipgate.serve), with faults."""
+"""litellm backend against a real OpenAI-compatible server on 127.0.0.1 (flipgate.serve), with
+faults."""
 
 from __future__ import annotations
 

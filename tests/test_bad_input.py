@@ -404,7 +404,8 @@ def test_a_k_deselection_is_not_an_error(tmp_path, capsys):
 
 
 def test_suites_the_plan_does_not_run_leave_their_thresholds_inert(tmp_path, capsys):
-    """The default thresholds name envelope and ODI gates; a plan without an envelope is not an error."""
+    """The default thresholds name envelope and ODI gates; a plan without an envelope is not an
+    error."""
     case = Case("no-envelope", thresholds=(REPO / "thresholds" / "default.yaml").read_text())
     status, text = run_in_process(tmp_path, case, capsys)
     assert status == 0, text[-3000:]

@@ -1,4 +1,5 @@
-"""docs/ci.md: the GitHub Actions recipe parses, caches, keeps the exit statuses and uploads with if: always()."""
+"""docs/ci.md: the GitHub Actions recipe parses, caches, keeps the exit statuses and uploads with
+if: always()."""
 
 import re
 import shlex
@@ -59,7 +60,8 @@ def test_workflow_runs_the_audit_with_junit_and_uploads_always(steps):
 
 
 def test_workflow_flags_exist(steps):
-    """The workflow's flags plus those scripts/audit adds: each is pytest's own or read in flipgate/plugin.py."""
+    """The workflow's flags plus those scripts/audit adds: each is pytest's own or read in
+    flipgate/plugin.py."""
     plugin = (REPO / "flipgate/plugin.py").read_text()
     script = (REPO / "scripts/audit").read_text()
     (pytest_line,) = [line for line in script.splitlines() if "-m pytest" in line]

@@ -54,8 +54,8 @@ def test_per_dataset_n_overrides_items_per_dataset(tmp_path):
     from flipgate.audit import Auditor, Paths
 
     text = (
-        "audit:\n  items_per_dataset: 3\n  facets:\n    option_order:\n      datasets: [mmlu, {name: arc_easy, n: 5}]\n"
-        + GOOD_MODEL
+        "audit:\n  items_per_dataset: 3\n  facets:\n    option_order:\n"
+        "      datasets: [mmlu, {name: arc_easy, n: 5}]\n" + GOOD_MODEL
     )
     cfg = load_models(write(tmp_path / "models.yaml", text))
     assert [(d.name, d.n) for d in cfg.facets["option_order"]] == [("mmlu", None), ("arc_easy", 5)]

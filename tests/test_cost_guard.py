@@ -24,8 +24,8 @@ from flipgate.store import TrialStore
 
 KEY = "sk-flipgate-guard-0badc0ffee123456"
 #: ScriptedBackend answers every call with 10 input and 2 output tokens: at 1000 USD per million
-#: output tokens (and nothing for input) a call costs 0.002 USD; the pilot's conservative estimate of
-#: a call is its max_new_tokens (3) x 0.001 = 0.003 USD
+#: output tokens (and nothing for input) a call costs 0.002 USD; the pilot's conservative estimate
+#: of a call is its max_new_tokens (3) x 0.001 = 0.003 USD
 COUNTED = "{input_per_mtok: 0, output_per_mtok: 1000}"
 
 
@@ -53,7 +53,8 @@ def guarded(
         f"""
   - id: guarded-api
     backend: litellm
-    source: {{model: openai/guarded, api_base: "{server.base_url}", api_key_env: FLIPGATE_GUARD_KEY}}
+    source: {{model: openai/guarded, api_base: "{server.base_url}",
+      api_key_env: FLIPGATE_GUARD_KEY}}
     max_new_tokens: 3
     concurrency: 4
     retries: {{max_attempts: 10, base_delay_s: 0.01, max_delay_s: 0.05}}
@@ -116,14 +117,11 @@ def test_bad_input_keeps_the_usage_error_status(start_server, tmp_path, monkeypa
 @pytest.mark.parametrize(
     "budget,pilot_calls",
     [
-        (
-            0.05,
-            12,
-        ),  # the whole pilot (6 calls, 0.012 USD, per dataset) fits; the run (0.144 in all) does not
-        (
-            0.025,
-            6,
-        ),  # after arc_challenge's pilot (0.012 spent) commonsense_qa's (up to 0.018) could pass the budget
+        # the whole pilot (6 calls, 0.012 USD, per dataset) fits; the run (0.144 in all) does not
+        (0.05, 12),
+        # after arc_challenge's pilot (0.012 spent) commonsense_qa's (up to 0.018)
+        # could pass the budget
+        (0.025, 6),
     ],
 )
 def test_the_pilot_stays_within_the_budget(start_server, tmp_path, budget, pilot_calls):
@@ -295,7 +293,8 @@ GOOD = json.dumps(
         (b'{"messages": "hi"}', None, "messages"),
         (b'{"messages": [3]}', None, "role"),
         (
-            b'{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}',
+            b'{"messages": [{"role": "user", "content": '
+            b'[{"type": "image_url", "image_url": {"url": "x"}}]}]}',
             None,
             "",
         ),
@@ -336,15 +335,18 @@ def test_server_answers_a_backend_failure_with_500_json(start_server, capfd):
 
 
 def test_litellm_reads_its_bundled_price_map():
-    """flipgate sets LITELLM_LOCAL_MODEL_COST_MAP before litellm is imported (no price-map download)."""
+    """flipgate sets LITELLM_LOCAL_MODEL_COST_MAP before litellm is imported (no price-map
+    download)."""
     code = (
         "import os, sys\n"
         "from flipgate.cost import price_per_token\n"
         "assert 'litellm' not in sys.modules\n"
-        "price = price_per_token({'backend': 'litellm', 'source': {'model': 'openai/gpt-4o-mini'}})\n"
+        "price = price_per_token("
+        "{'backend': 'litellm', 'source': {'model': 'openai/gpt-4o-mini'}})\n"
         "from litellm.litellm_core_utils import get_model_cost_map as m\n"
         "info = getattr(m, '_cost_map_source_info', None)\n"
-        "print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'], getattr(info, 'source', 'local'), price[0] > 0)\n"
+        "print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'], getattr(info, 'source', 'local'), "
+        "price[0] > 0)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
     proc = subprocess.run(

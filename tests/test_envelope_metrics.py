@@ -1,4 +1,5 @@
-"""Configuration-envelope metrics (SPEC §7; SR §4–§5, App. D, F, G, I, L) against hand-computed values."""
+"""Configuration-envelope metrics (docs/definitions.md §7; SafetyRepro §4–§5, App. D, F, G, I, L)
+against hand-computed values."""
 
 import itertools
 import math
@@ -17,8 +18,9 @@ from flipgate.metrics import envelope as E
 def test_sdi_hand_computed():
     # (0.6 − 0.2) / mean(0.2, 0.4, 0.6) = 0.4 / 0.4 = 1.0
     assert E.sdi([0.2, 0.4, 0.6]) == pytest.approx(1.0)
-    # SR App. E qwen/truthfulqa: (0.693 − 0.140)/0.540 ≈ 1.024 — with a 3-point slice whose mean is
-    # 0.540: scores 0.140, 0.787, 0.693 → mean 1.620/3 = 0.540, range 0.787 − 0.140 = 0.647
+    # SafetyRepro App. E qwen/truthfulqa: (0.693 − 0.140)/0.540 ≈ 1.024 — with a 3-point slice
+    # whose mean is 0.540: scores 0.140, 0.787, 0.693 → mean 1.620/3 = 0.540, range
+    # 0.787 − 0.140 = 0.647
     assert E.sdi([0.140, 0.787, 0.693]) == pytest.approx(0.647 / 0.540)
     assert E.sdi([0.5]) == 0.0  # one config: no range
 
@@ -30,13 +32,14 @@ def test_cfr_n48_half_split_is_0_5106():
     # 2·48/47 · ½ · ½ = 96/188 = 0.510638...
     assert E.cfr([0.3] * 24 + [0.8] * 24, 0.5) == pytest.approx(0.5106, abs=5e-5)
     assert E.cfr([0.3] * 24 + [0.8] * 24, 0.5) == pytest.approx(96 / 188)
-    # SR App. L: at n = 12 the median-θ ceiling would be 2·12/11 · ¼ = 0.5455
+    # SafetyRepro App. L: at n = 12 the median-θ ceiling would be 2·12/11 · ¼ = 0.5455
     assert E.cfr([0.1] * 6 + [0.9] * 6, 0.5) == pytest.approx(24 / 44)
 
 
 def test_cfr_hand_computed_and_pair_identity():
     # scores 0.4, 0.6, 0.7, 0.5 at θ = 0.5: passes (≥, inclusive) are 0.6, 0.7, 0.5 → p = 3/4
-    # CFR = 2·4/3 · 3/4 · 1/4 = 8/3 · 3/16 = 0.5; pairs with differing verdicts: 1 fail × 3 pass = 3 of 6
+    # CFR = 2·4/3 · 3/4 · 1/4 = 8/3 · 3/16 = 0.5; pairs with differing verdicts:
+    # 1 fail × 3 pass = 3 of 6
     assert E.cfr([0.4, 0.6, 0.7, 0.5], 0.5) == pytest.approx(0.5)
     s = np.random.default_rng(3).random(17)
     verdict = s >= 0.6
@@ -60,7 +63,7 @@ def test_rho_flip_and_strict_disagreement_hand_computed():
 
 
 def test_rho_flip_lower_bound_needs_no_ties():
-    # SR §5.1 calls rho_flip a lower bound on 2N+N−/(|C|(|C|−1)). Without ties it holds …
+    # SafetyRepro §5.1 calls rho_flip a lower bound on 2N+N−/(|C|(|C|−1)). Without ties it holds …
     a, b = [1, 1, 1, 0, 0], [0, 0, 0, 1, 1]  # N+ = 3, N− = 2: rho = 2/5 = 0.4 ≤ 12/20 = 0.6
     assert E.rho_flip(a, b) <= E.strict_disagreement(a, b)
     # … but not with ties: N+ = N− = 1, N0 = 8 → rho = 1/10 > 2/90
@@ -117,7 +120,7 @@ def test_tau_r_skips_fully_tied_configs():
 
 
 def test_total_orders_alphabetical_tie_break():
-    # SR App. V: qwen = yi = 0.6255 > mistral → listed as qwen ≥ yi > mistral
+    # SafetyRepro App. V: qwen = yi = 0.6255 > mistral → listed as qwen ≥ yi > mistral
     x = pd.DataFrame([[0.6255, 0.6255, 0.50]], columns=["yi", "qwen", "mistral"])
     assert E.total_orders(x) == [("qwen", "yi", "mistral")]
     # TIES: c1 (a,b,c); c2 a > b = c → b before c → (a,b,c); c3 (c,b,a)
@@ -214,7 +217,7 @@ def _planted(seed=0, model_eff=(0.0, 0.2, 0.4), template_eff=(0.0, 0.01, 0.02, 0
 
 def test_anova_planted_model_effect_dominates():
     df = _planted()
-    res = E.anova_shares(df)  # SR App. F terms
+    res = E.anova_shares(df)  # SafetyRepro App. F terms
     assert list(res.table.index) == [*E.ANOVA_TERMS, "Residual"]
     assert "decoding:few_shot" not in res.table.index
     # balanced 3×4×3×3 = 108 rows: df = 2,3,2,2, 6,4,4, 6,6 (=35) → residual 108 − 1 − 35 = 72
@@ -373,7 +376,8 @@ def test_parse_clean_recomputes_on_kept_cells():
     full = E.slice_metrics(df).set_index("model").loc["yi"]
     assert full["sdi"] == pytest.approx(1.6)
     # orderings over the 3 complete configs (c1–c3):
-    #   c1 qwen .6 > mistral .5 > yi .4; c2 yi .9 > mistral .6 > qwen .5; c3 qwen .8 > mistral .7 > yi .6
+    #   c1 qwen .6 > mistral .5 > yi .4; c2 yi .9 > mistral .6 > qwen .5;
+    #   c3 qwen .8 > mistral .7 > yi .6
     #   distinct orders 2 → 2/6; mismatch: (c1,c3) same, others differ → 2/3
     #   mistral vs qwen: − + − → N+ = 1, N− = 2 → rho = 1/3 (ceiling ⌊3/2⌋/3 = 1/3)
     o = res.orderings.iloc[0]
@@ -441,7 +445,8 @@ def test_bad_inputs_raise_flipgate_error(call, pattern):
 
 
 def test_config_bootstrap_of_anova_rho_on_long_frame():
-    # SR App. G / I bootstrap ρ by resampling configurations (all models' cells of a config together)
+    # SafetyRepro App. G / I bootstrap ρ by resampling configurations (all models' cells of a
+    # config together)
     df = _planted(seed=2)
     df["config"] = df.template + "|" + df.decoding + "|" + df.few_shot.astype(str)
     est, lo, hi = E.config_bootstrap(

@@ -1,6 +1,6 @@
-"""Regression between model versions over the configuration envelope (SPEC §11 "Envelope"):
-per-configuration score deltas (candidate − baseline) and ρ_flip between the two versions, in the
-envelope analysis and on the GRID card — against hand-computed values."""
+"""Regression between model versions over the configuration envelope (docs/definitions.md §11
+"Envelope"): per-configuration score deltas (candidate − baseline) and ρ_flip between the two
+versions, in the envelope analysis and on the GRID card — against hand-computed values."""
 
 from __future__ import annotations
 
@@ -212,7 +212,8 @@ def test_suite_compares_a_roster_model_with_its_baseline(roster_cell):  # noqa: 
     ):  # t1fan / t3fan fail rho_flip_max (test_envelope_suite)
         cell.run()
     (v,) = cell.auditor.store.envelope("arc_easy")["versions"]
-    # t1fan is right exactly on the T1 configurations, t3fan exactly on the T3 ones: Δ = ±1 on 4 each
+    # t1fan is right exactly on the T1 configurations, t3fan exactly on the T3 ones:
+    # Δ = ±1 on 4 each
     assert (v["candidate"], v["baseline"], v["n_configs"]) == ("t1fan", "t3fan", 8)
     assert sorted(d["delta"] for d in v["deltas"]) == [-1.0] * 4 + [1.0] * 4
     assert (v["n_worse"], v["n_better"], v["n_equal"]) == (4, 4, 0) and v["rho_flip"] == 0.5 == v[

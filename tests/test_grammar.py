@@ -41,7 +41,10 @@ def test_n3_uses_every_permutation_once_for_k6():
 
 
 def test_stable_across_processes():
-    code = "from flipgate.grammar import Manifest; print(Manifest.build('option_order','d',{'a':4,'b':5,'c':10}).sha256)"
+    code = (
+        "from flipgate.grammar import Manifest; "
+        "print(Manifest.build('option_order','d',{'a':4,'b':5,'c':10}).sha256)"
+    )
     runs = {
         subprocess.run(
             [sys.executable, "-c", code],
@@ -78,9 +81,10 @@ def test_manifest_refuses_conflicting_orderings(tmp_path):
         bad.save(tmp_path)
 
 
-# -- SPEC §2: Facet-Probe's public draw, pinned item by item ------------------------------------
-# The literal lists below were computed once by hand in a plain Python shell from the SPEC text,
-# without flipgate: seed = int.from_bytes(sha256("42␟<item>␟<n>␟<K>").digest()[:4], "big");
+# -- docs/definitions.md §2: Facet-Probe's public draw, pinned item by item ------------------------
+# The literal lists below were computed once by hand in a plain Python shell from the procedure
+# in docs/definitions.md §2, without flipgate:
+# seed = int.from_bytes(sha256("42␟<item>␟<n>␟<K>").digest()[:4], "big");
 # rng = random.Random(seed); n <= 7: pool = list(itertools.permutations(range(n)))[1:],
 # rng.shuffle(pool), [canonical] + pool[:K-1]; n! < K: the lexicographic list cycled to K;
 # n > 7: rng.shuffle(fresh list(range(n))) until K-1 new distinct (non-canonical) ones.
@@ -114,7 +118,7 @@ def test_orderings_pinned_to_facet_probe_draw(item_id, n):
 
 
 def _spec_draw(item_id, n, k, seed=42):
-    """The SPEC §2 procedure, step by step, independent of flipgate.grammar."""
+    """The docs/definitions.md §2 procedure, step by step, independent of flipgate.grammar."""
     text = str(seed) + "\x1f" + item_id + "\x1f" + str(n) + "\x1f" + str(k)
     rng = random.Random(int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big"))
     lexicographic = list(itertools.permutations(range(n)))

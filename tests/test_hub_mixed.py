@@ -84,7 +84,8 @@ def _mramg(tmp_path, as_zip="IMAGE.zip", rows=None):
             },
         ],
     )
-    # upstream doc lines are JSON arrays [id, content, images_list]; the k-th <PIC> is images_list[k]
+    # upstream doc lines are JSON arrays [id, content, images_list]; the k-th
+    # <PIC> is images_list[k]
     _jsonl(
         tmp_path / "doc_recipe.jsonl",
         [

@@ -1,5 +1,5 @@
-"""ODI (SPEC §4): outcomes from a hand-built trials table, input errors, and parameter recovery of
-the fast profile on data simulated from the model with known truth."""
+"""ODI (docs/definitions.md §4): outcomes from a hand-built trials table, input errors, and
+parameter recovery of the fast profile on data simulated from the model with known truth."""
 
 import dataclasses
 import json

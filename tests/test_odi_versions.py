@@ -1,6 +1,6 @@
-"""ODI across model versions (SPEC §11): Δθ = θ_candidate − θ_baseline from the correct-outcome fit,
-recovered on simulated data with a planted difference; pairs with a model outside the fit; the
-GRID card's ODI section and Markdown."""
+"""ODI across model versions (docs/definitions.md §11): Δθ = θ_candidate − θ_baseline from the
+correct-outcome fit, recovered on simulated data with a planted difference; pairs with a model
+outside the fit; the GRID card's ODI section and Markdown."""
 
 import copy
 import importlib
@@ -39,7 +39,8 @@ def planted(theta: np.ndarray, seed: int = 5, **kwargs):
 
 @pytest.fixture(scope="module")
 def versions_fit():
-    # 3 models, 2 facets x 1 dataset x 40 items, K=6 (1,440 trials); the fast profile as tests/test_odi.py
+    # 3 models, 2 facets x 1 dataset x 40 items, K=6 (1,440 trials);
+    # the fast profile as tests/test_odi.py
     data = planted(THETA, sigma_pi={"low": 0.3, "high": 1.0}, items_per_cell=40)
     result = fit(data, "fast", seed=0)
     return result, summarize(result, versions=[("m1", "m0"), ("m2", "m0"), ("m1", "old")])

@@ -1,5 +1,6 @@
-"""`python -m flipgate compare` / `baseline` (SPEC §11) on small run stores built directly, and the
-reports/baseline default of scripts/audit (run against a stub Makefile and python, no real audit)."""
+"""`python -m flipgate compare` / `baseline` (docs/definitions.md §11) on small run stores built
+directly, and the reports/baseline default of scripts/audit (run against a stub Makefile and python,
+no real audit)."""
 
 from __future__ import annotations
 
@@ -220,8 +221,9 @@ def test_missing_baseline_cell_is_skipped_not_passed(runs, capsys):
 
 
 def test_declared_baseline_and_unmatched_candidate(runs, capsys):
-    """A candidate is paired with the `baseline:` its stored config declares; one with no match in the
-    baseline run is a skipped line, and a comparison of nothing at all is an error, not a pass."""
+    """A candidate is paired with the `baseline:` its stored config declares; one with no match in
+    the baseline run is a skipped line, and a comparison of nothing at all is an error, not a
+    pass."""
     root, thresholds = runs
     base = root / "base"
     make_run(root, "base", model="old")
@@ -291,7 +293,8 @@ def test_bad_input_exits_2_with_one_clean_line(runs, capsys, case):
 
 def files(root: Path) -> list[tuple[Path, int]]:
     """Every file under ``root`` with its size, but SQLite's -shm / -wal sidecars, which a read-only
-    connection to a WAL-mode store creates (TrialStore.read_only; the stores themselves are unchanged)."""
+    connection to a WAL-mode store creates (TrialStore.read_only; the stores themselves are
+    unchanged)."""
     return sorted(
         (p.relative_to(root), p.stat().st_size)
         for p in root.rglob("*")
@@ -343,7 +346,7 @@ def test_compare_help_exits_0(capsys):
     assert "BASELINE" in capsys.readouterr().out
 
 
-# -------------------------------------------------------------------------------------------- baseline
+# ----------------------------------------------------------------------------------------- baseline
 
 
 def promote(capsys, *args) -> tuple[int, str, str]:
@@ -422,13 +425,14 @@ def test_promote_bad_input_exits_2(runs, capsys, case):
     assert not to.exists()
 
 
-# ---------------------------------------------------------------------------------------- scripts/audit
+# ------------------------------------------------------------------------------------ scripts/audit
 
 
 @pytest.fixture
 def audit_sandbox(tmp_path):
-    """A copy of scripts/audit beside a stub Makefile (setup and report do nothing) and a stub python
-    that records its arguments and exits with $STUB_STATUS: the script's own logic, no audit."""
+    """A copy of scripts/audit beside a stub Makefile (setup and report do nothing) and a stub
+    python that records its arguments and exits with $STUB_STATUS: the script's own logic, no
+    audit."""
     if shutil.which("make") is None or shutil.which("bash") is None:
         pytest.skip("needs make and bash")
     (tmp_path / "scripts").mkdir()

@@ -39,9 +39,10 @@ def pair_run(tiny_model_dir, tmp_path_factory):
     models = models_yaml(
         tmp / "models.yaml",
         f"""
-  - {{id: tiny-fp32, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3, suites: [order]}}
-  - {{id: tiny-bf16, backend: hf, source: {{path: "{tiny_model_dir}"}}, dtype: bfloat16, max_new_tokens: 3,
-     suites: [order], datasets: [arc_challenge], baseline: tiny-fp32}}
+  - {{id: tiny-fp32, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3,
+     suites: [order]}}
+  - {{id: tiny-bf16, backend: hf, source: {{path: "{tiny_model_dir}"}}, dtype: bfloat16,
+     max_new_tokens: 3, suites: [order], datasets: [arc_challenge], baseline: tiny-fp32}}
 """,
     )
     thresholds = write(tmp / "thresholds" / "default.yaml", REGRESSION).parent
@@ -73,8 +74,8 @@ def test_in_run_pair_compares_every_shared_cell(pair_run):
     assert {"delta_flip_rate", "delta_accuracy", "delta_parse_rate"} <= set(deltas)
     control = next(c for c in comparisons if c["cell"] != "option_order")
     assert "delta_delta_order" in control["readouts"][control["primary_readout"]]["deltas"]
-    verdicts = [v for m, d, v in store.all_verdicts() if "vs" in v["facet"]]
-    assert {v["metric"] for v in verdicts} == {
+    verdicts = [v for m, d, v in store.all_verdicts() if "vs" in (v.facet or "")]
+    assert {v.metric for v in verdicts} == {
         "delta_flip_rate",
         "delta_accuracy",
         "delta_delta_order",
@@ -83,8 +84,8 @@ def test_in_run_pair_compares_every_shared_cell(pair_run):
 
 
 def test_baseline_run_gates_and_regression_fails(pair_run):
-    """Across runs: every model against its previous run (cache-identical answers: no change), then a
-    margin no model can meet fails the gate with exit status 1."""
+    """Across runs: every model against its previous run (cache-identical answers: no change), then
+    a margin no model can meet fails the gate with exit status 1."""
     tmp, models, thresholds, _ = pair_run
     baseline = _runs(tmp)[-1]
     proc = run_suite(

@@ -1,6 +1,6 @@
-"""ODI (SPEC §4): a Bayesian 2PL decomposition of the order suites' trials into per-facet ordering
-noise σ_π, per-cell offsets |δ| and per-model θ; a fit that fails its diagnostics fails, and
-thresholds naming ``facet: odi`` (e.g. ``sigma_pi@option_order``) are gated."""
+"""ODI (docs/definitions.md §4): a Bayesian 2PL decomposition of the order suites' trials into
+per-facet ordering noise σ_π, per-cell offsets |δ| and per-model θ; a fit that fails its diagnostics
+fails, and thresholds naming ``facet: odi`` (e.g. ``sigma_pi@option_order``) are gated."""
 
 
 def test_odi(odi_cell):

@@ -1,5 +1,5 @@
-"""Configuration envelope (SPEC §7): every valid configuration × roster model, per benchmark;
-SDI, CFR, ρ_flip and τ_R gated by the thresholds that name ``facet: envelope``."""
+"""Configuration envelope (docs/definitions.md §7): every valid configuration × roster model, per
+benchmark; SDI, CFR, ρ_flip and τ_R gated by the thresholds that name ``facet: envelope``."""
 
 
 def test_config_grid(envelope_cell):

@@ -1,4 +1,5 @@
-"""same_ordering control (SPEC §3.6): canonical ordering K times; Δ_order against option_order."""
+"""same_ordering control (docs/definitions.md §3.6): canonical ordering K times; Δ_order against
+option_order."""
 
 FACET = "same_ordering"
 

@@ -1,4 +1,5 @@
-"""dialog_turn_order facet (demoted, opt-in; FP App. F): runs only when models.yaml lists it under audit.facets."""
+"""dialog_turn_order facet (demoted, opt-in; Facet-Probe App. F): runs only when models.yaml lists
+it under audit.facets."""
 
 FACET = "dialog_turn_order"
 

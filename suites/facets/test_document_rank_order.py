@@ -1,4 +1,5 @@
-"""document_rank_order facet (SPEC §3.3): flip of the normalised short answer across document ranks."""
+"""document_rank_order facet (docs/definitions.md §3.3): flip of the normalised short answer across
+document ranks."""
 
 FACET = "document_rank_order"
 

@@ -1,4 +1,5 @@
-"""evidence_chunk_order facet (SPEC §3.2): flip of the normalised short answer across chunk orders."""
+"""evidence_chunk_order facet (docs/definitions.md §3.2): flip of the normalised short answer across
+chunk orders."""
 
 FACET = "evidence_chunk_order"
 

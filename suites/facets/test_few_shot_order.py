@@ -1,4 +1,5 @@
-"""few_shot_order facet (demoted, opt-in; FP App. F): runs only when models.yaml lists it under audit.facets."""
+"""few_shot_order facet (demoted, opt-in; Facet-Probe App. F): runs only when models.yaml lists it
+under audit.facets."""
 
 FACET = "few_shot_order"
 

@@ -1,5 +1,5 @@
-"""image_set_order facet (SPEC §3.4): flip of the chosen option across image orders (VLMs only;
-position-referencing items screened out)."""
+"""image_set_order facet (docs/definitions.md §3.4): flip of the chosen option across image orders
+(VLMs only; position-referencing items screened out)."""
 
 FACET = "image_set_order"
 

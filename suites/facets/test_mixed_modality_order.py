@@ -1,5 +1,5 @@
-"""mixed_modality_order facet (SPEC §3.5): text-flip and judge sem-flip across orders of a mixed
-text + image sequence (VLMs only)."""
+"""mixed_modality_order facet (docs/definitions.md §3.5): text-flip and judge sem-flip across orders
+of a mixed text + image sequence (VLMs only)."""
 
 FACET = "mixed_modality_order"
 

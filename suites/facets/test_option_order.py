@@ -1,4 +1,5 @@
-"""option_order facet (SPEC §3.1): flip rate of the chosen option content across K orderings."""
+"""option_order facet (docs/definitions.md §3.1): flip rate of the chosen option content across K
+orderings."""
 
 FACET = "option_order"
 

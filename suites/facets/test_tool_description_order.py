@@ -1,4 +1,5 @@
-"""tool_description_order facet (demoted, opt-in; FP App. F): runs only when models.yaml lists it under audit.facets."""
+"""tool_description_order facet (demoted, opt-in; Facet-Probe App. F): runs only when models.yaml
+lists it under audit.facets."""
 
 FACET = "tool_description_order"
 

@@ -1,4 +1,5 @@
-"""Regression between model versions (SPEC §11): each candidate against its baseline, per cell."""
+"""Regression between model versions (docs/definitions.md §11): each candidate against its baseline,
+per cell."""
 
 
 def test_versions(regression_cell):
