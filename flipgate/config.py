@@ -16,6 +16,7 @@ import yaml
 from flipgate import FlipgateError
 from flipgate.facets import CONTROLS, FACETS, control_cell, split_cell
 from flipgate.items.registry import DatasetSpec
+from flipgate.results import Direction
 
 SCHEMAS = Path(__file__).parent / "config_schemas"
 #: the cell name of the configuration-envelope suite in thresholds files (``facet: envelope``)
@@ -145,6 +146,15 @@ class AuditConfig:
                     return spec
         raise FlipgateError(f"{self.path}: dataset {name!r} is not declared under audit.facets")
 
+    def n_items(self, dataset: str, override: int | None = None) -> int:
+        """The effective N of ``dataset``: ``--items-per-dataset`` (``override``), else the
+        dataset's own ``n``, else ``audit.items_per_dataset``."""
+        return override or self.dataset(dataset).n or self.items_per_dataset
+
+    def datasets(self) -> list[str]:
+        """Every dataset declared under audit.facets, in declaration order."""
+        return list(dict.fromkeys(spec.name for specs in self.facets.values() for spec in specs))
+
 
 def default_readouts(model: dict) -> list[str]:
     """Local models give label log-probs and text; API models text, plus log-probs where
@@ -261,7 +271,7 @@ class Threshold:
 
     metric: str
     bound: float
-    direction: str  # "max" or "min"
+    direction: Direction
     rule: str = "lower"
     facet: str | None = None
     dataset: str | None = None
@@ -454,7 +464,7 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                 f"{path}: field thresholds[{i}].metric: unknown facet after '@' (value: "
                 f"{t['metric']!r}); known: {', '.join(sorted(FACETS))}"
             )
-        direction = "max" if "max" in t else "min"
+        direction: Direction = "max" if "max" in t else "min"
         new = Threshold(
             t["metric"],
             _check_bound(path, i, t, direction),

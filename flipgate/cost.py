@@ -158,6 +158,7 @@ def project(
     price = price_per_token(cfg.models[model_id])
     if price is None:
         require_prices(cfg.models, [model_id])  # raises: a model without a price is not piloted
+    assert price is not None  # require_prices raised otherwise
     k = cfg.k
     for name, dataset in cfg.cells(model_id):
         plan, requests = auditor.cell_requests(dataset, name)
@@ -178,7 +179,7 @@ def project(
                 f"has spent {usd(ledger.usd)} USD on {ledger.calls} calls{reserved}); "
                 f"the run was not started"
             )
-        outputs, cached = auditor._outputs(
+        outputs, cached = auditor.outputs(
             model_id, pilot, use_cache=True, label=f"pilot {name}/{dataset}"
         )
         proj.pilot_calls += sum(not hit for hit in cached)
@@ -222,6 +223,7 @@ def project_envelope(auditor, envelope, model_id: str) -> Projection:
     price = price_per_token(model)
     if price is None:
         require_prices(auditor.config.models, [model_id])  # raises
+    assert price is not None  # require_prices raised otherwise
     max_out = int(model.get("max_new_tokens", 16))
     runner = EnvelopeRunner(auditor, envelope)
     for spec in envelope.benchmarks:
@@ -293,7 +295,8 @@ def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) 
     require_prices(
         auditor.config.models, [*plan.order, *plan.judge, *plan.roster]
     )  # before any call
-    ledger, projections = Ledger(budget), []
+    ledger = Ledger(budget)
+    projections: list[Projection] = []
 
     def write(**extra) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ def temp_beside(target: Path) -> Path:
     return Path(tmp)
 
 
-def replace_with(target: Path | str, fill: Callable[[Path], None]) -> None:
+def replace_with(target: Path | str, fill: Callable[[Path], object]) -> None:
     """Write ``target`` atomically: ``fill(tmp)`` writes a temporary file beside it, which then
     replaces it; on any failure the temporary file is removed and ``target`` is left as it was."""
     target = Path(target)

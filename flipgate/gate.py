@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from flipgate.config import Threshold
 from flipgate.metrics import bootstrap_p_value
-from flipgate.results import Verdict
+from flipgate.results import Label, Outcome, Verdict
 
 #: what a straddling CI does: ``by_rule`` follows the rule (upper fails, lower warns)
 ON_INCONCLUSIVE = ("by_rule", "warn", "xfail", "fail")
@@ -38,25 +39,29 @@ def _within(value: float, t: Threshold) -> bool:
     return value <= t.bound if t.direction == "max" else value >= t.bound
 
 
-def _nan(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
+def _number(x: float | None) -> float | None:
+    """``x``, or None when it is missing (None or NaN)."""
+    return None if x is None or math.isnan(x) else x
 
 
-def decide(t: Threshold, estimate: float, lo: float | None = None, hi: float | None = None) -> str:
+def decide(
+    t: Threshold, estimate: float | None, lo: float | None = None, hi: float | None = None
+) -> Label:
     """The verdict label: 'pass', 'fail', 'inconclusive', 'warn' or 'missing' (no estimate).
     Without a CI, ``upper`` and ``lower`` fall back to the point rule."""
-    if _nan(estimate):
+    estimate, lo, hi = _number(estimate), _number(lo), _number(hi)
+    if estimate is None:
         return "missing"
     if t.rule == "warn":
         return "pass" if _within(estimate, t) else "warn"
-    if t.rule == "point" or _nan(lo) or _nan(hi):
+    if t.rule == "point" or lo is None or hi is None:
         return "pass" if _within(estimate, t) else "fail"
     inside = _within(lo, t) and _within(hi, t)
     outside = not _within(lo, t) and not _within(hi, t)
     return "pass" if inside else ("fail" if outside else "inconclusive")
 
 
-def outcome(label: str, rule: str, on_inconclusive: str = "by_rule") -> str:
+def outcome(label: Label, rule: str, on_inconclusive: str = "by_rule") -> Outcome:
     """What the gate does with a verdict ``label``: 'pass', 'warn', 'xfail' or 'fail'."""
     if label in ("fail", "missing"):
         return "fail"
@@ -66,16 +71,18 @@ def outcome(label: str, rule: str, on_inconclusive: str = "by_rule") -> str:
         return "pass"
     if on_inconclusive == "by_rule":
         return "fail" if rule == "upper" else "warn"
-    return on_inconclusive
+    if on_inconclusive not in OUTCOMES:
+        raise ValueError(f"on_inconclusive {on_inconclusive!r}: not one of {ON_INCONCLUSIVE}")
+    return cast(Outcome, on_inconclusive)
 
 
-def ci_at(draws, level: float) -> tuple[float, float] | None:
+def ci_at(draws: npt.ArrayLike, level: float) -> tuple[float, float] | None:
     """Percentile interval of bootstrap ``draws`` at ``level`` (None without draws)."""
-    draws = np.asarray(draws, dtype=float)
-    draws = draws[~np.isnan(draws)]
-    if not draws.size:
+    values = np.asarray(draws, dtype=float)
+    values = values[~np.isnan(values)]
+    if not values.size:
         return None
-    lo, hi = np.quantile(draws, [(1 - level) / 2, 1 - (1 - level) / 2])
+    lo, hi = np.quantile(values, [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(lo), float(hi)
 
 

@@ -164,7 +164,7 @@ class Manifest:
         if old is not None and old.grammar_version != GRAMMAR_VERSION:
             log.warning(
                 "%s: manifest of grammar version %s, regenerated under grammar version %s "
-                "(SPEC §2)",
+                "(docs/definitions.md §2)",
                 path,
                 old.grammar_version if old.grammar_version is not None else "1 (unversioned)",
                 self.grammar_version,

@@ -57,7 +57,7 @@ def read_label(
         return None  # letter log-probs need candidate labels
     if readout == "letter_logprob":
         scores = {k: v for k, v in output.label_logprobs.items() if k in labels}
-        return max(scores, key=scores.get) if scores else None
+        return max(scores, key=scores.__getitem__) if scores else None
     if readout == "regex":
         return parse_answer_label(answer_prefix + output.text, labels) if output.text else None
     raise FlipgateError(f"unknown readout {readout!r}; known: {', '.join(READOUTS)}")

@@ -112,7 +112,7 @@ def report_cell(
     allure.dynamic.title(f"{facet} · {dataset} · {model_id}")
     for key, value in params.items():
         allure.dynamic.parameter(key, value)
-    primary = params.get("primary_readout")
+    primary = str(params.get("primary_readout"))
     m = summaries.get(primary) or next(iter(summaries.values()))
     allure.dynamic.description(
         f"flip rate {m['flip_rate']['estimate']:.3f} CI {m['flip_rate']['ci']}, N={m['n_items']}, "

@@ -42,6 +42,7 @@ Number = Annotated[float | None, BeforeValidator(_finite_or_none)]
 #: fields a gate adds to some verdicts only (see :class:`Verdict`)
 CONTEXT_FIELDS = frozenset({"facet", "model", "target", "mcnemar", "q_value"})
 
+Direction = Literal["max", "min"]
 Label = Literal["pass", "fail", "inconclusive", "warn", "missing"]
 Outcome = Literal["pass", "warn", "xfail", "fail"]
 
@@ -61,7 +62,7 @@ class Verdict(BaseModel):
     threshold: str
     metric: str
     bound: float
-    direction: Literal["max", "min"]
+    direction: Direction
     rule: str
     level: float | None
     readout: str | None

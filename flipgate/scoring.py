@@ -1,4 +1,4 @@
-"""Short-answer scoring (FP §3: normalised exact match; SQuAD v1.1 normalisation)."""
+"""Short-answer scoring (Facet-Probe §3: normalised exact match; SQuAD v1.1 normalisation)."""
 
 from __future__ import annotations
 

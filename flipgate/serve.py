@@ -223,6 +223,7 @@ class LoopbackServer:
     @property
     def base_url(self) -> str:
         host, port = self.httpd.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server's address (typeshed also allows bytes)
         return f"http://{host}:{port}/v1"
 
     def start(self) -> str:

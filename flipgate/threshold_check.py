@@ -13,6 +13,7 @@ files must be named after a model of the roster.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +49,9 @@ def _suite(cell_or_facet: str | None, vs: str | None = None) -> str:
 
 def plan_cells(
     cfg: AuditConfig,
-    envelope_roster: list[str] = (),
-    envelope_benchmarks: list[str] = (),
-    compared: list[str] = (),
+    envelope_roster: Sequence[str] = (),
+    envelope_benchmarks: Sequence[str] = (),
+    compared: Sequence[str] = (),
 ) -> list[PlanCell]:
     """Every cell the plan gates (see module docstring); ``compared``: the candidates of the
     regression suite."""
@@ -100,7 +101,7 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
     order_datasets = {c.dataset for c in cells if c.cell not in (ENVELOPE_CELL, ODI_CELL)}
     suites_run = {_suite(c.cell, c.vs) for c in cells}
     errors, notes = [], []
-    files = [(directory / "default.yaml", None)]
+    files: list[tuple[Path, str | None]] = [(directory / "default.yaml", None)]
     for path in threshold_files(directory):
         if path.stem not in cfg.models:
             errors.append(

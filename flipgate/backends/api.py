@@ -318,9 +318,10 @@ class LiteLLMBackend:
 
         async def run(i: int, request: Request) -> None:
             async with gate:
-                results[i] = await self._one(request)
+                out = await self._one(request)
+                results[i] = out
             if on_output is not None:
-                on_output(i, results[i])
+                on_output(i, out)
 
         tasks = [asyncio.ensure_future(run(i, r)) for i, r in enumerate(requests)]
         try:

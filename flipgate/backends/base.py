@@ -7,7 +7,7 @@ log-probabilities of each candidate label at the answer position.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, TypeGuard
 
 
 @dataclass(frozen=True)
@@ -70,3 +70,18 @@ class Backend(Protocol):
     settings: dict[str, Any]
 
     def complete(self, requests: list[Request]) -> list[Output]: ...
+
+
+class StreamingBackend(Backend, Protocol):
+    """A backend that hands each output to ``on_output(index, output)`` as it arrives."""
+
+    streams_outputs: bool
+
+    def complete(
+        self, requests: list[Request], on_output: Callable[[int, Output], None] | None = None
+    ) -> list[Output]: ...
+
+
+def is_streaming(backend: Backend) -> TypeGuard[StreamingBackend]:
+    """Whether ``backend`` declares ``streams_outputs`` (and so takes ``on_output``)."""
+    return bool(getattr(backend, "streams_outputs", False))

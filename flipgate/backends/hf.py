@@ -224,7 +224,9 @@ class HFBackend:
             if not (target / "config.json").exists():
                 tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
                 model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf)
-                model.hf_quantizer = None  # weights are dequantised already; allow saving
+                # weights are dequantised already; allow saving. torch's Module.__setattr__ stub
+                # only takes tensors / modules
+                model.hf_quantizer = None  # type: ignore[assignment]
                 if hasattr(model.config, "quantization_config"):
                     del model.config.quantization_config
                 tmp = target.with_name(target.name + ".tmp")
@@ -248,13 +250,13 @@ class HFBackend:
     def render(self, request: Request) -> str:
         """Chat-templated prompt text ending with the answer prefix."""
         if self.vision:
-            messages = [
+            vision_messages = [
                 {"role": role, "content": _content_parts(content)}
                 for role, content in request.messages
             ]
             return (
                 self.processor.apply_chat_template(
-                    messages, add_generation_prompt=True, tokenize=False
+                    vision_messages, add_generation_prompt=True, tokenize=False
                 )
                 + request.answer_prefix
             )
@@ -299,7 +301,7 @@ class HFBackend:
         lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
         budget = [r.max_new_tokens or self.max_new_tokens for r in requests]
         order = sorted(range(len(requests)), key=lambda i: (budget[i], lengths[i]))
-        outputs: list[Output | None] = [None] * len(requests)
+        outputs: dict[int, Output] = {}
         start = 0
         while start < len(order):
             idx = [
@@ -313,7 +315,7 @@ class HFBackend:
             for i, out in zip(idx, batch):
                 outputs[i] = out
             start += len(idx)
-        return outputs
+        return [outputs[i] for i in range(len(requests))]  # every index is in one batch
 
     def _complete_batch(
         self, batch: list[Request], prompts: list[str], max_new_tokens: int
@@ -339,7 +341,10 @@ class HFBackend:
                 sample = self.temperature > 0
                 if sample:
                     torch.manual_seed(sum(r.seed for r in batch) % (2**31))
-                gen = self.model.generate(
+                # transformers types generate() with a self-type its Auto* models do not match,
+                # and has no overload for return_dict_in_generate=True (a GenerateOutput, never a
+                # bare LongTensor, with logits since output_logits=True)
+                gen = self.model.generate(  # type: ignore[misc]
                     **enc,
                     max_new_tokens=max_new_tokens,
                     do_sample=sample,
@@ -350,8 +355,9 @@ class HFBackend:
                     return_dict_in_generate=True,
                     pad_token_id=self.tokenizer.pad_token_id,
                 )
-                first_logits = gen.logits[0]
-                new_tokens = gen.sequences[:, enc["input_ids"].shape[1] :]
+                first_logits = gen.logits[0]  # type: ignore[union-attr, index]
+                n_prompt = enc["input_ids"].shape[1]
+                new_tokens = gen.sequences[:, n_prompt:]  # type: ignore[union-attr]
             else:
                 first_logits = self.model(**enc, logits_to_keep=1, use_cache=False).logits[:, -1, :]
                 new_tokens = None

@@ -1,4 +1,5 @@
-"""GRID cards (SPEC §6): JSON validated by ``grid_card.schema.json``, Markdown, model-index."""
+"""GRID cards (docs/definitions.md §6): JSON validated by ``grid_card.schema.json``, Markdown,
+model-index."""
 
 from flipgate.cards.build import build_card, validate_card, write_cards
 

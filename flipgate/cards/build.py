@@ -50,7 +50,7 @@ def validate_card(card: dict) -> None:
 
 
 def library_versions() -> dict[str, str | None]:
-    out = {}
+    out: dict[str, str | None] = {}
     for lib in LIBRARIES:
         try:
             out[lib] = metadata.version(lib)
@@ -101,7 +101,9 @@ def build_card(
     fp, cfg = model["fingerprint"], model["config"]
     model_readouts = cfg.get("readouts", ["letter_logprob"])
     model_primary = cfg.get("primary_readout", model_readouts[0])
-    order, controls, primaries = {}, {}, {}
+    order: dict[str, dict[str, dict]] = {}
+    controls: dict[str, dict[str, dict]] = {}
+    primaries: dict[str, str] = {}
     # each cell's summaries as its test computed, asserted and reported them; a cell whose test
     # did not run (trials only asked for by a control or the ODI fit) is summarised here
     stored = store.cell_summaries(model_id, dataset)
@@ -300,7 +302,7 @@ def regression_markdown(
 
     esc = md_escape
     lines = ["", heading, ""] if heading else [""]
-    identities = {}
+    identities: dict[str, dict] = {}
     for c in comparisons:
         identities.setdefault(c["baseline"], c.get("baseline_identity") or {})
     for name, ident in identities.items():

@@ -1,9 +1,11 @@
-"""``python -m flipgate card --into README.md``: merge a model's GRID cards into its Hugging Face model card.
+"""``python -m flipgate card --into README.md``: merge a model's GRID cards into its Hugging Face
+model card.
 
 The flipgate section (a summary of each dataset's card, its threshold verdicts and, where the cards
-carry one, the regression table against the baseline) lives between ``<!-- flipgate:begin -->`` and
-``<!-- flipgate:end -->``; a rerun replaces only that section and the metadata's ``model-index`` key,
-never the author's text or other metadata. Exit 0, or 2 with one ``flipgate: `` line on stderr.
+carry one, the regression table against the baseline) lives between ``<!-- flipgate:begin -->``
+and ``<!-- flipgate:end -->``; a rerun replaces only that section and the metadata's
+``model-index`` key, never the author's text or other metadata. Exit 0, or 2 with one
+``flipgate: `` line on stderr.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from flipgate.facets import split_cell
 from flipgate.files import atomic_write
 
 BEGIN, END = "<!-- flipgate:begin -->", "<!-- flipgate:end -->"
-NOTE = "<!-- written by `python -m flipgate card`; edits between these markers are replaced on the next run -->"
+NOTE = (
+    "<!-- written by `python -m flipgate card`; edits between these markers are replaced on the "
+    "next run -->"
+)
 
 
 def card_main(argv: list[str] | None = None) -> int:
@@ -51,14 +56,16 @@ def _card(argv: list[str]) -> int:
 
 
 def model_dirs(grid_dir: Path) -> list[str]:
-    """The model ids under ``grid_dir``: every directory holding a model-index.yaml (org/model nests)."""
+    """The model ids under ``grid_dir``: every directory holding a model-index.yaml (org/model
+    nests)."""
     return sorted(
         p.parent.relative_to(grid_dir).as_posix() for p in grid_dir.rglob("model-index.yaml")
     )
 
 
 def load_model(grid_dir: Path, model: str | None) -> tuple[str, list[dict], dict]:
-    """(model id, its valid cards by dataset, its model-index) from ``grid_dir``, or a FlipgateError."""
+    """(model id, its valid cards by dataset, its model-index) from ``grid_dir``, or a
+    FlipgateError."""
     if not grid_dir.is_dir():
         raise FlipgateError(
             f"{grid_dir}: no GRID cards directory (run the audit first, or pass --grid-cards-dir)"
@@ -112,14 +119,15 @@ def _fmt(m: dict | None) -> str:
 
 
 def grid_section(model: str, cards: list[dict], grid_dir: Path) -> str:
-    """The Markdown between the markers: per dataset the key metrics with CIs, the verdicts and, where
-    the cards carry one, the regression table against the baseline."""
+    """The Markdown between the markers: per dataset the key metrics with CIs, the verdicts and,
+    where the cards carry one, the regression table against the baseline."""
     esc = md_escape
     lines = [
         "## Ordering robustness (flipgate GRID cards)",
         "",
-        f"Measured by flipgate on {len(cards)} dataset{'s' if len(cards) != 1 else ''}; estimates with "
-        f"item-clustered bootstrap CIs, primary readout per facet. Full cards with the axis receipt: "
+        f"Measured by flipgate on {len(cards)} dataset{'s' if len(cards) != 1 else ''}; "
+        "estimates with item-clustered bootstrap CIs, primary readout per facet. Full cards with "
+        "the axis receipt: "
         f"`{esc(grid_dir.name)}/{esc(model)}/<dataset>.md`.",
         "",
         "| dataset | run | N | cell | readout | K | flip rate | parse rate | accuracy | Δ_order |",
@@ -127,7 +135,10 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path) -> str:
     ]
     for card in cards:
         primaries = card["axis_receipt"]["scoring_path"]["primary_readout"]
-        head = f"| {esc(card['dataset']['name'])} | {esc(card['run']['run_id'])} | {card['dataset']['n_items']} "
+        head = (
+            f"| {esc(card['dataset']['name'])} | {esc(card['run']['run_id'])} "
+            f"| {card['dataset']['n_items']} "
+        )
         cells = [
             (cell, by)
             for group in ("order_robustness", "controls")
@@ -139,12 +150,14 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path) -> str:
             m = by_readout[readout]
             lines.append(
                 f"{head}| {esc(cell)} | {esc(readout)} | {m['k']} | {_fmt(m['flip_rate'])} "
-                f"| {_fmt(m['parse_rate'])} | {_fmt(m['accuracy'])} | {_fmt(m.get('delta_order'))} |"
+                f"| {_fmt(m['parse_rate'])} | {_fmt(m['accuracy'])} "
+                f"| {_fmt(m.get('delta_order'))} |"
             )
         if not cells:  # an envelope-only benchmark: its point score and neighbourhood
             env = card.get("envelope") or {}
             lines.append(
-                f"{head}| envelope {esc(env.get('name'))} | {esc(card['scores']['primary_readout'])} | – "
+                f"{head}| envelope {esc(env.get('name'))} "
+                f"| {esc(card['scores']['primary_readout'])} | – "
                 f"| – | – | {_fmt(card['scores']['accuracy_canonical'])} | – |"
             )
     verdicts = [(card["dataset"]["name"], v) for card in cards for v in card["thresholds"]]
@@ -167,7 +180,8 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path) -> str:
                 f" → {esc(outcome)}" if outcome and outcome != v["verdict"] else ""
             )
             lines.append(
-                f"| {esc(dataset)} | {esc(v.get('facet'))} | {esc(v['threshold'])} | {estimate} | {ci} "
+                f"| {esc(dataset)} | {esc(v.get('facet'))} | {esc(v['threshold'])} "
+                f"| {estimate} | {ci} "
                 f"| {verdict} |"
             )
     comparisons = [
@@ -180,7 +194,8 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path) -> str:
 
 
 def merge_section(text: str, section: str, where: Path) -> str:
-    """``text`` with the flipgate section replaced (or appended once); the rest is kept byte for byte."""
+    """``text`` with the flipgate section replaced (or appended once); the rest is kept byte for
+    byte."""
     block = f"{BEGIN}\n{NOTE}\n\n{section.strip()}\n\n{END}"
     n_begin, n_end = text.count(BEGIN), text.count(END)
     if n_begin == n_end == 0:
@@ -231,7 +246,8 @@ def merge_into(path: Path, model: str, cards: list[dict], index: dict, grid_dir:
             raise FlipgateError(
                 f"{path}: unreadable model card ({type(exc).__name__}: {one_line(exc)})"
             ) from None
-        card.data.model_name, card.data.eval_results = (
+        # huggingface_hub types ModelCard.data as CardData; it is a ModelCardData
+        card.data.model_name, card.data.eval_results = (  # type: ignore[attr-defined]
             name,
             results,
         )  # the model-index key, replaced

@@ -13,8 +13,11 @@ baseline) pairs, per-configuration score deltas and ρ_flip between model versio
 from __future__ import annotations
 
 import math
+from functools import partial
+from typing import Any, Callable
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from flipgate import FlipgateError
@@ -107,8 +110,11 @@ def headlines(
     groups = {
         m: "roster" for m in slices
     }  # one benchmark: every model shares the configuration draws
-    stats = {"sdi": M.sdi, **{f"cfr@{t:g}": (lambda x, t=t: M.cfr(x, t)) for t in thetas}}
-    out = {}
+    stats: dict[str, Callable[[npt.NDArray[np.float64]], float]] = {
+        "sdi": M.sdi,
+        **{f"cfr@{t:g}": partial(M.cfr, theta=t) for t in thetas},
+    }
+    out: dict[str, dict[str, Any]] = {}
     for name, stat in stats.items():
         try:
             r = M.max_stat_bootstrap(slices, stat, n=n_boot, seed=seed, level=level, groups=groups)
@@ -153,7 +159,7 @@ def version_deltas(scores: pd.DataFrame, pairs, n_boot: int, seed: int, level: f
     present = set(scores["model"].astype(str))
     out = []
     for candidate, baseline in pairs:
-        entry = {"candidate": str(candidate), "baseline": str(baseline)}
+        entry: dict[str, Any] = {"candidate": str(candidate), "baseline": str(baseline)}
         absent = [
             f"{role} {name!r} has no configuration score on this benchmark"
             for role, name in (("candidate", candidate), ("baseline", baseline))
@@ -203,7 +209,7 @@ def analyse(
 ) -> dict:
     """The whole disclosure for one benchmark (see module docstring); with ``pairs`` of (candidate,
     baseline) model ids also ``versions`` (:func:`version_deltas`)."""
-    full = {
+    full: dict[str, Any] = {
         "models": model_neighbourhood(scores, anchor, thetas, n_boot, seed, level),
         "roster": roster_stability(scores, n_boot, seed, level),
         "variance": variance_shares(scores),

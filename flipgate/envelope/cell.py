@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -40,7 +41,7 @@ class EnvelopeCell:
     thresholds_dir: str
     envelope: Envelope
     benchmark: DatasetSpec
-    capture_manager: object = None
+    capture_manager: Any = None  # pytest's CaptureManager (a private type)
 
     def roster(self) -> list[str]:
         return self.envelope.roster or self.auditor.config.audited("envelope")

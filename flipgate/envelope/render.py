@@ -44,6 +44,7 @@ def render(item: Item, cfg: Config, exemplars: list[Item], seed: int, key: tuple
     shots = []
     for ex in exemplars[: cfg.few_shot]:
         text = _block(ex, cfg.template)
+        assert ex.gold is not None  # exemplars are multiple-choice items with a gold option
         answer = f" {LETTERS[ex.gold]}"
         shots.append(text + answer if text.endswith("Answer:") else f"{text}\nAnswer:{answer}")
     prompt = "\n\n".join(shots + [_block(item, cfg.template)])

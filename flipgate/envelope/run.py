@@ -11,6 +11,7 @@ seeds for stochastic decoding.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pandas as pd
 
@@ -99,7 +100,7 @@ class EnvelopeRunner:
                 render(it, cfg, exemplars, s, (spec.name, it.item_id, envelope_cell(cfg), 0, s))
                 for it, s in plan
             ]
-            outputs, cached = self.auditor._outputs(
+            outputs, cached = self.auditor.outputs(
                 variant,
                 requests,
                 use_cache=True,  # no permutations:
@@ -108,7 +109,7 @@ class EnvelopeRunner:
             )
             readout = READOUT[cfg.scoring]
             fingerprint = sha256_json(self.auditor.backend(variant).fingerprint)
-            trials = []
+            trials: list[dict[str, Any]] = []
             for (it, s), req, out, hit in zip(plan, requests, outputs, cached):
                 label = read_label(readout, out, req.labels, req.answer_prefix)
                 chosen = None if label is None else LETTERS.index(label)

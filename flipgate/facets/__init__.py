@@ -7,6 +7,8 @@ A *cell name* is a facet name (``option_order``) or a control applied to a facet
 
 from __future__ import annotations
 
+from typing import Any
+
 from flipgate import FlipgateError
 from flipgate.facets.base import Facet
 from flipgate.facets.demoted import DialogTurnOrder, FewShotOrder, ToolDescriptionOrder
@@ -15,24 +17,23 @@ from flipgate.facets.mixed import MixedModalityOrder
 from flipgate.facets.option_order import OptionOrder
 from flipgate.facets.passages import DocumentRankOrder, EvidenceChunkOrder
 
-FACETS: dict[str, Facet] = {
-    f.name: f
-    for f in [
-        OptionOrder(),
-        EvidenceChunkOrder(),
-        DocumentRankOrder(),
-        ImageSetOrder(),
-        MixedModalityOrder(),
-        FewShotOrder(),
-        DialogTurnOrder(),
-        ToolDescriptionOrder(),
-    ]
-}
+#: facets differ in their content label type, hence Facet[Any]
+_ALL: list[Facet[Any]] = [
+    OptionOrder(),
+    EvidenceChunkOrder(),
+    DocumentRankOrder(),
+    ImageSetOrder(),
+    MixedModalityOrder(),
+    FewShotOrder(),
+    DialogTurnOrder(),
+    ToolDescriptionOrder(),
+]
+FACETS: dict[str, Facet[Any]] = {f.name: f for f in _ALL}
 #: controls re-use a facet's rendering under the canonical ordering (docs/definitions.md §3.6)
 CONTROLS: tuple[str, ...] = ("same_ordering",)
 
 
-def get_facet(name: str, where: str = "") -> Facet:
+def get_facet(name: str, where: str = "") -> Facet[Any]:
     if name not in FACETS:
         raise FlipgateError(
             f"{where + ': ' if where else ''}unknown facet {name!r}; "

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Hashable, Protocol
+from typing import Hashable, Protocol, TypeVar
 
 from flipgate.backends.base import Request
 from flipgate.items.item import Item
 
+#: a facet's content label: what :meth:`Facet.map_back` gives and :meth:`Facet.is_correct` takes
+#: (a source option index for choice facets, a normalised answer string for short answers)
+Content = TypeVar("Content", bound=Hashable)
 
-class Facet(Protocol):
+
+class Facet(Protocol[Content]):
     name: str
     template_id: str
     template: str
-    template_sha256: str
-    #: readouts that make sense for this facet's answers (docs/definitions.md §8)
-    readouts: tuple[str, ...]
+    #: how an answer is scored, as disclosed on the card
+    scoring: str
+
+    @property
+    def template_sha256(self) -> str: ...
+
+    @property
+    def readouts(self) -> tuple[str, ...]:
+        """Readouts that make sense for this facet's answers (docs/definitions.md §8)."""
 
     def keep(self, item: Item) -> bool:
         """Facet filter: does the item have the structure this facet permutes?"""
@@ -26,11 +36,14 @@ class Facet(Protocol):
         """Answer classes for OSI (docs/definitions.md §3): the option count, or K for free-form
         answers."""
 
-    def render(self, item: Item, perm: tuple[int, ...]) -> Request:
-        """The request for ``item`` with units shown in order ``perm`` (perm[slot] = source)."""
+    def render(
+        self, item: Item, perm: tuple[int, ...], seed: int = 0, key: tuple[Hashable, ...] = ()
+    ) -> Request:
+        """The request for ``item`` with units shown in order ``perm`` (perm[slot] = source);
+        ``seed`` and ``key`` go into the request (see :class:`flipgate.backends.base.Request`)."""
 
-    def map_back(self, label: str | None, item: Item, perm: tuple[int, ...]) -> Hashable | None:
+    def map_back(self, label: str | None, item: Item, perm: tuple[int, ...]) -> Content | None:
         """Displayed label -> content label invariant under the permutation (None stays None)."""
 
-    def is_correct(self, content: Hashable | None, item: Item) -> bool | None:
+    def is_correct(self, content: Content | None, item: Item) -> bool | None:
         """Gold match of a content label (None when the item has no gold)."""

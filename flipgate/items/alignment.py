@@ -162,6 +162,7 @@ def load_crows_pairs(
             },
         )
         item = with_shuffled_options(item) if shuffle_options else item
+        assert item.gold is not None  # built with gold 1; shuffling keeps it an index
         items.append(replace(item, meta={**item.meta, "stereotyping_option": 1 - item.gold}))
     return items
 

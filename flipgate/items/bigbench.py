@@ -165,7 +165,9 @@ def _task_files(path: str, size: int, mtime: float) -> dict[str, bytes]:
             for member in tar:
                 name = _task_path(member.name) if member.isfile() else None
                 if name is not None:
-                    files[name] = tar.extractfile(member).read()
+                    data = tar.extractfile(member)
+                    assert data is not None  # a regular file (member.isfile())
+                    files[name] = data.read()
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise FlipgateError(f"could not read the bigbench sdist {path}: {exc}") from exc
     return files

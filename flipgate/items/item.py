@@ -70,6 +70,8 @@ def with_shuffled_options(item: Item) -> Item:
     import hashlib
     import random
 
+    if item.gold is None:  # the ValueError order.index(None) raised, now naming the item
+        raise ValueError(f"with_shuffled_options: item {item.item_id!r} has no gold option")
     order = list(range(item.n_options))
     random.Random(int(hashlib.sha256(item.item_id.encode()).hexdigest()[:16], 16)).shuffle(order)
     return replace(

@@ -103,6 +103,7 @@ def load_basic_arithmetic_few_shot(dataset: str, shots: int = 4, seed: int = 42)
         item = labelled_choices_item(
             row, dataset, f"{path} row {i}", f"{dataset}/{row.get('id') or i}"
         )
+        assert item.gold is not None  # labelled_choices_item always sets it
         problems.append((item.item_id, item.question, item.options[item.gold]))
     items = []
     for item_id, question, answer in problems:

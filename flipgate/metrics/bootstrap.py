@@ -3,54 +3,60 @@ App. D)."""
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
+import numpy.typing as npt
 
 Estimate = tuple[float, float, float]
 
 
 def bootstrap_draws(
-    values: Sequence[float], cluster: Sequence | None = None, n: int = 1000, seed: int = 42
-) -> np.ndarray:
+    values: npt.ArrayLike, cluster: npt.ArrayLike | None = None, n: int = 1000, seed: int = 42
+) -> npt.NDArray[np.float64]:
     """Resampled means: whole clusters (items) drawn with replacement, NaNs dropped first.
     The resampled mean weights clusters by their size. Empty input gives no draws."""
-    values = np.asarray(values, dtype=float)
-    keep = ~np.isnan(values)
-    values = values[keep]
-    if values.size == 0:
+    arr = np.asarray(values, dtype=float)
+    keep = ~np.isnan(arr)
+    arr = arr[keep]
+    if arr.size == 0:
         return np.empty(0)
+    sums: npt.NDArray[np.float64]
+    counts: npt.NDArray[np.float64]
     if cluster is None:
-        sums, counts = values, np.ones_like(values)
+        sums, counts = arr, np.ones_like(arr)
     else:
         _, codes = np.unique(np.asarray(cluster)[keep], return_inverse=True)
-        sums = np.bincount(codes, weights=values)
+        # float64 already (weighted); asarray only tells the stubs, which say intp
+        sums = np.asarray(np.bincount(codes, weights=arr), dtype=float)
         counts = np.bincount(codes).astype(float)
     idx = np.random.default_rng(seed).integers(0, sums.size, size=(n, sums.size))
-    return sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    out: npt.NDArray[np.float64] = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    return out
 
 
 def paired_bootstrap_draws(
-    a: Sequence[float], b: Sequence[float], n: int = 1000, seed: int = 42
-) -> np.ndarray:
+    a: npt.ArrayLike, b: npt.ArrayLike, n: int = 1000, seed: int = 42
+) -> npt.NDArray[np.float64]:
     """Resampled mean(a) − mean(b), the same items drawn for both arms; items where either
     arm is NaN are dropped."""
-    a, b = _paired(a, b)
-    if a.size == 0:
+    pa, pb = _paired(a, b)
+    if pa.size == 0:
         return np.empty(0)
-    idx = np.random.default_rng(seed).integers(0, a.size, size=(n, a.size))
-    return a[idx].mean(axis=1) - b[idx].mean(axis=1)
+    idx = np.random.default_rng(seed).integers(0, pa.size, size=(n, pa.size))
+    out: npt.NDArray[np.float64] = pa[idx].mean(axis=1) - pb[idx].mean(axis=1)
+    return out
 
 
-def _paired(a, b) -> tuple[np.ndarray, np.ndarray]:
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape:
-        raise ValueError(f"paired arms differ in length: {a.shape} vs {b.shape}")
-    keep = ~(np.isnan(a) | np.isnan(b))
-    return a[keep], b[keep]
+def _paired(
+    a: npt.ArrayLike, b: npt.ArrayLike
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if xa.shape != xb.shape:
+        raise ValueError(f"paired arms differ in length: {xa.shape} vs {xb.shape}")
+    keep = ~(np.isnan(xa) | np.isnan(xb))
+    return xa[keep], xb[keep]
 
 
-def _interval(estimate: float, draws: np.ndarray, level: float) -> Estimate:
+def _interval(estimate: float, draws: npt.NDArray[np.float64], level: float) -> Estimate:
     if draws.size == 0:
         return float("nan"), float("nan"), float("nan")
     alpha = (1 - level) / 2
@@ -59,8 +65,8 @@ def _interval(estimate: float, draws: np.ndarray, level: float) -> Estimate:
 
 
 def bootstrap_ci(
-    values: Sequence[float],
-    cluster: Sequence | None = None,
+    values: npt.ArrayLike,
+    cluster: npt.ArrayLike | None = None,
     n: int = 1000,
     level: float = 0.95,
     seed: int = 42,
@@ -72,7 +78,7 @@ def bootstrap_ci(
 
 
 def paired_bootstrap_ci(
-    a: Sequence[float], b: Sequence[float], n: int = 1000, level: float = 0.95, seed: int = 42
+    a: npt.ArrayLike, b: npt.ArrayLike, n: int = 1000, level: float = 0.95, seed: int = 42
 ) -> Estimate:
     """Bootstrap CI of mean(a) − mean(b), resampling the same items for both arms."""
     pa, pb = _paired(a, b)

@@ -20,14 +20,42 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Hashable, Mapping, NamedTuple, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Hashable,
+    Iterator,
+    Mapping,
+    NamedTuple,
+    Sequence,
+    TypeAlias,
+    TypeVar,
+    Union,
+    cast,
+)
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from flipgate import FlipgateError
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
+
 Estimate = tuple[float, float, float]
+#: a score matrix: configs × models, as an array(-like) or a DataFrame whose columns are the models
+ScoreMatrix: TypeAlias = Union[npt.ArrayLike, pd.DataFrame]
+#: data with configurations along axis 0: a score vector or matrix, a DataFrame / Series, or a long
+#: frame (with ``config_col``)
+ConfigData: TypeAlias = Union[npt.ArrayLike, pd.DataFrame, pd.Series]
+#: a statistic of resampled configuration data; it sees the data as the resamples are drawn (an
+#: ndarray for array input, a re-indexed Series / DataFrame for pandas input), hence ``Any``
+Stat: TypeAlias = Callable[[Any], float]
+#: configuration indices of one resample
+Indices: TypeAlias = npt.NDArray[np.integer[Any]]
+SliceKey = TypeVar("SliceKey", bound=Hashable)
 
 #: docs/definitions.md §7; SafetyRepro App. F: the four main effects and the five two-way terms of
 #: the fitted OLS model (decoding:few_shot is *not* among them; it stays in the residual).
@@ -52,12 +80,12 @@ IMPL_TERMS = ("template", "decoding", "few_shot")
 # input checks
 
 
-def _short(x, limit: int = 80) -> str:
+def _short(x: object, limit: int = 80) -> str:
     text = repr(x.tolist() if isinstance(x, np.ndarray) else x)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _vector(fn: str, name: str, x, min_len: int = 1) -> np.ndarray:
+def _vector(fn: str, name: str, x: npt.ArrayLike, min_len: int = 1) -> npt.NDArray[np.float64]:
     try:
         arr = np.asarray(x, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -76,8 +104,12 @@ def _vector(fn: str, name: str, x, min_len: int = 1) -> np.ndarray:
 
 
 def _matrix(
-    fn: str, score_matrix, models: Sequence[Hashable] | None = None, min_configs: int = 2
-) -> tuple[np.ndarray, list]:
+    fn: str,
+    score_matrix: ScoreMatrix,
+    models: Sequence[Hashable] | None = None,
+    min_configs: int = 2,
+) -> tuple[npt.NDArray[np.float64], list[Hashable]]:
+    names: list[Hashable] | None
     if isinstance(score_matrix, pd.DataFrame):
         names = list(score_matrix.columns) if models is None else list(models)
     else:
@@ -120,7 +152,7 @@ def _matrix(
 # per-slice dispersion
 
 
-def sdi(scores: Sequence[float]) -> float:
+def sdi(scores: npt.ArrayLike) -> float:
     """Score Dispersion Index, docs/definitions.md §7 / SafetyRepro §4: ``(max s − min s) / mean s``
     over a slice's configs."""
     s = _vector("sdi", "scores", scores)
@@ -130,7 +162,7 @@ def sdi(scores: Sequence[float]) -> float:
     return float((s.max() - s.min()) / mean)
 
 
-def cfr(scores: Sequence[float], theta: float) -> float:
+def cfr(scores: npt.ArrayLike, theta: float) -> float:
     """Compliance Flip Rate, docs/definitions.md §7 / SafetyRepro §4: ``2n/(n−1) · p(1−p)``,
     p = share of scores ≥ θ.
 
@@ -148,7 +180,7 @@ def cfr(scores: Sequence[float], theta: float) -> float:
 # pairwise strict-sign verdicts (SafetyRepro §4 eq. 1, Prop. 1; §5.1 eq. 2)
 
 
-def sign_counts(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, int]:
+def sign_counts(a: npt.ArrayLike, b: npt.ArrayLike) -> tuple[int, int, int]:
     """docs/definitions.md §7 / SafetyRepro §4 eq. (1): ``(N+, N−, N0)`` = configs with a_c > b_c,
     a_c < b_c, a_c == b_c (exact)."""
     x = _vector("sign_counts", "a", a)
@@ -160,7 +192,7 @@ def sign_counts(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, int]:
     return int(np.sum(x > y)), int(np.sum(x < y)), int(np.sum(x == y))
 
 
-def rho_flip(a: Sequence[float], b: Sequence[float]) -> float:
+def rho_flip(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
     """Minority strict-sign mass, docs/definitions.md §7 / SafetyRepro §5.1 eq. (2):
     ``min(N+, N−)/|C|``; ties count in N0.
 
@@ -179,7 +211,7 @@ def rho_flip_ceiling(n_configs: int) -> float:
     return float((n_configs // 2) / n_configs)
 
 
-def strict_disagreement(a: Sequence[float], b: Sequence[float]) -> float:
+def strict_disagreement(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
     """Per-configuration-pair strict-disagreement rate, docs/definitions.md §7 / SafetyRepro §5.1:
     ``2N+N−/(|C|(|C|−1))``.
 
@@ -199,12 +231,15 @@ def strict_disagreement(a: Sequence[float], b: Sequence[float]) -> float:
 # ranking concordance over configurations (SafetyRepro §4 "Ranking concordance")
 
 
-def _pair_signs(x: np.ndarray) -> np.ndarray:
+def _pair_signs(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     i, j = np.triu_indices(x.shape[1], k=1)
-    return np.sign(x[:, i] - x[:, j])
+    signs: npt.NDArray[np.float64] = np.sign(x[:, i] - x[:, j])
+    return signs
 
 
-def kendall_tau_matrix(score_matrix, models: Sequence[Hashable] | None = None) -> np.ndarray:
+def kendall_tau_matrix(
+    score_matrix: ScoreMatrix, models: Sequence[Hashable] | None = None
+) -> npt.NDArray[np.float64]:
     """Kendall τ-b between every pair of configurations' model rankings (C × C; NaN where a row is
     entirely tied). τ-b is the cosine of the rows' pairwise-sign vectors; it equals
     ``scipy.stats.kendalltau(x, y, variant="b")`` (ranks with averaged ties give the same value)."""
@@ -212,10 +247,11 @@ def kendall_tau_matrix(score_matrix, models: Sequence[Hashable] | None = None) -
     s = _pair_signs(x)
     nonzero = np.sum(s != 0, axis=1).astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (s @ s.T) / np.sqrt(np.outer(nonzero, nonzero))
+        tau: npt.NDArray[np.float64] = (s @ s.T) / np.sqrt(np.outer(nonzero, nonzero))
+        return tau
 
 
-def tau_r(score_matrix, models: Sequence[Hashable] | None = None) -> float:
+def tau_r(score_matrix: ScoreMatrix, models: Sequence[Hashable] | None = None) -> float:
     """τ_R, docs/definitions.md §7 / SafetyRepro §4: mean Kendall **τ-b** over all unordered pairs
     of configurations' induced model rankings (rows = configs, columns = models; ties in scores stay
     ties).
@@ -229,9 +265,10 @@ def tau_r(score_matrix, models: Sequence[Hashable] | None = None) -> float:
     return float(upper.mean()) if upper.size else float("nan")
 
 
-def _tie_break_rank(names: list) -> np.ndarray:
+def _tie_break_rank(names: list[Hashable]) -> npt.NDArray[np.int_]:
     try:
-        order = sorted(range(len(names)), key=lambda j: names[j])
+        # names need not be comparable: sorted raises TypeError then
+        order = sorted(range(len(names)), key=lambda j: cast("SupportsRichComparison", names[j]))
     except TypeError:
         order = sorted(range(len(names)), key=lambda j: str(names[j]))
     rank = np.empty(len(names), dtype=int)
@@ -239,7 +276,9 @@ def _tie_break_rank(names: list) -> np.ndarray:
     return rank
 
 
-def total_orders(score_matrix, models: Sequence[Hashable] | None = None) -> list[tuple]:
+def total_orders(
+    score_matrix: ScoreMatrix, models: Sequence[Hashable] | None = None
+) -> list[tuple[Hashable, ...]]:
     """Each configuration's induced total order, best first (SafetyRepro §4 / App. V): score
     descending, ties broken alphabetically by model name
     (e.g. qwen = yi > mistral → (qwen, yi, mistral))."""
@@ -248,7 +287,9 @@ def total_orders(score_matrix, models: Sequence[Hashable] | None = None) -> list
     return [tuple(names[j] for j in np.lexsort((rank, -row))) for row in x]
 
 
-def total_order_mismatch(score_matrix, models: Sequence[Hashable] | None = None) -> float:
+def total_order_mismatch(
+    score_matrix: ScoreMatrix, models: Sequence[Hashable] | None = None
+) -> float:
     """docs/definitions.md §7 / SafetyRepro §4 "flip rate": share of unordered configuration pairs
     whose total orders (alphabetical tie-break) differ. Null (uniform random scores) = 1 − 1/M!; 5/6
     at M = 3."""
@@ -258,7 +299,7 @@ def total_order_mismatch(score_matrix, models: Sequence[Hashable] | None = None)
     return float(1 - np.sum(counts * (counts - 1)) / (n * (n - 1)))
 
 
-def orderings_reached(score_matrix, models: Sequence[Hashable] | None = None) -> float:
+def orderings_reached(score_matrix: ScoreMatrix, models: Sequence[Hashable] | None = None) -> float:
     """docs/definitions.md §7 / SafetyRepro §5.1 "orderings/6": distinct total orders (alphabetical
     tie-break) / M!."""
     x, names = _matrix("orderings_reached", score_matrix, models, min_configs=1)
@@ -293,7 +334,7 @@ def to_score_matrix(
 # variance attribution (SafetyRepro §4 "Variance attribution", App. F, App. H)
 
 
-def _columns(fn: str, df, cols: Sequence[str]) -> None:
+def _columns(fn: str, df: object, cols: Sequence[str]) -> None:
     if not isinstance(df, pd.DataFrame):
         raise FlipgateError(f"{fn}: df must be a pandas DataFrame, got {type(df).__name__}")
     missing = [c for c in cols if c not in df.columns]
@@ -338,7 +379,7 @@ class AnovaShares:
             return float("inf") if impl > 0 else float("nan")
         return impl / model
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "eta_model": self.eta_model,
             "eta_impl": self.eta_impl,
@@ -355,7 +396,7 @@ def _parse_terms(terms: Sequence[str]) -> list[tuple[str, ...]]:
         raise FlipgateError(
             f"anova_shares: terms must be a non-empty sequence of term names, got {terms!r}"
         )
-    parsed = []
+    parsed: list[tuple[str, ...]] = []
     for term in terms:
         factors = tuple(f.strip() for f in str(term).split(":"))
         if not all(f.isidentifier() for f in factors):
@@ -511,15 +552,18 @@ def anova_shares(
 # configuration bootstrap (SafetyRepro App. G) and max-statistic intervals (SafetyRepro App. I)
 
 
-def _resampler(fn: str, data, config_col: str | None) -> tuple[int, Callable[[np.ndarray], object]]:
+def _resampler(
+    fn: str, data: ConfigData, config_col: str | None
+) -> tuple[int, Callable[[Indices], object]]:
     """Number of configurations and a function drawing the data at configuration indices."""
     if config_col is not None:
         _columns(fn, data, [config_col])
+        assert isinstance(data, pd.DataFrame)  # _columns raised otherwise
         codes, uniques = pd.factorize(data[config_col], sort=False)
         rows = [np.flatnonzero(codes == k) for k in range(len(uniques))]
         sizes = np.array([len(r) for r in rows])
 
-        def take_long(idx):
+        def take_long(idx: Indices) -> pd.DataFrame:
             picked = data.iloc[np.concatenate([rows[k] for k in idx])].copy()
             picked[config_col] = np.repeat(
                 np.arange(len(idx)), sizes[idx]
@@ -537,7 +581,7 @@ def _resampler(fn: str, data, config_col: str | None) -> tuple[int, Callable[[np
     return arr.shape[0], lambda idx: arr[idx]
 
 
-def _stat_or_nan(stat, sample) -> float:
+def _stat_or_nan(stat: Stat, sample: object) -> float:
     try:
         return float(stat(sample))
     except FlipgateError:
@@ -551,7 +595,7 @@ def _check_boot(fn: str, n: int, level: float) -> None:
         raise FlipgateError(f"{fn}: level must lie in (0, 1), got {level!r}")
 
 
-def _percentiles(estimate: float, draws: np.ndarray, level: float) -> Estimate:
+def _percentiles(estimate: float, draws: npt.NDArray[np.float64], level: float) -> Estimate:
     draws = draws[~np.isnan(draws)]
     if draws.size == 0:
         return float(estimate), float("nan"), float("nan")
@@ -561,13 +605,13 @@ def _percentiles(estimate: float, draws: np.ndarray, level: float) -> Estimate:
 
 
 def config_bootstrap_draws(
-    scores_by_config,
-    stat: Callable[[object], float],
+    scores_by_config: ConfigData,
+    stat: Stat,
     n: int = 1000,
     seed: int = 42,
     *,
     config_col: str | None = None,
-) -> np.ndarray:
+) -> npt.NDArray[np.float64]:
     """The ``n`` resampled values of ``stat`` behind :func:`config_bootstrap` (NaN where the stat
     is undefined on a resample, i.e. returned NaN or raised FlipgateError)."""
     _check_boot("config_bootstrap", n, 0.95)
@@ -581,8 +625,8 @@ def config_bootstrap_draws(
 
 
 def config_bootstrap(
-    scores_by_config,
-    stat: Callable[[object], float],
+    scores_by_config: ConfigData,
+    stat: Stat,
     n: int = 1000,
     seed: int = 42,
     level: float = 0.95,
@@ -618,13 +662,13 @@ class MaxStatInterval(NamedTuple):
 
 
 def max_stat_bootstrap(
-    slices: Mapping[Hashable, object],
-    stat: Callable[[object], float],
+    slices: Mapping[SliceKey, ConfigData],
+    stat: Stat,
     n: int = 1000,
     seed: int = 42,
     level: float = 0.95,
     *,
-    groups: Mapping[Hashable, Hashable] | None = None,
+    groups: Mapping[SliceKey, Hashable] | None = None,
     config_col: str | None = None,
 ) -> MaxStatInterval:
     """Max-statistic configuration-bootstrap interval for an "up to X" headline,
@@ -657,7 +701,7 @@ def max_stat_bootstrap(
                 f"max_stat_bootstrap: slice {s!r} has {sizes[s]} configuration(s), need ≥ 2"
             )
     rng = np.random.default_rng(seed)
-    draws_for: dict = {}
+    draws_for: dict[Hashable, npt.NDArray[np.int64]] = {}
     for s in names:
         g = groups[s]
         if g in draws_for:
@@ -689,7 +733,7 @@ def max_stat_bootstrap(
 # whole-envelope tables and the parse-clean recomputation (SafetyRepro App. D)
 
 
-def _benchmarks(df: pd.DataFrame, benchmark_col: str):
+def _benchmarks(df: pd.DataFrame, benchmark_col: str) -> Iterator[tuple[Hashable, pd.DataFrame]]:
     if benchmark_col in df.columns:
         yield from df.groupby(benchmark_col, sort=True)
     else:

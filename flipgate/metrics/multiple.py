@@ -5,19 +5,20 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 
-def bootstrap_p_value(draws: Sequence[float], bound: float, direction: str) -> float:
+def bootstrap_p_value(draws: npt.ArrayLike, bound: float, direction: str) -> float:
     """One-sided bootstrap p-value that the metric violates ``bound`` (H0: within bound).
 
     ``direction`` "max": violation means metric > bound; "min": metric < bound.
     """
-    draws = np.asarray(draws, dtype=float)
-    draws = draws[~np.isnan(draws)]
-    if draws.size == 0:
+    arr = np.asarray(draws, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    if arr.size == 0:
         return float("nan")
-    within = np.sum(draws <= bound) if direction == "max" else np.sum(draws >= bound)
-    return float((within + 1) / (draws.size + 1))
+    within = np.sum(arr <= bound) if direction == "max" else np.sum(arr >= bound)
+    return float((within + 1) / (arr.size + 1))
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
@@ -26,10 +27,12 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     out = np.full(p.shape, np.nan)
     idx = np.flatnonzero(~np.isnan(p))
     if idx.size == 0:
-        return out.tolist()
+        empty: list[float] = out.tolist()
+        return empty
     order = idx[np.argsort(p[idx])]
     m = idx.size
     ranked = p[order] * m / np.arange(1, m + 1)
     adjusted = np.minimum.accumulate(ranked[::-1])[::-1]
     out[order] = np.minimum(adjusted, 1.0)
-    return out.tolist()
+    q_values: list[float] = out.tolist()
+    return q_values

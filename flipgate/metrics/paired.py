@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from scipy.stats import binom
 
@@ -19,7 +20,7 @@ class McNemar:
     p_two_sided: float
     p_regression: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

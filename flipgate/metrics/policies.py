@@ -10,13 +10,14 @@ Abstention counts as not answered: ``accuracy`` counts it wrong, ``selective_acc
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 import pandas as pd
 
 
-def _per_item(trials: pd.DataFrame) -> list[tuple[list, list]]:
-    out = []
+def _per_item(trials: pd.DataFrame) -> list[tuple[list[Hashable | None], list[bool]]]:
+    out: list[tuple[list[Hashable | None], list[bool]]] = []
     for _, g in trials.sort_values("condition").groupby("item_id", sort=True):
         answers = [
             None if a is None or (isinstance(a, float) and np.isnan(a)) else a for a in g["answer"]
@@ -25,7 +26,7 @@ def _per_item(trials: pd.DataFrame) -> list[tuple[list, list]]:
     return out
 
 
-def _vote(answers: list, correct: list, k: int) -> tuple[bool, bool]:
+def _vote(answers: Sequence[Hashable | None], correct: Sequence[bool], k: int) -> tuple[bool, bool]:
     """(answered, right) for a plurality vote over the first k orderings; ties abstain."""
     pairs = [(a, c) for a, c in zip(answers[:k], correct[:k]) if a is not None]
     if not pairs:
@@ -37,7 +38,7 @@ def _vote(answers: list, correct: list, k: int) -> tuple[bool, bool]:
     return True, next(c for a, c in pairs if a == winner)
 
 
-def _row(policy: str, k: int, cost: int, answered: list[bool], right: list[bool]) -> dict:
+def _row(policy: str, k: int, cost: int, answered: list[bool], right: list[bool]) -> dict[str, Any]:
     n = len(answered)
     covered = sum(answered)
     return {
@@ -50,7 +51,7 @@ def _row(policy: str, k: int, cost: int, answered: list[bool], right: list[bool]
     }
 
 
-def k_policies(trials: pd.DataFrame) -> list[dict]:
+def k_policies(trials: pd.DataFrame) -> list[dict[str, Any]]:
     """P1 single pass, P2 K=2 abstain-on-disagree, P3 K=3 majority, P4 K=6 majority, P5
     worst-ordering oracle, P6 best-ordering oracle (docs/definitions.md §3; Facet-Probe Tab. 3)."""
     items = _per_item(trials)

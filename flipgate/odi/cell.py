@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -35,7 +36,7 @@ def primary_view(trials: pd.DataFrame, readout: str) -> pd.DataFrame:
 class ODICell:
     auditor: Auditor
     thresholds_dir: str
-    capture_manager: object = None
+    capture_manager: Any = None  # pytest's CaptureManager (a private type)
 
     def roster(self) -> list[str]:
         return self.auditor.config.audited("order")
@@ -43,7 +44,9 @@ class ODICell:
     def panel(self) -> tuple[pd.DataFrame, dict, list[str]]:
         """Every order-facet trial of every roster model (primary readouts), the readout used per
         model and facet, and the cells a model could not take (with the reason)."""
-        frames, used, unmeasured = [], {m: {} for m in self.roster()}, []
+        frames: list[pd.DataFrame] = []
+        used: dict[str, dict[str, str]] = {m: {} for m in self.roster()}
+        unmeasured: list[str] = []
         cm = self.capture_manager
         with cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext():
             for facet, specs in self.auditor.config.facets.items():

@@ -353,7 +353,7 @@ def diagnostics(
             )
             for k in ds
         }
-        name = (max if rhat else min)(values, key=values.get)
+        name = (max if rhat else min)(values, key=values.__getitem__)
         out["rhat_max" if rhat else f"{stat}_min"], worst[stat] = values[name], name
     passed = (
         out["rhat_max"] <= rhat_max

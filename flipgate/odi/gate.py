@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from flipgate.config import ODI_CELL, Threshold, ThresholdSet
 from flipgate.gate import evaluate
-from flipgate.results import Verdict
+from flipgate.results import Direction, Verdict
 
 #: diagnostic metric -> (direction, docs/definitions.md §4 default bound)
-DIAGNOSTICS = {
+DIAGNOSTICS: dict[str, tuple[Direction, float]] = {
     "rhat_max": ("max", 1.01),
     "ess_bulk_min": ("min", 400.0),
     "ess_tail_min": ("min", 400.0),

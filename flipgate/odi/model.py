@@ -92,9 +92,8 @@ def reported(draws: dict, data: ODIData) -> dict[str, np.ndarray]:
     ``sigma_delta`` (…, F); ``delta`` (…, C, K) centred within its cell, since a cell's mean offset
     is confounded with μ_β; ``mean_abs_delta`` (…, C) the mean of its absolute values."""
     item_facet = data.cell_facet[data.item_cell]
-    sigma_pi = np.exp(
-        log_sigma_pi(*(np.asarray(draws[k]) for k in ("mu_pi", "tau_pi", "z_pi")), item_facet)
-    )
+    mu_pi, tau_pi, z_pi = (np.asarray(draws[k]) for k in ("mu_pi", "tau_pi", "z_pi"))
+    sigma_pi = np.exp(log_sigma_pi(mu_pi, tau_pi, z_pi, item_facet))
     delta = ordering_offsets(
         np.asarray(draws["sigma_delta"]), np.asarray(draws["z_delta"]), data.cell_facet
     )

@@ -14,7 +14,7 @@ from flipgate.odi.model import odi_model, reported
 
 #: (models, facets, datasets per facet, items per cell) of the benchmark scales; "paper" is
 #: Facet-Probe's panel: 18 models, 5 facets, 12 cells, ~3,600 items, K=6 (~390k trials)
-SCALES = {
+SCALES: dict[str, tuple[int, int, int | tuple[int, ...], int]] = {
     "small": (4, 2, 1, 40),
     "medium": (8, 3, 2, 100),
     "paper": (18, 5, (2, 2, 2, 3, 3), 300),

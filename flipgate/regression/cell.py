@@ -73,6 +73,12 @@ class RegressionCell:
     partial: bool = False
     capture_manager: object = None
 
+    @property
+    def baseline(self) -> str:
+        """The baseline's model id (a pairing without one carries ``skip`` and is not run)."""
+        assert self.pairing.baseline is not None, self.pairing.skip
+        return self.pairing.baseline
+
     def _quiet(self):
         cm = self.capture_manager
         return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
@@ -104,18 +110,18 @@ class RegressionCell:
         date)."""
         p = self.pairing
         if p.run is None:
-            fingerprint = self.auditor.backend(p.baseline).fingerprint
+            fingerprint = self.auditor.backend(self.baseline).fingerprint
             identity = {
-                "model_id": p.baseline,
+                "model_id": self.baseline,
                 "weights_sha256": fingerprint.get("weights_sha256"),
                 "run_id": self.auditor.run_id,
                 "git_commit": git_commit(),
                 "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "trials_store": str(self.auditor.store.path),
             }
-            return self.live_arm(p.baseline), identity
+            return self.live_arm(self.baseline), identity
         record = RunRecord.open(p.run)
-        return record.arm(p.baseline, self.cell, self.dataset), record.identity(p.baseline)
+        return record.arm(self.baseline, self.cell, self.dataset), record.identity(self.baseline)
 
     def measure(self) -> CellComparison:
         cfg, facet = self.auditor.config, split_cell(self.cell)[1]
@@ -142,9 +148,7 @@ class RegressionCell:
         )
         # across runs the baseline is named with its run, as `python -m flipgate compare` does
         comparison.baseline = (
-            self.pairing.baseline
-            if self.pairing.run is None
-            else f"{self.pairing.baseline}@{identity['run_id']}"
+            self.baseline if self.pairing.run is None else f"{self.baseline}@{identity['run_id']}"
         )
         comparison.baseline_identity = identity
         return comparison
@@ -156,9 +160,7 @@ class RegressionCell:
         if p.skip:
             pytest.skip(p.skip)
         try:
-            live = [p.candidate] + (
-                [p.baseline] if p.run is None else []
-            )  # models this session measures
+            live = [p.candidate] + ([self.baseline] if p.run is None else [])  # measured here
             for model_id in live:
                 why = self.auditor.unmeasurable(model_id, self.dataset, split_cell(self.cell)[1])
                 if why:
@@ -169,7 +171,10 @@ class RegressionCell:
             fail_input(exc)
         store = self.auditor.store
         store.add_verdicts(
-            p.candidate, self.dataset, verdicts[0].facet if verdicts else self.cell, verdicts
+            p.candidate,
+            self.dataset,
+            (verdicts[0].facet or self.cell) if verdicts else self.cell,
+            verdicts,
         )
         store.add_comparison(
             p.candidate, self.dataset, self.cell, comparison.baseline, comparison.to_dict()

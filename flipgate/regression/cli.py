@@ -203,6 +203,7 @@ def compare_runs(
                 )
                 continue
             cand_arm = cand_run.arm(cand, cell, dataset)
+            assert cand_arm is not None  # one of the candidate's own cells
             comparison = compare_cell(
                 base_arm,
                 cand_arm,

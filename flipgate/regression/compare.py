@@ -190,7 +190,7 @@ def _match(
     if not partial:
         diffs = []
         if not same_manifest:
-            diffs.append(f"manifest sha256 {base_sha[:12]} vs {cand_sha[:12]}")
+            diffs.append(f"manifest sha256 {str(base_sha)[:12]} vs {str(cand_sha)[:12]}")
         if items_a != items_b:
             diffs.append(f"items {len(items_a)} vs {len(items_b)} ({overlap.shared_items} shared)")
         if _k(base) != _k(cand):
@@ -244,7 +244,10 @@ class _Builder:
 
     def __init__(self, readout: str, n_boot: int, level: float, seed: int):
         self.readout, self.n_boot, self.level, self.seed = readout, n_boot, level, seed
-        self.summary, self.arms, self.tests, self.per_item = Summary(), {}, {}, {}
+        self.summary = Summary()
+        self.arms: dict[str, dict[str, float]] = {}
+        self.tests: dict[str, M.McNemar] = {}
+        self.per_item: dict[str, dict] = {}
 
     def add(
         self, metric: str, base: pd.Series, cand: pd.Series, binary: bool = False
