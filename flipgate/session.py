@@ -1,0 +1,322 @@
+"""The state of one flipgate pytest session, controller or xdist worker (like pytest-benchmark's
+``BenchmarkSession``): the run id, options resolved to paths, models.yaml and the thresholds
+files checked once, the regression pairings, the configuration envelope, the cost guard, and the
+session's end (GRID cards, Allure, the terminal lines). The plugin's hooks find it in
+``config.stash``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from flipgate import FlipgateError
+
+if TYPE_CHECKING:
+    from flipgate.audit import Auditor
+    from flipgate.config import AuditConfig
+    from flipgate.cost import GuardPlan
+    from flipgate.envelope.spec import Envelope
+    from flipgate.regression.plan import Pairing
+    from flipgate.store import TrialStore
+
+SESSION_KEY = pytest.StashKey["FlipgateSession"]()
+
+
+def new_run_id() -> str:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+@dataclass
+class FlipgateSession:
+    """What this process knows about the run; everything is read or checked once, on first use."""
+
+    config: pytest.Config
+    run_id: str
+    pairings: list[Pairing] | None = None
+    notes: list[str] = field(default_factory=list)  # threshold-check notes for the summary
+    cost_lines: list[str] = field(default_factory=list)  # the cost guard's projection table
+    summary_lines: list[str] = field(default_factory=list)  # printed at the end of the session
+    _audit: AuditConfig | None = None
+    _envelope: Envelope | None = None
+
+    @classmethod
+    def start(cls, config: pytest.Config) -> FlipgateSession:
+        """The session of this process: a worker takes the controller's run id."""
+        worker = getattr(config, "workerinput", None)
+        run_id = worker["flipgate_run_id"] if worker is not None else new_run_id()
+        session = cls(config, run_id)
+        config.stash[SESSION_KEY] = session
+        return session
+
+    @classmethod
+    def of(cls, config: pytest.Config) -> FlipgateSession:
+        return config.stash[SESSION_KEY]
+
+    # -- options -----------------------------------------------------------------------------
+    @property
+    def is_worker(self) -> bool:
+        return getattr(self.config, "workerinput", None) is not None
+
+    @property
+    def root(self) -> Path:
+        return Path(str(self.config.rootpath))
+
+    def path(self, option: str) -> Path:
+        """A path option, relative to the rootdir unless absolute."""
+        path = Path(self.config.getoption(option))
+        return path if path.is_absolute() else self.root / path
+
+    @property
+    def thresholds_dir(self) -> str:
+        return str(self.path("--thresholds"))
+
+    @property
+    def store_path(self) -> Path:
+        return self.path("--runs-dir") / self.run_id / "trials.sqlite"
+
+    @property
+    def items_override(self) -> int | None:
+        """``--items-per-dataset``: one N for every dataset, over models.yaml's."""
+        n: int | None = self.config.getoption("--items-per-dataset")
+        return n
+
+    # -- inputs, checked once ----------------------------------------------------------------
+    def audit_config(self) -> AuditConfig:
+        """models.yaml, checked with the thresholds files and options against the plan (once)."""
+        if self._audit is None:
+            from flipgate.config import load_models, load_thresholds
+            from flipgate.threshold_check import check_thresholds, plan_cells
+
+            n = self.items_override
+            if n is not None and n < 1:
+                raise FlipgateError(
+                    f"option --items-per-dataset: must be a positive number of items (value: "
+                    f"{n!r}); leave it out to use audit.items_per_dataset and per-dataset n"
+                )
+            cfg = load_models(self.path("--models"))
+            thresholds = self.path("--thresholds")
+            for model_id in cfg.models:  # fail at collection on a malformed thresholds file
+                load_thresholds(thresholds, model_id)
+            roster, benchmarks = self._envelope_plan(cfg)
+            if self.pairings is None:  # the controller checked them at configure
+                self.pairings = self.load_pairings(cfg)
+            compared = sorted({p.candidate for p in self.pairings if not p.skip})
+            self.notes = check_thresholds(
+                thresholds, cfg, plan_cells(cfg, roster, benchmarks, compared)
+            )
+            self._audit = cfg
+        return self._audit
+
+    def check_baseline(self) -> None:
+        """A bad ``--baseline`` / ``--candidate`` is one usage-error line (exit status 4) before
+        anything is collected, loaded or written."""
+        from flipgate.config import load_models
+
+        try:
+            self.pairings = self.load_pairings(load_models(self.path("--models")))
+        except FlipgateError as exc:
+            raise pytest.UsageError(f"flipgate: {exc}") from None
+
+    def load_pairings(self, cfg: AuditConfig) -> list[Pairing]:
+        """Candidate/baseline pairs of the regression suite (docs/regression.md): models.yaml
+        ``baseline:`` entries, and with ``--baseline PATH`` every order-suite model (or
+        ``--candidate``) against that run."""
+        from flipgate.regression.plan import pairings
+        from flipgate.regression.runs import RunRecord
+
+        path = self.config.getoption("--baseline")
+        candidate = self.config.getoption("--candidate")
+        if candidate is not None and path is None:
+            raise FlipgateError(
+                f"option --candidate {candidate!r}: names the model to compare with --baseline "
+                f"PATH, which is not given"
+            )
+        record = None
+        if path is not None:
+            where = Path(path)
+            record = RunRecord.open(
+                where if where.is_absolute() else Path(self.config.invocation_params.dir) / where
+            )
+            record.check_grammar(cfg.seed)
+        return pairings(cfg.models, cfg.audited("order"), record, candidate, str(cfg.path))
+
+    def _envelope_plan(self, cfg: AuditConfig) -> tuple[list[str], list[str]]:
+        """(roster, benchmark names) of the configuration envelope; none when its file cannot be
+        read (the envelope suite reports that itself when it is collected)."""
+        from flipgate.envelope.spec import load_envelope
+
+        try:
+            self._envelope = load_envelope(self.path("--envelope"), list(cfg.models))
+        except FlipgateError:
+            return [], []
+        return self._envelope.roster or cfg.audited("envelope"), [
+            b.name for b in self._envelope.benchmarks
+        ]
+
+    def envelope(self) -> Envelope:
+        if self._envelope is None:
+            from flipgate.envelope.spec import load_envelope
+
+            self._envelope = load_envelope(
+                self.path("--envelope"), list(self.audit_config().models)
+            )
+        return self._envelope
+
+    # -- running -----------------------------------------------------------------------------
+    def auditor(self) -> Auditor:
+        """A new :class:`~flipgate.audit.Auditor` for this process (models load once in it)."""
+        from flipgate.audit import Auditor, Paths
+
+        cfg = self.audit_config()
+        workers = int((getattr(self.config, "workerinput", None) or {}).get("workercount", 1))
+        if workers > 1:  # busy workers <= models (one xdist group each): share the cores
+            import torch
+
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // min(workers, len(cfg.models))))
+        cache_dir = self.path("--cache-dir")
+        paths = Paths(
+            store=self.store_path,
+            cache=None if self.config.getoption("--no-cache") else cache_dir / "responses.sqlite",
+            manifests=self.path("--manifests-dir"),
+            models=cache_dir,
+        )
+        return Auditor(cfg, self.run_id, paths, self.items_override, progress=not self.is_worker)
+
+    def may_collect(self, suite: Path) -> bool:
+        """Whether this session may collect the suite directory ``suite``: some argument is it,
+        inside it or above it, and it is not ignored. True when it does not exist here (no way to
+        tell; the guard then projects it)."""
+        if not suite.exists():
+            return True
+        suite = suite.resolve()
+        if self.config.hook.pytest_ignore_collect(collection_path=suite, config=self.config):
+            return False
+        base = Path(self.config.invocation_params.dir)
+        for arg in self.config.args:
+            path = (base / str(arg).split("::")[0]).resolve()
+            if path == suite or suite in path.parents or path in suite.parents:
+                return True
+        return False
+
+    def guard_plan(self) -> GuardPlan:
+        """What this session will call (:class:`flipgate.cost.GuardPlan`), from the suites it may
+        collect."""
+        from flipgate.cost import GuardPlan
+        from flipgate.facets import get_facet, split_cell
+
+        cfg, suites = self.audit_config(), self.root / "suites"
+        plan = GuardPlan()
+        if any(self.may_collect(suites / d) for d in ("facets", "controls")):
+            plan.order = cfg.audited("order")
+            judged = any(
+                getattr(get_facet(split_cell(name)[1]), "judged", False) for name, _ in cfg.cells()
+            )
+            plan.judge = [cfg.judge] if cfg.judge and judged else []
+        if self.may_collect(suites / "benchmarks") and self.path("--envelope").exists():
+            plan.envelope = self.envelope()
+            plan.roster = plan.envelope.roster or cfg.audited("envelope")
+        return plan
+
+    # -- the end -----------------------------------------------------------------------------
+    def finish(self) -> bool:
+        """Controller: GRID cards from the run's trials store, Allure results, the summary lines.
+        False when the cards could not be written (the trials store is kept)."""
+        from flipgate.cards.build import write_cards
+        from flipgate.regression.runs import run_meta
+        from flipgate.store import TrialStore
+
+        cfg = self.audit_config()
+        store = TrialStore(self.store_path)
+        store.set_meta(run_meta(self.run_id, cfg, self.items_override, self.root))
+        try:
+            written = write_cards(
+                store,
+                self.path("--grid-cards-dir"),
+                self.run_id,
+                cfg.bootstrap_n,
+                cfg.level,
+                cfg.seed,
+                self.root,
+            )
+        except Exception as exc:  # report, never lose the trials store
+            self.summary_lines = [
+                f"flipgate: writing GRID cards failed: {type(exc).__name__}: {exc}",
+                f"flipgate: trials are kept in {self.store_path}",
+            ]
+            return False
+        self.summary_lines = self._summary(store, cfg)
+        self.summary_lines += [f"flipgate: GRID card {p}" for p in written if p.suffix == ".json"]
+        allure = self.config.pluginmanager.hasplugin("allure_pytest")
+        alluredir = self.config.getoption("--alluredir", None) if allure else None
+        if alluredir:
+            self._allure(Path(alluredir), store, cfg, written)
+            self.summary_lines.append(f"flipgate: Allure results in {alluredir}")
+        return True
+
+    def _summary(self, store: TrialStore, cfg: AuditConfig) -> list[str]:
+        lines = [f"flipgate: run {self.run_id}, trials in {self.store_path}"]
+        lines += [f"flipgate: {note}" for note in self.notes]
+        lines += [
+            f"flipgate: {m}: {c['requests']} API calls, {c['retries']} retries, "
+            f"{c['timeouts']} timeouts, {c['failures']} failed"
+            for m, c in store.calls().items()
+        ]
+        verdicts = [v for _, _, v in store.all_verdicts()]  # q-values set by write_cards
+        failed = [v.q_value for v in verdicts if v.verdict == "fail" and v.q_value is not None]
+        if failed:
+            alpha = 1 - cfg.level
+            tested = sum(v.q_value is not None for v in verdicts)
+            lines.append(
+                f"flipgate: Benjamini–Hochberg over {tested} gated thresholds: "
+                f"{sum(q <= alpha for q in failed)} of {len(failed)} failed ones stay "
+                f"significant at FDR {alpha:.2f}"
+            )
+        odi = store.odi()
+        if odi:
+            lines.append(
+                f"flipgate: ODI ({odi['profile']}, panel {', '.join(odi['roster'])}, diagnostics "
+                f"{'passed' if odi['passed'] else 'FAILED'}): σ_π "
+                + ", ".join(f"{f} {v['sigma_pi']['median']:.3f}" for f, v in odi["facets"].items())
+            )
+        return lines
+
+    def _allure(
+        self, results: Path, store: TrialStore, cfg: AuditConfig, cards: list[Path]
+    ) -> None:
+        from flipgate.cards.build import library_versions
+        from flipgate.report import add_card_results, write_environment
+
+        add_card_results(results, cards)
+        props: dict[str, Any] = {
+            "run_id": self.run_id,
+            "models": ", ".join(cfg.models),
+            "K": cfg.k,
+            "seed": cfg.seed,
+        }
+        props.update({f"N.{d}": cfg.n_items(d, self.items_override) for d in cfg.datasets()})
+        props.update({f"lib.{k}": v for k, v in library_versions().items()})
+        for model_id, info in store.models().items():
+            props[f"model.{model_id}.weights_sha256"] = info["fingerprint"].get("weights_sha256")
+        write_environment(results, props)
+
+
+def record_calls(auditor: Auditor, source: str) -> None:
+    """Store this process's API call counts (requests, retries, timeouts, failures) per model;
+    envelope variants (``<model>@...``) count for their model."""
+    totals: dict[str, dict[str, int]] = {}
+    for name, backend in auditor.backends().items():
+        stats = getattr(backend, "call_stats", None)
+        if stats:
+            model_id = auditor.config.models.get(name, {}).get("variant_of") or name
+            total = totals.setdefault(model_id, dict.fromkeys(stats, 0))
+            for key, value in stats.items():
+                total[key] += value
+    for model_id, counts in totals.items():
+        auditor.store.add_calls(model_id, source, counts)
