@@ -61,8 +61,8 @@ def test_workflow_runs_the_audit_with_junit_and_uploads_always(steps):
 
 def test_workflow_flags_exist(steps):
     """The workflow's flags plus those scripts/audit adds: each is pytest's own or read in
-    flipgate/plugin.py."""
-    plugin = (REPO / "flipgate/plugin.py").read_text()
+    flipgate/plugin.py or flipgate/session.py."""
+    plugin = (REPO / "flipgate/plugin.py").read_text() + (REPO / "flipgate/session.py").read_text()
     script = (REPO / "scripts/audit").read_text()
     (pytest_line,) = [line for line in script.splitlines() if "-m pytest" in line]
     flags = {
@@ -73,7 +73,7 @@ def test_workflow_flags_exist(steps):
     }
     assert {"--items-per-dataset", "--alluredir", "--junitxml"} <= flags
     for flag in flags - PYTEST_OWN:
-        assert f'"{flag}"' in plugin, f"{flag} is not an option flipgate/plugin.py knows"
+        assert f'"{flag}"' in plugin, f"{flag} is not an option flipgate's plugin knows"
 
 
 def test_every_exit_status_is_documented():
