@@ -3,10 +3,10 @@ store."""
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from filelock import FileLock
@@ -19,9 +19,10 @@ from flipgate.cache import ResponseCache, cache_key
 from flipgate.config import AuditConfig
 from flipgate.facets import get_facet, readouts_for, split_cell
 from flipgate.grammar import GRAMMAR_VERSION, Manifest, item_seed
-from flipgate.hashing import sha256_bytes, sha256_json, sha256_text
+from flipgate.hashing import sha256_json
 from flipgate.items import Item, load_items
 from flipgate.readouts import read_label
+from flipgate.results import Trial, trials_frame
 from flipgate.store import TrialStore
 
 log = logging.getLogger("flipgate")
@@ -54,14 +55,26 @@ class Auditor:
         self.store = TrialStore(paths.store)
         self.cache = ResponseCache(paths.cache) if paths.cache else None
         self._backends: dict[str, Backend] = {}
+        self._variants: dict[str, dict[str, Any]] = {}
         self.calls = 0  # model calls made by this process (cache misses + control calls)
 
     # -- models ----------------------------------------------------------------------------------
+    def model(self, model_id: str) -> dict[str, Any]:
+        """A model's settings: from models.yaml, or a variant registered by :meth:`add_variant`."""
+        if model_id in self._variants:
+            return self._variants[model_id]
+        if model_id not in self.config.models:
+            raise FlipgateError(f"{self.config.path}: no model with id {model_id!r}")
+        return self.config.models[model_id]
+
+    def add_variant(self, name: str, settings: dict[str, Any]) -> None:
+        """A backend variant of a model (e.g. an envelope configuration's quantization and
+        decoding), known to this auditor only: models.yaml's roster is not changed."""
+        self._variants.setdefault(name, settings)
+
     def backend(self, model_id: str) -> Backend:
         if model_id not in self._backends:
-            if model_id not in self.config.models:
-                raise FlipgateError(f"{self.config.path}: no model with id {model_id!r}")
-            cfg = {**self.config.models[model_id], "_cache_dir": str(self.paths.models)}
+            cfg = {**self.model(model_id), "_cache_dir": str(self.paths.models)}
             backend = create_backend(cfg)
             self.store.add_model(
                 model_id,
@@ -80,7 +93,6 @@ class Auditor:
         """The first N items of the seed-42 shuffle that the facet keeps; items a facet's screen
         (e.g. position references) excludes on the way are counted in the store."""
         facet = get_facet(facet_name)
-        screen = getattr(facet, "screen", None)
         spec = self.config.dataset(dataset)
         n_items = self.config.n_items(dataset, self.n_override)
         kept, excluded = [], 0
@@ -89,9 +101,9 @@ class Auditor:
                 kept.append(item)
                 if len(kept) == n_items:
                     break
-            elif screen is not None and screen(item) is not None:
+            elif facet.screens and facet.screen(item) is not None:
                 excluded += 1
-        if screen is not None:
+        if facet.screens:
             self.store.add_screen(facet_name, dataset, excluded, excluded + len(kept))
         return kept
 
@@ -112,16 +124,16 @@ class Auditor:
         """Why ``model_id`` cannot take this facet × dataset cell (its items carry images and the
         model takes none), or None when it can."""
         facet = get_facet(facet_name)
-        needs_images = getattr(facet, "needs_images", False) or any(
+        needs_images = facet.needs_images or any(
             it.images for it in self.items(dataset, facet_name)
         )
-        if needs_images and not getattr(self.backend(model_id), "supports_images", False):
+        if needs_images and not self.backend(model_id).supports_images:
             return f"model {model_id!r} takes no images: {facet_name} on {dataset} not measured"
         return None
 
     def readouts(self, model_id: str, facet_name: str) -> tuple[list[str], str]:
         """(readouts, primary readout) of a model on a facet."""
-        model = self.config.models[model_id]
+        model = self.model(model_id)
         return readouts_for(facet_name, model["readouts"], model["primary_readout"])
 
     def cell_requests(self, dataset: str, name: str) -> tuple[list[tuple], list[Request]]:
@@ -170,45 +182,34 @@ class Auditor:
             model_id, requests, use_cache=control is None, label=f"{name}/{dataset}"
         )
         backend = self.backend(model_id)
-        rows = []
+        fingerprint = sha256_json(backend.fingerprint)
+        trials = []
         for (it, o, perm, s), req, out, hit in zip(plan, requests, outputs, cached):
             labels = {r: read_label(r, out, req.labels, req.answer_prefix) for r in readouts}
             mapped = {r: facet.map_back(lab, it, perm) for r, lab in labels.items()}
-            rows.append(
-                {
-                    "run_id": self.run_id,
-                    "model_id": model_id,
-                    "model_fingerprint": sha256_json(backend.fingerprint),
-                    "dataset": dataset,
-                    "item_id": it.item_id,
-                    "facet": name,
-                    "condition": o,
-                    "permutation": list(perm),
-                    "sample": s,
-                    "prompt_sha256": sha256_text(
-                        json.dumps(
-                            [
-                                req.messages,
-                                req.answer_prefix,
-                                [sha256_bytes(im) for im in req.images],
-                            ]
-                        )
-                    ),
-                    "raw_output": json.dumps(out.to_dict()),
-                    "readouts": labels,
-                    "mapped": mapped,
-                    "correct": {r: facet.is_correct(m, it) for r, m in mapped.items()},
-                    "gold": it.answer if it.gold is None else str(it.gold),
-                    "n_classes": facet.n_classes(it, k),
-                    "tokens_in": out.tokens_in,
-                    "tokens_out": out.tokens_out,
-                    "latency_s": out.latency_s,
-                    "cost_usd": out.cost_usd,
-                    "from_cache": int(hit),
-                }
+            trials.append(
+                Trial.of(
+                    req,
+                    out,
+                    hit,
+                    run_id=self.run_id,
+                    model_id=model_id,
+                    model_fingerprint=fingerprint,
+                    dataset=dataset,
+                    item_id=it.item_id,
+                    facet=name,
+                    condition=o,
+                    permutation=list(perm),
+                    sample=s,
+                    readouts=labels,
+                    mapped=mapped,
+                    correct={r: facet.is_correct(m, it) for r, m in mapped.items()},
+                    gold=it.answer if it.gold is None else str(it.gold),
+                    n_classes=facet.n_classes(it, k),
+                )
             )
-        self.store.add_trials(rows)
-        return pd.DataFrame(rows)
+        self.store.add_trials(trials)
+        return trials_frame(trials)
 
     def judgements(
         self, model_id: str, dataset: str, name: str, trials: pd.DataFrame
@@ -288,7 +289,7 @@ class Auditor:
         interruption loses nothing already computed."""
         outputs: list[Output] = []
         streaming = is_streaming(backend)
-        step = max(1, len(requests) if streaming else getattr(backend, "batch_size", 8))
+        step = max(1, len(requests) if streaming else backend.batch_size)
         with tqdm(
             total=len(requests),
             desc=f"{backend.model_id} {label}",

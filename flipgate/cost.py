@@ -195,7 +195,7 @@ def project(
         proj.n_calls += len(todo)
         proj.tokens_in += per_char * sum(prompt_chars(r) for r in todo)
         proj.tokens_out += mean_out * len(todo)
-        if getattr(get_facet(split_cell(name)[1]), "judged", False):
+        if get_facet(split_cell(name)[1]).judged:
             answer = "x" * int(4 * mean_out)  # ~4 characters a token
             judge_id = cfg.judge or model_id
             items = {it.item_id: it for it, *_ in plan}

@@ -7,11 +7,16 @@ can describe themselves as JSON Schema. Frozen dataclasses would need all three 
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Annotated, Any, Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_serializer
+
+from flipgate.backends.base import Output, Request
+from flipgate.hashing import sha256_bytes, sha256_text
 
 
 def plain(obj: Any) -> Any:
@@ -38,6 +43,67 @@ def _finite_or_none(value: Any) -> Any:
 
 #: a number that may be missing; NaN is read as missing
 Number = Annotated[float | None, BeforeValidator(_finite_or_none)]
+
+
+class Trial(BaseModel):
+    """One model call (docs/definitions.md §1), as the run store keeps it and the metrics read
+    it: who answered which item under which ordering, the raw output, each readout's label, the
+    content label it maps back to and whether that is correct."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    model_id: str
+    model_fingerprint: str
+    dataset: str
+    item_id: str
+    facet: str  # the cell: a facet, ``<control>:<facet>`` or ``envelope[<configuration>]``
+    condition: int  # ordering index o (0 = canonical) or the control's replicate
+    permutation: list[int]
+    sample: int
+    prompt_sha256: str
+    raw_output: str  # the backend's Output as JSON
+    readouts: dict[str, str | None]  # readout -> displayed label (None: unparsed)
+    mapped: dict[str, Any]  # readout -> content label (option index or normalised answer)
+    correct: dict[str, bool | None]
+    gold: str | None
+    n_classes: int
+    tokens_in: int
+    tokens_out: int
+    latency_s: float
+    cost_usd: float
+    from_cache: int
+
+    @classmethod
+    def of(cls, request: Request, output: Output, cached: bool, **fields: Any) -> Trial:
+        """The trial of ``request`` answered by ``output``: prompt hash, raw output, token counts,
+        latency, cost and cache flag from them, every other field from ``fields``."""
+        return cls(
+            prompt_sha256=prompt_sha256(request),
+            raw_output=json.dumps(output.to_dict()),
+            tokens_in=output.tokens_in,
+            tokens_out=output.tokens_out,
+            latency_s=output.latency_s,
+            cost_usd=output.cost_usd,
+            from_cache=int(cached),
+            **fields,
+        )
+
+
+#: the run store's trial columns, in order
+TRIAL_COLUMNS = list(Trial.model_fields)
+
+
+def prompt_sha256(request: Request) -> str:
+    """sha256 of what the model was shown: messages, answer prefix and each image's sha256."""
+    images = [sha256_bytes(im) for im in request.images]
+    return sha256_text(json.dumps([request.messages, request.answer_prefix, images]))
+
+
+def trials_frame(trials: list[Trial]) -> pd.DataFrame:
+    """Trials as the table the metrics read (one row per trial, :data:`TRIAL_COLUMNS`)."""
+    return pd.DataFrame([t.model_dump() for t in trials], columns=TRIAL_COLUMNS)
+
 
 #: fields a gate adds to some verdicts only (see :class:`Verdict`)
 CONTEXT_FIELDS = frozenset({"facet", "model", "target", "mcnemar", "q_value"})

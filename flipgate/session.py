@@ -215,9 +215,7 @@ class FlipgateSession:
         plan = GuardPlan()
         if any(self.may_collect(suites / d) for d in ("facets", "controls")):
             plan.order = cfg.audited("order")
-            judged = any(
-                getattr(get_facet(split_cell(name)[1]), "judged", False) for name, _ in cfg.cells()
-            )
+            judged = any(get_facet(split_cell(name)[1]).judged for name, _ in cfg.cells())
             plan.judge = [cfg.judge] if cfg.judge and judged else []
         if self.may_collect(suites / "benchmarks") and self.path("--envelope").exists():
             plan.envelope = self.envelope()
@@ -312,9 +310,9 @@ def record_calls(auditor: Auditor, source: str) -> None:
     envelope variants (``<model>@...``) count for their model."""
     totals: dict[str, dict[str, int]] = {}
     for name, backend in auditor.backends().items():
-        stats = getattr(backend, "call_stats", None)
+        stats = backend.call_stats
         if stats:
-            model_id = auditor.config.models.get(name, {}).get("variant_of") or name
+            model_id = auditor.model(name).get("variant_of") or name
             total = totals.setdefault(model_id, dict.fromkeys(stats, 0))
             for key, value in stats.items():
                 total[key] += value

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from flipgate.results import Verdict, plain
+from flipgate.results import TRIAL_COLUMNS, Trial, Verdict, plain
 from flipgate.sqlite_util import connect
 
 SCHEMA = """
@@ -47,30 +47,6 @@ CREATE TABLE IF NOT EXISTS cell_summaries (model_id TEXT, dataset TEXT, cell TEX
 """
 CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
 
-TRIAL_COLUMNS = [
-    "run_id",
-    "model_id",
-    "model_fingerprint",
-    "dataset",
-    "item_id",
-    "facet",
-    "condition",
-    "permutation",
-    "sample",
-    "prompt_sha256",
-    "raw_output",
-    "readouts",
-    "mapped",
-    "correct",
-    "gold",
-    "n_classes",
-    "tokens_in",
-    "tokens_out",
-    "latency_s",
-    "cost_usd",
-    "from_cache",
-]
-
 
 class TrialStore:
     def __init__(self, path: Path | str, conn: sqlite3.Connection | None = None):
@@ -98,12 +74,12 @@ class TrialStore:
         ]
         return {n: [c[1] for c in self.conn.execute(f"PRAGMA table_info('{n}')")] for n in names}
 
-    def add_trials(self, rows: list[dict]) -> None:
+    def add_trials(self, trials: list[Trial]) -> None:
         marks = ",".join("?" * len(TRIAL_COLUMNS))
         with self.conn:
             self.conn.executemany(
                 f"INSERT OR REPLACE INTO trials VALUES ({marks})",
-                [[_cell(r[c]) for c in TRIAL_COLUMNS] for r in rows],
+                [[_cell(v) for v in t.model_dump().values()] for t in trials],
             )
 
     def add_model(self, model_id: str, fingerprint: dict, config: dict) -> None:

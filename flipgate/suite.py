@@ -55,7 +55,7 @@ class FlipCell:
         with self._quiet():
             trials = self.auditor.trials(self.model_id, self.dataset, self.name)
             perm = self.auditor.trials(self.model_id, self.dataset, facet) if control else None
-            judged = getattr(get_facet(facet), "judged", False) and not control
+            judged = get_facet(facet).judged and not control
             verdicts = (
                 self.auditor.judgements(self.model_id, self.dataset, self.name, trials)
                 if judged

@@ -22,6 +22,8 @@ class ScriptedBackend:
         self.settings = {"backend": "scripted", "model": model_id}
         self.calls = 0
         self.batch_size = 4
+        self.supports_images = False
+        self.call_stats = None  # no API calls
         # default rule: always pick the first displayed label (a pure position bias)
         self.rule = rule or (lambda req: req.labels[0])
 

@@ -18,6 +18,7 @@ import pytest
 from flipgate.__main__ import main
 from flipgate.grammar import GRAMMAR_VERSION
 from flipgate.regression.runs import RunRecord
+from flipgate.results import Trial
 from flipgate.store import TRIAL_COLUMNS, TrialStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,7 +111,7 @@ def make_run(
                         )
                     )
                 )
-    store.add_trials(rows)
+    store.add_trials([Trial(**row) for row in rows])
     store.set_meta(
         {
             "run_id": run_id,

@@ -9,9 +9,10 @@ import math
 import pydantic
 import pytest
 
+from flipgate.backends.base import Output, Request
 from flipgate.config import Threshold
 from flipgate.gate import evaluate, verdict
-from flipgate.results import Verdict
+from flipgate.results import TRIAL_COLUMNS, Trial, Verdict, prompt_sha256, trials_frame
 from flipgate.store import TrialStore
 
 FLIP = Threshold("flip_rate", 0.2, "max", "lower", source="default.yaml#1")
@@ -77,3 +78,61 @@ def test_q_values_are_computed_once_and_stored_in_each_verdict(tmp_path):
     stored = {v.facet: v.q_value for v in store.verdicts("m", "d")}
     assert stored["a"] == pytest.approx(0.03) and stored["none"] is None
     assert math.isclose(stored["c"], 0.04) and math.isclose(stored["b"], 0.04)
+
+
+TRIAL_FIELDS = dict(
+    run_id="r1",
+    model_id="m",
+    model_fingerprint="f",
+    dataset="d",
+    item_id="i1",
+    facet="option_order",
+    condition=1,
+    permutation=(1, 0),
+    sample=0,
+    readouts={"regex": "B"},
+    mapped={"regex": 0},
+    correct={"regex": True},
+    gold="0",
+    n_classes=2,
+)
+
+
+def test_trial_takes_hash_output_and_cache_flag_from_the_call():
+    request = Request((("user", "<image> Q?"),), images=(b"png-1",))
+    output = Output(" B", {"A": -2.0, "B": -0.1}, 12, 1, 0.25, 0.001)
+    trial = Trial.of(request, output, True, **TRIAL_FIELDS)
+    assert trial.permutation == [1, 0] and trial.from_cache == 1
+    assert (trial.tokens_in, trial.tokens_out, trial.latency_s, trial.cost_usd) == (
+        12,
+        1,
+        0.25,
+        0.001,
+    )
+    assert json.loads(trial.raw_output)["label_logprobs"] == {"A": -2.0, "B": -0.1}
+    # what the model was shown, images included: another image is another prompt
+    other = Request((("user", "<image> Q?"),), images=(b"png-2",))
+    assert trial.prompt_sha256 == prompt_sha256(request) != prompt_sha256(other)
+    assert list(trials_frame([trial]).columns) == TRIAL_COLUMNS
+    with pytest.raises(pydantic.ValidationError):
+        Trial.of(request, output, False, **{**TRIAL_FIELDS, "condition": "first"})
+
+
+def test_store_round_trips_trials(tmp_path):
+    store = TrialStore(tmp_path / "trials.sqlite")
+    trial = Trial.of(Request((("user", "Q?"),)), Output(" B"), False, **TRIAL_FIELDS)
+    store.add_trials([trial])
+    (row,) = store.trials(model_id="m").to_dict("records")
+    assert Trial(**row) == trial
+
+
+def test_envelope_variants_leave_the_roster_unchanged(tmp_path):
+    from test_audit_runner import make_auditor
+
+    from conftest import ScriptedBackend
+
+    auditor = make_auditor(tmp_path, ScriptedBackend())
+    roster = dict(auditor.config.models)
+    auditor.add_variant("scripted@nf4", {**auditor.model("scripted"), "variant_of": "scripted"})
+    assert auditor.config.models == roster and "scripted@nf4" not in auditor.config.models
+    assert auditor.model("scripted@nf4")["variant_of"] == "scripted"

@@ -68,6 +68,19 @@ class Backend(Protocol):
     fingerprint: dict[str, Any]
     #: settings that change outputs; part of the cache key
     settings: dict[str, Any]
+    #: requests handed to one :meth:`complete` call by the runner
+    batch_size: int
+
+    @property
+    def call_stats(self) -> dict[str, int] | None:
+        """This process's API call counts (requests, retries, timeouts, failures); None for a
+        backend that makes no API calls."""
+        ...
+
+    @property
+    def supports_images(self) -> bool:
+        """Whether the model takes images (an image facet is not measured otherwise)."""
+        ...
 
     def complete(self, requests: list[Request]) -> list[Output]: ...
 

@@ -104,6 +104,7 @@ class HFBackend:
         self.model_id = cfg["id"]
         self.cfg = cfg
         self.batch_size = int(cfg.get("batch_size", 8))
+        self.call_stats = None  # a local model makes no API calls
         self.max_new_tokens = int(cfg.get("max_new_tokens", 8))
         self.readouts = list(cfg.get("readouts", ["letter_logprob", "regex"]))
         self.generate_text = any(r != "letter_logprob" for r in self.readouts)

@@ -55,6 +55,8 @@ class ReplayBackend:
         }
         self.settings = {"backend": "replay", "file_sha256": digest}
         self.supports_images = True  # it serves whatever was recorded
+        self.batch_size = 8
+        self.call_stats = None
 
     def complete(self, requests: list[Request]) -> list[Output]:
         outputs = []

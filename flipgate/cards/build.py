@@ -112,7 +112,7 @@ def build_card(
         readouts, primaries[facet] = readouts_for(facet, model_readouts, model_primary)
         part = trials[trials["facet"] == cell]
         perm = trials[trials["facet"] == facet]
-        judged = control is None and getattr(FACETS[facet], "judged", False)
+        judged = control is None and FACETS[facet].judged
         judgements = store.judgements(model_id, dataset, cell) if judged else None
 
         def summarise(readout: str) -> dict:

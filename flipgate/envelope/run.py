@@ -10,19 +10,17 @@ seeds for stochastic decoding.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pandas as pd
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.envelope.render import render
 from flipgate.envelope.spec import Config, Envelope
-from flipgate.hashing import sha256_json, sha256_text
+from flipgate.hashing import sha256_json
 from flipgate.items import DatasetSpec, Item, load_items
 from flipgate.items.item import LETTERS
 from flipgate.readouts import read_label
+from flipgate.results import Trial
 
 QUANTIZATION = {
     "fp32": {"dtype": "float32", "quantization": "none"},
@@ -65,12 +63,12 @@ class EnvelopeRunner:
     def variant(self, model_id: str, cfg: Config) -> str:
         """Register (once) and return the backend variant that realises ``cfg`` for ``model_id``."""
         name = f"{model_id}@{cfg.quantization}/{cfg.decoding}/{cfg.scoring}"
-        models = self.auditor.config.models
-        if name not in models:
-            base = models[model_id]
-            overrides = QUANTIZATION[cfg.quantization] if base["backend"] == "hf" else {}
-            readout = READOUT[cfg.scoring]
-            models[name] = {
+        base = self.auditor.model(model_id)
+        overrides = QUANTIZATION[cfg.quantization] if base["backend"] == "hf" else {}
+        readout = READOUT[cfg.scoring]
+        self.auditor.add_variant(
+            name,
+            {
                 **base,
                 **overrides,
                 "id": name,
@@ -83,7 +81,8 @@ class EnvelopeRunner:
                     "temperature": cfg.temperature,
                     "top_p": cfg.top_p,
                 },
-            }
+            },
+        )
         return name
 
     def scores(self, model_id: str, spec: DatasetSpec) -> pd.DataFrame:
@@ -109,39 +108,35 @@ class EnvelopeRunner:
             )
             readout = READOUT[cfg.scoring]
             fingerprint = sha256_json(self.auditor.backend(variant).fingerprint)
-            trials: list[dict[str, Any]] = []
+            trials: list[Trial] = []
             for (it, s), req, out, hit in zip(plan, requests, outputs, cached):
                 label = read_label(readout, out, req.labels, req.answer_prefix)
                 chosen = None if label is None else LETTERS.index(label)
                 trials.append(
-                    {
-                        "run_id": self.auditor.run_id,
-                        "model_id": model_id,
-                        "model_fingerprint": fingerprint,
-                        "dataset": spec.name,
-                        "item_id": it.item_id,
-                        "facet": envelope_cell(cfg),
-                        "condition": 0,
-                        "permutation": list(range(it.n_options)),
-                        "sample": s,
-                        "prompt_sha256": sha256_text(json.dumps([req.messages, req.answer_prefix])),
-                        "raw_output": json.dumps(out.to_dict()),
-                        "readouts": {readout: label},
-                        "mapped": {readout: chosen},
-                        "correct": {readout: None if chosen is None else chosen == it.gold},
-                        "gold": str(it.gold),
-                        "n_classes": it.n_options,
-                        "tokens_in": out.tokens_in,
-                        "tokens_out": out.tokens_out,
-                        "latency_s": out.latency_s,
-                        "cost_usd": out.cost_usd,
-                        "from_cache": int(hit),
-                    }
+                    Trial.of(
+                        req,
+                        out,
+                        hit,
+                        run_id=self.auditor.run_id,
+                        model_id=model_id,
+                        model_fingerprint=fingerprint,
+                        dataset=spec.name,
+                        item_id=it.item_id,
+                        facet=envelope_cell(cfg),
+                        condition=0,
+                        permutation=list(range(it.n_options)),
+                        sample=s,
+                        readouts={readout: label},
+                        mapped={readout: chosen},
+                        correct={readout: None if chosen is None else chosen == it.gold},
+                        gold=str(it.gold),
+                        n_classes=it.n_options,
+                    )
                 )
             self.auditor.store.add_trials(trials)
             for s in seeds:
-                mine = [t for t in trials if t["sample"] == s]
-                parsed = [t for t in mine if t["mapped"][readout] is not None]
+                mine = [t for t in trials if t.sample == s]
+                parsed = [t for t in mine if t.mapped[readout] is not None]
                 rows.append(
                     {
                         "model": model_id,
@@ -149,7 +144,7 @@ class EnvelopeRunner:
                         "config": cfg.id,
                         **cfg.as_dict(),
                         "seed": s,
-                        "score": sum(bool(t["correct"][readout]) for t in mine) / len(mine),
+                        "score": sum(bool(t.correct[readout]) for t in mine) / len(mine),
                         "parse_rate": len(parsed) / len(mine),
                         "n": len(mine),
                     }

@@ -18,6 +18,15 @@ class Facet(Protocol[Content]):
     template: str
     #: how an answer is scored, as disclosed on the card
     scoring: str
+    #: its items carry images: a model that takes none cannot be measured on it
+    needs_images: bool
+    #: its answers are compared by a judge (sem-flip, docs/definitions.md §3.5)
+    judged: bool
+    #: it screens items out before the first N are taken (docs/definitions.md §3.4)
+    screens: bool
+
+    def screen(self, item: Item) -> str | None:
+        """Why ``item`` is screened out, or None to keep it (always None unless ``screens``)."""
 
     @property
     def template_sha256(self) -> str: ...
@@ -47,3 +56,14 @@ class Facet(Protocol[Content]):
 
     def is_correct(self, content: Content | None, item: Item) -> bool | None:
         """Gold match of a content label (None when the item has no gold)."""
+
+
+class FacetDefaults:
+    """What most facets declare: text items, no judge, no screen."""
+
+    needs_images = False
+    judged = False
+    screens = False
+
+    def screen(self, item: Item) -> str | None:
+        return None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from flipgate.facets.base import FacetDefaults
 from flipgate.items.item import LETTERS, Item
 
 
-class ChoiceFacet:
+class ChoiceFacet(FacetDefaults):
     """Letters A, B, ... label the options; the content label is a source option index."""
 
     readouts = ("letter_logprob", "regex")

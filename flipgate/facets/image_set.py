@@ -52,6 +52,7 @@ class ImageSetOrder(ChoiceFacet):
     template_sha256 = sha256_text(IMAGE_TEMPLATE)
     scoring = "chosen option index (options are not permuted; images are)"
     needs_images = True
+    screens = True
 
     def screen(self, item: Item) -> str | None:
         """Why the item is excluded by the position-reference screen (None = kept)."""

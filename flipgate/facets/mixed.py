@@ -8,6 +8,7 @@ judge says the K answers are not equivalent). Correctness is exact match against
 from __future__ import annotations
 
 from flipgate.backends.base import Request
+from flipgate.facets.base import FacetDefaults
 from flipgate.hashing import sha256_text
 from flipgate.items.item import Item
 from flipgate.scoring import exact_match
@@ -20,7 +21,7 @@ MIXED_TEMPLATE = (
 )
 
 
-class MixedModalityOrder:
+class MixedModalityOrder(FacetDefaults):
     name = "mixed_modality_order"
     template_id = "fp-mixed-v1"
     template = MIXED_TEMPLATE

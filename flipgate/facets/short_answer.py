@@ -4,13 +4,14 @@ match)."""
 from __future__ import annotations
 
 from flipgate.backends.base import Request
+from flipgate.facets.base import FacetDefaults
 from flipgate.items.item import Item
 from flipgate.scoring import exact_match, normalize_answer
 
 SHORT_ANSWER_TOKENS = 16
 
 
-class ShortAnswerFacet:
+class ShortAnswerFacet(FacetDefaults):
     """The content label is the SQuAD-normalised answer string, invariant under any ordering."""
 
     readouts = ("regex",)
