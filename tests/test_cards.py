@@ -13,12 +13,22 @@ from flipgate.results import Verdict
 
 
 def typed(verdicts: list[dict]) -> list[Verdict]:
-    """Stored verdicts from the fields a test cares about (the rest filled in)."""
-    filled = {"bound": 0.2, "direction": "max", "level": 0.95, "readout": "regex"}
-    return [
-        Verdict(**{**filled, "outcome": d["verdict"], **d, "source": "test.yaml#1"})
-        for d in verdicts
-    ]
+    """Stored verdicts from the fields a test cares about: by default a failed
+    ``flip_rate <= 0.2 (lower)`` with estimate 1.0 and CI [1, 1]."""
+    filled = {
+        "threshold": "flip_rate <= 0.2 (lower)",
+        "metric": "flip_rate",
+        "rule": "lower",
+        "verdict": "fail",
+        "estimate": 1.0,
+        "ci": [1.0, 1.0],
+        "bound": 0.2,
+        "direction": "max",
+        "level": 0.95,
+        "readout": "regex",
+        "source": "test.yaml#1",
+    }
+    return [Verdict(**{**filled, "outcome": d.get("verdict", "fail"), **d}) for d in verdicts]
 
 
 @pytest.fixture
@@ -35,18 +45,7 @@ def card_store(tmp_path):
         "scripted",
         "arc_challenge",
         "option_order",
-        typed(
-            [
-                {
-                    "threshold": "flip_rate <= 0.2 (lower)",
-                    "metric": "flip_rate",
-                    "rule": "lower",
-                    "verdict": "fail",
-                    "estimate": 1.0,
-                    "ci": [1.0, 1.0],
-                }
-            ]
-        ),
+        typed([{}]),
     )
     return auditor.store
 
@@ -232,19 +231,7 @@ def test_verdict_why_in_card_json_and_markdown(card_store):
         "scripted",
         "arc_challenge",
         "option_order",
-        typed(
-            [
-                {
-                    "threshold": "flip_rate <= 0.2 (lower)",
-                    "metric": "flip_rate",
-                    "rule": "lower",
-                    "verdict": "fail",
-                    "estimate": 1.0,
-                    "ci": [1.0, 1.0],
-                    "why": "users see a different answer if the options move",
-                }
-            ]
-        ),
+        typed([{"why": "users see a different answer if the options move"}]),
     )
     card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
     assert card["thresholds"][0]["why"] == "users see a different answer if the options move"
