@@ -141,6 +141,11 @@ def _audit_config(config):
         raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
 
 
+def _skipped(case_id: str, reason: str) -> list:
+    """The one parameter of a suite with nothing to run: a skipped case that says why."""
+    return [pytest.param(None, id=case_id, marks=pytest.mark.skip(reason=reason))]
+
+
 def _parametrise_envelope(metafunc):
     cfg = _audit_config(metafunc.config)
     try:
@@ -157,16 +162,10 @@ def _parametrise_envelope(metafunc):
         for spec in envelope.benchmarks
     ]
     if not roster:
-        params = [
-            pytest.param(
-                None,
-                id="no-roster",
-                marks=pytest.mark.skip(
-                    reason=f"no model in {metafunc.config.getoption('--models')} lists suite "
-                    "'envelope'"
-                ),
-            )
-        ]
+        params = _skipped(
+            "no-roster",
+            f"no model in {metafunc.config.getoption('--models')} lists suite 'envelope'",
+        )
     metafunc.parametrize(ENVELOPE_FIXTURE, params, indirect=True)
 
 
@@ -212,16 +211,11 @@ def _parametrise_regression(metafunc):
         for cell, dataset in _compared_cells(cfg, p)
     ]
     if not params:
-        params = [
-            pytest.param(
-                None,
-                id="no-baseline",
-                marks=pytest.mark.skip(
-                    reason=f"no baseline: name one with `baseline: <model id>` in {cfg.path} or "
-                    "pass --baseline PATH"
-                ),
-            )
-        ]
+        params = _skipped(
+            "no-baseline",
+            f"no baseline: name one with `baseline: <model id>` in {cfg.path} or pass "
+            "--baseline PATH",
+        )
     metafunc.parametrize(REGRESSION_FIXTURE, params, indirect=True)
 
 
@@ -269,9 +263,7 @@ def pytest_generate_tests(metafunc):
             else f"no order-suite model of {cfg.path} takes it (see the models' facets: / "
             "datasets:)"
         )
-        params = [
-            pytest.param(None, id="not-declared", marks=pytest.mark.skip(reason=f"{name}: {why}"))
-        ]
+        params = _skipped("not-declared", f"{name}: {why}")
     metafunc.parametrize(CELL_FIXTURE, params, indirect=True)
 
 
