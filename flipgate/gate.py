@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from flipgate.config import Threshold
 from flipgate.metrics import bootstrap_p_value
-from flipgate.results import Label, Outcome, Verdict
+from flipgate.results import Label, MetricEstimate, Outcome, Verdict
 
 #: what a straddling CI does: ``by_rule`` follows the rule (upper fails, lower warns)
 ON_INCONCLUSIVE = ("by_rule", "warn", "xfail", "fail")
@@ -120,22 +120,21 @@ def verdict(
 
 def evaluate(
     thresholds: list[Threshold],
-    metrics: Mapping[str, Mapping[str, Any]],
+    metrics: Mapping[str, Mapping[str, MetricEstimate]],
     readout: str,
     on_inconclusive: str = "by_rule",
     **context: Any,
 ) -> list[Verdict]:
-    """Apply each threshold to a summary ``{readout: {metric: {estimate, ci}}}``. Where the
-    summary kept bootstrap draws, the CI is recomputed at the threshold's level and the verdict
-    carries the one-sided bootstrap p-value of a violation (for Benjamini–Hochberg across cells).
-    ``context`` is given to every verdict (:func:`verdict`)."""
+    """Apply each threshold to the estimates ``{readout: {metric: MetricEstimate}}``. Where an
+    estimate kept its bootstrap draws, the CI is recomputed at the threshold's level and the
+    verdict carries the one-sided bootstrap p-value of a violation (for Benjamini–Hochberg across
+    cells). ``context`` is given to every verdict (:func:`verdict`)."""
     results = []
     for t in thresholds:
-        block = metrics.get(t.readout or readout, {})
-        m = block.get(t.metric)
-        draws = getattr(block, "draws", {}).get(t.metric)
-        est = None if m is None else m["estimate"]
-        ci = ci_at(draws, t.level) if draws is not None else (None if m is None else m.get("ci"))
+        m = metrics.get(t.readout or readout, {}).get(t.metric)
+        draws = None if m is None else m.draws
+        est = None if m is None else m.estimate
+        ci = ci_at(draws, t.level) if draws is not None else (None if m is None else m.ci)
         p_value = bootstrap_p_value(draws, t.bound, t.direction) if draws is not None else None
         results.append(
             verdict(t, est, ci, on_inconclusive, t.readout or readout, p_value, **context)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from flipgate.results import Verdict, plain
+from flipgate.results import CellSummary, Verdict
 
 
 def _allure():
@@ -36,7 +36,7 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def flip_rate_plot(name: str, by_readout: dict[str, dict]) -> bytes:
+def flip_rate_plot(name: str, by_readout: dict[str, CellSummary]) -> bytes:
     """Bar chart of flip rate, pairwise disagreement and parse rate per readout, with CIs."""
     import matplotlib
 
@@ -49,8 +49,8 @@ def flip_rate_plot(name: str, by_readout: dict[str, dict]) -> bytes:
     for j, (readout, summary) in enumerate(by_readout.items()):
         est, err_lo, err_hi = [], [], []
         for m in metrics:
-            e = summary[m]["estimate"]
-            ci = summary[m].get("ci") or [e, e]
+            e = summary.metrics[m].estimate
+            ci = summary.metrics[m].ci or (e, e)
             e = 0.0 if e is None else e
             est.append(e)
             err_lo.append(max(0.0, e - (ci[0] if ci[0] is not None else e)))
@@ -64,7 +64,7 @@ def flip_rate_plot(name: str, by_readout: dict[str, dict]) -> bytes:
     return _png(fig)
 
 
-def k_ablation_plot(name: str, by_readout: dict[str, dict]) -> bytes:
+def k_ablation_plot(name: str, by_readout: dict[str, CellSummary]) -> bytes:
     """Flip rate against the number of orderings K (Facet-Probe K-ablation), one line per
     readout."""
     import matplotlib
@@ -74,7 +74,7 @@ def k_ablation_plot(name: str, by_readout: dict[str, dict]) -> bytes:
 
     fig, ax = plt.subplots(figsize=(5, 3.2), dpi=100)
     for readout, summary in by_readout.items():
-        curve = summary.get("k_ablation") or {}
+        curve = summary.k_ablation or {}
         ax.plot(
             [int(k) for k in curve],
             [v if v is not None else float("nan") for v in curve.values()],
@@ -93,7 +93,7 @@ def report_cell(
     facet: str,
     dataset: str,
     model_id: str,
-    summaries: dict[str, dict],
+    summaries: dict[str, CellSummary],
     items: pd.DataFrame,
     verdicts: list[Verdict],
     params: dict,
@@ -114,9 +114,11 @@ def report_cell(
         allure.dynamic.parameter(key, value)
     primary = str(params.get("primary_readout"))
     m = summaries.get(primary) or next(iter(summaries.values()))
+    flip = m.metrics["flip_rate"]
+    flip_text = "–" if flip.estimate is None else f"{flip.estimate:.3f}"
     allure.dynamic.description(
-        f"flip rate {m['flip_rate']['estimate']:.3f} CI {m['flip_rate']['ci']}, N={m['n_items']}, "
-        f"K={m['k']}; " + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
+        f"flip rate {flip_text} CI {list(flip.ci) if flip.ci else None}, N={m.n_items}, "
+        f"K={m.k}; " + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
     )
     allure.attach(
         items.to_csv(index=False),
@@ -125,7 +127,13 @@ def report_cell(
     )
     allure.attach(
         # the summaries as the run store keeps them and the GRID card shows them
-        json.dumps({"summaries": plain(summaries), "verdicts": _dumped(verdicts)}, indent=2),
+        json.dumps(
+            {
+                "summaries": {r: s.model_dump(mode="json") for r, s in summaries.items()},
+                "verdicts": _dumped(verdicts),
+            },
+            indent=2,
+        ),
         name="cell card section.json",
         attachment_type=allure.attachment_type.JSON,
     )
@@ -134,9 +142,9 @@ def report_cell(
         name="flip rate.png",
         attachment_type=allure.attachment_type.PNG,
     )
-    if m.get("k_policies"):
+    if m.k_policies:
         table = pd.DataFrame(
-            [{"readout": r, **row} for r, s in summaries.items() for row in s["k_policies"]]
+            [{"readout": r, **row} for r, s in summaries.items() for row in s.k_policies or []]
         )
         allure.attach(
             table.to_csv(index=False),

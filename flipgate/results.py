@@ -13,7 +13,14 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, BeforeValidator, ConfigDict, model_serializer
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_serializer,
+    model_validator,
+)
 
 from flipgate.backends.base import Output, Request
 from flipgate.hashing import sha256_bytes, sha256_text
@@ -21,8 +28,7 @@ from flipgate.hashing import sha256_bytes, sha256_text
 
 def plain(obj: Any) -> Any:
     """``obj`` as plain JSON data, recursively: NaN as None, tuples as lists, numpy scalars as
-    Python numbers. The JSON form of results that are not models of their own yet (cell
-    summaries, cards)."""
+    Python numbers. The JSON form of results that are not models of their own yet."""
     if isinstance(obj, np.generic):
         obj = obj.item()
     if isinstance(obj, float):
@@ -178,4 +184,103 @@ class Verdict(BaseModel):
 
     @classmethod
     def from_json(cls, text: str) -> Verdict:
+        return cls.model_validate_json(text)
+
+
+class MetricEstimate(BaseModel):
+    """One metric of a cell: its point estimate, its interval (``None`` for a metric that has
+    none, ``(None, None)`` when there was nothing to resample) and, for paired deltas, the
+    number of items both arms scored. ``level`` and the bootstrap ``draws`` (from which a
+    threshold recomputes the CI at its own level and a one-sided p-value) stay out of the JSON;
+    the card states the run's level once."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    estimate: Number = None
+    ci: tuple[Number, Number] | None = None
+    n_items: int | None = None
+    level: float | None = Field(default=None, exclude=True)
+    draws: np.ndarray | None = Field(default=None, exclude=True, repr=False)
+
+    @classmethod
+    def from_draws(
+        cls, estimate: float, draws: np.ndarray, level: float, n_items: int | None = None
+    ) -> MetricEstimate:
+        """``estimate`` with the equal-tailed ``level`` interval of its bootstrap ``draws``; no
+        draws (nothing to resample) means no estimate either."""
+        if not draws.size:
+            return cls(ci=(None, None), n_items=n_items, level=level, draws=draws)
+        lo, hi = np.quantile(draws, [(1 - level) / 2, 1 - (1 - level) / 2])
+        return cls(
+            estimate=estimate,
+            ci=(float(lo), float(hi)),
+            n_items=n_items,
+            level=level,
+            draws=draws,
+        )
+
+    @model_serializer(mode="wrap")
+    def _without_unset_n(self, handler: Any) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.n_items is None:
+            data.pop("n_items", None)
+        return data
+
+
+def _is_metric_block(value: Any) -> bool:
+    return isinstance(value, MetricEstimate) or (isinstance(value, dict) and "estimate" in value)
+
+
+def estimates(block: dict[str, Any]) -> dict[str, MetricEstimate]:
+    """The ``{estimate, ci}`` blocks of an analysis's JSON (envelope, ODI) as estimates."""
+    return {k: MetricEstimate.model_validate(v) for k, v in block.items() if _is_metric_block(v)}
+
+
+#: a cell's fields that only an ordering facet's summary has (K analyses, docs/definitions.md §3.4)
+K_FIELDS = ("k_policies", "k2_screen_recall", "k_ablation")
+
+
+class CellSummary(BaseModel):
+    """Every metric of one cell under one readout, with the cell's sizes and (for an ordering
+    facet, not a control) its K analyses. Its JSON is flat, as the card shows it:
+    ``{metric: {estimate, ci}, ..., "n_items": N, "k": K, ...}``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metrics: dict[str, MetricEstimate]
+    n_items: int
+    n_items_insufficient: int
+    k: int
+    n_trials: int
+    k_policies: list[dict[str, Any]] | None = None
+    k2_screen_recall: Number = None
+    k_ablation: dict[str, Number] | None = None
+
+    @property
+    def has_k_analyses(self) -> bool:
+        return self.k_policies is not None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_flat(cls, data: Any) -> Any:
+        """Read the flat JSON form back: every ``{estimate, ...}`` block is a metric."""
+        if isinstance(data, dict) and "metrics" not in data:
+            metrics = {k: v for k, v in data.items() if _is_metric_block(v)}
+            data = {k: v for k, v in data.items() if k not in metrics} | {"metrics": metrics}
+        return data
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: Any) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        flat = data.pop("metrics")
+        if not self.has_k_analyses:
+            for key in K_FIELDS:
+                data.pop(key)
+        return {**flat, **data}
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> CellSummary:
         return cls.model_validate_json(text)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from flipgate.results import TRIAL_COLUMNS, Trial, Verdict, plain
+from flipgate.results import TRIAL_COLUMNS, CellSummary, Trial, Verdict
 from flipgate.sqlite_util import connect
 
 SCHEMA = """
@@ -214,7 +214,7 @@ class TrialStore:
         return [json.loads(r[0]) for r in rows]
 
     def add_summaries(
-        self, model_id: str, dataset: str, cell: str, summaries: dict[str, dict]
+        self, model_id: str, dataset: str, cell: str, summaries: dict[str, CellSummary]
     ) -> None:
         """A cell's summary per readout, as its test computed it: whole (what cards and Allure
         show, :meth:`cell_summaries`) and one row per ``{estimate, ci}`` metric, which later runs
@@ -226,17 +226,15 @@ class TrialStore:
                 cell,
                 readout,
                 metric,
-                _num(v["estimate"]),
-                *(_num(x) for x in v["ci"] or (None, None)),
-                s.get("n_items"),
+                _num(v.estimate),
+                *(_num(x) for x in v.ci or (None, None)),
+                s.n_items,
             )
             for readout, s in summaries.items()
-            for metric, v in s.items()
-            if isinstance(v, dict) and "estimate" in v and "ci" in v
+            for metric, v in s.metrics.items()
         ]
         whole = [
-            (model_id, dataset, cell, readout, json.dumps(plain(s)))
-            for readout, s in summaries.items()
+            (model_id, dataset, cell, readout, s.to_json()) for readout, s in summaries.items()
         ]
         with self.conn:
             self.conn.executemany(
@@ -246,15 +244,15 @@ class TrialStore:
                 "INSERT OR REPLACE INTO cell_summaries VALUES (?, ?, ?, ?, ?)", whole
             )
 
-    def cell_summaries(self, model_id: str, dataset: str) -> dict[str, dict[str, dict]]:
+    def cell_summaries(self, model_id: str, dataset: str) -> dict[str, dict[str, CellSummary]]:
         """cell -> readout -> summary, as the cells' tests stored them (:meth:`add_summaries`)."""
-        out: dict[str, dict[str, dict]] = {}
+        out: dict[str, dict[str, CellSummary]] = {}
         rows = self.conn.execute(
             "SELECT cell, readout, summary FROM cell_summaries WHERE model_id = ? AND dataset = ?",
             (model_id, dataset),
         )
         for cell, readout, summary in rows:
-            out.setdefault(cell, {})[readout] = json.loads(summary)
+            out.setdefault(cell, {})[readout] = CellSummary.from_json(summary)
         return out
 
     def summaries(self, model_id: str, dataset: str, cell: str) -> dict[str, dict]:

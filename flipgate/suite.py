@@ -6,6 +6,7 @@ import contextlib
 import warnings
 from dataclasses import dataclass
 
+import pandas as pd
 import pytest
 
 from flipgate import FlipgateError
@@ -14,7 +15,7 @@ from flipgate.config import ThresholdSet, load_thresholds
 from flipgate.facets import get_facet, split_cell
 from flipgate.gate import evaluate
 from flipgate.report import report_cell
-from flipgate.results import Verdict
+from flipgate.results import CellSummary, Verdict
 from flipgate.summary import control_summary, facet_summary
 from flipgate.trend import metric_trend
 
@@ -48,7 +49,7 @@ class FlipCell:
         cm = self.capture_manager
         return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
 
-    def measure(self) -> tuple[dict, object]:
+    def measure(self) -> tuple[dict[str, CellSummary], pd.DataFrame]:
         cfg = self.auditor.config
         control, facet = split_cell(self.name)
         readouts = self.auditor.readouts(self.model_id, facet)[0]
@@ -61,7 +62,8 @@ class FlipCell:
                 if judged
                 else None
             )
-        summaries, items = {}, None
+        summaries: dict[str, CellSummary] = {}
+        items: pd.DataFrame | None = None
         for r in readouts:
             if perm is not None:
                 summaries[r], table = control_summary(
@@ -73,6 +75,7 @@ class FlipCell:
                 )
             table = table.add_prefix(f"{r}:").rename(columns={f"{r}:item_id": "item_id"})
             items = table if items is None else items.merge(table, on="item_id")
+        assert items is not None  # a facet has at least one readout
         return summaries, items
 
     def run(self) -> list[Verdict]:
@@ -87,7 +90,7 @@ class FlipCell:
         primary = self.auditor.readouts(self.model_id, split_cell(self.name)[1])[1]
         verdicts = evaluate(
             thresholds.for_cell(self.name, self.dataset),
-            summaries,
+            {r: s.metrics for r, s in summaries.items()},
             primary,
             thresholds.on_inconclusive,
             facet=self.name,
@@ -112,7 +115,7 @@ class FlipCell:
                 "dataset": self.dataset,
                 "facet": self.name,
                 "K": self.auditor.config.k,
-                "N": summaries[primary]["n_items"],
+                "N": summaries[primary].n_items,
                 "primary_readout": primary,
                 "thresholds": ", ".join(thresholds.files),
             },

@@ -233,7 +233,7 @@ def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_pa
     assert len(trials) == 30 and trials["from_cache"].sum() == 11  # 5 items x K=6
     assert server.counts["ok"] - served_before == 19  # only the missing ones were asked again
     summary, _ = facet_summary(trials, "regex")
-    assert summary["parse_rate"]["estimate"] == 1.0
+    assert summary.metrics["parse_rate"].estimate == 1.0
 
 
 def test_embedded_model_served_over_the_openai_api(serve):

@@ -43,7 +43,11 @@ def make_auditor(tmp_path: Path, backend, cache=True, run_id="r1") -> Auditor:
 def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):
     biased = make_auditor(tmp_path, ScriptedBackend())
     s, _ = facet_summary(biased.trials("scripted", "arc_challenge", "option_order"), "regex")
-    assert s["flip_rate"]["estimate"] == 1.0 and s["parse_rate"]["estimate"] == 1.0 and s["k"] == 6
+    assert (
+        s.metrics["flip_rate"].estimate == 1.0
+        and s.metrics["parse_rate"].estimate == 1.0
+        and s.k == 6
+    )
 
     def always_gold(req):  # a perfect model: picks the slot whose text is the gold option's
         from flipgate.items import load_items
@@ -59,9 +63,9 @@ def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):
     perfect = make_auditor(tmp_path / "p", ScriptedBackend(rule=always_gold))
     s, _ = facet_summary(perfect.trials("scripted", "arc_challenge", "option_order"), "regex")
     assert (
-        s["flip_rate"]["estimate"] == 0.0
-        and s["accuracy"]["estimate"] == 1.0
-        and s["osi"]["estimate"] == 1.0
+        s.metrics["flip_rate"].estimate == 0.0
+        and s.metrics["accuracy"].estimate == 1.0
+        and s.metrics["osi"].estimate == 1.0
     )
 
 
@@ -91,14 +95,17 @@ def test_delta_order_from_trials(tmp_path):
     perm = auditor.trials("scripted", "arc_challenge", "option_order")
     same = auditor.trials("scripted", "arc_challenge", "same_ordering:option_order")
     s, _ = control_summary(perm, same, "regex", n_boot=200)
-    assert s["flip_rate_same"]["estimate"] == 0.0
-    assert s["delta_order"]["estimate"] == 1.0 and s["ordering_excess_share"]["estimate"] == 1.0
+    assert s.metrics["flip_rate_same"].estimate == 0.0
+    assert (
+        s.metrics["delta_order"].estimate == 1.0
+        and s.metrics["ordering_excess_share"].estimate == 1.0
+    )
 
 
 def test_unparsable_answers_counted_not_guessed(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend(rule=lambda r: None if r.key[3] % 2 else "A"))
     s, _ = facet_summary(auditor.trials("scripted", "arc_challenge", "option_order"), "regex")
-    assert s["parse_rate"]["estimate"] == 0.5
+    assert s.metrics["parse_rate"].estimate == 0.5
 
 
 def test_backend_error_keeps_finished_batches(tmp_path):
@@ -146,9 +153,9 @@ def test_evidence_facet_scores_short_answers(tmp_path):
         right.trials("scripted", "synthetic_multihop", "evidence_chunk_order"), "regex"
     )
     assert (
-        s["accuracy"]["estimate"] == 1.0
-        and s["flip_rate"]["estimate"] == 0.0
-        and s["osi"]["estimate"] == 1.0
+        s.metrics["accuracy"].estimate == 1.0
+        and s.metrics["flip_rate"].estimate == 0.0
+        and s.metrics["osi"].estimate == 1.0
     )
     # answering with whatever passage comes first: the content answer follows the ordering
     first_word = lambda req: req.messages[0][1].split("[1] ")[1].split()[0]  # noqa: E731
@@ -156,4 +163,4 @@ def test_evidence_facet_scores_short_answers(tmp_path):
         auditor_for(first_word).trials("scripted", "synthetic_multihop", "evidence_chunk_order"),
         "regex",
     )
-    assert s["flip_rate"]["estimate"] == 1.0 and s["accuracy"]["estimate"] == 0.0
+    assert s.metrics["flip_rate"].estimate == 1.0 and s.metrics["accuracy"].estimate == 0.0

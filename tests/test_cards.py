@@ -9,7 +9,7 @@ from test_audit_runner import ScriptedBackend, make_auditor
 from flipgate.cards import build_card, validate_card, write_cards
 from flipgate.cards.build import card_markdown
 from flipgate.items import DatasetSpec
-from flipgate.results import Verdict
+from flipgate.results import CellSummary, Verdict
 
 
 def typed(verdicts: list[dict]) -> list[Verdict]:
@@ -288,7 +288,9 @@ def test_card_shows_the_summaries_the_cell_test_stored(card_store):
     first = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
     planted = copy.deepcopy(first["order_robustness"]["option_order"]["regex"])
     planted["flip_rate"] = {"estimate": 0.125, "ci": [0.0, 0.25]}  # not what the trials give
-    card_store.add_summaries("scripted", "arc_challenge", "option_order", {"regex": planted})
+    card_store.add_summaries(
+        "scripted", "arc_challenge", "option_order", {"regex": CellSummary.model_validate(planted)}
+    )
     card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
     assert card["order_robustness"]["option_order"]["regex"] == planted
     computed = card["order_robustness"]["option_order"]["letter_logprob"]  # nothing stored

@@ -2,7 +2,7 @@ import pytest
 
 from flipgate.config import Threshold
 from flipgate.gate import decide, evaluate, outcome
-from flipgate.results import Verdict
+from flipgate.results import MetricEstimate, Verdict
 
 
 def t(rule, bound=0.2, direction="max"):
@@ -41,8 +41,8 @@ def test_missing_estimate_and_point_fallback_without_ci():
 
 def test_evaluate_picks_readout_block():
     summary = {
-        "regex": {"flip_rate": {"estimate": 0.1, "ci": [0.05, 0.15]}},
-        "letter_logprob": {"flip_rate": {"estimate": 0.5, "ci": [0.4, 0.6]}},
+        "regex": {"flip_rate": MetricEstimate(estimate=0.1, ci=(0.05, 0.15))},
+        "letter_logprob": {"flip_rate": MetricEstimate(estimate=0.5, ci=(0.4, 0.6))},
     }
     th = [
         Threshold("flip_rate", 0.2, "max", "lower"),
@@ -119,7 +119,7 @@ def test_parse_rate_upper_with_straddling_ci_fails_the_release():
     """The issue's case: parse_rate >= 0.9 (upper), CI [0.85, 0.95] must not pass."""
     (v,) = evaluate(
         [Threshold("parse_rate", 0.9, "min", "upper")],
-        {"regex": {"parse_rate": {"estimate": 0.9, "ci": [0.85, 0.95]}}},
+        {"regex": {"parse_rate": MetricEstimate(estimate=0.9, ci=(0.85, 0.95))}},
         "regex",
     )
     assert (v.verdict, v.outcome) == ("inconclusive", "fail")
@@ -128,18 +128,15 @@ def test_parse_rate_upper_with_straddling_ci_fails_the_release():
 def test_ci_is_recomputed_at_the_thresholds_level():
     import numpy as np
 
-    from flipgate.summary import Summary
-
-    block = Summary()
     draws = np.linspace(0.0, 1.0, 1001)  # quantiles are the levels themselves
-    block.add("flip_rate", 0.5, draws, 0.95)
+    block = {"flip_rate": MetricEstimate.from_draws(0.5, draws, 0.95)}
     th = [
         Threshold("flip_rate", 0.2, "max", "lower", level=0.5),
         Threshold("flip_rate", 0.2, "max", "lower", level=0.9),
     ]
     ci50, ci90 = (v.ci for v in evaluate(th, {"regex": block}, "regex"))
     assert ci50 == pytest.approx([0.25, 0.75]) and ci90 == pytest.approx([0.05, 0.95])
-    assert block["flip_rate"]["ci"] == pytest.approx([0.025, 0.975])  # the reported CI is untouched
+    assert block["flip_rate"].ci == pytest.approx([0.025, 0.975])  # the reported CI is untouched
 
 
 @pytest.mark.parametrize(
@@ -188,10 +185,7 @@ def test_failed_and_missing_thresholds_fail_warn_rule_warns():
 def test_evaluate_attaches_bootstrap_p_value():
     import numpy as np
 
-    from flipgate.summary import Summary
-
-    block = Summary()
-    block.add("flip_rate", 0.5, np.array([0.4, 0.5, 0.6, 0.7]), 0.95)
+    block = {"flip_rate": MetricEstimate.from_draws(0.5, np.array([0.4, 0.5, 0.6, 0.7]), 0.95)}
     (v,) = evaluate([Threshold("flip_rate", 0.45, "max", "lower")], {"regex": block}, "regex")
     assert v.p_value == pytest.approx((1 + 1) / 5)
 

@@ -107,7 +107,7 @@ def test_image_cell_through_the_runner_records_screen(tiny_llava_dir, tmp_path):
     auditor = llava_auditor(tiny_llava_dir, tmp_path, "image_set_order", "synthetic_shapes", 4)
     df = auditor.trials("llava", "synthetic_shapes", "image_set_order")
     s, _ = facet_summary(df, "letter_logprob", n_boot=200)
-    assert s["n_items"] == 4 and s["k"] == 6 and s["parse_rate"]["estimate"] == 1.0
+    assert s.n_items == 4 and s.k == 6 and s.metrics["parse_rate"].estimate == 1.0
     screen = auditor.store.screens("synthetic_shapes")["image_set_order"]
     assert screen["kept"] == 4 and screen["considered"] == 4 + screen["excluded"]
 

@@ -75,15 +75,14 @@ def test_sem_flip_rate_from_planted_judgements():
         n_boot=200,
         judgements={"a": "equivalent", "b": "equivalent", "c": "full-flip"},
     )
-    assert s["flip_rate"]["estimate"] == pytest.approx(2 / 3)  # text-flip: a and c
-    assert s["sem_flip_rate"]["estimate"] == pytest.approx(1 / 3)  # the judge collapses a
-    assert s["judge_parse_rate"]["estimate"] == 1.0
+    assert s.metrics["flip_rate"].estimate == pytest.approx(2 / 3)  # text-flip: a and c
+    assert s.metrics["sem_flip_rate"].estimate == pytest.approx(1 / 3)  # the judge collapses a
+    assert s.metrics["judge_parse_rate"].estimate == 1.0
     s, _ = facet_summary(
         trials, "regex", n_boot=200, judgements={"a": "equivalent", "c": "partial-flip"}
     )
-    assert s["sem_flip_rate"]["estimate"] == pytest.approx(1 / 2) and s["judge_parse_rate"][
-        "estimate"
-    ] == pytest.approx(2 / 3)
+    assert s.metrics["sem_flip_rate"].estimate == pytest.approx(1 / 2)
+    assert s.metrics["judge_parse_rate"].estimate == pytest.approx(2 / 3)
 
 
 def test_mixed_cell_with_tiny_llava_and_judge(tiny_llava_dir, tmp_path):

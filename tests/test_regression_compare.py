@@ -164,17 +164,17 @@ def test_planted_facet_cell(unparsed_correct):
         R,
     )
     d = cmp.primary
-    s = d.summary
+    s = d.deltas
     # flip: items parsed >= 2 in both = all but i6; baseline flips i2, i5; candidate i1, i5, i7
-    assert s["delta_flip_rate"]["n_items"] == 6
-    assert s["delta_flip_rate"]["estimate"] == pytest.approx(3 / 6 - 2 / 6)
+    assert s["delta_flip_rate"].n_items == 6
+    assert s["delta_flip_rate"].estimate == pytest.approx(3 / 6 - 2 / 6)
     assert d.arms["delta_flip_rate"] == pytest.approx({"baseline": 2 / 6, "candidate": 3 / 6})
     assert (d.mcnemar["delta_flip_rate"].b, d.mcnemar["delta_flip_rate"].c) == (2, 1)
     assert d.items["newly_flipping"] == ["i1", "i7"] and d.items["fixed"] == ["i2"]
     # accuracy at condition 0 only, over all 7 items; unparsed = wrong
-    assert s["delta_accuracy"]["n_items"] == 7
+    assert s["delta_accuracy"].n_items == 7
     assert d.arms["delta_accuracy"] == pytest.approx({"baseline": 4 / 7, "candidate": 5 / 7})
-    assert s["delta_accuracy"]["estimate"] == pytest.approx(1 / 7)
+    assert s["delta_accuracy"].estimate == pytest.approx(1 / 7)
     # "worse" for accuracy = right only in the baseline (i4); better: i5, i6
     assert (d.mcnemar["delta_accuracy"].b, d.mcnemar["delta_accuracy"].c) == (1, 2)
     assert d.items["newly_wrong"] == ["i4"] and d.items["newly_right"] == ["i5", "i6"]
@@ -182,12 +182,12 @@ def test_planted_facet_cell(unparsed_correct):
     assert d.arms["delta_parse_rate"] == pytest.approx(
         {"baseline": 6.25 / 7, "candidate": 6.75 / 7}
     )
-    assert s["delta_parse_rate"]["estimate"] == pytest.approx(0.5 / 7)
+    assert s["delta_parse_rate"].estimate == pytest.approx(0.5 / 7)
     assert "delta_parse_rate" not in d.mcnemar and "delta_delta_order" not in s
     for metric in ("delta_flip_rate", "delta_accuracy", "delta_parse_rate"):
-        lo, hi = s[metric]["ci"]
-        assert lo <= s[metric]["estimate"] <= hi
-        assert s.draws[metric].shape == (500,)
+        lo, hi = s[metric].ci
+        assert lo <= s[metric].estimate <= hi
+        assert s[metric].draws.shape == (500,)
     assert cmp.overlap == Overlap(7, 7, 7, 28, 28, 28, False) and cmp.overlap.complete
     json.dumps(cmp.to_dict())  # the report section is plain JSON
 
@@ -207,8 +207,8 @@ def test_per_readout_deltas():
     base = arm("base", {"a": [0, 0, 0], "b": [0, 0, 0]}, readouts=two)
     cand = arm("cand", {"a": [0, 1, 0], "b": [0, 0, 0]}, readouts=two)
     cmp = compare(base, cand)
-    assert set(cmp.readouts) == set(two) and set(cmp.summaries()) == set(two)
-    assert all(cmp.readouts[r].summary["delta_flip_rate"]["estimate"] == 0.5 for r in two)
+    assert set(cmp.readouts) == set(two) and set(cmp.estimates()) == set(two)
+    assert all(cmp.readouts[r].deltas["delta_flip_rate"].estimate == 0.5 for r in two)
     # only the readouts both versions have are compared
     cmp = compare(
         arm("base", {"a": [0, 0, 0]}, readouts=two), arm("cand", {"a": [0, 0, 0]}, readouts=(R,))
@@ -227,14 +227,14 @@ def test_control_cell_delta_delta_order():
     cand = arm("cand", cand_same, same_ordering=True, perm=make_trials(cand_perm))
     cmp = compare(base, cand, cell=CONTROL)
     d = cmp.primary
-    s = d.summary
-    assert s["delta_delta_order"]["estimate"] == pytest.approx(0.5)
-    assert s["delta_delta_order"]["n_items"] == 4
+    s = d.deltas
+    assert s["delta_delta_order"].estimate == pytest.approx(0.5)
+    assert s["delta_delta_order"].n_items == 4
     assert d.arms["delta_delta_order"] == pytest.approx({"baseline": 0.5, "candidate": 1.0})
-    lo, hi = s["delta_delta_order"]["ci"]
+    lo, hi = s["delta_delta_order"].ci
     assert lo <= 0.5 <= hi and hi <= 1.0
     # the flip delta of a control cell is on its own (same-ordering) trials
-    assert s["delta_flip_rate"]["estimate"] == pytest.approx(-0.25)
+    assert s["delta_flip_rate"].estimate == pytest.approx(-0.25)
     assert d.items["fixed"] == ["q1"] and d.items["newly_flipping"] == []
     assert "delta_accuracy" not in s and "newly_wrong" not in d.items
     # Δ_order needs both versions' permuted trials
@@ -261,7 +261,7 @@ def test_paired_bootstrap_recovers_planted_difference():
     d = compare(
         arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=2000
     ).primary
-    est, (lo, hi) = d.summary["delta_flip_rate"]["estimate"], d.summary["delta_flip_rate"]["ci"]
+    est, (lo, hi) = d.deltas["delta_flip_rate"].estimate, d.deltas["delta_flip_rate"].ci
     assert est == pytest.approx(true_delta)
     assert lo < true_delta < hi and lo > 0
     # paired: half-width ≈ 1.96·sd(d_i)/√n = 0.043 (an unpaired bootstrap would give ≈ 0.064)
@@ -282,23 +282,23 @@ def test_paired_bootstrap_no_difference_contains_zero():
     d = compare(
         arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=2000
     ).primary
-    lo, hi = d.summary["delta_flip_rate"]["ci"]
-    assert d.summary["delta_flip_rate"]["estimate"] == 0 and lo < 0 < hi
+    lo, hi = d.deltas["delta_flip_rate"].ci
+    assert d.deltas["delta_flip_rate"].estimate == 0 and lo < 0 < hi
     assert d.mcnemar["delta_flip_rate"].p_two_sided == 1.0
     # identical answers: every draw is 0
     same = compare(
         arm("base", flip_answers(base_flips)), arm("cand", flip_answers(base_flips))
     ).primary
-    assert same.summary["delta_flip_rate"]["ci"] == [0.0, 0.0]
+    assert same.deltas["delta_flip_rate"].ci == (0.0, 0.0)
 
 
 def test_bootstrap_is_seeded():
     base, cand = arm("base", BASELINE), arm("cand", CANDIDATE)
     one, two = (
-        compare(base, cand, seed=7).primary.summary,
-        compare(base, cand, seed=7).primary.summary,
+        compare(base, cand, seed=7).primary.deltas,
+        compare(base, cand, seed=7).primary.deltas,
     )
-    assert np.array_equal(one.draws["delta_flip_rate"], two.draws["delta_flip_rate"])
+    assert np.array_equal(one["delta_flip_rate"].draws, two["delta_flip_rate"].draws)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -339,9 +339,9 @@ def test_partial_compares_shared_items_only():
     other = {**{k: v for k, v in FIVE.items() if k != "i5"}, "i9": [0, 1, 0, 0]}
     cmp = compare(arm("base", FIVE), arm("cand", other), partial=True)
     assert cmp.overlap == Overlap(5, 5, 4, 20, 20, 16, True) and not cmp.overlap.complete
-    s = cmp.primary.summary
-    assert s["delta_flip_rate"]["n_items"] == 4 and s["delta_accuracy"]["n_items"] == 4
-    assert s["delta_flip_rate"]["estimate"] == 0  # i1..i4 answer alike in both
+    s = cmp.primary.deltas
+    assert s["delta_flip_rate"].n_items == 4 and s["delta_accuracy"].n_items == 4
+    assert s["delta_flip_rate"].estimate == 0  # i1..i4 answer alike in both
 
 
 def test_partial_compares_shared_orderings_only():
@@ -388,7 +388,7 @@ def _gate(base_flips, cand_flips, thresholds=(FLIP,)):
     cmp = compare(
         arm("base", flip_answers(base_flips)), arm("cand", flip_answers(cand_flips)), n_boot=1000
     )
-    return {v.metric: v for v in evaluate(list(thresholds), cmp.summaries(), cmp.primary_readout)}
+    return {v.metric: v for v in evaluate(list(thresholds), cmp.estimates(), cmp.primary_readout)}
 
 
 def test_gate_fails_a_big_regression_and_passes_no_change():
@@ -421,7 +421,7 @@ def test_gate_on_accuracy_regression():
         k: ([1, 0, 0, 0] if j < 100 else v) for j, (k, v) in enumerate(base.items())
     }  # 50 % newly wrong
     cmp = compare(arm("base", base), arm("cand", cand), n_boot=1000)
-    assert cmp.primary.summary["delta_accuracy"]["estimate"] == pytest.approx(-0.5)
+    assert cmp.primary.deltas["delta_accuracy"].estimate == pytest.approx(-0.5)
     assert len(cmp.primary.items["newly_wrong"]) == 100
-    (v,) = evaluate([ACC], cmp.summaries(), R)
+    (v,) = evaluate([ACC], cmp.estimates(), R)
     assert v.verdict == "fail" and v.outcome == "fail"

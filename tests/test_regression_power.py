@@ -70,12 +70,12 @@ def simulate(
         base = Arm("baseline", _trials(flips_a, rng), (R,), "sha")
         cand = Arm("candidate", _trials(flips_b, rng), (R,), "sha")
         cmp = compare_cell(base, cand, "option_order", "mmlu", R, n_boot=N_BOOT, level=LEVEL)
-        est = cmp.primary.summary["delta_flip_rate"]
-        assert est["n_items"] == N_ITEMS
-        assert est["estimate"] == pytest.approx(flips_b.mean() - flips_a.mean())  # generator sanity
-        (v,) = evaluate([THRESHOLD], cmp.summaries(), R)
+        est = cmp.primary.deltas["delta_flip_rate"]
+        assert est.n_items == N_ITEMS
+        assert est.estimate == pytest.approx(flips_b.mean() - flips_a.mean())  # generator sanity
+        (v,) = evaluate([THRESHOLD], cmp.estimates(), R)
         fails += v.outcome == "fail"
-        estimates.append(est["estimate"])
+        estimates.append(est.estimate)
     return fails, float(np.mean(estimates))
 
 

@@ -6,13 +6,22 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pydantic
 import pytest
 
 from flipgate.backends.base import Output, Request
 from flipgate.config import Threshold
 from flipgate.gate import evaluate, verdict
-from flipgate.results import TRIAL_COLUMNS, Trial, Verdict, prompt_sha256, trials_frame
+from flipgate.results import (
+    TRIAL_COLUMNS,
+    CellSummary,
+    MetricEstimate,
+    Trial,
+    Verdict,
+    prompt_sha256,
+    trials_frame,
+)
 from flipgate.store import TrialStore
 
 FLIP = Threshold("flip_rate", 0.2, "max", "lower", source="default.yaml#1")
@@ -30,7 +39,7 @@ def test_nan_estimate_and_ci_are_missing_and_serialise_as_null():
 def test_round_trip_through_json_keeps_context_given_even_as_none():
     (v,) = evaluate(
         [FLIP],
-        {"regex": {"flip_rate": {"estimate": 0.3, "ci": [0.25, 0.35]}}},
+        {"regex": {"flip_rate": MetricEstimate(estimate=0.3, ci=(0.25, 0.35))}},
         "regex",
         facet="option_order",
     )
@@ -44,7 +53,7 @@ def test_round_trip_through_json_keeps_context_given_even_as_none():
 
 def test_invalid_verdicts_are_rejected():
     (v,) = evaluate(
-        [FLIP], {"regex": {"flip_rate": {"estimate": 0.1, "ci": [0.05, 0.15]}}}, "regex"
+        [FLIP], {"regex": {"flip_rate": MetricEstimate(estimate=0.1, ci=(0.05, 0.15))}}, "regex"
     )
     with pytest.raises(pydantic.ValidationError):
         v.with_context(verdict="maybe")
@@ -136,3 +145,43 @@ def test_envelope_variants_leave_the_roster_unchanged(tmp_path):
     auditor.add_variant("scripted@nf4", {**auditor.model("scripted"), "variant_of": "scripted"})
     assert auditor.config.models == roster and "scripted@nf4" not in auditor.config.models
     assert auditor.model("scripted@nf4")["variant_of"] == "scripted"
+
+
+def test_metric_estimate_from_draws_plants_the_interval_and_keeps_draws_out_of_json():
+    draws = np.linspace(0.0, 1.0, 1001)  # quantiles are the levels themselves
+    m = MetricEstimate.from_draws(0.5, draws, 0.9, n_items=7)
+    assert m.ci == pytest.approx((0.05, 0.95)) and m.level == 0.9 and m.draws is draws
+    assert json.loads(m.model_dump_json()) == {"estimate": 0.5, "ci": list(m.ci), "n_items": 7}
+    empty = MetricEstimate.from_draws(0.5, np.array([]), 0.95)  # nothing to resample
+    assert empty.estimate is None and empty.ci == (None, None)
+    assert json.loads(empty.model_dump_json()) == {"estimate": None, "ci": [None, None]}
+    assert MetricEstimate(estimate=float("nan")).model_dump() == {"estimate": None, "ci": None}
+
+
+def _summary(**extra) -> CellSummary:
+    flip = MetricEstimate.from_draws(0.25, np.array([0.0, 0.25, 0.5]), 0.95)
+    return CellSummary(
+        metrics={"flip_rate": flip, "acc_swing": MetricEstimate(estimate=0.1)},
+        n_items=4,
+        n_items_insufficient=1,
+        k=6,
+        n_trials=24,
+        **extra,
+    )
+
+
+def test_cell_summary_json_is_flat_and_reads_back():
+    facet = _summary(k_policies=[{"policy": "P1", "k": 1}], k2_screen_recall=float("nan"))
+    data = json.loads(facet.to_json())
+    assert data["flip_rate"] == {"estimate": 0.25, "ci": pytest.approx([0.0125, 0.4875])}
+    assert data["acc_swing"] == {"estimate": 0.1, "ci": None}
+    assert (data["n_items"], data["k"], data["k2_screen_recall"]) == (4, 6, None)
+    assert "metrics" not in data and "k_ablation" in data  # a facet discloses its K analyses
+    back = CellSummary.from_json(facet.to_json())
+    assert back.metrics["flip_rate"].ci == pytest.approx((0.0125, 0.4875))
+    assert back.metrics["flip_rate"].draws is None  # draws never travel
+    assert back.model_dump(mode="json") == data
+    control = json.loads(_summary().to_json())  # no K analyses: none of their keys
+    assert {"k_policies", "k2_screen_recall", "k_ablation"}.isdisjoint(control)
+    with pytest.raises(pydantic.ValidationError):
+        CellSummary.model_validate({"flip_rate": {"estimate": 0.1, "ci": None}})  # no sizes

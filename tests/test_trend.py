@@ -9,6 +9,7 @@ import pytest
 from test_audit_runner import make_auditor
 
 from conftest import ScriptedBackend
+from flipgate.results import CellSummary, MetricEstimate
 from flipgate.store import TrialStore
 from flipgate.suite import FlipCell
 from flipgate.trend import TrendPoint, metric_trend, short_run_id, trend_plot
@@ -17,19 +18,20 @@ RUNS = ["20261120T090000Z-aaaaaa", "20261121T090000Z-bbbbbb", "20261122T090000Z-
 CELL = ("scripted", "arc_challenge", "option_order")
 
 
-def planted(flip: float, n: int = 5) -> dict:
+def _cell(n: int, **metrics: MetricEstimate) -> CellSummary:
+    return CellSummary(metrics=metrics, n_items=n, n_items_insufficient=0, k=6, n_trials=6 * n)
+
+
+def planted(flip: float, n: int = 5) -> dict[str, CellSummary]:
     return {
-        "regex": {
-            "flip_rate": {"estimate": flip, "ci": [flip - 0.1, flip + 0.1]},
-            "acc_swing": {"estimate": 0.2, "ci": None},
-            "n_items": n,
-            "k": 6,
-            "k_ablation": {"2": 0.1},
-        },
-        "letter_logprob": {
-            "flip_rate": {"estimate": float("nan"), "ci": [float("nan"), float("nan")]},
-            "n_items": n,
-        },
+        "regex": _cell(
+            n,
+            flip_rate=MetricEstimate(estimate=flip, ci=(flip - 0.1, flip + 0.1)),
+            acc_swing=MetricEstimate(estimate=0.2),
+        ),
+        "letter_logprob": _cell(
+            n, flip_rate=MetricEstimate(estimate=float("nan"), ci=(float("nan"), float("nan")))
+        ),
     }
 
 
@@ -117,15 +119,9 @@ def test_report_cell_attaches_trend_from_two_runs(runs_dir, monkeypatch):
     fake = FakeAllure()
     monkeypatch.setattr("flipgate.report._allure", lambda: fake)
     points = metric_trend(runs_dir, *CELL, "regex", "flip_rate")
+    shown = ("flip_rate", "pairwise_disagreement", "parse_rate", "accuracy")
     summaries = {
-        "regex": {
-            **{
-                m: {"estimate": 0.7, "ci": [0.6, 0.8]}
-                for m in ("flip_rate", "pairwise_disagreement", "parse_rate", "accuracy")
-            },
-            "n_items": 5,
-            "k": 6,
-        }
+        "regex": _cell(5, **{m: MetricEstimate(estimate=0.7, ci=(0.6, 0.8)) for m in shown})
     }
     args = (
         "option_order",
@@ -161,7 +157,7 @@ def test_flip_cell_records_summaries_and_trend(tmp_path, monkeypatch):
     assert set(stored) == set(summaries) == {"letter_logprob", "regex"}
     assert (
         stored["regex"]["flip_rate"]
-        == summaries["regex"]["flip_rate"]
+        == summaries["regex"].metrics["flip_rate"].model_dump(mode="json")
         == {"estimate": 1.0, "ci": [1.0, 1.0]}
     )
     assert stored["regex"]["n_items"] == 5 and "delta_order" not in stored["regex"]

@@ -15,7 +15,7 @@ import yaml
 from flipgate import metrics as M
 from flipgate.facets import FACETS, readouts_for, split_cell
 from flipgate.files import atomic_write
-from flipgate.results import Verdict, plain
+from flipgate.results import CellSummary, Verdict, plain
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
 
@@ -115,12 +115,15 @@ def build_card(
         judged = control is None and FACETS[facet].judged
         judgements = store.judgements(model_id, dataset, cell) if judged else None
 
-        def summarise(readout: str) -> dict:
+        def summarise(readout: str) -> CellSummary:
             if control is None or not len(perm):
                 return facet_summary(part, readout, n_boot, level, seed, judgements)[0]
             return control_summary(perm, part, readout, n_boot, level, seed)[0]
 
-        summaries = {r: stored.get(cell, {}).get(r) or summarise(r) for r in readouts}
+        summaries = {
+            r: (stored.get(cell, {}).get(r) or summarise(r)).model_dump(mode="json")
+            for r in readouts
+        }
         (order if control is None else controls)[cell] = summaries
     if not order and not controls:  # an envelope-only benchmark (suites/benchmarks)
         return _envelope_card(store, model_id, dataset, run_id, envelope, model, root)

@@ -20,7 +20,7 @@ from flipgate.envelope.spec import Envelope
 from flipgate.gate import evaluate
 from flipgate.items import DatasetSpec
 from flipgate.report import report_envelope
-from flipgate.results import Verdict
+from flipgate.results import Verdict, estimates
 from flipgate.suite import assert_verdicts, fail_input
 
 
@@ -117,7 +117,7 @@ class EnvelopeCell:
                 block = gate_metrics(analysis if t.level == cfg.level else at_level(t.level), model)
                 mine += evaluate(
                     [t],
-                    {"envelope": block},
+                    {"envelope": estimates(block)},
                     "envelope",
                     ts.on_inconclusive,
                     facet=ENVELOPE_CELL,

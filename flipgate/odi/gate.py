@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flipgate.config import ODI_CELL, Threshold, ThresholdSet
 from flipgate.gate import evaluate
-from flipgate.results import Direction, Verdict
+from flipgate.results import Direction, Verdict, estimates
 
 #: diagnostic metric -> (direction, docs/definitions.md §4 default bound)
 DIAGNOSTICS: dict[str, tuple[Direction, float]] = {
@@ -92,7 +92,7 @@ def gate(analysis: dict, ts: ThresholdSet, model_id: str | None = None) -> list[
     for t in odi_thresholds(ts):
         covered = targets(analysis, t) or {"(not in the fit)": {"estimate": None}}
         for target, est in covered.items():
-            (v,) = evaluate([t], {"odi": {t.metric: est}}, "odi", ts.on_inconclusive)
+            (v,) = evaluate([t], {"odi": estimates({t.metric: est})}, "odi", ts.on_inconclusive)
             context = {"model": model_id} if model_id is not None else {}
             v = v.with_context(
                 threshold=f"{t.label} · {target}",

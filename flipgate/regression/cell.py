@@ -43,7 +43,7 @@ def apply_thresholds(
     the metric has one; sets and returns them."""
     verdicts = evaluate(
         thresholds,
-        comparison.summaries(),
+        comparison.estimates(),
         comparison.primary_readout,
         on_inconclusive,
         facet=f"{comparison.cell} vs {comparison.baseline}",

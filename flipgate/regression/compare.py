@@ -20,8 +20,8 @@ import pandas as pd
 from flipgate import FlipgateError
 from flipgate import metrics as M
 from flipgate.facets import split_cell
-from flipgate.results import Verdict
-from flipgate.summary import Summary, answers_frame
+from flipgate.results import MetricEstimate, Verdict
+from flipgate.summary import answers_frame
 
 #: the gated deltas; higher_is_worse says which sign is a regression
 DELTA_METRICS = {
@@ -68,11 +68,11 @@ class Overlap:
 
 @dataclass
 class ReadoutDeltas:
-    """The deltas of one readout: ``summary`` is what the gate reads (estimates, CIs, bootstrap
+    """The deltas of one readout: ``deltas`` is what the gate reads (estimates, CIs, bootstrap
     draws)."""
 
     readout: str
-    summary: Summary
+    deltas: dict[str, MetricEstimate]
     arms: dict[str, dict[str, float]]
     mcnemar: dict[str, M.McNemar]
     items: dict[str, list[str]]
@@ -83,7 +83,7 @@ class ReadoutDeltas:
     def to_dict(self) -> dict:
         return {
             "readout": self.readout,
-            "deltas": dict(self.summary),
+            "deltas": {m: e.model_dump(mode="json") for m, e in self.deltas.items()},
             "arms": self.arms,
             "mcnemar": {k: v.to_dict() for k, v in self.mcnemar.items()},
             "items": self.items,
@@ -109,9 +109,9 @@ class CellComparison:
     def primary(self) -> ReadoutDeltas:
         return self.readouts[self.primary_readout]
 
-    def summaries(self) -> dict[str, Summary]:
-        """``{readout: Summary}`` as :func:`flipgate.gate.evaluate` takes it."""
-        return {r: d.summary for r, d in self.readouts.items()}
+    def estimates(self) -> dict[str, dict[str, MetricEstimate]]:
+        """``{readout: {metric: estimate}}`` as :func:`flipgate.gate.evaluate` takes it."""
+        return {r: d.deltas for r, d in self.readouts.items()}
 
     def to_dict(self) -> dict:
         return json.loads(
@@ -244,7 +244,7 @@ class _Builder:
 
     def __init__(self, readout: str, n_boot: int, level: float, seed: int):
         self.readout, self.n_boot, self.level, self.seed = readout, n_boot, level, seed
-        self.summary = Summary()
+        self.deltas: dict[str, MetricEstimate] = {}
         self.arms: dict[str, dict[str, float]] = {}
         self.tests: dict[str, M.McNemar] = {}
         self.per_item: dict[str, dict] = {}
@@ -255,10 +255,12 @@ class _Builder:
         joined = pd.DataFrame({"a": base, "b": cand}).dropna()
         a, b = joined["a"].to_numpy(float), joined["b"].to_numpy(float)
         estimate = float(b.mean() - a.mean()) if len(a) else float("nan")
-        self.summary.add(
-            metric, estimate, M.paired_bootstrap_draws(b, a, self.n_boot, self.seed), self.level
+        self.deltas[metric] = MetricEstimate.from_draws(
+            estimate,
+            M.paired_bootstrap_draws(b, a, self.n_boot, self.seed),
+            self.level,
+            n_items=int(len(a)),
         )
-        self.summary[metric]["n_items"] = int(len(a))
         self.arms[metric] = {
             "baseline": float(a.mean()) if len(a) else float("nan"),
             "candidate": float(b.mean()) if len(b) else float("nan"),
@@ -275,9 +277,7 @@ class _Builder:
         return joined
 
     def build(self, items: dict[str, list[str]]) -> ReadoutDeltas:
-        return ReadoutDeltas(
-            self.readout, self.summary, self.arms, self.tests, items, self.per_item
-        )
+        return ReadoutDeltas(self.readout, self.deltas, self.arms, self.tests, items, self.per_item)
 
 
 def _ids(joined: pd.DataFrame, mask) -> list[str]:
