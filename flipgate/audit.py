@@ -56,6 +56,7 @@ class Auditor:
         self.cache = ResponseCache(paths.cache) if paths.cache else None
         self._backends: dict[str, Backend] = {}
         self._variants: dict[str, dict[str, Any]] = {}
+        self._items: dict[tuple[str, str], list[Item]] = {}
         self.calls = 0  # model calls made by this process (cache misses + control calls)
 
     # -- models ----------------------------------------------------------------------------------
@@ -91,7 +92,13 @@ class Auditor:
     # -- cells ---------------------------------------------------------------------------------
     def items(self, dataset: str, facet_name: str) -> list[Item]:
         """The first N items of the seed-42 shuffle that the facet keeps; items a facet's screen
-        (e.g. position references) excludes on the way are counted in the store."""
+        (e.g. position references) excludes on the way are counted in the store. Drawn once per
+        (dataset, facet) and process."""
+        if (dataset, facet_name) not in self._items:
+            self._items[dataset, facet_name] = self._draw_items(dataset, facet_name)
+        return self._items[dataset, facet_name]
+
+    def _draw_items(self, dataset: str, facet_name: str) -> list[Item]:
         facet = get_facet(facet_name)
         spec = self.config.dataset(dataset)
         n_items = self.config.n_items(dataset, self.n_override)
@@ -136,9 +143,9 @@ class Auditor:
         model = self.model(model_id)
         return readouts_for(facet_name, model["readouts"], model["primary_readout"])
 
-    def cell_requests(self, dataset: str, name: str) -> tuple[list[tuple], list[Request]]:
-        """The plan ``[(item, condition, permutation, sample)]`` of a facet or control cell and its
-        rendered requests (manifest orderings; for a control the canonical ordering K times)."""
+    def cell_plan(self, dataset: str, name: str) -> list[tuple[Item, int, tuple[int, ...], int]]:
+        """The plan ``[(item, condition, permutation, sample)]`` of a facet or control cell
+        (manifest orderings; for a control the canonical ordering K times)."""
         control, facet_name = split_cell(name)
         facet = get_facet(facet_name)
         items = self.items(dataset, facet_name)
@@ -147,7 +154,7 @@ class Auditor:
                 f"dataset {dataset!r} has no items that facet {facet_name!r} can permute"
             )
         k = self.config.k
-        plan = []  # (item, condition, perm, sample)
+        plan: list[tuple[Item, int, tuple[int, ...], int]] = []
         if control is not None:
             for it in items:
                 canonical = tuple(range(facet.n_units(it)))
@@ -156,6 +163,12 @@ class Auditor:
             manifest = self.manifest(dataset, facet_name, items)
             for it in items:
                 plan += [(it, o, perm, 0) for o, perm in enumerate(manifest.entries[it.item_id])]
+        return plan
+
+    def cell_requests(self, dataset: str, name: str) -> tuple[list[tuple], list[Request]]:
+        """A cell's plan (:meth:`cell_plan`) and its rendered requests."""
+        k, plan = self.config.k, self.cell_plan(dataset, name)
+        control, facet = split_cell(name)[0], get_facet(split_cell(name)[1])
         requests = [
             facet.render(
                 it,
@@ -168,6 +181,21 @@ class Auditor:
             for it, o, perm, s in plan
         ]
         return plan, requests
+
+    def measured_trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
+        """This run's trials of a cell, measured once: read back from the run store when a test
+        of this run (the cell's own, a control's, the ODI panel's or a regression cell's) already
+        measured the whole plan, else measured now (:meth:`trials`). A control's replicates
+        bypass the response cache, so every reader of the control sees the same replicates."""
+        plan = self.cell_plan(dataset, name)
+        stored = self.store.trials(model_id=model_id, dataset=dataset, facet=name)
+        keys = [(it.item_id, o, s) for it, o, _, s in plan]
+        got = list(zip(stored["item_id"], stored["condition"], stored["sample"]))
+        if sorted(got) != sorted(keys):
+            return self.trials(model_id, dataset, name)
+        position = {key: i for i, key in enumerate(keys)}  # the plan's order, as trials() gives
+        order = sorted(range(len(got)), key=lambda i: position[got[i]])
+        return stored.iloc[order].reset_index(drop=True)
 
     def trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
         """Trials of a facet cell (K manifest orderings, cached) or a control cell such as

@@ -44,6 +44,8 @@ CREATE TABLE IF NOT EXISTS summaries (model_id TEXT, dataset TEXT, cell TEXT, re
     PRIMARY KEY (model_id, dataset, cell, readout, metric));
 CREATE TABLE IF NOT EXISTS cell_summaries (model_id TEXT, dataset TEXT, cell TEXT, readout TEXT,
     summary TEXT, PRIMARY KEY (model_id, dataset, cell, readout));
+CREATE TABLE IF NOT EXISTS item_tables (model_id TEXT, dataset TEXT, cell TEXT, items TEXT,
+    PRIMARY KEY (model_id, dataset, cell));
 """
 CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
 
@@ -254,6 +256,26 @@ class TrialStore:
         for cell, readout, summary in rows:
             out.setdefault(cell, {})[readout] = CellSummary.from_json(summary)
         return out
+
+    def add_item_table(self, model_id: str, dataset: str, cell: str, items: pd.DataFrame) -> None:
+        """A cell's per-item table (one row per item, ``<readout>:<column>`` columns), as its test
+        computed it and attached it to the Allure result."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO item_tables VALUES (?, ?, ?, ?)",
+                (model_id, dataset, cell, json.dumps(items.to_dict(orient="split", index=False))),
+            )
+
+    def item_table(self, model_id: str, dataset: str, cell: str) -> pd.DataFrame | None:
+        """The per-item table :meth:`add_item_table` stored, or None."""
+        row = self.conn.execute(
+            "SELECT items FROM item_tables WHERE model_id = ? AND dataset = ? AND cell = ?",
+            (model_id, dataset, cell),
+        ).fetchone()
+        if row is None:
+            return None
+        table = json.loads(row[0])
+        return pd.DataFrame(table["data"], columns=table["columns"])
 
     def summaries(self, model_id: str, dataset: str, cell: str) -> dict[str, dict]:
         """readout -> {metric: {estimate, ci}, "n_items": N}, as :meth:`add_summaries` stored them

@@ -54,8 +54,12 @@ class FlipCell:
         control, facet = split_cell(self.name)
         readouts = self.auditor.readouts(self.model_id, facet)[0]
         with self._quiet():
-            trials = self.auditor.trials(self.model_id, self.dataset, self.name)
-            perm = self.auditor.trials(self.model_id, self.dataset, facet) if control else None
+            trials = self.auditor.measured_trials(self.model_id, self.dataset, self.name)
+            perm = (
+                self.auditor.measured_trials(self.model_id, self.dataset, facet)
+                if control
+                else None
+            )
             judged = get_facet(facet).judged and not control
             verdicts = (
                 self.auditor.judgements(self.model_id, self.dataset, self.name, trials)
@@ -98,6 +102,7 @@ class FlipCell:
         store = self.auditor.store
         store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
         store.add_summaries(self.model_id, self.dataset, self.name, summaries)
+        store.add_item_table(self.model_id, self.dataset, self.name, items)
         # the runs directory holds every run's store: this cell's flip rate across them, this run
         # last
         trend = metric_trend(

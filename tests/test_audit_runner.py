@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import ScriptedBackend
@@ -164,3 +165,43 @@ def test_evidence_facet_scores_short_answers(tmp_path):
         "regex",
     )
     assert s.metrics["flip_rate"].estimate == 1.0 and s.metrics["accuracy"].estimate == 0.0
+
+
+def test_a_cell_is_measured_once_per_run_and_read_back_by_every_reader(tmp_path, monkeypatch):
+    """Controls bypass the response cache, so a second measurement would give other replicates:
+    every reader of a cell in one run (its test, a control, ODI, a regression cell) gets the
+    trials the first one measured; without a cache a facet cell is not paid twice either."""
+    backend = ScriptedBackend()
+    auditor = make_auditor(tmp_path, backend, cache=False)
+    draws = []
+    original = auditor._draw_items
+    monkeypatch.setattr(auditor, "_draw_items", lambda *a: draws.append(a) or original(*a))
+    control = "same_ordering:option_order"
+    first = auditor.measured_trials("scripted", "arc_challenge", control)
+    calls = backend.calls
+    assert calls == 5 * 6
+    again = auditor.measured_trials("scripted", "arc_challenge", control)
+    pd.testing.assert_frame_equal(
+        again[["item_id", "condition", "sample", "raw_output"]],
+        first[["item_id", "condition", "sample", "raw_output"]],
+    )
+    assert backend.calls == calls  # read back, not re-measured
+    perm = auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    assert backend.calls == calls + len(perm)  # the facet cell, once, without a cache
+    assert draws == [("arc_challenge", "option_order")]  # items drawn once per process
+    s, _ = control_summary(perm, again, "regex", n_boot=200)
+    assert s.metrics["delta_order"].estimate == 1.0
+
+
+def test_an_incomplete_stored_cell_is_measured_again(tmp_path):
+    backend = ScriptedBackend()
+    auditor = make_auditor(tmp_path, backend, cache=False)
+    auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    with auditor.store.conn:  # a cell whose write was cut short
+        auditor.store.conn.execute(
+            "DELETE FROM trials WHERE item_id = (SELECT MIN(item_id) FROM trials)"
+        )
+    calls = backend.calls
+    again = auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    assert backend.calls == 2 * calls and len(again) == calls

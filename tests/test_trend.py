@@ -153,7 +153,9 @@ def test_flip_cell_records_summaries_and_trend(tmp_path, monkeypatch):
         auditor = make_auditor(tmp_path, backend, run_id=run_id)
         FlipCell(auditor, str(tmp_path / "thr"), "option_order", "scripted", "arc_challenge").run()
     stored = auditor.store.summaries(*CELL)
-    summaries = captured[-1][3]
+    summaries, items = captured[-1][3], captured[-1][4]
+    table = auditor.store.item_table(*CELL)  # the per-item table Allure attached, stored once
+    assert table.to_csv(index=False) == items.to_csv(index=False) and len(table) == 5
     assert set(stored) == set(summaries) == {"letter_logprob", "regex"}
     assert (
         stored["regex"]["flip_rate"]

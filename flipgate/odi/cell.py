@@ -59,7 +59,7 @@ class ODICell:
                             unmeasured.append(why)
                             continue
                         used[model_id][facet] = self.auditor.readouts(model_id, facet)[1]
-                        trials = self.auditor.trials(model_id, spec.name, facet)
+                        trials = self.auditor.measured_trials(model_id, spec.name, facet)
                         frames.append(primary_view(trials, used[model_id][facet]))
         if not frames:
             raise FlipgateError(

@@ -83,23 +83,15 @@ class RegressionCell:
         cm = self.capture_manager
         return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
 
-    def _trials(self, model_id: str, cell: str):
-        """This run's trials of a cell: a control's replicates come from the store when its own test
-        already measured them (they bypass the response cache), else they are measured here."""
-        if split_cell(cell)[0] is not None:
-            stored = self.auditor.store.trials(model_id=model_id, dataset=self.dataset, facet=cell)
-            expected = (
-                len(self.auditor.items(self.dataset, split_cell(cell)[1])) * self.auditor.config.k
-            )
-            if len(stored) == expected:
-                return stored
-        return self.auditor.trials(model_id, self.dataset, cell)
-
     def live_arm(self, model_id: str) -> Arm:
         """A model's side of the cell, measured (or replayed from the cache) in this session."""
         facet = split_cell(self.cell)[1]
-        trials = self._trials(model_id, self.cell)
-        perm = self._trials(model_id, facet) if self.cell != facet else None
+        trials = self.auditor.measured_trials(model_id, self.dataset, self.cell)
+        perm = (
+            self.auditor.measured_trials(model_id, self.dataset, facet)
+            if self.cell != facet
+            else None
+        )
         manifest = self.auditor.store.manifests().get((facet, self.dataset), {}).get("sha256")
         return Arm(
             model_id, trials, tuple(self.auditor.readouts(model_id, facet)[0]), manifest, perm
