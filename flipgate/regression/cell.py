@@ -12,8 +12,8 @@ import pytest
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.cards.build import git_commit
+from flipgate.cell import Cell
 from flipgate.config import Threshold, load_thresholds
-from flipgate.facets import split_cell
 from flipgate.gate import evaluate
 from flipgate.regression.compare import Arm, CellComparison, compare_cell
 from flipgate.regression.plan import Pairing
@@ -86,18 +86,17 @@ class RegressionCell:
     def _trials(self, model_id: str, cell: str):
         """This run's trials of a cell: a control's replicates come from the store when its own test
         already measured them (they bypass the response cache), else they are measured here."""
-        if split_cell(cell)[0] is not None:
+        parsed = Cell.parse(cell)
+        if parsed.is_control:
             stored = self.auditor.store.trials(model_id=model_id, dataset=self.dataset, facet=cell)
-            expected = (
-                len(self.auditor.items(self.dataset, split_cell(cell)[1])) * self.auditor.config.k
-            )
+            expected = len(self.auditor.items(self.dataset, parsed.facet)) * self.auditor.config.k
             if len(stored) == expected:
                 return stored
         return self.auditor.trials(model_id, self.dataset, cell)
 
     def live_arm(self, model_id: str) -> Arm:
         """A model's side of the cell, measured (or replayed from the cache) in this session."""
-        facet = split_cell(self.cell)[1]
+        facet = Cell.parse(self.cell).facet
         trials = self._trials(model_id, self.cell)
         perm = self._trials(model_id, facet) if self.cell != facet else None
         manifest = self.auditor.store.manifests().get((facet, self.dataset), {}).get("sha256")
@@ -124,7 +123,7 @@ class RegressionCell:
         return record.arm(self.baseline, self.cell, self.dataset), record.identity(self.baseline)
 
     def measure(self) -> CellComparison:
-        cfg, facet = self.auditor.config, split_cell(self.cell)[1]
+        cfg, facet = self.auditor.config, Cell.parse(self.cell).facet
         with self._quiet():
             base, identity = self.baseline_arm()
             if base is None:
@@ -161,8 +160,9 @@ class RegressionCell:
             pytest.skip(p.skip)
         try:
             live = [p.candidate] + ([self.baseline] if p.run is None else [])  # measured here
+            facet = Cell.parse(self.cell).facet
             for model_id in live:
-                why = self.auditor.unmeasurable(model_id, self.dataset, split_cell(self.cell)[1])
+                why = self.auditor.unmeasurable(model_id, self.dataset, facet)
                 if why:
                     pytest.skip(why)
             comparison = self.measure()
