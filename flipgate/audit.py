@@ -16,8 +16,9 @@ from flipgate import FlipgateError
 from flipgate.backends import Backend, Output, Request, create_backend
 from flipgate.backends.base import is_streaming
 from flipgate.cache import ResponseCache, cache_key
+from flipgate.cell import Cell
 from flipgate.config import AuditConfig
-from flipgate.facets import get_facet, readouts_for, split_cell
+from flipgate.facets import get_facet, readouts_for
 from flipgate.grammar import GRAMMAR_VERSION, Manifest, item_seed
 from flipgate.hashing import sha256_json
 from flipgate.items import Item, load_items
@@ -146,7 +147,8 @@ class Auditor:
     def cell_plan(self, dataset: str, name: str) -> list[tuple[Item, int, tuple[int, ...], int]]:
         """The plan ``[(item, condition, permutation, sample)]`` of a facet or control cell
         (manifest orderings; for a control the canonical ordering K times)."""
-        control, facet_name = split_cell(name)
+        cell = Cell.parse(name)
+        facet_name = cell.facet
         facet = get_facet(facet_name)
         items = self.items(dataset, facet_name)
         if not items:
@@ -155,7 +157,7 @@ class Auditor:
             )
         k = self.config.k
         plan: list[tuple[Item, int, tuple[int, ...], int]] = []
-        if control is not None:
+        if cell.is_control:
             for it in items:
                 canonical = tuple(range(facet.n_units(it)))
                 plan += [(it, s, canonical, s) for s in range(k)]
@@ -168,13 +170,14 @@ class Auditor:
     def cell_requests(self, dataset: str, name: str) -> tuple[list[tuple], list[Request]]:
         """A cell's plan (:meth:`cell_plan`) and its rendered requests."""
         k, plan = self.config.k, self.cell_plan(dataset, name)
-        control, facet = split_cell(name)[0], get_facet(split_cell(name)[1])
+        cell = Cell.parse(name)
+        facet = get_facet(cell.facet)
         requests = [
             facet.render(
                 it,
                 perm,
                 seed=item_seed(f"{it.item_id}#{s}", len(perm), k, self.config.seed)
-                if control is not None
+                if cell.is_control
                 else 0,
                 key=(dataset, it.item_id, name, o, s),
             )
@@ -201,13 +204,14 @@ class Auditor:
         """Trials of a facet cell (K manifest orderings, cached) or a control cell such as
         ``same_ordering:option_order`` (canonical ordering K times with fresh seeds, cache bypassed
         by design)."""
-        control, facet_name = split_cell(name)
+        cell = Cell.parse(name)
+        facet_name = cell.facet
         facet = get_facet(facet_name)
         readouts = self.readouts(model_id, facet_name)[0]
         k = self.config.k
         plan, requests = self.cell_requests(dataset, name)
         outputs, cached = self.outputs(
-            model_id, requests, use_cache=control is None, label=f"{name}/{dataset}"
+            model_id, requests, use_cache=not cell.is_control, label=f"{name}/{dataset}"
         )
         backend = self.backend(model_id)
         fingerprint = sha256_json(backend.fingerprint)
@@ -247,7 +251,7 @@ class Auditor:
         from flipgate.judge import sem_flip_request, verdict_from_label
 
         judge_id = self.config.judge or model_id
-        facet = get_facet(split_cell(name)[1])
+        facet = get_facet(Cell.parse(name).facet)
         items = {it.item_id: it for it in self.items(dataset, facet.name)}
         requests, order = [], []
         for item_id, g in trials.sort_values("condition").groupby("item_id", sort=True):

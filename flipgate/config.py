@@ -14,7 +14,8 @@ import jsonschema
 import yaml
 
 from flipgate import FlipgateError
-from flipgate.facets import CONTROLS, FACETS, control_cell, split_cell
+from flipgate.cell import Cell
+from flipgate.facets import CONTROLS, FACETS
 from flipgate.items.registry import DatasetSpec
 from flipgate.results import Direction
 
@@ -126,7 +127,9 @@ class AuditConfig:
         ``facets:`` / ``datasets:`` restrict the plan)."""
         out = [(name, d.name) for name, specs in self.facets.items() for d in specs]
         out += [
-            (control_cell(c, f), d.name) for c, pairs in self.controls.items() for f, d in pairs
+            (Cell(facet=f, control=c).name, d.name)
+            for c, pairs in self.controls.items()
+            for f, d in pairs
         ]
         if model_id is None:
             return out
@@ -135,7 +138,7 @@ class AuditConfig:
         return [
             (cell, d)
             for cell, d in out
-            if (facets is None or split_cell(cell)[1] in facets)
+            if (facets is None or Cell.parse(cell).facet in facets)
             and (datasets is None or d in datasets)
         ]
 
@@ -324,15 +327,17 @@ class Threshold:
         """``facet`` selects a facet, a control (on any facet) or one control cell
         (``same_ordering:option_order``); without it a threshold covers every facet, not
         controls."""
-        control, facet = split_cell(cell)
+        parsed = Cell.parse(cell)
         if (
             cell in SUITE_CELLS or self.facet in SUITE_CELLS
         ):  # envelope / ODI metrics only where named
             facet_ok = self.facet == cell
         elif self.facet is None:
-            facet_ok = control is None
+            facet_ok = not parsed.is_control
+        elif parsed.control:
+            facet_ok = self.facet in (cell, parsed.control)
         else:
-            facet_ok = self.facet in (cell, control) if control else self.facet == facet
+            facet_ok = self.facet == parsed.facet
         return facet_ok and self.dataset in (None, dataset)
 
 
@@ -413,12 +418,12 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
     out: list[Threshold] = []
     for i, t in enumerate(data["thresholds"]):
         facet = t.get("facet")
-        control, base = split_cell(facet or "")
+        cell = Cell.parse(facet or "")
         if facet is not None and not (
             facet in FACETS
             or facet in CONTROLS
             or facet in SUITE_CELLS
-            or (control in CONTROLS and base in FACETS)
+            or (cell.control in CONTROLS and cell.facet in FACETS)
         ):
             raise FlipgateError(
                 f"{path}: field thresholds[{i}].facet: unknown facet (value: {facet!r}); "
@@ -447,13 +452,13 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                 f"...) go with vs: baseline and only they do (value: metric {t['metric']!r}, "
                 f"vs {t.get('vs')!r})"
             )
-        if base == "delta_delta_order" and control is None and facet not in CONTROLS:
+        if base == "delta_delta_order" and not cell.is_control and facet not in CONTROLS:
             raise FlipgateError(
                 f"{path}: field thresholds[{i}].facet: "
                 f"delta_delta_order exists only in control cells; "
                 f"name one, e.g. facet: same_ordering (value: {facet!r})"
             )
-        if base in CONTROL_METRICS and control is None and facet not in CONTROLS:
+        if base in CONTROL_METRICS and not cell.is_control and facet not in CONTROLS:
             raise FlipgateError(
                 f"{path}: field thresholds[{i}].facet: {t['metric']} exists only in control cells; "
                 f"name one, e.g. facet: same_ordering (value: {facet!r})"

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Request
-from flipgate.facets import get_facet, split_cell
+from flipgate.cell import Cell
+from flipgate.facets import get_facet
 
 #: conservative request-size estimate: prompt characters per token (English text runs ~4)
 CHARS_PER_TOKEN = 2
@@ -189,13 +190,12 @@ def project(
         ledger.calls += sum(not hit for hit in cached)
         per_char = sum(o.tokens_in for o in outputs) / max(1, sum(prompt_chars(r) for r in pilot))
         mean_out = sum(o.tokens_out for o in outputs) / max(1, len(outputs))
-        todo = (
-            requests if split_cell(name)[0] is not None else requests[len(pilot) :]
-        )  # controls bypass the cache
+        cell = Cell.parse(name)
+        todo = requests if cell.is_control else requests[len(pilot) :]  # controls bypass the cache
         proj.n_calls += len(todo)
         proj.tokens_in += per_char * sum(prompt_chars(r) for r in todo)
         proj.tokens_out += mean_out * len(todo)
-        if get_facet(split_cell(name)[1]).judged:
+        if get_facet(cell.facet).judged:
             answer = "x" * int(4 * mean_out)  # ~4 characters a token
             judge_id = cfg.judge or model_id
             items = {it.item_id: it for it, *_ in plan}

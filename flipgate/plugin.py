@@ -228,7 +228,8 @@ def pytest_generate_tests(metafunc):
         return _parametrise_odi(metafunc)
     if CELL_FIXTURE not in metafunc.fixturenames:
         return
-    from flipgate.facets import CONTROLS, FACETS, control_cell
+    from flipgate.cell import Cell
+    from flipgate.facets import CONTROLS, FACETS
 
     name = getattr(metafunc.module, "FACET", None)
     if name not in FACETS and name not in CONTROLS:
@@ -240,7 +241,8 @@ def pytest_generate_tests(metafunc):
     cfg = _audit_config(metafunc.config)
     if name in CONTROLS:
         cells = [
-            (control_cell(name, f), f"{f}-{d.name}", d.name) for f, d in cfg.controls.get(name, [])
+            (Cell(facet=f, control=name).name, f"{f}-{d.name}", d.name)
+            for f, d in cfg.controls.get(name, [])
         ]
     else:
         cells = [(name, d.name, d.name) for d in cfg.facets.get(name, [])]

@@ -208,14 +208,15 @@ class FlipgateSession:
     def guard_plan(self) -> GuardPlan:
         """What this session will call (:class:`flipgate.cost.GuardPlan`), from the suites it may
         collect."""
+        from flipgate.cell import Cell
         from flipgate.cost import GuardPlan
-        from flipgate.facets import get_facet, split_cell
+        from flipgate.facets import get_facet
 
         cfg, suites = self.audit_config(), self.root / "suites"
         plan = GuardPlan()
         if any(self.may_collect(suites / d) for d in ("facets", "controls")):
             plan.order = cfg.audited("order")
-            judged = any(get_facet(split_cell(name)[1]).judged for name, _ in cfg.cells())
+            judged = any(get_facet(Cell.parse(name).facet).judged for name, _ in cfg.cells())
             plan.judge = [cfg.judge] if cfg.judge and judged else []
         if self.may_collect(suites / "benchmarks") and self.path("--envelope").exists():
             plan.envelope = self.envelope()

@@ -11,8 +11,9 @@ import pytest
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
+from flipgate.cell import Cell
 from flipgate.config import ThresholdSet, load_thresholds
-from flipgate.facets import get_facet, split_cell
+from flipgate.facets import get_facet
 from flipgate.gate import evaluate
 from flipgate.report import report_cell
 from flipgate.results import CellSummary, Verdict
@@ -51,7 +52,8 @@ class FlipCell:
 
     def measure(self) -> tuple[dict[str, CellSummary], pd.DataFrame]:
         cfg = self.auditor.config
-        control, facet = split_cell(self.name)
+        cell = Cell.parse(self.name)
+        control, facet = cell.control, cell.facet
         readouts = self.auditor.readouts(self.model_id, facet)[0]
         with self._quiet():
             trials = self.auditor.measured_trials(self.model_id, self.dataset, self.name)
@@ -83,15 +85,16 @@ class FlipCell:
         return summaries, items
 
     def run(self) -> list[Verdict]:
+        facet = Cell.parse(self.name).facet
         try:
             thresholds: ThresholdSet = load_thresholds(self.thresholds_dir, self.model_id)
-            why = self.auditor.unmeasurable(self.model_id, self.dataset, split_cell(self.name)[1])
+            why = self.auditor.unmeasurable(self.model_id, self.dataset, facet)
             if why:
                 pytest.skip(why)
             summaries, items = self.measure()
         except FlipgateError as exc:
             fail_input(exc)
-        primary = self.auditor.readouts(self.model_id, split_cell(self.name)[1])[1]
+        primary = self.auditor.readouts(self.model_id, facet)[1]
         verdicts = evaluate(
             thresholds.for_cell(self.name, self.dataset),
             {r: s.metrics for r, s in summaries.items()},

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flipgate import FlipgateError
+from flipgate.cell import Cell
 from flipgate.config import (
     ENVELOPE_CELL,
     ODI_CELL,
@@ -26,7 +27,7 @@ from flipgate.config import (
     parse_thresholds,
     threshold_files,
 )
-from flipgate.facets import readouts_for, split_cell
+from flipgate.facets import readouts_for
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def plan_cells(
         for cell, dataset in cfg.cells(model_id):
             try:
                 readouts = readouts_for(
-                    split_cell(cell)[1], model["readouts"], model["primary_readout"]
+                    Cell.parse(cell).facet, model["readouts"], model["primary_readout"]
                 )[0]
             except FlipgateError:  # the cell itself reports this when it runs
                 readouts = model["readouts"]

@@ -13,7 +13,8 @@ import jsonschema
 import yaml
 
 from flipgate import metrics as M
-from flipgate.facets import FACETS, readouts_for, split_cell
+from flipgate.cell import Cell
+from flipgate.facets import FACETS, readouts_for
 from flipgate.files import atomic_write
 from flipgate.results import CellSummary, Verdict, plain
 from flipgate.store import TrialStore
@@ -108,7 +109,8 @@ def build_card(
     # did not run (trials only asked for by a control or the ODI fit) is summarised here
     stored = store.cell_summaries(model_id, dataset)
     for cell in sorted(trials["facet"].unique()):
-        control, facet = split_cell(cell)
+        parsed = Cell.parse(cell)
+        control, facet = parsed.control, parsed.facet
         readouts, primaries[facet] = readouts_for(facet, model_readouts, model_primary)
         part = trials[trials["facet"] == cell]
         perm = trials[trials["facet"] == facet]
@@ -127,7 +129,7 @@ def build_card(
         (order if control is None else controls)[cell] = summaries
     if not order and not controls:  # an envelope-only benchmark (suites/benchmarks)
         return _envelope_card(store, model_id, dataset, run_id, envelope, model, root)
-    main = sorted(order)[0] if order else split_cell(sorted(controls)[0])[1]
+    main = sorted(order)[0] if order else Cell.parse(sorted(controls)[0]).facet
     primary = primaries[main]
     scored = trials[trials["facet"] == main]
     df = answers_frame(scored, primary) if len(scored) else scored.assign(correct=[])
@@ -837,7 +839,7 @@ def model_index(model_id: str, cards: list[dict]) -> dict:
         ]
         for group in ("order_robustness", "controls"):
             for facet, by_readout in card[group].items():
-                m = by_readout.get(primaries.get(split_cell(facet)[1])) or next(
+                m = by_readout.get(primaries.get(Cell.parse(facet).facet)) or next(
                     iter(by_readout.values())
                 )
                 metrics.append(

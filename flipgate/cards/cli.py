@@ -19,8 +19,8 @@ import yaml
 
 from flipgate import FlipgateError
 from flipgate.cards.build import cards_on_disk, md_escape, model_index, regression_markdown
+from flipgate.cell import Cell
 from flipgate.cli import OK, Parser, one_line, run_command
-from flipgate.facets import split_cell
 from flipgate.files import atomic_write
 
 BEGIN, END = "<!-- flipgate:begin -->", "<!-- flipgate:end -->"
@@ -145,7 +145,7 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path) -> str:
             for cell, by in card[group].items()
         ]
         for cell, by_readout in cells:
-            readout = primaries.get(split_cell(cell)[1])
+            readout = primaries.get(Cell.parse(cell).facet)
             readout = readout if readout in by_readout else next(iter(by_readout))
             m = by_readout[readout]
             lines.append(

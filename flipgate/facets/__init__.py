@@ -2,7 +2,8 @@
 (docs/definitions.md §3; Facet-Probe App. J).
 
 A *cell name* is a facet name (``option_order``) or a control applied to a facet
-(``same_ordering:option_order``); trials, verdicts and cards are keyed by it.
+(``same_ordering:option_order``); trials, verdicts and cards are keyed by it, and
+``flipgate.cell.Cell`` parses it.
 """
 
 from __future__ import annotations
@@ -42,17 +43,6 @@ def get_facet(name: str, where: str = "") -> Facet[Any]:
     return FACETS[name]
 
 
-def control_cell(control: str, facet: str) -> str:
-    return f"{control}:{facet}"
-
-
-def split_cell(cell: str) -> tuple[str | None, str]:
-    """``same_ordering:option_order`` -> ("same_ordering", "option_order"); a facet ->
-    (None, facet)."""
-    control, sep, facet = cell.partition(":")
-    return (control, facet) if sep else (None, cell)
-
-
 def readouts_for(facet: str, model_readouts: list[str], primary: str) -> tuple[list[str], str]:
     """The model's readouts that make sense for ``facet``, and the primary one among them."""
     supported = get_facet(facet).readouts
@@ -65,4 +55,4 @@ def readouts_for(facet: str, model_readouts: list[str], primary: str) -> tuple[l
     return usable, primary if primary in usable else usable[0]
 
 
-__all__ = ["CONTROLS", "FACETS", "Facet", "control_cell", "get_facet", "readouts_for", "split_cell"]
+__all__ = ["CONTROLS", "FACETS", "Facet", "get_facet", "readouts_for"]

@@ -12,8 +12,8 @@ import pytest
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.cards.build import git_commit
+from flipgate.cell import Cell
 from flipgate.config import Threshold, load_thresholds
-from flipgate.facets import split_cell
 from flipgate.gate import evaluate
 from flipgate.regression.compare import Arm, CellComparison, compare_cell
 from flipgate.regression.plan import Pairing
@@ -85,7 +85,7 @@ class RegressionCell:
 
     def live_arm(self, model_id: str) -> Arm:
         """A model's side of the cell, measured (or replayed from the cache) in this session."""
-        facet = split_cell(self.cell)[1]
+        facet = Cell.parse(self.cell).facet
         trials = self.auditor.measured_trials(model_id, self.dataset, self.cell)
         perm = (
             self.auditor.measured_trials(model_id, self.dataset, facet)
@@ -116,7 +116,7 @@ class RegressionCell:
         return record.arm(self.baseline, self.cell, self.dataset), record.identity(self.baseline)
 
     def measure(self) -> CellComparison:
-        cfg, facet = self.auditor.config, split_cell(self.cell)[1]
+        cfg, facet = self.auditor.config, Cell.parse(self.cell).facet
         with self._quiet():
             base, identity = self.baseline_arm()
             if base is None:
@@ -154,7 +154,7 @@ class RegressionCell:
         try:
             live = [p.candidate] + ([self.baseline] if p.run is None else [])  # measured here
             for model_id in live:
-                why = self.auditor.unmeasurable(model_id, self.dataset, split_cell(self.cell)[1])
+                why = self.auditor.unmeasurable(model_id, self.dataset, Cell.parse(self.cell).facet)
                 if why:
                     pytest.skip(why)
             comparison = self.measure()

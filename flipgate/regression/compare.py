@@ -19,7 +19,7 @@ import pandas as pd
 
 from flipgate import FlipgateError
 from flipgate import metrics as M
-from flipgate.facets import split_cell
+from flipgate.cell import Cell
 from flipgate.results import MetricEstimate, Verdict
 from flipgate.summary import answers_frame
 
@@ -310,7 +310,7 @@ def compare_cell(
         what,
         partial,
     )
-    control = split_cell(cell)[0] is not None
+    control = Cell.parse(cell).is_control
     if control:
         if baseline.perm is None or candidate.perm is None:
             raise IncomparableCell(

@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from flipgate import FlipgateError
-from flipgate.facets import FACETS, readouts_for, split_cell
+from flipgate.cell import Cell
+from flipgate.facets import FACETS, readouts_for
 from flipgate.grammar import GRAMMAR_VERSION, Manifest
 from flipgate.regression.compare import Arm
 from flipgate.store import TRIAL_COLUMNS, TrialStore
@@ -163,7 +164,7 @@ class RunRecord:
         trials = self.trials(model_id, dataset, cell)
         if trials.empty:
             return None
-        facet = split_cell(cell)[1]
+        facet = Cell.parse(cell).facet
         config = self.models.get(model_id, {}).get("config", {})
         readouts = config.get("readouts") or sorted({r for rs in trials["readouts"] for r in rs})
         readouts = readouts_for(facet, readouts, config.get("primary_readout", readouts[0]))[0]
@@ -178,13 +179,14 @@ class RunRecord:
                 f"{self.role} {self.path}: model {model_id!r} has no readouts / primary_readout in "
                 f"its stored config"
             )
-        return readouts_for(split_cell(cell)[1], config["readouts"], config["primary_readout"])[1]
+        facet = Cell.parse(cell).facet
+        return readouts_for(facet, config["readouts"], config["primary_readout"])[1]
 
     def order_cells(self, model_id: str) -> list[tuple[str, str]]:
         """(facet or control cell, dataset) of every order cell the run measured for
         ``model_id``."""
         return sorted(
-            (c, d) for m, c, d in self.cells if m == model_id and split_cell(c)[1] in FACETS
+            (c, d) for m, c, d in self.cells if m == model_id and Cell.parse(c).facet in FACETS
         )
 
 

@@ -1,0 +1,38 @@
+"""The cell key: a facet (``option_order``) or a control applied to a facet
+(``same_ordering:option_order``). Trials, verdicts, cards and thresholds store the cell *name*
+(``Cell.name``); ``Cell`` is only the parsed, in-memory form.
+
+Kept free of imports so that any module (``flipgate.facets`` included) can use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A facet, optionally under a control (``control=None``: the facet itself)."""
+
+    facet: str
+    control: str | None = None
+
+    @classmethod
+    def parse(cls, name: str) -> Cell:
+        """``same_ordering:option_order`` -> Cell("option_order", "same_ordering"); a name
+        without ``:`` -> Cell(name)."""
+        control, sep, facet = name.partition(":")
+        return cls(facet, control) if sep else cls(name)
+
+    @property
+    def name(self) -> str:
+        """The cell name string, the inverse of ``parse``."""
+        return f"{self.control}:{self.facet}" if self.control is not None else self.facet
+
+    @property
+    def is_control(self) -> bool:
+        """Whether this is a control cell (a control applied to a facet)."""
+        return self.control is not None
+
+    def __str__(self) -> str:
+        return self.name
