@@ -74,7 +74,9 @@ def run_suite(
         "no:randomly",
         *extra,
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # a run of its own: not an xdist worker even when this test runs in one (PYTEST_XDIST_*)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
