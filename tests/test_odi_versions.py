@@ -180,7 +180,8 @@ def analysis():
 
 
 def test_card_odi_section_and_markdown_show_delta_theta(analysis):
-    schema = json.loads(SCHEMA_PATH.read_text())["properties"]["odi"]
+    card_schema = json.loads(SCHEMA_PATH.read_text())
+    schema = {**card_schema["properties"]["odi"], "$defs": card_schema["$defs"]}
     section = odi_section(analysis, "quant", "mmlu", [])
     jsonschema.Draft202012Validator(schema).validate(section)
     assert [(v["candidate"], v["baseline"]) for v in section["versions"]] == [
