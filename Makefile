@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup audit baseline report lint test benchmark clean
+.PHONY: setup audit baseline report lint schema test benchmark clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -48,6 +48,10 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+## Regenerate flipgate/cards/grid_card.schema.json from the typed card (flipgate/cards/model.py).
+schema: $(VENV)/.installed
+	$(PY) -m flipgate.cards.schema
 
 ## The project's own tests, after the lint and type checks (what CI runs).
 test: lint

@@ -172,30 +172,33 @@ def _fmt(m):
     )
 
 
+def _section(analysis: dict, model_id: str) -> dict:
+    """The card's envelope section of ``model_id`` as JSON data."""
+    return envelope_section(analysis, model_id).model_dump(mode="json")
+
+
 def test_card_section_and_markdown_show_the_baseline_comparison():
     schema = json.loads(SCHEMA_PATH.read_text())
     envelope_schema = {**schema["properties"]["envelope"], "$defs": schema["$defs"]}
     analysis = _analysis([("new", "old"), ("other", "ghost")])
-    new = envelope_section(analysis, "new")
+    new = _section(analysis, "new")
     (v,) = new["versions"]
     assert v["baseline"] == "old" and v["rho_flip"] == pytest.approx(0.25)
     jsonschema.Draft202012Validator(envelope_schema).validate(json.loads(json.dumps(new)))
-    assert "versions" not in envelope_section(analysis, "old")  # the baseline is no candidate
+    assert "versions" not in _section(analysis, "old")  # the baseline is no candidate
     md = "\n".join(envelope_markdown(new, _fmt))
     assert "vs baseline old over 4 shared configurations" in md
     assert f"mean Δ {_fmt(v['mean_delta'])}" in md and "min -0.250, max +0.250" in md
     assert "worse on 1, better on 2, equal on 1; ρ_flip 0.250 (ceiling 0.500)" in md
     assert "| T1\\|greedy\\|0shot\\|free_form\\|fp32 | 0.750 | 0.500 | +0.250 |" in md
     assert "| T3\\|greedy\\|3shot\\|free_form\\|fp32 | 0.250 | 0.250 | 0.000 |" in md
-    other = envelope_section(analysis, "other")
+    other = _section(analysis, "other")
     jsonschema.Draft202012Validator(envelope_schema).validate(json.loads(json.dumps(other)))
     md_other = "\n".join(envelope_markdown(other, _fmt))
     assert (
         "vs baseline ghost: not compared (baseline 'ghost' has no configuration score" in md_other
     )
-    assert "vs baseline" not in "\n".join(
-        envelope_markdown(envelope_section(_analysis(()), "new"), _fmt)
-    )
+    assert "vs baseline" not in "\n".join(envelope_markdown(_section(_analysis(()), "new"), _fmt))
     bad = json.loads(json.dumps(new))
     bad["versions"][0]["missing"] = "both a reason and numbers"
     with pytest.raises(jsonschema.ValidationError):

@@ -180,8 +180,9 @@ def analysis():
 
 
 def test_card_odi_section_and_markdown_show_delta_theta(analysis):
-    schema = json.loads(SCHEMA_PATH.read_text())["properties"]["odi"]
-    section = odi_section(analysis, "quant", "mmlu", [])
+    card_schema = json.loads(SCHEMA_PATH.read_text())
+    schema = {**card_schema["properties"]["odi"], "$defs": card_schema["$defs"]}
+    section = odi_section(analysis, "quant", "mmlu", []).model_dump(mode="json")
     jsonschema.Draft202012Validator(schema).validate(section)
     assert [(v["candidate"], v["baseline"]) for v in section["versions"]] == [
         ("quant", "base"),
@@ -190,7 +191,8 @@ def test_card_odi_section_and_markdown_show_delta_theta(analysis):
     md = "\n".join(odi_markdown(section))
     assert "Δθ vs base (correct outcome): median -0.700, 89% HDI [-1.020, -0.410]." in md
     assert "Δθ vs gone (correct outcome): not estimated: gone not in the correct-outcome fit." in md
-    assert "Δθ vs" not in "\n".join(odi_markdown(odi_section(analysis, "base", "mmlu", [])))
+    base = odi_section(analysis, "base", "mmlu", []).model_dump(mode="json")
+    assert "Δθ vs" not in "\n".join(odi_markdown(base))
     bad = copy.deepcopy(section)
     del bad["versions"][0]["delta_theta"]
     with pytest.raises(jsonschema.ValidationError):

@@ -51,7 +51,7 @@ def gate(comparison):
         Threshold("delta_flip_rate", 0.0, "max", vs="baseline"),
         Threshold("delta_accuracy", -0.05, "min", rule="warn", vs="baseline"),
     ]
-    measured = comparison.primary.summary
+    measured = comparison.primary.deltas
     apply_thresholds(comparison, [t for t in thresholds if t.metric in measured])
     return comparison
 

@@ -1,5 +1,5 @@
-"""GRID cards (docs/definitions.md §6): JSON validated by ``grid_card.schema.json``, Markdown,
-model-index."""
+"""GRID cards (docs/definitions.md §6): typed (``model.GridCard``), JSON validated by
+``grid_card.schema.json`` (generated from the model), Markdown, model-index."""
 
 from flipgate.cards.build import build_card, validate_card, write_cards
 

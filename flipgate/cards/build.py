@@ -1,4 +1,6 @@
-"""Assemble GRID cards from the trials store (controller, at session end), atomically."""
+"""Assemble GRID cards from the trials store (controller, at session end), atomically: typed
+(:mod:`flipgate.cards.model`), written from the model and validated against the schema generated
+from it."""
 
 from __future__ import annotations
 
@@ -13,14 +15,40 @@ import jsonschema
 import yaml
 
 from flipgate import metrics as M
+from flipgate.cards.model import (
+    SCHEMA_PATH,
+    SCHEMA_VERSION,
+    AxisReceipt,
+    Calls,
+    CardVerdict,
+    Comparison,
+    CoreTier,
+    DatasetInfo,
+    Decoding,
+    EnvelopeSection,
+    Estimate,
+    FewShot,
+    GridCard,
+    MetricBlock,
+    ModelInfo,
+    Neighbourhood,
+    OdiSection,
+    ParseClean,
+    RankingStability,
+    RegressionSection,
+    RunInfo,
+    Scope,
+    Scores,
+    ScoringPath,
+    Template,
+)
 from flipgate.cell import Cell
 from flipgate.facets import FACETS, readouts_for
 from flipgate.files import atomic_write
-from flipgate.results import CellSummary, Verdict, plain
+from flipgate.results import CellSummary, Verdict
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
 
-SCHEMA_PATH = Path(__file__).parent / "grid_card.schema.json"
 LIBRARIES = [
     "flipgate",
     "torch",
@@ -46,7 +74,8 @@ NOT_VARIED = [
 
 
 def validate_card(card: dict) -> None:
-    """Raise jsonschema.ValidationError if ``card`` does not match the shipped schema."""
+    """Raise jsonschema.ValidationError if ``card`` (JSON data) does not match the shipped schema
+    (generated from :class:`~flipgate.cards.model.GridCard`)."""
     jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(card)
 
 
@@ -77,10 +106,10 @@ def git_commit(cwd: Path | None = None) -> str | None:
         return None
 
 
-def threshold_entry(v: Verdict) -> dict:
+def threshold_entry(v: Verdict) -> CardVerdict:
     """A verdict as the card lists it: with its BH ``q_value`` (None until
     :meth:`TrialStore.adjust_q_values` has run, or without a p-value)."""
-    return {**v.model_dump(mode="json"), "q_value": v.q_value}
+    return CardVerdict.model_validate({**v.model_dump(), "q_value": v.q_value})
 
 
 def build_card(
@@ -93,6 +122,23 @@ def build_card(
     seed: int = 42,
     root: Path | None = None,
 ) -> dict:
+    """The card of ``model_id`` on ``dataset`` as JSON data (:func:`build_grid_card`)."""
+    card = build_grid_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
+    return card.to_data()
+
+
+def build_grid_card(
+    store: TrialStore,
+    model_id: str,
+    dataset: str,
+    run_id: str,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 42,
+    root: Path | None = None,
+) -> GridCard:
+    """The card of ``model_id`` on ``dataset``: a facet card, or an envelope card for a benchmark
+    audited only by the configuration envelope; checked against the shipped schema."""
     trials = store.trials(model_id=model_id, dataset=dataset)
     envelope_trials = trials["facet"].str.startswith("envelope[")
     trials = trials[~envelope_trials]
@@ -102,8 +148,8 @@ def build_card(
     fp, cfg = model["fingerprint"], model["config"]
     model_readouts = cfg.get("readouts", ["letter_logprob"])
     model_primary = cfg.get("primary_readout", model_readouts[0])
-    order: dict[str, dict[str, dict]] = {}
-    controls: dict[str, dict[str, dict]] = {}
+    order: dict[str, dict[str, MetricBlock]] = {}
+    controls: dict[str, dict[str, MetricBlock]] = {}
     primaries: dict[str, str] = {}
     # each cell's summaries as its test computed, asserted and reported them; a cell whose test
     # did not run (trials only asked for by a control or the ODI fit) is summarised here
@@ -123,7 +169,9 @@ def build_card(
             return control_summary(perm, part, readout, n_boot, level, seed)[0]
 
         summaries = {
-            r: (stored.get(cell, {}).get(r) or summarise(r)).model_dump(mode="json")
+            r: MetricBlock.model_validate(
+                (stored.get(cell, {}).get(r) or summarise(r)).model_dump(mode="json")
+            )
             for r in readouts
         }
         (order if control is None else controls)[cell] = summaries
@@ -152,120 +200,115 @@ def build_card(
     manifests = {f: m["sha256"] for (f, d), m in store.manifests().items() if d == dataset}
     template = FACETS[main]
     templates = {
-        f: {"id": FACETS[f].template_id, "sha256": FACETS[f].template_sha256} for f in primaries
+        f: Template(id=FACETS[f].template_id, sha256=FACETS[f].template_sha256) for f in primaries
     }
-    card = {
-        "schema_version": "grid-card/0.1",
-        "model": {
-            "id": model_id,
-            "backend": fp.get("backend", cfg.get("backend", "?")),
-            "source": fp.get("source"),
-        },
-        "dataset": {
-            "name": dataset,
-            "n_items": int(trials["item_id"].nunique()),
-            "sampling": f"seed-{seed} uniform shuffle, facet filter, first N",
-            "screens": store.screens(dataset),
-        },
-        "run": {
-            "run_id": run_id,
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "trials_store": str(store.path),
-            **_calls_field(store, model_id),
-        },
-        "axis_receipt": {
-            "template_id": template.template_id,
-            "template_sha256": template.template_sha256,
-            "templates": templates,
-            "decoding": {
-                "temperature": (cfg.get("decoding") or {}).get("temperature", 0.0),
-                "top_p": (cfg.get("decoding") or {}).get("top_p", 1.0),
-                "max_new_tokens": cfg.get("max_new_tokens"),
-                "greedy": not (cfg.get("decoding") or {}).get("temperature"),
-            },
-            "few_shot": {"count": 0, "exemplar_ids": []},
-            "scoring_path": {
-                "primary_readout": primaries,
-                "readouts": model_readouts,
-                "map_back": {f: FACETS[f].scoring for f in primaries},
-            },
-            "quantization": fp.get("quantization"),
-            "dtype": fp.get("dtype"),
-            "weights_sha256": fp.get("weights_sha256", "unknown"),
-            "model_revision": fp.get("revision"),
-            "tokenizer_sha256": fp.get("tokenizer_sha256"),
-            "chat_template_sha256": fp.get("chat_template_sha256"),
-            "library_versions": library_versions(),
-            "manifest_sha256": manifests,
-            "envelope_rules_sha256": envelope["envelope_sha256"] if envelope else None,
-            "git_commit": git_commit(root),
-        },
-        "scores": {
-            "facet": main,
-            "primary_readout": primary,
-            "accuracy_canonical": {"estimate": acc_canon[0], "ci": [acc_canon[1], acc_canon[2]]},
-            "accuracy_all_orderings": {"estimate": acc_all[0], "ci": [acc_all[1], acc_all[2]]},
-        },
-        "order_robustness": order,
-        "controls": controls,
-        "thresholds": [threshold_entry(v) for v in store.verdicts(model_id, dataset)],
-        "scope": {
-            "varied": [
-                f"{f} (K={next(iter(order[f].values()))['k']} orderings per item, "
+    decoding = cfg.get("decoding") or {}
+    odi = store.odi()
+    if odi and (
+        model_id not in odi["roster"] or all(c["dataset"] != dataset for c in odi["cells"].values())
+    ):
+        odi = None  # the panel's fit has no cell of this card
+    card = GridCard(
+        schema_version=SCHEMA_VERSION,
+        model=ModelInfo(
+            id=model_id,
+            backend=fp.get("backend", cfg.get("backend", "?")),
+            source=fp.get("source"),
+        ),
+        dataset=DatasetInfo.model_validate(
+            {
+                "name": dataset,
+                "n_items": int(trials["item_id"].nunique()),
+                "sampling": f"seed-{seed} uniform shuffle, facet filter, first N",
+                "screens": store.screens(dataset),
+            }
+        ),
+        run=_run_info(store, model_id, run_id),
+        axis_receipt=AxisReceipt(
+            template_id=template.template_id,
+            template_sha256=template.template_sha256,
+            templates=templates,
+            decoding=Decoding(
+                temperature=decoding.get("temperature", 0.0),
+                top_p=decoding.get("top_p", 1.0),
+                max_new_tokens=cfg.get("max_new_tokens"),
+                greedy=not decoding.get("temperature"),
+            ),
+            few_shot=FewShot(count=0, exemplar_ids=[]),
+            scoring_path=ScoringPath(
+                primary_readout=primaries,
+                readouts=model_readouts,
+                map_back={f: FACETS[f].scoring for f in primaries},
+            ),
+            quantization=fp.get("quantization"),
+            dtype=fp.get("dtype"),
+            weights_sha256=fp.get("weights_sha256", "unknown"),
+            model_revision=fp.get("revision"),
+            tokenizer_sha256=fp.get("tokenizer_sha256"),
+            chat_template_sha256=fp.get("chat_template_sha256"),
+            library_versions=library_versions(),
+            manifest_sha256=manifests,
+            envelope_rules_sha256=envelope["envelope_sha256"] if envelope else None,
+            git_commit=git_commit(root),
+        ),
+        scores=Scores(
+            facet=main,
+            primary_readout=primary,
+            accuracy_canonical=Estimate(estimate=acc_canon[0], ci=(acc_canon[1], acc_canon[2])),
+            accuracy_all_orderings=Estimate(estimate=acc_all[0], ci=(acc_all[1], acc_all[2])),
+        ),
+        order_robustness=order,
+        controls=controls,
+        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, dataset)],
+        scope=Scope(
+            varied=[
+                f"{f} (K={next(iter(order[f].values())).k} orderings per item, "
                 "docs/definitions.md §2 grammar)"
                 for f in order
             ]
             + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
-            "not_varied": NOT_VARIED,
-        },
-    }
-    if envelope:
-        card["envelope"] = envelope_section(envelope, model_id)
-    odi = store.odi()
-    if (
-        odi
-        and model_id in odi["roster"]
-        and any(c["dataset"] == dataset for c in odi["cells"].values())
-    ):
-        card["odi"] = odi_section(odi, model_id, dataset, store.verdicts(model_id, "odi"))
-    regression = regression_section(store.comparisons(model_id), dataset, level)
-    if regression:
-        card["regression"] = regression
-    card = plain(card)
-    validate_card(card)
+            not_varied=NOT_VARIED,
+        ),
+        envelope=envelope_section(envelope, model_id) if envelope else None,
+        odi=odi_section(odi, model_id, dataset, store.verdicts(model_id, "odi")) if odi else None,
+        regression=regression_section(store.comparisons(model_id), dataset, level),
+    )
+    validate_card(card.to_data())
     return card
 
 
-def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[Verdict]) -> dict:
+def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[Verdict]) -> OdiSection:
     """docs/definitions.md §4 for one card: σ_π / σ_δ of the card's facets and mean |δ| of its cells
     from the panel's modal fit, the model's θ and its Δθ against its baselines
     (docs/definitions.md §11) from the correct fit, both fits' diagnostics and the ODI verdicts."""
     cells = {c: v for c, v in analysis["cells"].items() if v["dataset"] == dataset}
     facets = sorted({v["facet"] for v in cells.values()})
-    return {
-        "profile": analysis["profile"],
-        "panel": analysis["roster"],
-        "hdi_prob": analysis["hdi_prob"],
-        "ci_level": analysis.get("ci_level"),
-        "readouts": analysis["readouts"].get(model_id, {}),
-        "sizes": analysis["sizes"],
-        "draws_per_chain": analysis.get("draws_per_chain"),
-        "facets": {f: analysis["facets"][f] for f in facets},
-        "cells": cells,
-        "theta": (analysis["models"].get(model_id) or {}).get("theta"),
-        "versions": [v for v in analysis.get("versions", []) if v["candidate"] == model_id],
-        "diagnostics": analysis["diagnostics"],
-        "passed": analysis["passed"],
-        "unmeasured": analysis.get("unmeasured", []),
-        "verdicts": [
-            v.model_dump(mode="json", exclude={"q_value"})  # ODI estimates have no p-value
+    return OdiSection(
+        profile=analysis["profile"],
+        panel=analysis["roster"],
+        hdi_prob=analysis["hdi_prob"],
+        ci_level=analysis.get("ci_level"),
+        readouts=analysis["readouts"].get(model_id, {}),
+        sizes=analysis["sizes"],
+        draws_per_chain=analysis.get("draws_per_chain"),
+        facets={f: analysis["facets"][f] for f in facets},
+        cells=cells,
+        theta=(analysis["models"].get(model_id) or {}).get("theta"),
+        versions=[v for v in analysis.get("versions", []) if v["candidate"] == model_id],
+        diagnostics=analysis["diagnostics"],
+        passed=analysis["passed"],
+        unmeasured=analysis.get("unmeasured", []),
+        verdicts=[
+            Verdict.model_validate(v.model_dump(exclude={"q_value"}))  # ODI estimates: no p-value
             for v in verdicts
             if v.target in {*facets, *cells, *analysis["diagnostics"]}
         ],
-    }
+    )
 
 
-def regression_section(comparisons: list[dict], dataset: str, level: float | None) -> dict | None:
+def regression_section(
+    comparisons: list[dict], dataset: str, level: float | None
+) -> RegressionSection | None:
     """docs/definitions.md §11 for one card: the stored comparisons of this model (the candidate)
     with its baseline(s) on the dataset's cells, without their per-item values, and the comparison
     table; None when there are none."""
@@ -274,7 +317,11 @@ def regression_section(comparisons: list[dict], dataset: str, level: float | Non
     mine = [_without_per_item(c) for c in comparisons if c["dataset"] == dataset]
     if not mine:
         return None
-    return {"level": level, "comparisons": mine, "markdown": markdown(mine, level)}
+    return RegressionSection(
+        level=level,
+        comparisons=[Comparison.model_validate(c) for c in mine],
+        markdown=markdown(mine, level),
+    )
 
 
 def _without_per_item(comparison: dict) -> dict:
@@ -349,51 +396,49 @@ def regression_markdown(
     return lines
 
 
-def envelope_section(analysis: dict, model_id: str) -> dict:
+def envelope_section(analysis: dict, model_id: str) -> EnvelopeSection:
     """SafetyRepro App. B (iii)–(vi) for one model: score neighbourhood, verdict and ranking
     stability, scope; ``versions``: its envelope deltas against its baseline, where it names one in
     the roster."""
     mine = analysis["models"][model_id]
     versions = [v for v in analysis.get("versions", []) if v["candidate"] == model_id]
-    return {
-        "name": analysis["envelope"],
-        "sha256": analysis["envelope_sha256"],
-        "tier": analysis["tier"],
-        "n_configs": analysis["n_configs"],
-        "n_items": analysis["n_items"],
-        "anchor": analysis["anchor"],
-        "point_score": mine["point_score"],
-        "score_neighbourhood": {
-            k: mine[k] for k in ("min", "mean", "max", "sdi", "n_configs", "parse_rate_mean")
+    clean, core = analysis["parse_clean"], analysis.get("core_tier")
+    return EnvelopeSection(
+        name=analysis["envelope"],
+        sha256=analysis["envelope_sha256"],
+        tier=analysis["tier"],
+        n_configs=analysis["n_configs"],
+        n_items=analysis["n_items"],
+        anchor=analysis["anchor"],
+        point_score=mine["point_score"],
+        score_neighbourhood=Neighbourhood.model_validate(
+            {k: mine[k] for k in ("min", "mean", "max", "sdi", "n_configs", "parse_rate_mean")}
+        ),
+        verdict_stability={
+            k: Estimate.model_validate(v) for k, v in mine.items() if k.startswith("cfr@")
         },
-        "verdict_stability": {k: v for k, v in mine.items() if k.startswith("cfr@")},
-        "ranking_stability": analysis["roster"],
-        "variance": analysis["variance"],
-        "headline_max": analysis.get("headline_max", {}),
-        "parse_clean": {
-            "min_parse_rate": analysis["parse_clean"]["min_parse_rate"],
-            "cells_dropped": analysis["parse_clean"]["cells_dropped"],
-            "model": analysis["parse_clean"]["models"].get(model_id),
-            "roster": analysis["parse_clean"]["roster"],
-        },
-        "by_scoring_path": {
+        ranking_stability=RankingStability.model_validate(analysis["roster"]),
+        variance=analysis["variance"],
+        headline_max=analysis.get("headline_max", {}),
+        parse_clean=ParseClean(
+            min_parse_rate=clean["min_parse_rate"],
+            cells_dropped=clean["cells_dropped"],
+            model=clean["models"].get(model_id),
+            roster=clean["roster"],
+        ),
+        by_scoring_path={
             path: models.get(model_id) for path, models in analysis["by_scoring_path"].items()
         },
-        "core_tier": (
-            {
-                "model": analysis["core_tier"]["models"].get(model_id),
-                "roster": analysis["core_tier"]["roster"],
-            }
-            if "core_tier" in analysis
-            else None
-        ),
-        "configs": [c for c in analysis["configs"] if c["model"] == model_id],
-        "axes": analysis["axes"],
-        "exemplar_ids": analysis["exemplar_ids"],
-        "scope_not_varied": analysis["scope_not_varied"],
-        # docs/definitions.md §11: this model vs its baseline
-        **({"versions": versions} if versions else {}),
-    }
+        core_tier=CoreTier(model=core["models"].get(model_id), roster=core["roster"])
+        if core is not None
+        else None,
+        configs=[c for c in analysis["configs"] if c["model"] == model_id],
+        axes=analysis["axes"],
+        exemplar_ids=analysis["exemplar_ids"],
+        scope_not_varied=analysis["scope_not_varied"],
+        # docs/definitions.md §11: this model vs its baseline (left out where it names none)
+        versions=versions or None,
+    )
 
 
 def _envelope_card(
@@ -404,7 +449,7 @@ def _envelope_card(
     envelope: dict | None,
     model: dict,
     root: Path | None,
-) -> dict:
+) -> GridCard:
     """A card for a benchmark audited only by the configuration envelope: the receipt is the anchor
     configuration, the point score its score; the neighbourhood is the envelope's."""
     if envelope is None:
@@ -413,80 +458,73 @@ def _envelope_card(
         )
     fp, anchor = model["fingerprint"], envelope["anchor"]
     section = envelope_section(envelope, model_id)
-    point = section["point_score"]
+    point = section.point_score
     readout = "letter_logprob" if anchor["scoring"] == "logprob" else "regex"
-    card = {
-        "schema_version": "grid-card/0.1",
-        "model": {"id": model_id, "backend": fp.get("backend", "?"), "source": fp.get("source")},
-        "dataset": {
-            "name": dataset,
-            "n_items": envelope["n_items"],
-            "sampling": "seed-42 uniform shuffle, first N; the next items are the few-shot "
-            "exemplars",
-            "screens": {},
-        },
-        "run": {
-            "run_id": run_id,
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "trials_store": str(store.path),
-            **_calls_field(store, model_id),
-        },
-        "axis_receipt": {
-            "template_id": f"sr-{anchor['template']}",
-            "template_sha256": envelope["template_sha256"][anchor["template"]],
-            "templates": {},
-            "decoding": {"name": anchor["decoding"], "greedy": anchor["decoding"] == "greedy"},
-            "few_shot": {
-                "count": anchor["few_shot"],
-                "exemplar_ids": envelope["exemplar_ids"][: anchor["few_shot"]],
-            },
-            "scoring_path": {
-                "primary_readout": {"envelope": readout},
-                "readouts": [readout],
-                "map_back": {},
-            },
-            "quantization": anchor["quantization"],
-            "dtype": fp.get("dtype"),
-            "weights_sha256": fp.get("weights_sha256", "unknown"),
-            "model_revision": fp.get("revision"),
-            "tokenizer_sha256": fp.get("tokenizer_sha256"),
-            "chat_template_sha256": fp.get("chat_template_sha256"),
-            "library_versions": library_versions(),
-            "manifest_sha256": {},
-            "envelope_rules_sha256": envelope["envelope_sha256"],
-            "git_commit": git_commit(root),
-        },
-        "scores": {
-            "facet": "envelope",
-            "primary_readout": readout,
-            "accuracy_canonical": {"estimate": point, "ci": None},
-            "accuracy_all_orderings": {
-                "estimate": section["score_neighbourhood"]["mean"],
-                "ci": None,
-            },
-        },
-        "order_robustness": {},
-        "controls": {},
-        "thresholds": [threshold_entry(v) for v in store.verdicts(model_id, dataset)],
-        "scope": {
-            "varied": [
+    card = GridCard(
+        schema_version=SCHEMA_VERSION,
+        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
+        dataset=DatasetInfo(
+            name=dataset,
+            n_items=envelope["n_items"],
+            sampling="seed-42 uniform shuffle, first N; the next items are the few-shot exemplars",
+            screens={},
+        ),
+        run=_run_info(store, model_id, run_id),
+        axis_receipt=AxisReceipt(
+            template_id=f"sr-{anchor['template']}",
+            template_sha256=envelope["template_sha256"][anchor["template"]],
+            templates={},
+            decoding=Decoding(name=anchor["decoding"], greedy=anchor["decoding"] == "greedy"),
+            few_shot=FewShot(
+                count=anchor["few_shot"],
+                exemplar_ids=envelope["exemplar_ids"][: anchor["few_shot"]],
+            ),
+            scoring_path=ScoringPath(
+                primary_readout={"envelope": readout}, readouts=[readout], map_back={}
+            ),
+            quantization=anchor["quantization"],
+            dtype=fp.get("dtype"),
+            weights_sha256=fp.get("weights_sha256", "unknown"),
+            model_revision=fp.get("revision"),
+            tokenizer_sha256=fp.get("tokenizer_sha256"),
+            chat_template_sha256=fp.get("chat_template_sha256"),
+            library_versions=library_versions(),
+            manifest_sha256={},
+            envelope_rules_sha256=envelope["envelope_sha256"],
+            git_commit=git_commit(root),
+        ),
+        scores=Scores(
+            facet="envelope",
+            primary_readout=readout,
+            accuracy_canonical=Estimate(estimate=point, ci=None),
+            accuracy_all_orderings=Estimate(estimate=section.score_neighbourhood.mean, ci=None),
+        ),
+        order_robustness={},
+        controls={},
+        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, dataset)],
+        scope=Scope(
+            varied=[
                 f"{axis}: {', '.join(map(str, values))}"
                 for axis, values in envelope["axes"].items()
             ],
-            "not_varied": envelope["scope_not_varied"],
-        },
-        "envelope": section,
-    }
-    card = plain(card)
-    validate_card(card)
+            not_varied=envelope["scope_not_varied"],
+        ),
+        envelope=section,
+    )
+    validate_card(card.to_data())
     return card
 
 
-def _calls_field(store: TrialStore, model_id: str) -> dict:
-    """``{"calls": {requests, retries, timeouts, failures}}`` for a model that made API calls in the
-    run."""
+def _run_info(store: TrialStore, model_id: str, run_id: str) -> RunInfo:
+    """The run, with the model's API calls (requests, retries, timeouts, failures) where it made
+    any."""
     calls = store.calls().get(model_id)
-    return {"calls": calls} if calls else {}
+    return RunInfo(
+        run_id=run_id,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        trials_store=str(store.path),
+        calls=Calls.model_validate(calls) if calls else None,
+    )
 
 
 def _num(x) -> str:
@@ -936,10 +974,10 @@ def write_cards(
     written = []
     store.adjust_q_values()
     for model_id, dataset in pairs:
-        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
+        card = build_grid_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
         base = Path(out_dir) / model_id / dataset
-        atomic_write(base.with_suffix(".json"), json.dumps(card, indent=2, sort_keys=False))
-        atomic_write(base.with_suffix(".md"), card_markdown(card))
+        atomic_write(base.with_suffix(".json"), card.to_json())
+        atomic_write(base.with_suffix(".md"), card_markdown(card.to_data()))
         written += [base.with_suffix(".json"), base.with_suffix(".md")]
     for model_id in dict.fromkeys(m for m, _ in pairs):
         cards = cards_on_disk(Path(out_dir) / model_id, model_id)
