@@ -8,10 +8,14 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from flipgate.results import CellSummary, Verdict
+
+if TYPE_CHECKING:
+    from flipgate.cards.build import WrittenCard
 
 
 def _allure():
@@ -505,22 +509,22 @@ def write_environment(results_dir: Path, props: dict[str, str]) -> None:
     (results_dir / "environment.properties").write_text(text)
 
 
-def add_card_results(results_dir: Path, card_files: list[Path]) -> None:
+def add_card_results(results_dir: Path, cards: list[WrittenCard]) -> None:
     """One Allure result per GRID card (epic "GRID card"), with the JSON and Markdown attached."""
     results_dir.mkdir(parents=True, exist_ok=True)
     now = int(time.time() * 1000)
-    for json_path in [p for p in card_files if p.suffix == ".json"]:
-        card = json.loads(json_path.read_text())
-        failed = [v for v in card["thresholds"] if v["verdict"] in ("fail", "missing")]
+    for written in cards:
+        card = written.card
+        failed = [v for v in card.thresholds if v.verdict in ("fail", "missing")]
         attachments = []
         for path, mime in (
-            (json_path, "application/json"),
-            (json_path.with_suffix(".md"), "text/markdown"),
+            (written.json_path, "application/json"),
+            (written.markdown_path, "text/markdown"),
         ):
             source = f"{uuid.uuid4()}-attachment{path.suffix}"
             (results_dir / source).write_bytes(path.read_bytes())
             attachments.append({"name": path.name, "source": source, "type": mime})
-        name = f"GRID card: {card['model']['id']} / {card['dataset']['name']}"
+        name = f"GRID card: {card.model.id} / {card.dataset.name}"
         result = {
             "uuid": str(uuid.uuid4()),
             "historyId": name,
@@ -530,13 +534,11 @@ def add_card_results(results_dir: Path, card_files: list[Path]) -> None:
             "stage": "finished",
             "start": now,
             "stop": now,
-            "statusDetails": {"message": "; ".join(v["threshold"] for v in failed)}
-            if failed
-            else {},
+            "statusDetails": {"message": "; ".join(v.threshold for v in failed)} if failed else {},
             "labels": [
                 {"name": "epic", "value": "GRID card"},
-                {"name": "feature", "value": card["dataset"]["name"]},
-                {"name": "story", "value": card["model"]["id"]},
+                {"name": "feature", "value": card.dataset.name},
+                {"name": "story", "value": card.model.id},
             ],
             "attachments": attachments,
         }

@@ -26,20 +26,6 @@ from flipgate.backends.base import Output, Request
 from flipgate.hashing import sha256_bytes, sha256_text
 
 
-def plain(obj: Any) -> Any:
-    """``obj`` as plain JSON data, recursively: NaN as None, tuples as lists, numpy scalars as
-    Python numbers. The JSON form of results that are not models of their own yet."""
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float):
-        return None if math.isnan(obj) else obj
-    if isinstance(obj, dict):
-        return {k: plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    return obj
-
-
 def _finite_or_none(value: Any) -> Any:
     """NaN (a missing estimate) as None; anything else unchanged, for pydantic to validate."""
     if isinstance(value, float) and math.isnan(value):

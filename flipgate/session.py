@@ -19,6 +19,7 @@ from flipgate import FlipgateError
 
 if TYPE_CHECKING:
     from flipgate.audit import Auditor
+    from flipgate.cards.build import WrittenCard
     from flipgate.config import AuditConfig
     from flipgate.cost import GuardPlan
     from flipgate.envelope.spec import Envelope
@@ -251,11 +252,11 @@ class FlipgateSession:
             ]
             return False
         self.summary_lines = self._summary(store, cfg)
-        self.summary_lines += [f"flipgate: GRID card {p}" for p in written if p.suffix == ".json"]
+        self.summary_lines += [f"flipgate: GRID card {c.json_path}" for c in written.cards]
         allure = self.config.pluginmanager.hasplugin("allure_pytest")
         alluredir = self.config.getoption("--alluredir", None) if allure else None
         if alluredir:
-            self._allure(Path(alluredir), store, cfg, written)
+            self._allure(Path(alluredir), store, cfg, written.cards)
             self.summary_lines.append(f"flipgate: Allure results in {alluredir}")
         return True
 
@@ -287,7 +288,7 @@ class FlipgateSession:
         return lines
 
     def _allure(
-        self, results: Path, store: TrialStore, cfg: AuditConfig, cards: list[Path]
+        self, results: Path, store: TrialStore, cfg: AuditConfig, cards: list[WrittenCard]
     ) -> None:
         from flipgate.cards.build import library_versions
         from flipgate.report import add_card_results, write_environment

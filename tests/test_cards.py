@@ -83,7 +83,7 @@ def test_schema_rejects_bad_cards(card_store, mutate):
 
 def test_write_cards_and_model_index(card_store, tmp_path):
     written = write_cards(card_store, tmp_path / "cards", "r1", n_boot=200)
-    assert {p.name for p in written} == {
+    assert {p.name for p in written.paths} == {
         "arc_challenge.json",
         "arc_challenge.md",
         "model-index.yaml",
@@ -265,7 +265,7 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
     second.trials("scripted", "arc_challenge", "option_order")
     with pytest.warns(StaleCardWarning) as caught:
         written = write_cards(second.store, out, "r2", n_boot=200)
-    assert {p.name for p in written} == {
+    assert {p.name for p in written.paths} == {
         "arc_challenge.json",
         "arc_challenge.md",
         "model-index.yaml",

@@ -191,7 +191,7 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
     assert math.isclose(env["score_neighbourhood"]["sdi"]["estimate"], 2.0)
     md = card_markdown(card)
     assert "## Configuration envelope" in md and "t1fan vs t3fan | 4 | 4 | 0 | 0.500" in md
-    assert len([p for p in written if p.suffix == ".json"]) == 3
+    assert len([p for p in written.paths if p.suffix == ".json"]) == 3
     from huggingface_hub import ModelCardData
     from huggingface_hub.repocard_data import model_index_to_eval_results
 

@@ -105,7 +105,7 @@ def compared(tmp_path_factory):
 @pytest.fixture(scope="module")
 def written(compared):
     out = compared["tmp"] / "grid_cards"
-    return out, write_cards(compared["store"], out, "cand-run", n_boot=200)
+    return out, write_cards(compared["store"], out, "cand-run", n_boot=200).paths
 
 
 def test_comparison_planted_items_and_per_item_values(compared):
@@ -258,8 +258,12 @@ def test_regression_md_written(written):
 def test_no_regression_md_without_comparisons(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
     auditor.trials("scripted", "arc_challenge", "option_order")
-    paths = write_cards(auditor.store, tmp_path / "cards", "r1", n_boot=200)
-    assert {p.name for p in paths} == {"arc_challenge.json", "arc_challenge.md", "model-index.yaml"}
+    paths = write_cards(auditor.store, tmp_path / "cards", "r1", n_boot=200).paths
+    assert {p.name for p in paths} == {
+        "arc_challenge.json",
+        "arc_challenge.md",
+        "model-index.yaml",
+    }
     assert "regression" not in json.loads(
         (tmp_path / "cards/scripted/arc_challenge.json").read_text()
     )

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import subprocess
 import warnings
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -956,6 +957,24 @@ def cards_on_disk(model_dir: Path, model_id: str) -> list[dict]:
     return sorted(cards, key=lambda c: c["dataset"]["name"])
 
 
+@dataclass(frozen=True)
+class WrittenCard:
+    """A card this run built, and the two files it was written to."""
+
+    card: GridCard
+    json_path: Path
+    markdown_path: Path
+
+
+@dataclass
+class WrittenCards:
+    """What :func:`write_cards` wrote: the cards (as built, for the Allure results and the
+    terminal) and every file, model indexes and regression pages included."""
+
+    cards: list[WrittenCard] = field(default_factory=list)
+    paths: list[Path] = field(default_factory=list)
+
+
 def write_cards(
     store: TrialStore,
     out_dir: Path,
@@ -964,31 +983,33 @@ def write_cards(
     level: float = 0.95,
     seed: int = 42,
     root: Path | None = None,
-) -> list[Path]:
+) -> WrittenCards:
     """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model. The
     index is rebuilt from every card on disk in the model's directory, so a partial run (``-k arc``)
-    keeps the datasets it did not audit; it returns the paths this run wrote."""
+    keeps the datasets it did not audit; it returns what this run wrote."""
     pairs = store.conn.execute(
         "SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2"
     ).fetchall()
-    written = []
+    written = WrittenCards()
     store.adjust_q_values()
     for model_id, dataset in pairs:
         card = build_grid_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
         base = Path(out_dir) / model_id / dataset
-        atomic_write(base.with_suffix(".json"), card.to_json())
-        atomic_write(base.with_suffix(".md"), card_markdown(card.to_data()))
-        written += [base.with_suffix(".json"), base.with_suffix(".md")]
+        done = WrittenCard(card, base.with_suffix(".json"), base.with_suffix(".md"))
+        atomic_write(done.json_path, card.to_json())
+        atomic_write(done.markdown_path, card_markdown(card.to_data()))
+        written.cards.append(done)
+        written.paths += [done.json_path, done.markdown_path]
     for model_id in dict.fromkeys(m for m, _ in pairs):
         cards = cards_on_disk(Path(out_dir) / model_id, model_id)
         path = Path(out_dir) / model_id / "model-index.yaml"
         atomic_write(path, yaml.safe_dump(model_index(model_id, cards), sort_keys=False))
-        written.append(path)
+        written.paths.append(path)
         comparisons = store.comparisons(model_id)
         if comparisons:
             path = Path(out_dir) / model_id / "regression.md"
             atomic_write(path, regression_page(model_id, comparisons, run_id, level))
-            written.append(path)
+            written.paths.append(path)
     return written
 
 
