@@ -18,7 +18,7 @@ def test_checked_in_schema_is_generated_from_the_model():
 
 
 def test_card_round_trips_through_the_model(card_store):  # noqa: F811
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     assert GridCard.model_validate(card).to_data() == card
     control = card["controls"]["same_ordering:option_order"]["regex"]
     assert "k_policies" not in control and "k2_screen_recall" not in control  # absent, not null
@@ -77,7 +77,9 @@ def test_schema_keeps_the_cards_constraints():
     ],
 )
 def test_schema_and_model_reject_bad_cards(card_store, mutate):  # noqa: F811
-    card = copy.deepcopy(build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200))
+    card = copy.deepcopy(
+        build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    )
     mutate(card)
     with pytest.raises(jsonschema.ValidationError):
         validate_card(card)

@@ -51,7 +51,7 @@ def card_store(tmp_path):
 
 
 def test_card_is_schema_valid_and_reproducible(card_store):
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     validate_card(card)
     oo = card["order_robustness"]["option_order"]["regex"]
     assert oo["flip_rate"]["estimate"] == 1.0 and oo["n_items"] == 5 and oo["k"] == 6
@@ -59,7 +59,7 @@ def test_card_is_schema_valid_and_reproducible(card_store):
     assert ctrl["delta_order"]["estimate"] == 1.0 and ctrl["flip_rate_same"]["estimate"] == 0.0
     assert card["axis_receipt"]["manifest_sha256"]["option_order"]
     assert card["thresholds"][0]["verdict"] == "fail"
-    again = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    again = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     assert again["order_robustness"] == card["order_robustness"]
     assert "| option_order | regex | 5 | 6 | 1.000" in card_markdown(card)
 
@@ -75,7 +75,9 @@ def test_card_is_schema_valid_and_reproducible(card_store):
     ],
 )
 def test_schema_rejects_bad_cards(card_store, mutate):
-    card = copy.deepcopy(build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200))
+    card = copy.deepcopy(
+        build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    )
     mutate(card)
     with pytest.raises(jsonschema.ValidationError):
         validate_card(card)
@@ -131,7 +133,7 @@ def test_card_carries_bh_q_values(card_store):
         ),
     )
     assert sorted(card_store.adjust_q_values()) == pytest.approx([0.02, 0.04])
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     by_threshold = {v["threshold"]: v for v in card["thresholds"]}
     assert by_threshold["delta_order <= 0.1 (lower)"]["q_value"] == pytest.approx(0.02)
     assert by_threshold["flip_rate <= 0.2 (lower)"]["q_value"] is None  # no p-value recorded
@@ -139,7 +141,7 @@ def test_card_carries_bh_q_values(card_store):
 
 
 def test_card_k_policies_section(card_store):
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     block = card["order_robustness"]["option_order"]["regex"]
     assert [r["cost"] for r in block["k_policies"]] == [1, 2, 3, 6, 6, 6]
     # always-"A" flips every item by K=6; the K=2 screen catches those whose first two
@@ -203,7 +205,7 @@ def test_markdown_escapes_user_strings(card_store):
             ]
         ),
     )
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     assert card["axis_receipt"]["model_revision"] == evil
     assert {v["threshold"]: v["why"] for v in card["thresholds"]}[
         "flip_rate <= 0.2 (lower)"
@@ -233,7 +235,7 @@ def test_verdict_why_in_card_json_and_markdown(card_store):
         "option_order",
         typed([{"why": "users see a different answer if the options move"}]),
     )
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     assert card["thresholds"][0]["why"] == "users see a different answer if the options move"
     md = card_markdown(card)
     assert "| cell | threshold | estimate | CI | p | BH q | verdict | why |" in md
@@ -285,13 +287,13 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
 def test_card_shows_the_summaries_the_cell_test_stored(card_store):
     """Cards read each cell's stored summary (computed once, by the cell's test); only a cell
     with trials but no stored summary is summarised when the card is built."""
-    first = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    first = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     planted = copy.deepcopy(first["order_robustness"]["option_order"]["regex"])
     planted["flip_rate"] = {"estimate": 0.125, "ci": [0.0, 0.25]}  # not what the trials give
     card_store.add_summaries(
         "scripted", "arc_challenge", "option_order", {"regex": CellSummary.model_validate(planted)}
     )
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200)
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     assert card["order_robustness"]["option_order"]["regex"] == planted
     computed = card["order_robustness"]["option_order"]["letter_logprob"]  # nothing stored
     assert computed == first["order_robustness"]["option_order"]["letter_logprob"]

@@ -122,21 +122,6 @@ def build_card(
     level: float = 0.95,
     seed: int = 42,
     root: Path | None = None,
-) -> dict:
-    """The card of ``model_id`` on ``dataset`` as JSON data (:func:`build_grid_card`)."""
-    card = build_grid_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
-    return card.to_data()
-
-
-def build_grid_card(
-    store: TrialStore,
-    model_id: str,
-    dataset: str,
-    run_id: str,
-    n_boot: int = 1000,
-    level: float = 0.95,
-    seed: int = 42,
-    root: Path | None = None,
 ) -> GridCard:
     """The card of ``model_id`` on ``dataset``: a facet card, or an envelope card for a benchmark
     audited only by the configuration envelope; checked against the shipped schema."""
@@ -993,7 +978,7 @@ def write_cards(
     written = WrittenCards()
     store.adjust_q_values()
     for model_id, dataset in pairs:
-        card = build_grid_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
+        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
         base = Path(out_dir) / model_id / dataset
         done = WrittenCard(card, base.with_suffix(".json"), base.with_suffix(".md"))
         atomic_write(done.json_path, card.to_json())
