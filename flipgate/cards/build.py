@@ -11,6 +11,7 @@ import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import yaml
@@ -105,6 +106,19 @@ def git_commit(cwd: Path | None = None) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _identity(fingerprint: dict, root: Path | None) -> dict[str, Any]:
+    """The axis receipt's model identity (from the backend's fingerprint) and software versions."""
+    return {
+        "dtype": fingerprint.get("dtype"),
+        "weights_sha256": fingerprint.get("weights_sha256", "unknown"),
+        "model_revision": fingerprint.get("revision"),
+        "tokenizer_sha256": fingerprint.get("tokenizer_sha256"),
+        "chat_template_sha256": fingerprint.get("chat_template_sha256"),
+        "library_versions": library_versions(),
+        "git_commit": git_commit(root),
+    }
 
 
 def threshold_entry(v: Verdict) -> CardVerdict:
@@ -227,15 +241,9 @@ def build_card(
                 map_back={f: FACETS[f].scoring for f in primaries},
             ),
             quantization=fp.get("quantization"),
-            dtype=fp.get("dtype"),
-            weights_sha256=fp.get("weights_sha256", "unknown"),
-            model_revision=fp.get("revision"),
-            tokenizer_sha256=fp.get("tokenizer_sha256"),
-            chat_template_sha256=fp.get("chat_template_sha256"),
-            library_versions=library_versions(),
             manifest_sha256=manifests,
             envelope_rules_sha256=envelope["envelope_sha256"] if envelope else None,
-            git_commit=git_commit(root),
+            **_identity(fp, root),
         ),
         scores=Scores(
             facet=main,
@@ -469,15 +477,9 @@ def _envelope_card(
                 primary_readout={"envelope": readout}, readouts=[readout], map_back={}
             ),
             quantization=anchor["quantization"],
-            dtype=fp.get("dtype"),
-            weights_sha256=fp.get("weights_sha256", "unknown"),
-            model_revision=fp.get("revision"),
-            tokenizer_sha256=fp.get("tokenizer_sha256"),
-            chat_template_sha256=fp.get("chat_template_sha256"),
-            library_versions=library_versions(),
             manifest_sha256={},
             envelope_rules_sha256=envelope["envelope_sha256"],
-            git_commit=git_commit(root),
+            **_identity(fp, root),
         ),
         scores=Scores(
             facet="envelope",
