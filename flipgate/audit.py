@@ -58,6 +58,7 @@ class Auditor:
         self._backends: dict[str, Backend] = {}
         self._variants: dict[str, dict[str, Any]] = {}
         self._items: dict[tuple[str, str], list[Item]] = {}
+        self._plans: dict[tuple[str, str], list[tuple[Item, int, tuple[int, ...], int]]] = {}
         self.calls = 0  # model calls made by this process (cache misses + control calls)
 
     # -- models ----------------------------------------------------------------------------------
@@ -146,7 +147,13 @@ class Auditor:
 
     def cell_plan(self, dataset: str, name: str) -> list[tuple[Item, int, tuple[int, ...], int]]:
         """The plan ``[(item, condition, permutation, sample)]`` of a facet or control cell
-        (manifest orderings; for a control the canonical ordering K times)."""
+        (manifest orderings; for a control the canonical ordering K times); made, and its
+        manifest written, once per process."""
+        if (dataset, name) not in self._plans:
+            self._plans[dataset, name] = self._make_plan(dataset, name)
+        return self._plans[dataset, name]
+
+    def _make_plan(self, dataset: str, name: str) -> list[tuple[Item, int, tuple[int, ...], int]]:
         cell = Cell.parse(name)
         facet_name = cell.facet
         facet = get_facet(facet_name)
