@@ -207,6 +207,16 @@ class Auditor:
         order = sorted(range(len(got)), key=lambda i: position[got[i]])
         return stored.iloc[order].reset_index(drop=True)
 
+    def cell_trials(
+        self, model_id: str, dataset: str, name: str
+    ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        """A cell's trials (:meth:`measured_trials`) and, for a control, those of the facet it
+        is compared with (None for a facet cell)."""
+        cell = Cell.parse(name)
+        trials = self.measured_trials(model_id, dataset, name)
+        perm = self.measured_trials(model_id, dataset, cell.facet) if cell.is_control else None
+        return trials, perm
+
     def trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
         """Trials of a facet cell (K manifest orderings, cached) or a control cell such as
         ``same_ordering:option_order`` (canonical ordering K times with fresh seeds, cache bypassed

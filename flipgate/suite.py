@@ -56,12 +56,7 @@ class FlipCell:
         control, facet = cell.control, cell.facet
         readouts = self.auditor.readouts(self.model_id, facet)[0]
         with self._quiet():
-            trials = self.auditor.measured_trials(self.model_id, self.dataset, self.name)
-            perm = (
-                self.auditor.measured_trials(self.model_id, self.dataset, facet)
-                if control
-                else None
-            )
+            trials, perm = self.auditor.cell_trials(self.model_id, self.dataset, self.name)
             judged = get_facet(facet).judged and not control
             verdicts = (
                 self.auditor.judgements(self.model_id, self.dataset, self.name, trials)

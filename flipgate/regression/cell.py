@@ -86,12 +86,7 @@ class RegressionCell:
     def live_arm(self, model_id: str) -> Arm:
         """A model's side of the cell, measured (or replayed from the cache) in this session."""
         facet = Cell.parse(self.cell).facet
-        trials = self.auditor.measured_trials(model_id, self.dataset, self.cell)
-        perm = (
-            self.auditor.measured_trials(model_id, self.dataset, facet)
-            if self.cell != facet
-            else None
-        )
+        trials, perm = self.auditor.cell_trials(model_id, self.dataset, self.cell)
         manifest = self.auditor.store.manifests().get((facet, self.dataset), {}).get("sha256")
         return Arm(
             model_id, trials, tuple(self.auditor.readouts(model_id, facet)[0]), manifest, perm
