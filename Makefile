@@ -58,7 +58,7 @@ test: lint
 	$(PY) -m pytest tests -q $(PYTEST_ARGS)
 
 benchmark: $(VENV)/.installed
-	$(PY) benchmarks/readout_throughput.py
+	$(PY) benchmarks/engine_throughput.py
 	$(PY) benchmarks/api_concurrency.py
 	$(PY) benchmarks/odi_scaling.py --scales small,medium --profiles fast
 	$(PY) benchmarks/card_build.py

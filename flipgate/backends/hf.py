@@ -14,6 +14,7 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
+from flipgate.backends.prefix import Group, plan_batches
 from flipgate.hashing import sha256_file, sha256_files, sha256_text
 
 FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
@@ -113,6 +114,7 @@ class HFBackend:
         self.top_p = float(decoding.get("top_p", 1.0))
         self.dtype = cfg.get("dtype", "float32")
         self.quantization = cfg.get("quantization", "none")
+        self.prefix_sharing = bool(cfg.get("prefix_sharing", True))
         self.cache_dir = Path(
             cache_dir or cfg.get("_cache_dir") or Path.home() / ".cache" / "flipgate"
         )
@@ -128,10 +130,13 @@ class HFBackend:
             "generate_text": self.generate_text,
             "chat_template_sha256": self.fingerprint["chat_template_sha256"],
         }
+        if self.prefix_sharing:  # same numerics up to float rounding; keyed apart all the same
+            self.settings["prefix_sharing"] = True
 
     # -- loading -------------------------------------------------------------------------------
     def _load(self) -> None:
         import torch
+        import transformers
         from transformers import (
             AutoConfig,
             AutoModelForCausalLM,
@@ -213,6 +218,8 @@ class HFBackend:
             "architecture": type(self.model).__name__,
             "vision": self.vision,
             "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
+            "engine": f"transformers {transformers.__version__}"
+            + (", shared-prefix KV cache" if self.prefix_sharing and not self.vision else ""),
         }
 
     def _dequantised_gguf(self, folder: str, gguf: str, weights_sha: str) -> str:
@@ -296,33 +303,30 @@ class HFBackend:
         return result
 
     def complete(self, requests: list[Request]) -> list[Output]:
-        """Batches of one generation length and similar prompt length (less padding); answers
-        come back in request order."""
+        """Batches of one generation length; prompts that share a token prefix (the K orderings
+        of an item, a control's replicates, k-shot exemplars) compute it once
+        (:mod:`flipgate.backends.prefix`); answers come back in request order."""
         prompts = [self.render(r) for r in requests]
-        lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+        ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         budget = [r.max_new_tokens or self.max_new_tokens for r in requests]
-        order = sorted(range(len(requests)), key=lambda i: (budget[i], lengths[i]))
+        share = self.prefix_sharing and not self.vision
         outputs: dict[int, Output] = {}
-        start = 0
-        while start < len(order):
-            idx = [
-                i
-                for i in order[start : start + self.batch_size]
-                if budget[i] == budget[order[start]]
-            ]
-            batch = self._complete_batch(
-                [requests[i] for i in idx], [prompts[i] for i in idx], budget[idx[0]]
-            )
-            for i, out in zip(idx, batch):
-                outputs[i] = out
-            start += len(idx)
+        for batch in plan_batches(ids, budget, self.batch_size, share=share):
+            rows = [r for group in batch for r in group.rows]
+            if any(group.shared for group in batch):
+                done = self._complete_shared(
+                    batch, [requests[i] for i in rows], ids, budget[rows[0]]
+                )
+            else:
+                done = self._complete_batch(
+                    [requests[i] for i in rows], [prompts[i] for i in rows], budget[rows[0]]
+                )
+            outputs.update(zip(rows, done))
         return [outputs[i] for i in range(len(requests))]  # every index is in one batch
 
     def _complete_batch(
         self, batch: list[Request], prompts: list[str], max_new_tokens: int
     ) -> list[Output]:
-        import torch
-
         if self.vision:
             images = [[_decode_image(im) for im in r.images] for r in batch]
             enc = self.processor(
@@ -336,7 +340,60 @@ class HFBackend:
             enc = self.tokenizer(
                 prompts, return_tensors="pt", padding=True, add_special_tokens=False
             )
+        return self._generate(batch, dict(enc), max_new_tokens, None, time.perf_counter())
+
+    def _complete_shared(
+        self, groups: list[Group], batch: list[Request], ids: list[list[int]], max_new_tokens: int
+    ) -> list[Output]:
+        """A batch whose groups share token prefixes: each group's prefix runs once (left-padded
+        to the longest), its key/value cache is copied to the group's rows, and only the rest of
+        each prompt (left-padded between prefix and rest) runs with it."""
+        import torch
+        from transformers import DynamicCache
+
+        pad = self.tokenizer.pad_token_id
+        longest = max(group.shared for group in groups)
+        prefix_ids = torch.full((len(groups), longest), pad, dtype=torch.long)
+        prefix_mask = torch.zeros((len(groups), longest), dtype=torch.long)
+        row_group, rests = [], []
+        for g, group in enumerate(groups):
+            if group.shared:
+                shared = ids[group.rows[0]][: group.shared]
+                prefix_ids[g, longest - group.shared :] = torch.tensor(shared)
+                prefix_mask[g, longest - group.shared :] = 1
+            row_group += [g] * len(group.rows)
+            rests += [ids[r][group.shared :] for r in group.rows]
+        width = max(len(rest) for rest in rests)
+        rest_ids = torch.full((len(rests), width), pad, dtype=torch.long)
+        rest_mask = torch.zeros((len(rests), width), dtype=torch.long)
+        for r, rest in enumerate(rests):
+            rest_ids[r, width - len(rest) :] = torch.tensor(rest)
+            rest_mask[r, width - len(rest) :] = 1
         t0 = time.perf_counter()
+        cache = DynamicCache(config=self.model.config)
+        with torch.inference_mode():
+            self.model(
+                input_ids=prefix_ids,
+                attention_mask=prefix_mask,
+                position_ids=(prefix_mask.cumsum(-1) - 1).clamp(min=0),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        cache.batch_select_indices(torch.tensor(row_group))
+        enc = {
+            "input_ids": torch.cat([prefix_ids[row_group], rest_ids], dim=1),
+            "attention_mask": torch.cat([prefix_mask[row_group], rest_mask], dim=1),
+        }
+        return self._generate(batch, enc, max_new_tokens, cache, t0)
+
+    def _generate(
+        self, batch: list[Request], enc: dict[str, Any], max_new_tokens: int, cache: Any, t0: float
+    ) -> list[Output]:
+        """Generate (or, with no text readout, one forward pass) for an encoded batch, continuing
+        from ``cache`` (a shared prefix's keys and values) when given."""
+        import torch
+
         with torch.inference_mode():
             if self.generate_text:
                 sample = self.temperature > 0
@@ -347,6 +404,7 @@ class HFBackend:
                 # bare LongTensor, with logits since output_logits=True)
                 gen = self.model.generate(  # type: ignore[misc]
                     **enc,
+                    past_key_values=cache,
                     max_new_tokens=max_new_tokens,
                     do_sample=sample,
                     temperature=self.temperature if sample else None,
@@ -360,7 +418,7 @@ class HFBackend:
                 n_prompt = enc["input_ids"].shape[1]
                 new_tokens = gen.sequences[:, n_prompt:]  # type: ignore[union-attr]
             else:
-                first_logits = self.model(**enc, logits_to_keep=1, use_cache=False).logits[:, -1, :]
+                first_logits = self._forward_last(enc, cache)
                 new_tokens = None
         latency = (time.perf_counter() - t0) / len(batch)
         outputs = []
@@ -382,3 +440,19 @@ class HFBackend:
                 )
             )
         return outputs
+
+    def _forward_last(self, enc: dict[str, Any], cache: Any):
+        """Logits at each prompt's last position from one forward pass; with ``cache`` only the
+        tokens after the cached prefix run."""
+        if cache is None:
+            return self.model(**enc, logits_to_keep=1, use_cache=False).logits[:, -1, :]
+        mask = enc["attention_mask"]
+        done = cache.get_seq_length()
+        return self.model(
+            input_ids=enc["input_ids"][:, done:],
+            attention_mask=mask,
+            position_ids=((mask.cumsum(-1) - 1).clamp(min=0))[:, done:],
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits[:, -1, :]

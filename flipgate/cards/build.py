@@ -112,6 +112,7 @@ def _identity(fingerprint: dict, root: Path | None) -> dict[str, Any]:
     """The axis receipt's model identity (from the backend's fingerprint) and software versions."""
     return {
         "dtype": fingerprint.get("dtype"),
+        "engine": fingerprint.get("engine"),
         "weights_sha256": fingerprint.get("weights_sha256", "unknown"),
         "model_revision": fingerprint.get("revision"),
         "tokenizer_sha256": fingerprint.get("tokenizer_sha256"),

@@ -178,6 +178,8 @@ class AxisReceipt(CardModel):
     scoring_path: ScoringPath
     quantization: str | None
     dtype: str | None = None
+    engine: str | Absent = None
+    """how a local backend computed the answers (library, shared-prefix KV cache)"""
     weights_sha256: str
     model_revision: str | None
     tokenizer_sha256: Sha
