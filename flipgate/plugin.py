@@ -157,7 +157,8 @@ def _parametrise_envelope(metafunc):
         pytest.param(
             spec,
             id=spec.name,
-            marks=[pytest.mark.xdist_group("envelope"), pytest.mark.flipgate_cell],
+            # one group per benchmark: the benchmarks of an envelope run on separate workers
+            marks=[pytest.mark.xdist_group(f"envelope-{spec.name}"), pytest.mark.flipgate_cell],
         )
         for spec in envelope.benchmarks
     ]

@@ -83,9 +83,11 @@ def test_templates_render_options_exemplars_and_cot():
     )
     t3 = render(item, Config("T3", "greedy", 3, "logprob", "fp32"), exemplars, 0, ())
     prompt = t3.messages[0][1]
-    assert (
-        prompt.count("The following is a multiple-choice question") == 4 and t3.max_new_tokens == 1
-    )
+    assert prompt.count("The following is a multiple-choice question") == 4
+    # both scorings send one request (the greedy variant reads text and letter log-probs)
+    assert t3 == render(item, Config("T3", "greedy", 3, "free_form", "fp32"), exemplars, 0, ())
+    t4_logprob = render(item, Config("T4", "greedy", 0, "logprob", "fp32"), [], 0, ())
+    assert t4_logprob.max_new_tokens == 1 and t4_logprob.answer_prefix == "Answer:"
     assert prompt.count("\nAnswer: ") == 3 and f"Answer: {'ABCDE'[exemplars[0].gold]}" in prompt
     t4 = render(item, Config("T4", "greedy", 0, "free_form", "fp32"), [], 0, ())
     assert (
@@ -173,6 +175,9 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
     assert pairs[("good", "t1fan")]["rho_flip"] == 0.0 and pairs[("good", "t1fan")]["n_zero"] == 4
     assert analysis["roster"]["orderings_reached"]["estimate"] == pytest.approx(2 / 6)
     assert analysis["variance"]["eta_model"] is not None or "not_estimable" in analysis["variance"]
+    # the two scorings of a configuration send one request: half the trials come from the cache
+    trials = cell.auditor.store.trials(model_id="good")
+    assert len(trials) == 8 * 6 and trials["from_cache"].sum() == 4 * 6
     verdicts = {(m, v.metric): v.verdict for m, _, v in cell.auditor.store.all_verdicts()}
     assert verdicts == {
         ("good", "rho_flip_max"): "pass",

@@ -52,12 +52,14 @@ def render(item: Item, cfg: Config, exemplars: list[Item], seed: int, key: tuple
         prompt = prompt[
             : -len("Answer:")
         ].rstrip()  # the assistant turn carries the "Answer:" prefix
-    cot = cfg.template == "T4" and cfg.scoring == "free_form"
+    cot = cfg.template == "T4"
     return Request(
         (("user", prompt),),
-        "" if cot else "Answer:",
+        "" if cot and cfg.scoring == "free_form" else "Answer:",
         tuple(LETTERS[: item.n_options]),
         seed,
         key,
-        MAX_NEW_TOKENS[cfg.template] if cfg.scoring == "free_form" else 1,
+        # logprob scoring reads the first answer position; short templates generate as free-form
+        # scoring does, so both scorings send the same request (run.py)
+        1 if cot and cfg.scoring == "logprob" else MAX_NEW_TOKENS[cfg.template],
     )

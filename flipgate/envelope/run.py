@@ -1,8 +1,10 @@
 """Run every valid configuration of an envelope for one model on one benchmark.
 
-Each (model, quantization, decoding, scoring path) is a backend variant
-(``<model>@<quant>/<decoding>/<scoring>``) loaded once per process; answers go through the shared
-response cache and are recorded as trials (facet ``envelope[<config id>]``, sample = seed), so
+Each (model, quantization, decoding) is a backend variant (``<model>@<quant>/<decoding>``) loaded
+once per process. Both scoring paths read the same call: a greedy variant keeps the generated text
+(free-form) and the letter log-probabilities at the answer position (logprob), so the two
+configurations that differ only in scoring send identical requests and the second is answered by
+the response cache. Answers go through the shared response cache and are recorded as trials (facet ``envelope[<config id>]``, sample = seed), so
 every score is recomputable from the trials store. A configuration's score is the accuracy over
 the items (a parse failure counts as wrong, and the parse rate is kept), averaged over ``seeds``
 seeds for stochastic decoding.
@@ -61,19 +63,21 @@ class EnvelopeRunner:
         return cfg.quantization == self.envelope.axes["quantization"][0]
 
     def variant(self, model_id: str, cfg: Config) -> str:
-        """Register (once) and return the backend variant that realises ``cfg`` for ``model_id``."""
-        name = f"{model_id}@{cfg.quantization}/{cfg.decoding}/{cfg.scoring}"
+        """Register (once) and return the backend variant that realises ``cfg`` for ``model_id``:
+        one per quantization and decoding, with both readouts when decoding is greedy (logprob
+        scoring exists only then)."""
+        name = f"{model_id}@{cfg.quantization}/{cfg.decoding}"
         base = self.auditor.model(model_id)
         overrides = QUANTIZATION[cfg.quantization] if base["backend"] == "hf" else {}
-        readout = READOUT[cfg.scoring]
+        readouts = list(READOUT.values()) if cfg.greedy else [READOUT["free_form"]]
         self.auditor.add_variant(
             name,
             {
                 **base,
                 **overrides,
                 "id": name,
-                "readouts": [readout],
-                "primary_readout": readout,
+                "readouts": readouts,
+                "primary_readout": readouts[0],
                 "suites": [],
                 "variant_of": model_id,
                 "decoding": {
