@@ -4,10 +4,10 @@ Each (model, quantization, decoding) is a backend variant (``<model>@<quant>/<de
 once per process. Both scoring paths read the same call: a greedy variant keeps the generated text
 (free-form) and the letter log-probabilities at the answer position (logprob), so the two
 configurations that differ only in scoring send identical requests and the second is answered by
-the response cache. Answers go through the shared response cache and are recorded as trials (facet ``envelope[<config id>]``, sample = seed), so
-every score is recomputable from the trials store. A configuration's score is the accuracy over
-the items (a parse failure counts as wrong, and the parse rate is kept), averaged over ``seeds``
-seeds for stochastic decoding.
+the response cache. Answers are recorded as trials (facet ``envelope[<config id>]``, sample =
+seed), so every score is recomputable from the trials store. A configuration's score is the
+accuracy over the items (a parse failure counts as wrong, and the parse rate is kept), averaged
+over ``seeds`` seeds for stochastic decoding.
 """
 
 from __future__ import annotations
