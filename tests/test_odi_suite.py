@@ -210,14 +210,16 @@ def panel_cell(
     return ODICell(auditor, str(thresholds(tmp_path, thresholds_body)))
 
 
+PLANTED_THRESHOLDS = (
+    "  - {metric: sigma_pi@option_order, facet: odi, max: 5.0}\n"
+    "  - {metric: mean_abs_delta, facet: odi, max: 0.01, rule: warn}\n"
+)
+
+
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("odi-panel")
-    cell = panel_cell(
-        tmp_path,
-        "  - {metric: sigma_pi@option_order, facet: odi, max: 5.0}\n"
-        "  - {metric: mean_abs_delta, facet: odi, max: 0.01, rule: warn}\n",
-    )
+    cell = panel_cell(tmp_path, PLANTED_THRESHOLDS)
     with pytest.warns(UserWarning, match="mean_abs_delta"):
         verdicts = cell.run()
     return cell, verdicts, tmp_path
@@ -254,6 +256,23 @@ def test_planted_panel_is_fitted_gated_and_stored(planted):
     }
     assert {v.model for v in verdicts} == {"reader", "first"}
     assert len(cell.auditor.store.verdicts("first", "odi")) == len(verdicts) // 2
+
+
+def test_a_rerun_on_the_same_panel_replays_the_stored_fits(planted, monkeypatch):
+    cell, verdicts, tmp_path = planted
+
+    def refit(*args, **kwargs):
+        raise AssertionError("refitted")
+
+    monkeypatch.setattr("flipgate.odi.cell.odi", refit)
+    again = panel_cell(tmp_path, PLANTED_THRESHOLDS)
+    with pytest.warns(UserWarning, match="mean_abs_delta"):
+        replayed = again.run()
+    assert [v.model_dump() for v in replayed] == [v.model_dump() for v in verdicts]
+    assert again.auditor.store.odi()["models"] == cell.auditor.store.odi()["models"]
+    assert len(list((tmp_path / "analyses").glob("*.json"))) == 1
+    with pytest.raises(AssertionError, match="refitted"):  # another seed is another fit
+        panel_cell(tmp_path, PLANTED_THRESHOLDS, {"seed": 1}).run()
 
 
 def test_planted_panel_card_section_markdown_and_plot(planted):

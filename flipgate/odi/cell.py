@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
 from flipgate import FlipgateError
+from flipgate.analysis_cache import AnalysisCache, analysis_key, table_sha256
 from flipgate.audit import Auditor
 from flipgate.config import load_thresholds
 from flipgate.odi.fit import odi
@@ -75,17 +77,27 @@ class ODICell:
         versions = [
             (m, models[m]["baseline"]) for m in roster if models[m].get("baseline") in roster
         ]
-        analysis = odi(
-            trials,
-            PRIMARY,
-            profile,
-            seed,
+        fit_args = dict(
+            profile=profile,
+            seed=seed,
             thresholds=bounds,
             ci_level=level,
-            gate_levels=levels,
+            gate_levels=list(levels),
             versions=versions,
             **settings,
         )
+        paths = self.auditor.paths
+        cache = AnalysisCache(None if paths.cache is None else paths.cache.parent / "analyses")
+        key = analysis_key(
+            "odi",
+            {"trials": table_sha256(trials), **fit_args},
+            Path(__file__).parent,
+            ["numpyro", "jax", "jaxlib", "arviz", "numpy", "pandas"],
+        )
+        analysis = cache.get(key)
+        if analysis is None:  # the same panel, settings and code replay the stored fits
+            analysis = odi(trials, PRIMARY, **fit_args)
+            cache.put(key, analysis)
         analysis.update(roster=self.roster(), unmeasured=unmeasured, ci_level=level, readouts=used)
         return analysis
 

@@ -1,0 +1,65 @@
+"""Replayed analyses: a deterministic analysis (the ODI fits, seeded MCMC) is stored under the
+sha256 of everything that determines it — its input table, settings, the source of the code that
+computes it and the versions of the libraries it runs on — so a rerun on the same trials reads it
+back instead of refitting (a warm rerun makes no model calls and no fits). JSON files beside the
+response cache; ``--no-cache`` turns it off with the response cache."""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from flipgate.hashing import sha256_json, sha256_text
+
+
+def source_sha256(package_dir: Path) -> str:
+    """One digest over the Python sources of a package folder (name and text of each file)."""
+    files = sorted(package_dir.glob("*.py"))
+    return sha256_json([(p.name, sha256_text(p.read_text(encoding="utf-8"))) for p in files])
+
+
+def table_sha256(frame: pd.DataFrame) -> str:
+    """A digest of a table's rows and columns (dict-valued cells included)."""
+    return sha256_text(frame.to_json(orient="split", index=False, default_handler=str))
+
+
+def analysis_key(kind: str, inputs: dict[str, Any], code: Path, libraries: list[str]) -> str:
+    """The key of analysis ``kind`` of ``inputs``, computed by the code in folder ``code``."""
+    versions = {}
+    for lib in libraries:
+        try:
+            versions[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            versions[lib] = None
+    return sha256_json(
+        {"kind": kind, "inputs": inputs, "code": source_sha256(code), "libraries": versions}
+    )
+
+
+class AnalysisCache:
+    """``get``/``put`` JSON results by key in ``folder`` (None: a cache that never holds)."""
+
+    def __init__(self, folder: Path | None):
+        self.folder = folder
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self.folder is None:
+            return None
+        path = self.folder / f"{key}.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None  # absent, or a torn write: compute it again
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(value, allow_nan=True), encoding="utf-8")
+        tmp.replace(self.folder / f"{key}.json")
