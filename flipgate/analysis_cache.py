@@ -30,7 +30,7 @@ def table_sha256(frame: pd.DataFrame) -> str:
 
 def analysis_key(kind: str, inputs: dict[str, Any], code: Path, libraries: list[str]) -> str:
     """The key of analysis ``kind`` of ``inputs``, computed by the code in folder ``code``."""
-    versions = {}
+    versions: dict[str, str | None] = {}
     for lib in libraries:
         try:
             versions[lib] = metadata.version(lib)
