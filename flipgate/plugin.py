@@ -127,7 +127,8 @@ def pytest_configure(config):
         if getattr(config.option, "numprocesses", None) and getattr(
             config.option, "dist", "no"
         ) in ("no", "load"):
-            config.option.dist = "loadgroup"  # one group per model: each worker loads a model once
+            config.option.dist = "loadgroup"  # one group per (model, facet, dataset): _group
+        config.option.loadscopereorder = False  # groups in the order of _schedule_order
     if config.getoption("--baseline") is not None or config.getoption("--candidate") is not None:
         session.check_baseline()
 
@@ -186,6 +187,42 @@ def _parametrise_odi(metafunc):
     )
 
 
+def _group(model_id: str, cell: str, dataset: str) -> str:
+    """The xdist group of a cell: a facet cell, its control and its regression cases share one
+    (the first of them to run measures the facet's trials, the others read them back); groups of
+    one model run on both workers, each loading the model once."""
+    from flipgate.cell import Cell
+
+    return f"{model_id}/{Cell.parse(cell).facet}/{dataset}"
+
+
+def _schedule_rank(item) -> int:
+    """Largest work first, so the last group to finish is a small one: envelope benchmarks, then
+    cells of free-form facets (long generations), then the other cells; ODI, which reads every
+    order cell, last."""
+    from flipgate.cell import Cell
+    from flipgate.facets import get_facet
+    from flipgate.facets.short_answer import ShortAnswerFacet
+
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if ENVELOPE_FIXTURE in params:
+        return 0
+    if ODI_FIXTURE in params:
+        return 3
+    cell = params.get(CELL_FIXTURE)
+    if isinstance(cell, tuple):
+        free_form = isinstance(get_facet(Cell.parse(cell[0]).facet), ShortAnswerFacet)
+        return 1 if free_form else 2
+    return 2
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, if it is active
+def pytest_collection_modifyitems(config, items):
+    """Every process sorts the collection the same way (:func:`_schedule_rank`, stable), and
+    xdist hands groups out in that order (``loadscopereorder`` off)."""
+    items.sort(key=_schedule_rank)
+
+
 def _cell_label(cell: str, dataset: str) -> str:
     return f"{cell.replace(':', '-')}-{dataset}"
 
@@ -199,14 +236,17 @@ def _compared_cells(cfg, pairing) -> list[tuple[str, str]]:
 
 
 def _parametrise_regression(metafunc):
-    """One case per (candidate, baseline, cell), in the candidate's xdist group (its cells ran there
-    first)."""
+    """One case per (candidate, baseline, cell), in the xdist group of the candidate's cell (which
+    measures it)."""
     cfg = _audit_config(metafunc.config)
     params = [
         pytest.param(
             (p, cell, dataset),
             id=f"{p.label}-{_cell_label(cell, dataset)}",
-            marks=[pytest.mark.xdist_group(p.candidate), pytest.mark.flipgate_cell],
+            marks=[
+                pytest.mark.xdist_group(_group(p.candidate, cell, dataset)),
+                pytest.mark.flipgate_cell,
+            ],
         )
         for p in FlipgateSession.of(metafunc.config).pairings or []
         for cell, dataset in _compared_cells(cfg, p)
@@ -251,7 +291,10 @@ def pytest_generate_tests(metafunc):
         pytest.param(
             (cell, model_id, dataset),
             id=f"{model_id}-{label}",
-            marks=[pytest.mark.xdist_group(model_id), pytest.mark.flipgate_cell],
+            marks=[
+                pytest.mark.xdist_group(_group(model_id, cell, dataset)),
+                pytest.mark.flipgate_cell,
+            ],
         )
         for model_id in cfg.audited("order")
         for cell, label, dataset in cells

@@ -101,14 +101,18 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
     tmp, _, _, proc = xdist_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "9 passed" in proc.stdout  # 2 models x 2 datasets x (facet + control), and the ODI fit
-    # loadgroup: all of a model's cells ran on one worker, so each worker loaded a model once
+    # loadgroup: a (model, facet, dataset) group — facet cell and control — ran on one worker
     workers = {}
     for line in proc.stdout.splitlines():
         if line.startswith("[gw") and "PASSED" in line:
             workers.setdefault(line.rsplit("@", 1)[-1].strip(), set()).add(line.split("]")[0])
-    assert set(workers) == {"tiny-fp32", "tiny-bf16", "odi"} and all(
-        len(w) == 1 for w in workers.values()
-    ), workers
+    groups = {
+        f"{m}/option_order/{d}"
+        for m in ("tiny-fp32", "tiny-bf16")
+        for d in ("arc_challenge", "commonsense_qa")
+    }
+    assert set(workers) == groups | {"odi"} and all(len(w) == 1 for w in workers.values()), workers
+    assert len(set.union(*workers.values())) == 2  # both workers took groups
     cards = sorted((tmp / "cards").glob("*/*.json"))
     assert [f"{p.parent.name}/{p.stem}" for p in cards] == [
         "tiny-bf16/arc_challenge",
@@ -249,3 +253,24 @@ def test_bad_thresholds_file_is_a_clear_collection_error(tmp_path, tiny_model_di
     assert (
         proc.returncode != 0 and "unknown facet (value: 'colour')" in out and "Traceback" not in out
     )
+
+
+def test_groups_are_scheduled_largest_first_and_odi_last():
+    """The collection is sorted envelope → free-form facet cells → other cells → ODI (stable)."""
+    from types import SimpleNamespace
+
+    from flipgate.plugin import pytest_collection_modifyitems
+
+    def item(name, **params):
+        return SimpleNamespace(name=name, callspec=SimpleNamespace(params=params))
+
+    items = [
+        item("odi", odi_cell="order"),
+        item("option", flip_cell=("option_order", "m", "mmlu")),
+        item("control", flip_cell=("same_ordering:document_rank_order", "m", "synthetic_rag")),
+        item("plain"),
+        item("envelope", envelope_cell="spec"),
+        item("chunks", flip_cell=("evidence_chunk_order", "m", "synthetic_multihop")),
+    ]
+    pytest_collection_modifyitems(None, items)
+    assert [i.name for i in items] == ["envelope", "control", "chunks", "option", "plain", "odi"]
