@@ -152,3 +152,26 @@ def test_package_source_assembles_chunked_gguf(tmp_path, monkeypatch):
     assert resolve_source({"package": "chunked_pkg"}, "m") == (str(target.parent), "model-q4.gguf")
     with pytest.raises(FlipgateError, match="no .gguf file in package folder .* has no assemble"):
         resolve_source({"package": "empty_pkg"}, "m")
+
+
+def test_second_backend_reads_the_stored_fingerprint_and_loads_only_to_answer(
+    tiny_model_dir, tmp_path
+):
+    cfg = {
+        "id": "tiny",
+        "backend": "hf",
+        "source": {"path": str(tiny_model_dir)},
+        "max_new_tokens": 3,
+        "_cache_dir": str(tmp_path),
+    }
+    first = HFBackend(cfg)
+    assert first._loaded and len(list((tmp_path / "fingerprints").glob("*.json"))) == 1
+    again = HFBackend(cfg)  # e.g. a warm rerun: every answer is in the response cache
+    assert not again._loaded and not hasattr(again, "model")
+    assert again.fingerprint == first.fingerprint and again.settings == first.settings
+    assert [o.text for o in again.complete(requests()[:2])] == [
+        o.text for o in first.complete(requests()[:2])
+    ]
+    assert again._loaded
+    HFBackend({**cfg, "dtype": "bfloat16"})  # another precision is another fingerprint
+    assert len(list((tmp_path / "fingerprints").glob("*.json"))) == 2

@@ -8,16 +8,21 @@ logits of ``generate``, or a single forward pass when no text readout is needed)
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
 from flipgate.backends.prefix import Group, plan_batches
-from flipgate.hashing import sha256_file, sha256_files, sha256_text
+from flipgate.hashing import sha256_file, sha256_files, sha256_json, sha256_text
 
 FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
+#: bump when the fingerprint's fields or their derivation change (stored fingerprints go stale)
+FINGERPRINT_VERSION = 1
 
 
 def resolve_source(source: dict[str, Any], model_id: str) -> tuple[str, str | None]:
@@ -118,7 +123,13 @@ class HFBackend:
         self.cache_dir = Path(
             cache_dir or cfg.get("_cache_dir") or Path.home() / ".cache" / "flipgate"
         )
-        self._load()
+        self._loaded = False
+        known = self._known_fingerprint()
+        if known is None:
+            self._load()
+        else:  # a warm rerun reads every answer from the cache: load the model only if it calls
+            self.fingerprint = known
+        self.vision = bool(self.fingerprint["vision"])
         self.settings = {
             "backend": "hf",
             "weights_sha256": self.fingerprint["weights_sha256"],
@@ -134,6 +145,43 @@ class HFBackend:
             self.settings["prefix_sharing"] = True
 
     # -- loading -------------------------------------------------------------------------------
+    def _fingerprint_path(self) -> Path | None:
+        """Where this configuration's fingerprint is kept: keyed by the local weights' sha256
+        (memoised per file), the options that shape the model and the transformers version. None
+        for a hub id (nothing local to key it by)."""
+        source = self.cfg.get("source") or {}
+        where, gguf = resolve_source(source, self.model_id)
+        folder = Path(where)
+        if gguf:
+            files = [folder / gguf]
+        elif folder.is_dir():
+            files = sorted(p for p in folder.iterdir() if p.is_file())
+        else:
+            return None
+        key = sha256_json(
+            {
+                "source": source,
+                "files": [(p.name, sha256_file(p)) for p in files],
+                "dtype": self.dtype,
+                "quantization": self.quantization,
+                "prefix_sharing": self.prefix_sharing,
+                "transformers": metadata.version("transformers"),
+                "fingerprint": FINGERPRINT_VERSION,
+            }
+        )
+        return self.cache_dir / "fingerprints" / f"{key[:32]}.json"
+
+    def _known_fingerprint(self) -> dict[str, Any] | None:
+        path = self._fingerprint_path()
+        try:
+            return None if path is None else json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            self._load()
+
     def _load(self) -> None:
         import torch
         import transformers
@@ -221,6 +269,13 @@ class HFBackend:
             "engine": f"transformers {transformers.__version__}"
             + (", shared-prefix KV cache" if self.prefix_sharing and not self.vision else ""),
         }
+        self._loaded = True
+        path = self._fingerprint_path()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(self.fingerprint), encoding="utf-8")
+            tmp.replace(path)
 
     def _dequantised_gguf(self, folder: str, gguf: str, weights_sha: str) -> str:
         """Load a GGUF once, save the dequantised model as safetensors, and reload that (~0.3 s)."""
@@ -257,6 +312,7 @@ class HFBackend:
 
     def render(self, request: Request) -> str:
         """Chat-templated prompt text ending with the answer prefix."""
+        self._ensure_loaded()
         if self.vision:
             vision_messages = [
                 {"role": role, "content": _content_parts(content)}
@@ -306,6 +362,7 @@ class HFBackend:
         """Batches of one generation length; prompts that share a token prefix (the K orderings
         of an item, a control's replicates, k-shot exemplars) compute it once
         (:mod:`flipgate.backends.prefix`); answers come back in request order."""
+        self._ensure_loaded()
         prompts = [self.render(r) for r in requests]
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         budget = [r.max_new_tokens or self.max_new_tokens for r in requests]
