@@ -47,12 +47,16 @@ class Auditor:
         paths: Paths,
         items_per_dataset: int | None = None,
         progress: bool = True,
+        control_salt: str | None = None,
     ):
         self.config = config
         self.run_id = run_id
         self.paths = paths
         self.n_override = items_per_dataset  # --items-per-dataset: one N for every dataset
         self.progress = progress
+        #: --fresh-controls: control replicates drawn with new seeds (this run's id as salt), so
+        #: their cache keys are new and the noise floor is measured again (docs/definitions.md §3.6)
+        self.control_salt = control_salt
         self.store = TrialStore(paths.store)
         self.cache = ResponseCache(paths.cache) if paths.cache else None
         self._backends: dict[str, Backend] = {}
@@ -174,18 +178,22 @@ class Auditor:
                 plan += [(it, o, perm, 0) for o, perm in enumerate(manifest.entries[it.item_id])]
         return plan
 
+    def replicate_seed(self, item_id: str, replicate: int, n_units: int) -> int:
+        """Seed of a same-ordering control's replicate: sha256 of the item, the replicate and
+        the run seed (and the --fresh-controls salt)."""
+        salt = f"#{self.control_salt}" if self.control_salt else ""
+        return item_seed(f"{item_id}#{replicate}{salt}", n_units, self.config.k, self.config.seed)
+
     def cell_requests(self, dataset: str, name: str) -> tuple[list[tuple], list[Request]]:
         """A cell's plan (:meth:`cell_plan`) and its rendered requests."""
-        k, plan = self.config.k, self.cell_plan(dataset, name)
+        plan = self.cell_plan(dataset, name)
         cell = Cell.parse(name)
         facet = get_facet(cell.facet)
         requests = [
             facet.render(
                 it,
                 perm,
-                seed=item_seed(f"{it.item_id}#{s}", len(perm), k, self.config.seed)
-                if cell.is_control
-                else 0,
+                seed=self.replicate_seed(it.item_id, s, len(perm)) if cell.is_control else 0,
                 key=(dataset, it.item_id, name, o, s),
             )
             for it, o, perm, s in plan
@@ -195,8 +203,8 @@ class Auditor:
     def measured_trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
         """This run's trials of a cell, measured once: read back from the run store when a test
         of this run (the cell's own, a control's, the ODI panel's or a regression cell's) already
-        measured the whole plan, else measured now (:meth:`trials`). A control's replicates
-        bypass the response cache, so every reader of the control sees the same replicates."""
+        measured the whole plan, else measured now (:meth:`trials`), so every reader of a cell
+        sees the same trials."""
         plan = self.cell_plan(dataset, name)
         stored = self.store.trials(model_id=model_id, dataset=dataset, facet=name)
         keys = [(it.item_id, o, s) for it, o, _, s in plan]
@@ -218,9 +226,9 @@ class Auditor:
         return trials, perm
 
     def trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
-        """Trials of a facet cell (K manifest orderings, cached) or a control cell such as
-        ``same_ordering:option_order`` (canonical ordering K times with fresh seeds, cache bypassed
-        by design)."""
+        """Trials of a facet cell (K manifest orderings) or a control cell such as
+        ``same_ordering:option_order`` (the canonical ordering K times, each replicate with its own
+        seed and its own response-cache key: a rerun replays the measured noise floor)."""
         cell = Cell.parse(name)
         facet_name = cell.facet
         facet = get_facet(facet_name)
@@ -228,7 +236,7 @@ class Auditor:
         k = self.config.k
         plan, requests = self.cell_requests(dataset, name)
         outputs, cached = self.outputs(
-            model_id, requests, use_cache=not cell.is_control, label=f"{name}/{dataset}"
+            model_id, requests, use_cache=True, label=f"{name}/{dataset}", by_seed=cell.is_control
         )
         backend = self.backend(model_id)
         fingerprint = sha256_json(backend.fingerprint)
@@ -291,11 +299,15 @@ class Auditor:
         return verdicts
 
     def cache_keys(
-        self, model_id: str, requests: list[Request], grammar_version: int | None = GRAMMAR_VERSION
+        self,
+        model_id: str,
+        requests: list[Request],
+        grammar_version: int | None = GRAMMAR_VERSION,
+        by_seed: bool = False,
     ) -> list[str]:
         """Response-cache keys of ``requests`` for ``model_id`` (see :meth:`outputs`)."""
         settings = self.backend(model_id).settings
-        return [cache_key(settings, r, grammar_version) for r in requests]
+        return [cache_key(settings, r, grammar_version, by_seed) for r in requests]
 
     def outputs(
         self,
@@ -304,6 +316,7 @@ class Auditor:
         use_cache: bool,
         label: str,
         grammar_version: int | None = GRAMMAR_VERSION,
+        by_seed: bool = False,
     ) -> tuple[list[Output], list[bool]]:
         """Outputs of ``requests`` and whether each came from the cache. The cache key carries the
         docs/definitions.md §2 grammar version (facet cells, their cost pilot, the judge); envelope
@@ -311,7 +324,7 @@ class Auditor:
         backend = self.backend(model_id)
         if not use_cache or self.cache is None:
             return self._call(backend, requests, label), [False] * len(requests)
-        keys = self.cache_keys(model_id, requests, grammar_version)
+        keys = self.cache_keys(model_id, requests, grammar_version, by_seed)
         found = self.cache.get_many(keys)
         if len(found) < len(set(keys)):
             # one worker computes a call's misses; another asking for them waits, then finds

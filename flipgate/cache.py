@@ -22,17 +22,21 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
-def cache_key(settings: dict, request: Request, grammar_version: int | None = None) -> str:
+def cache_key(
+    settings: dict, request: Request, grammar_version: int | None = None, by_seed: bool = False
+) -> str:
     """``grammar_version`` (docs/definitions.md §2 permutation grammar) is given by the auditor for
     facet cells (rendered under manifest orderings), so responses cached under an older grammar are
-    cold; without it (envelope cells) the key is as before."""
+    cold; without it (envelope cells) the key is as before. The request's seed is part of the key
+    when decoding samples, and with ``by_seed`` always: the replicates of a same-ordering control
+    (docs/definitions.md §3.6) are distinct keys even under greedy decoding."""
     sampled = float(settings.get("temperature") or 0) > 0
     body = {
         "settings": settings,
         "messages": request.messages,
         "prefix": request.answer_prefix,
         "labels": request.labels,
-        "seed": request.seed if sampled else None,
+        "seed": request.seed if sampled or by_seed else None,
         "max_new_tokens": request.max_new_tokens,
         "images": [sha256_bytes(im) for im in request.images],
         # replay answers by trial identity, so the identity is part of its key
@@ -40,6 +44,8 @@ def cache_key(settings: dict, request: Request, grammar_version: int | None = No
     }
     if grammar_version is not None:
         body["grammar_version"] = grammar_version
+    if by_seed:
+        body["replicate"] = True
     return sha256_json(body)
 
 

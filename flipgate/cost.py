@@ -191,7 +191,9 @@ def project(
         per_char = sum(o.tokens_in for o in outputs) / max(1, sum(prompt_chars(r) for r in pilot))
         mean_out = sum(o.tokens_out for o in outputs) / max(1, len(outputs))
         cell = Cell.parse(name)
-        todo = requests if cell.is_control else requests[len(pilot) :]  # controls bypass the cache
+        # a control's pilot is answered by the facet's canonical calls; its replicates are keyed by
+        # seed (docs/definitions.md §3.6), so every one of them is projected
+        todo = requests if cell.is_control else requests[len(pilot) :]
         proj.n_calls += len(todo)
         proj.tokens_in += per_char * sum(prompt_chars(r) for r in todo)
         proj.tokens_out += mean_out * len(todo)

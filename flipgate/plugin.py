@@ -54,6 +54,12 @@ def pytest_addoption(parser):
         "--cache-dir", default=".flipgate_cache", help="response cache and dequantised models"
     )
     g.addoption("--no-cache", action="store_true", help="do not read or write the response cache")
+    g.addoption(
+        "--fresh-controls",
+        action="store_true",
+        help="measure the same-ordering controls' noise floor again with new replicate seeds "
+        "(a rerun otherwise replays it from the response cache)",
+    )
     g.addoption("--grid-cards-dir", default="grid_cards", help="where GRID cards are written")
     g.addoption(
         "--runs-dir", default="reports/runs", help="where per-run trials stores are written"

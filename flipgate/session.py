@@ -188,7 +188,14 @@ class FlipgateSession:
             manifests=self.path("--manifests-dir"),
             models=cache_dir,
         )
-        return Auditor(cfg, self.run_id, paths, self.items_override, progress=not self.is_worker)
+        return Auditor(
+            cfg,
+            self.run_id,
+            paths,
+            self.items_override,
+            progress=not self.is_worker,
+            control_salt=self.run_id if self.config.getoption("--fresh-controls") else None,
+        )
 
     def may_collect(self, suite: Path) -> bool:
         """Whether this session may collect the suite directory ``suite``: some argument is it,
@@ -263,6 +270,7 @@ class FlipgateSession:
     def _summary(self, store: TrialStore, cfg: AuditConfig) -> list[str]:
         lines = [f"flipgate: run {self.run_id}, trials in {self.store_path}"]
         lines += [f"flipgate: {note}" for note in self.notes]
+        lines += self._call_lines(store)
         lines += [
             f"flipgate: {m}: {c['requests']} API calls, {c['retries']} retries, "
             f"{c['timeouts']} timeouts, {c['failures']} failed"
@@ -284,6 +292,25 @@ class FlipgateSession:
                 f"flipgate: ODI ({odi['profile']}, panel {', '.join(odi['roster'])}, diagnostics "
                 f"{'passed' if odi['passed'] else 'FAILED'}): σ_π "
                 + ", ".join(f"{f} {v['sigma_pi']['median']:.3f}" for f, v in odi["facets"].items())
+            )
+        return lines
+
+    def _call_lines(self, store: TrialStore) -> list[str]:
+        """How many of this run's trials a model answered, per model, and how many the response
+        cache did (a warm rerun: none answered by a model)."""
+        counts = store.answered()
+        if not counts:
+            return []
+        measured = ", ".join(f"{m} {a}" for m, (a, _) in counts.items())
+        cached = sum(c for _, c in counts.values())
+        lines = [
+            f"flipgate: trials answered by a model this run: {measured} "
+            f"({cached} from the response cache)"
+        ]
+        if self.config.getoption("--fresh-controls"):
+            lines.append(
+                f"flipgate: --fresh-controls: same-ordering replicates drawn with new seeds "
+                f"(salt {self.run_id}), so the noise floor was measured again"
             )
         return lines
 

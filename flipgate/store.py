@@ -173,6 +173,14 @@ class TrialStore:
         ).fetchone()
         return json.loads(row[0]) if row else None
 
+    def answered(self) -> dict[str, tuple[int, int]]:
+        """Per model: (trials a model answered, trials the response cache answered)."""
+        rows = self.conn.execute(
+            "SELECT model_id, SUM(from_cache = 0), SUM(from_cache = 1) FROM trials "
+            "GROUP BY model_id ORDER BY model_id"
+        )
+        return {m: (int(a or 0), int(c or 0)) for m, a, c in rows}
+
     def add_odi(self, analysis: dict, name: str = "order") -> None:
         """The ODI fit over a panel's order-suite trials (docs/definitions.md §4)."""
         with self.conn:

@@ -21,7 +21,7 @@ MODEL = {
 }
 
 
-def make_auditor(tmp_path: Path, backend, cache=True, run_id="r1") -> Auditor:
+def make_auditor(tmp_path: Path, backend, cache=True, run_id="r1", control_salt=None) -> Auditor:
     cfg = AuditConfig(
         tmp_path / "models.yaml",
         {"scripted": MODEL},
@@ -36,7 +36,7 @@ def make_auditor(tmp_path: Path, backend, cache=True, run_id="r1") -> Auditor:
         tmp_path / "manifests",
         tmp_path / "models",
     )
-    auditor = Auditor(cfg, run_id, paths, progress=False)
+    auditor = Auditor(cfg, run_id, paths, progress=False, control_salt=control_salt)
     auditor._backends["scripted"] = backend
     return auditor
 
@@ -70,17 +70,16 @@ def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):
     )
 
 
-def test_warm_cache_makes_no_calls_and_control_bypasses_it(tmp_path):
+def test_warm_cache_makes_no_calls(tmp_path):
     backend = ScriptedBackend()
     first = make_auditor(tmp_path, backend)
     first.trials("scripted", "arc_challenge", "option_order")
-    assert backend.calls == 30
+    first.trials("scripted", "arc_challenge", "same_ordering:option_order")
+    assert backend.calls == 30 + 30  # K canonical calls per item for the control
     rerun = make_auditor(tmp_path, backend, run_id="r2")
     df = rerun.trials("scripted", "arc_challenge", "option_order")
-    assert backend.calls == 30 and df["from_cache"].all()
-    rerun.trials("scripted", "arc_challenge", "same_ordering:option_order")
-    rerun.trials("scripted", "arc_challenge", "same_ordering:option_order")
-    assert backend.calls == 30 + 2 * 30  # K canonical calls per item, every time
+    control = rerun.trials("scripted", "arc_challenge", "same_ordering:option_order")
+    assert backend.calls == 60 and df["from_cache"].all() and control["from_cache"].all()
 
 
 def test_no_cache_option(tmp_path):
@@ -168,9 +167,8 @@ def test_evidence_facet_scores_short_answers(tmp_path):
 
 
 def test_a_cell_is_measured_once_per_run_and_read_back_by_every_reader(tmp_path, monkeypatch):
-    """Controls bypass the response cache, so a second measurement would give other replicates:
-    every reader of a cell in one run (its test, a control, ODI, a regression cell) gets the
-    trials the first one measured; without a cache a facet cell is not paid twice either."""
+    """Every reader of a cell in one run (its test, a control, ODI, a regression cell) gets the
+    trials the first one measured; without a response cache a cell is not paid twice either."""
     backend = ScriptedBackend()
     auditor = make_auditor(tmp_path, backend, cache=False)
     draws = []
@@ -205,3 +203,28 @@ def test_an_incomplete_stored_cell_is_measured_again(tmp_path):
     calls = backend.calls
     again = auditor.measured_trials("scripted", "arc_challenge", "option_order")
     assert backend.calls == 2 * calls and len(again) == calls
+
+
+def test_control_replicates_are_replayed_by_seed_and_fresh_controls_measure_again(tmp_path):
+    """docs/definitions.md §3.6: each replicate has its own seed and cache key (greedy decoding
+    too), a rerun replays the floor with no model call, --fresh-controls draws new seeds."""
+    control = "same_ordering:option_order"
+    backend = ScriptedBackend()
+    first = make_auditor(tmp_path, backend, run_id="r1")
+    cold = first.measured_trials("scripted", "arc_challenge", control)
+    assert backend.calls == 5 * 6 and not cold["from_cache"].any()
+    _, requests = first.cell_requests("arc_challenge", control)
+    keys = first.cache_keys("scripted", requests, by_seed=True)
+    assert len(set(keys)) == len(keys)  # six replicates of one prompt, six keys
+    assert len(set(first.cache_keys("scripted", requests))) == 5  # without seeds: one per item
+    warm = make_auditor(tmp_path, backend, run_id="r2").measured_trials(
+        "scripted", "arc_challenge", control
+    )
+    assert backend.calls == 5 * 6 and warm["from_cache"].all()  # replayed, no model call
+    assert list(warm["raw_output"]) == list(cold["raw_output"])
+    assert make_auditor(tmp_path, backend, run_id="r2").store.answered() == {"scripted": (0, 30)}
+    fresh = make_auditor(tmp_path, backend, run_id="r3", control_salt="r3")
+    _, fresh_requests = fresh.cell_requests("arc_challenge", control)
+    assert {r.seed for r in fresh_requests}.isdisjoint({r.seed for r in requests})
+    again = fresh.measured_trials("scripted", "arc_challenge", control)
+    assert backend.calls == 2 * 5 * 6 and not again["from_cache"].any()
