@@ -77,10 +77,13 @@ class TrialStore:
         return {n: [c[1] for c in self.conn.execute(f"PRAGMA table_info('{n}')")] for n in names}
 
     def add_trials(self, trials: list[Trial]) -> None:
+        """Record trials; a trial this run already recorded keeps its first record (a reader that
+        waited for another worker to measure a cell, then read it from the cache, must not turn
+        the measured trials into cached ones)."""
         marks = ",".join("?" * len(TRIAL_COLUMNS))
         with self.conn:
             self.conn.executemany(
-                f"INSERT OR REPLACE INTO trials VALUES ({marks})",
+                f"INSERT OR IGNORE INTO trials VALUES ({marks})",
                 [[_cell(v) for v in t.model_dump().values()] for t in trials],
             )
 
