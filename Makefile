@@ -62,6 +62,7 @@ benchmark: $(VENV)/.installed
 	$(PY) benchmarks/api_concurrency.py
 	$(PY) benchmarks/odi_scaling.py --scales small,medium --profiles fast
 	$(PY) benchmarks/card_build.py
+	$(PY) benchmarks/audit_rerun.py
 
 clean:
 	rm -rf reports/allure-results reports/allure-report reports/runs grid_cards/*/

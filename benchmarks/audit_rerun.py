@@ -23,9 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def audit(work: Path, extra: list[str]) -> tuple[float, int, int]:
-    """(wall seconds, trials measured by a model, trials read from the response cache) of one
-    ``pytest suites -n auto`` run into ``work``."""
+def audit(work: Path, extra: list[str]) -> tuple[float, int, int, int]:
+    """(wall seconds, trials measured by a model, trials read from the response cache, prompts
+    sent to a model: trials, judge and pilot calls) of one ``pytest suites -n auto`` run into
+    ``work``."""
     runs = work / "runs"
     before = set(runs.glob("*")) if runs.exists() else set()
     cmd = [
@@ -57,7 +58,8 @@ def audit(work: Path, extra: list[str]) -> tuple[float, int, int]:
         measured, cached = conn.execute(
             "SELECT SUM(from_cache = 0), SUM(from_cache = 1) FROM trials"
         ).fetchone()
-    return wall, measured or 0, cached or 0
+        (calls,) = conn.execute("SELECT SUM(prompts) FROM model_calls").fetchone()
+    return wall, measured or 0, cached or 0, calls or 0
 
 
 def main() -> None:
@@ -78,12 +80,12 @@ def main() -> None:
         cold = audit(work, extra)
         warm = audit(work, extra)
     print(f"default audit ({' '.join(extra) or 'models.yaml as is'}), load average {load:.2f}")
-    for name, (wall, measured, cached) in (("cold", cold), ("warm", warm)):
+    for name, (wall, measured, cached, calls) in (("cold", cold), ("warm", warm)):
         print(
-            f"  {name}: {wall:7.1f} s wall, {measured} trials measured by a model, "
-            f"{cached} from the response cache"
+            f"  {name}: {wall:7.1f} s wall, {calls} model calls, {measured} trials measured by a "
+            f"model, {cached} from the response cache"
         )
-    print(f"  warm / cold = {warm[0] / cold[0]:.3f}; model calls on the warm run: {warm[1]}")
+    print(f"  warm / cold = {warm[0] / cold[0]:.3f}; model calls on the warm run: {warm[3]}")
 
 
 if __name__ == "__main__":

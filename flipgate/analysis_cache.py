@@ -7,14 +7,25 @@ response cache; ``--no-cache`` turns it off with the response cache."""
 from __future__ import annotations
 
 import json
-import os
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from flipgate.files import atomic_write
 from flipgate.hashing import sha256_json, sha256_text
+
+
+def package_versions(names: list[str]) -> dict[str, str | None]:
+    """Installed version of each distribution (None when it is not installed)."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 
 def source_sha256(package_dir: Path) -> str:
@@ -30,14 +41,13 @@ def table_sha256(frame: pd.DataFrame) -> str:
 
 def analysis_key(kind: str, inputs: dict[str, Any], code: Path, libraries: list[str]) -> str:
     """The key of analysis ``kind`` of ``inputs``, computed by the code in folder ``code``."""
-    versions: dict[str, str | None] = {}
-    for lib in libraries:
-        try:
-            versions[lib] = metadata.version(lib)
-        except metadata.PackageNotFoundError:
-            versions[lib] = None
     return sha256_json(
-        {"kind": kind, "inputs": inputs, "code": source_sha256(code), "libraries": versions}
+        {
+            "kind": kind,
+            "inputs": inputs,
+            "code": source_sha256(code),
+            "libraries": package_versions(libraries),
+        }
     )
 
 
@@ -57,9 +67,5 @@ class AnalysisCache:
             return None  # absent, or a torn write: compute it again
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        if self.folder is None:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(value, allow_nan=True), encoding="utf-8")
-        tmp.replace(self.folder / f"{key}.json")
+        if self.folder is not None:
+            atomic_write(self.folder / f"{key}.json", json.dumps(value, allow_nan=True))

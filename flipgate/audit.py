@@ -4,6 +4,7 @@ store."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,17 @@ class Auditor:
         self._variants: dict[str, dict[str, Any]] = {}
         self._items: dict[tuple[str, str], list[Item]] = {}
         self._plans: dict[tuple[str, str], list[tuple[Item, int, tuple[int, ...], int]]] = {}
-        self.calls = 0  # model calls made by this process (cache misses + control calls)
+        #: prompts this process sent to each model (envelope variants count for their model)
+        self.model_calls: Counter[str] = Counter()
+
+    @property
+    def calls(self) -> int:
+        """Prompts this process sent to any model."""
+        return sum(self.model_calls.values())
+
+    def base_model(self, model_id: str) -> str:
+        """The models.yaml id a backend variant (``<model>@...``) belongs to."""
+        return self.model(model_id).get("variant_of") or model_id
 
     # -- models ----------------------------------------------------------------------------------
     def model(self, model_id: str) -> dict[str, Any]:
@@ -397,7 +408,7 @@ class Auditor:
                     bar.update(len(chunk))
                     if chunk_keys is not None and self.cache is not None:
                         self.cache.put_many(backend.model_id, dict(zip(chunk_keys, done)))
-        self.calls += len(requests)
+        self.model_calls[self.base_model(backend.model_id)] += len(requests)
         return outputs
 
     def _flush(self, model_id: str, pending: dict[str, Output]) -> None:

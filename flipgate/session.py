@@ -296,16 +296,16 @@ class FlipgateSession:
         return lines
 
     def _call_lines(self, store: TrialStore) -> list[str]:
-        """How many of this run's trials a model answered, per model, and how many the response
-        cache did (a warm rerun: none answered by a model)."""
-        counts = store.answered()
-        if not counts:
+        """Prompts each model answered this run (none on a warm rerun) and how many trials the
+        response cache answered instead."""
+        calls = store.model_calls()
+        if not calls:
             return []
-        measured = ", ".join(f"{m} {a}" for m, (a, _) in counts.items())
-        cached = sum(c for _, c in counts.values())
+        cached = sum(c for _, c in store.answered().values())
         lines = [
-            f"flipgate: trials answered by a model this run: {measured} "
-            f"({cached} from the response cache)"
+            "flipgate: model calls this run: "
+            + ", ".join(f"{m} {n}" for m, n in calls.items())
+            + f" ({cached} trials from the response cache)"
         ]
         if self.config.getoption("--fresh-controls"):
             lines.append(
@@ -335,13 +335,15 @@ class FlipgateSession:
 
 
 def record_calls(auditor: Auditor, source: str) -> None:
-    """Store this process's API call counts (requests, retries, timeouts, failures) per model;
-    envelope variants (``<model>@...``) count for their model."""
+    """Store this process's prompts per model (every model it set up, 0 when the cache answered
+    all) and its API call counts (requests, retries, timeouts, failures); envelope variants
+    (``<model>@...``) count for their model."""
     totals: dict[str, dict[str, int]] = {}
     for name, backend in auditor.backends().items():
+        model_id = auditor.base_model(name)
+        auditor.store.add_model_calls(model_id, source, auditor.model_calls[model_id])
         stats = backend.call_stats
         if stats:
-            model_id = auditor.model(name).get("variant_of") or name
             total = totals.setdefault(model_id, dict.fromkeys(stats, 0))
             for key, value in stats.items():
                 total[key] += value

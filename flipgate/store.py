@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS odi (name TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER,
     timeouts INTEGER, failures INTEGER, PRIMARY KEY (model_id, source));
+CREATE TABLE IF NOT EXISTS model_calls (model_id TEXT, source TEXT, prompts INTEGER,
+    PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS comparisons (model_id TEXT, dataset TEXT, cell TEXT, baseline TEXT,
     result TEXT, PRIMARY KEY (model_id, dataset, cell, baseline));
@@ -115,6 +117,21 @@ class TrialStore:
             "GROUP BY model_id ORDER BY model_id"
         )
         return {m: dict(zip(CALL_COUNTS, map(int, counts))) for m, *counts in rows}
+
+    def add_model_calls(self, model_id: str, source: str, prompts: int) -> None:
+        """Prompts one process (``source``) sent to a model, local or API: cache misses of trials,
+        judge calls and pilot calls alike; cumulative."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO model_calls VALUES (?, ?, ?)", (model_id, source, prompts)
+            )
+
+    def model_calls(self) -> dict[str, int]:
+        """Per model: prompts a model answered over the run (0 on a warm rerun)."""
+        rows = self.conn.execute(
+            "SELECT model_id, SUM(prompts) FROM model_calls GROUP BY model_id ORDER BY model_id"
+        )
+        return {m: int(n or 0) for m, n in rows}
 
     def add_manifest(self, facet: str, dataset: str, k: int, sha256: str, path: str) -> None:
         with self.conn:

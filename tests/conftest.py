@@ -67,6 +67,17 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return out
 
 
+def tiny_hf_config(model_dir: Path, cache_dir: Path, **extra) -> dict:
+    """models.yaml entry of the tiny random Llama (``tiny_model_dir``) on the hf backend."""
+    return {
+        "id": "tiny",
+        "backend": "hf",
+        "source": {"path": str(model_dir)},
+        "_cache_dir": str(cache_dir),
+        **extra,
+    }
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))

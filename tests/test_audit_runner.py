@@ -10,6 +10,7 @@ from flipgate import FlipgateError
 from flipgate.audit import Auditor, Paths
 from flipgate.config import AuditConfig
 from flipgate.items import DatasetSpec
+from flipgate.session import record_calls
 from flipgate.summary import control_summary, facet_summary
 
 MODEL = {
@@ -217,12 +218,15 @@ def test_control_replicates_are_replayed_by_seed_and_fresh_controls_measure_agai
     keys = first.cache_keys("scripted", requests, by_seed=True)
     assert len(set(keys)) == len(keys)  # six replicates of one prompt, six keys
     assert len(set(first.cache_keys("scripted", requests))) == 5  # without seeds: one per item
-    warm = make_auditor(tmp_path, backend, run_id="r2").measured_trials(
-        "scripted", "arc_challenge", control
-    )
+    record_calls(first, "gw0")
+    assert first.store.model_calls() == {"scripted": 30}
+    rerun = make_auditor(tmp_path, backend, run_id="r2")
+    warm = rerun.measured_trials("scripted", "arc_challenge", control)
     assert backend.calls == 5 * 6 and warm["from_cache"].all()  # replayed, no model call
     assert list(warm["raw_output"]) == list(cold["raw_output"])
-    assert make_auditor(tmp_path, backend, run_id="r2").store.answered() == {"scripted": (0, 30)}
+    record_calls(rerun, "gw0")
+    assert rerun.store.answered() == {"scripted": (0, 30)}
+    assert rerun.store.model_calls() == {"scripted": 0}  # counted, and zero
     fresh = make_auditor(tmp_path, backend, run_id="r3", control_salt="r3")
     _, fresh_requests = fresh.cell_requests("arc_challenge", control)
     assert {r.seed for r in fresh_requests}.isdisjoint({r.seed for r in requests})

@@ -30,8 +30,8 @@ def test_repo_models_and_thresholds_are_valid():
         and cfg.models["smollm2-135m-instruct-nf4"]["baseline"] == "smollm2-135m-instruct"
     )
     assert cfg.cells("smollm2-135m-instruct-nf4") == [
-        ("option_order", "mmlu"),
-        ("same_ordering:option_order", "mmlu"),
+        ("option_order", "arc_challenge"),
+        ("same_ordering:option_order", "arc_challenge"),
     ]
     ts = load_thresholds(REPO / "thresholds", "smollm2-135m-instruct")
     assert any(t.metric == "flip_rate" for t in ts.thresholds)

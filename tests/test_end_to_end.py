@@ -200,6 +200,9 @@ def test_rerun_hits_cache_and_failing_threshold_fails(xdist_run):
     assert (
         len(rerun) == 2 * 2 * 3 * 6 and rerun["from_cache"].all()
     )  # no model call on a warm cache
+    (calls,) = [line for line in proc.stdout.splitlines() if "model calls this run" in line]
+    counts = calls.split(": ", 2)[2].split(" (")[0].split(", ")
+    assert len(counts) == 2 and all(c.endswith(" 0") for c in counts), calls
 
 
 def test_replay_reanalyses_recorded_outputs(xdist_run):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import write
+from conftest import tiny_hf_config, write
 from flipgate import FlipgateError
 from flipgate.backends import create_backend
 from flipgate.backends.base import Request
@@ -20,14 +20,7 @@ def requests():
 
 
 def test_generate_and_letter_readouts_batched(tiny_model_dir, tmp_path):
-    cfg = {
-        "id": "tiny",
-        "backend": "hf",
-        "source": {"path": str(tiny_model_dir)},
-        "batch_size": 4,
-        "max_new_tokens": 3,
-        "_cache_dir": str(tmp_path),
-    }
+    cfg = tiny_hf_config(tiny_model_dir, tmp_path, batch_size=4, max_new_tokens=3)
     backend = create_backend(cfg)
     outs = backend.complete(requests())
     assert len(outs) == 6
@@ -43,28 +36,13 @@ def test_generate_and_letter_readouts_batched(tiny_model_dir, tmp_path):
 
 
 def test_forward_only_mode_has_no_text(tiny_model_dir, tmp_path):
-    backend = HFBackend(
-        {
-            "id": "tiny",
-            "backend": "hf",
-            "source": {"path": str(tiny_model_dir)},
-            "readouts": ["letter_logprob"],
-            "_cache_dir": str(tmp_path),
-        }
-    )
+    backend = HFBackend(tiny_hf_config(tiny_model_dir, tmp_path, readouts=["letter_logprob"]))
     outs = backend.complete(requests()[:2])
     assert outs[0].text == "" and outs[0].tokens_out == 0 and len(outs[0].label_logprobs) == 4
 
 
 def test_plain_prompt_when_tokenizer_has_no_chat_template(tiny_model_dir, tmp_path):
-    backend = HFBackend(
-        {
-            "id": "tiny",
-            "backend": "hf",
-            "source": {"path": str(tiny_model_dir)},
-            "_cache_dir": str(tmp_path),
-        }
-    )
+    backend = HFBackend(tiny_hf_config(tiny_model_dir, tmp_path))
     text = backend.render(Request((("user", "hi"),), "Answer:", ("A", "B")))
     assert text == "User: hi\nAssistant: Answer:"
 
@@ -80,13 +58,7 @@ def test_missing_package_is_a_clear_error():
 
 
 def test_nf4_quantization_on_cpu(tiny_model_dir, tmp_path):
-    cfg = {
-        "id": "tiny",
-        "backend": "hf",
-        "source": {"path": str(tiny_model_dir)},
-        "max_new_tokens": 2,
-        "_cache_dir": str(tmp_path),
-    }
+    cfg = tiny_hf_config(tiny_model_dir, tmp_path, max_new_tokens=2)
     full = HFBackend(cfg)
     nf4 = HFBackend({**cfg, "quantization": "nf4"})
     import bitsandbytes as bnb
@@ -157,13 +129,7 @@ def test_package_source_assembles_chunked_gguf(tmp_path, monkeypatch):
 def test_second_backend_reads_the_stored_fingerprint_and_loads_only_to_answer(
     tiny_model_dir, tmp_path
 ):
-    cfg = {
-        "id": "tiny",
-        "backend": "hf",
-        "source": {"path": str(tiny_model_dir)},
-        "max_new_tokens": 3,
-        "_cache_dir": str(tmp_path),
-    }
+    cfg = tiny_hf_config(tiny_model_dir, tmp_path, max_new_tokens=3)
     first = HFBackend(cfg)
     assert first._loaded and len(list((tmp_path / "fingerprints").glob("*.json"))) == 1
     again = HFBackend(cfg)  # e.g. a warm rerun: every answer is in the response cache

@@ -3,6 +3,7 @@ reference path (every prompt computed whole) on a tiny random Llama."""
 
 import pytest
 
+from conftest import tiny_hf_config
 from flipgate.backends.base import Request
 from flipgate.backends.hf import HFBackend
 from flipgate.backends.prefix import MIN_SHARED, common_prefix, plan_batches
@@ -74,15 +75,9 @@ def mixed_requests() -> list[Request]:
 
 @pytest.mark.parametrize("readouts", [["regex", "letter_logprob"], ["letter_logprob"]])
 def test_shared_prefix_answers_equal_the_reference_path(tiny_model_dir, tmp_path, readouts):
-    cfg = {
-        "id": "tiny",
-        "backend": "hf",
-        "source": {"path": str(tiny_model_dir)},
-        "batch_size": 8,
-        "max_new_tokens": 3,
-        "readouts": readouts,
-        "_cache_dir": str(tmp_path),
-    }
+    cfg = tiny_hf_config(
+        tiny_model_dir, tmp_path, batch_size=8, max_new_tokens=3, readouts=readouts
+    )
     shared = HFBackend(cfg)
     reference = HFBackend({**cfg, "prefix_sharing": False})
     assert shared.settings["prefix_sharing"] is True and "prefix_sharing" not in reference.settings

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import time
 from importlib import metadata
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
 from flipgate.backends.prefix import Group, plan_batches
+from flipgate.files import atomic_write
 from flipgate.hashing import sha256_file, sha256_files, sha256_json, sha256_text
 
 FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
@@ -272,10 +272,7 @@ class HFBackend:
         self._loaded = True
         path = self._fingerprint_path()
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(self.fingerprint), encoding="utf-8")
-            tmp.replace(path)
+            atomic_write(path, json.dumps(self.fingerprint))
 
     def _dequantised_gguf(self, folder: str, gguf: str, weights_sha: str) -> str:
         """Load a GGUF once, save the dequantised model as safetensors, and reload that (~0.3 s)."""

@@ -9,7 +9,6 @@ import json
 import subprocess
 import warnings
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import jsonschema
 import yaml
 
 from flipgate import metrics as M
+from flipgate.analysis_cache import package_versions
 from flipgate.cards.model import (
     SCHEMA_PATH,
     SCHEMA_VERSION,
@@ -82,13 +82,7 @@ def validate_card(card: dict) -> None:
 
 
 def library_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for lib in LIBRARIES:
-        try:
-            out[lib] = metadata.version(lib)
-        except metadata.PackageNotFoundError:
-            out[lib] = None
-    return out
+    return package_versions(LIBRARIES)
 
 
 def git_commit(cwd: Path | None = None) -> str | None:
