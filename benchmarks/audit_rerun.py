@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -23,10 +24,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def audit(work: Path, extra: list[str]) -> tuple[float, int, int, int]:
+def suite_seconds(stdout: str) -> dict[str, float]:
+    """Worker seconds per suite folder (facets, controls, regression, analysis, benchmarks) from
+    pytest's ``--durations=0`` table (setup, call and teardown)."""
+    seconds: dict[str, float] = {}
+    for line in stdout.splitlines():
+        match = re.match(r"\s*([\d.]+)s (setup|call|teardown)\s+suites/(\w+)/", line)
+        if match:
+            seconds[match[3]] = seconds.get(match[3], 0.0) + float(match[1])
+    return seconds
+
+
+def audit(work: Path, extra: list[str]) -> tuple[float, int, int, int, dict[str, float]]:
     """(wall seconds, trials measured by a model, trials read from the response cache, prompts
-    sent to a model: trials, judge and pilot calls) of one ``pytest suites -n auto`` run into
-    ``work``."""
+    sent to a model: trials, judge and pilot calls, worker seconds per suite) of one
+    ``pytest suites -n auto`` run into ``work``."""
     runs = work / "runs"
     before = set(runs.glob("*")) if runs.exists() else set()
     cmd = [
@@ -37,6 +49,7 @@ def audit(work: Path, extra: list[str]) -> tuple[float, int, int, int]:
         "-n",
         "auto",
         "-q",
+        "--durations=0",
         "--cache-dir",
         str(work / "cache"),
         "--runs-dir",
@@ -59,7 +72,7 @@ def audit(work: Path, extra: list[str]) -> tuple[float, int, int, int]:
             "SELECT SUM(from_cache = 0), SUM(from_cache = 1) FROM trials"
         ).fetchone()
         (calls,) = conn.execute("SELECT SUM(prompts) FROM model_calls").fetchone()
-    return wall, measured or 0, cached or 0, calls or 0
+    return wall, measured or 0, cached or 0, calls or 0, suite_seconds(proc.stdout)
 
 
 def main() -> None:
@@ -80,10 +93,14 @@ def main() -> None:
         cold = audit(work, extra)
         warm = audit(work, extra)
     print(f"default audit ({' '.join(extra) or 'models.yaml as is'}), load average {load:.2f}")
-    for name, (wall, measured, cached, calls) in (("cold", cold), ("warm", warm)):
+    for name, (wall, measured, cached, calls, suites) in (("cold", cold), ("warm", warm)):
         print(
             f"  {name}: {wall:7.1f} s wall, {calls} model calls, {measured} trials measured by a "
             f"model, {cached} from the response cache"
+        )
+        print(
+            "    worker seconds per suite: "
+            + ", ".join(f"{suite} {sec:.0f}" for suite, sec in sorted(suites.items()))
         )
     print(f"  warm / cold = {warm[0] / cold[0]:.3f}; model calls on the warm run: {warm[3]}")
 

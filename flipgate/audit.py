@@ -4,7 +4,10 @@ store."""
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +62,7 @@ class Auditor:
         #: their cache keys are new and the noise floor is measured again (docs/definitions.md §3.6)
         self.control_salt = control_salt
         self.store = TrialStore(paths.store)
+        self.source = os.environ.get("PYTEST_XDIST_WORKER", "main")  # this process, in the store
         self.cache = ResponseCache(paths.cache) if paths.cache else None
         self._backends: dict[str, Backend] = {}
         self._variants: dict[str, dict[str, Any]] = {}
@@ -152,6 +156,9 @@ class Auditor:
             it.images for it in self.items(dataset, facet_name)
         )
         if needs_images and not self.backend(model_id).supports_images:
+            for cell, where in self.config.cells(model_id):  # nothing to wait for (progress)
+                if where == dataset and Cell.parse(cell).facet == facet_name:
+                    self.store.set_planned(model_id, dataset, cell, 0)
             return f"model {model_id!r} takes no images: {facet_name} on {dataset} not measured"
         return None
 
@@ -246,6 +253,7 @@ class Auditor:
         readouts = self.readouts(model_id, facet_name)[0]
         k = self.config.k
         plan, requests = self.cell_requests(dataset, name)
+        self.store.set_planned(model_id, dataset, name, len(plan))
         outputs, cached = self.outputs(
             model_id, requests, use_cache=True, label=f"{name}/{dataset}", by_seed=cell.is_control
         )
@@ -365,13 +373,17 @@ class Auditor:
         outputs: list[Output] = []
         streaming = is_streaming(backend)
         step = max(1, len(requests) if streaming else backend.batch_size)
-        with tqdm(
-            total=len(requests),
-            desc=f"{backend.model_id} {label}",
-            unit="call",
-            disable=not self.progress,
-            leave=False,
-        ) as bar:
+        model_id = self.base_model(backend.model_id)
+        with (
+            tqdm(
+                total=len(requests),
+                desc=f"{backend.model_id} {label}",
+                unit="call",
+                disable=not self.progress,
+                leave=False,
+            ) as bar,
+            self._in_flight(model_id, label) as note,
+        ):
             for start in range(0, len(requests), step):
                 chunk = requests[start : start + step]
                 chunk_keys = (
@@ -386,6 +398,7 @@ class Auditor:
                     if chunk_keys is not None:
                         pending[chunk_keys[i]] = out
                         if len(pending) >= 16:
+                            note(len(pending))
                             self._flush(backend.model_id, pending)
 
                 try:
@@ -408,8 +421,25 @@ class Auditor:
                     bar.update(len(chunk))
                     if chunk_keys is not None and self.cache is not None:
                         self.cache.put_many(backend.model_id, dict(zip(chunk_keys, done)))
-        self.model_calls[self.base_model(backend.model_id)] += len(requests)
+                    note(len(chunk))
+        self.model_calls[model_id] += len(requests)
         return outputs
+
+    @contextmanager
+    def _in_flight(self, model_id: str, label: str) -> Iterator[Callable[[int], None]]:
+        """A call's returned outputs, noted in the store as they come (the controller's live
+        progress display) and cleared when the call ends, however it ends."""
+        answered = 0
+
+        def note(n: int) -> None:
+            nonlocal answered
+            answered += n
+            self.store.set_live(self.source, model_id, label, answered)
+
+        try:
+            yield note
+        finally:
+            self.store.set_live(self.source, model_id, label, None)
 
     def _flush(self, model_id: str, pending: dict[str, Output]) -> None:
         if pending and self.cache is not None:

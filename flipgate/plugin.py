@@ -14,7 +14,7 @@ import pytest
 
 from flipgate import FlipgateError
 from flipgate.exitcodes import USAGE_ERROR
-from flipgate.session import FlipgateSession, record_calls
+from flipgate.session import SESSION_KEY, FlipgateSession, record_calls
 
 CELL_FIXTURE = "flip_cell"
 ENVELOPE_FIXTURE = "envelope_cell"
@@ -59,6 +59,13 @@ def pytest_addoption(parser):
         action="store_true",
         help="measure the same-ordering controls' noise floor again with new replicate seeds "
         "(a rerun otherwise replays it from the response cache)",
+    )
+    g.addoption(
+        "--progress",
+        choices=("auto", "bar", "lines", "off"),
+        default="auto",
+        help="live progress of the run's trials (planned vs answered, per model, trials/s, ETA): "
+        "a bar on a terminal, a line every 30 s in a log (auto), or off",
     )
     g.addoption("--grid-cards-dir", default="grid_cards", help="where GRID cards are written")
     g.addoption(
@@ -123,6 +130,9 @@ def pytest_configure(config):
         "markers", "flipgate_cell: a flipgate conformance cell (facet/control × model × dataset)"
     )
     session = FlipgateSession.start(config)
+    if config.getoption("verbose") <= 0:  # model-loading bars (GGUF, weights) only with -v;
+        os.environ.setdefault("TQDM_DISABLE", "1")  # workers inherit it when they start
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if session.is_worker:
         if config.workerinput.get("flipgate_dist") == "loadgroup":
             config.option.loadgroup = True  # workers parse argv only; tag items with their group
@@ -372,14 +382,63 @@ def odi_cell(request, flipgate_auditor):
 
 
 def pytest_sessionstart(session):
-    """Controller only, with ``--budget``: the cost guard (flipgate.cost.guard) before any paid
-    call. A refusal exits with ``exitcodes.BUDGET_REFUSED``, bad input with
-    ``exitcodes.USAGE_ERROR``."""
-    config = session.config
-    state = FlipgateSession.of(config)
-    budget = config.getoption("--budget")
-    if budget is None or state.is_worker:
+    """Controller only: with ``--budget``, the cost guard (:func:`_guard`); then the live progress
+    display."""
+    state = FlipgateSession.of(session.config)
+    if state.is_worker:
         return
+    if session.config.getoption("--budget") is not None:
+        _guard(session.config, state)
+    if not session.config.option.collectonly:
+        state.start_progress()
+
+
+def _planned(items, config) -> dict:
+    """Trials the collected cells plan, per (model, dataset, cell) (flipgate/progress.py)."""
+    from flipgate.envelope.run import planned_trials
+    from flipgate.progress import Plan, cell_plan, odi_plan
+
+    state = FlipgateSession.of(config)
+    plan: Plan = {}
+    for item in items:
+        if not item.get_closest_marker("flipgate_cell") or item.get_closest_marker("skip"):
+            continue
+        params = item.callspec.params
+        cfg, n = state.audit_config(), state.items_override
+        if isinstance(params.get(CELL_FIXTURE), tuple):
+            cell, model_id, dataset = params[CELL_FIXTURE]
+            plan |= cell_plan(cfg, n, model_id, cell, dataset)
+        elif isinstance(params.get(REGRESSION_FIXTURE), tuple):
+            pairing, cell, dataset = params[REGRESSION_FIXTURE]
+            models = [pairing.candidate] + ([pairing.baseline] if pairing.run is None else [])
+            for model_id in filter(None, models):
+                plan |= cell_plan(cfg, n, model_id, cell, dataset)
+        elif ODI_FIXTURE in params:
+            plan |= odi_plan(cfg, n)
+        elif params.get(ENVELOPE_FIXTURE) is not None:
+            envelope = state.envelope()
+            roster = envelope.roster or cfg.audited("envelope")
+            roster_models = {m: cfg.models[m] for m in roster if m in cfg.models}
+            plan |= planned_trials(envelope, params[ENVELOPE_FIXTURE], roster_models)
+    return plan
+
+
+def pytest_collection_finish(session):
+    """Every process that collects (each xdist worker, or the only one) writes the run's plan for
+    the controller's live progress display."""
+    config = session.config
+    if config.option.collectonly or not session.items:
+        return
+    try:
+        FlipgateSession.of(config).write_plan(_planned(session.items, config))
+    except FlipgateError:
+        pass  # a bad input is reported by the cells themselves; the display just has no plan
+
+
+def _guard(config, state) -> None:
+    """The cost guard (flipgate.cost.guard) before any paid call. A refusal exits with
+    ``exitcodes.BUDGET_REFUSED``, bad input with ``exitcodes.USAGE_ERROR``."""
+    budget = config.getoption("--budget")
     from flipgate import exitcodes
     from flipgate.cost import BudgetRefused, guard
 
@@ -420,6 +479,7 @@ def flip_cell(request, flipgate_auditor):
 def pytest_sessionfinish(session, exitstatus):
     """Controller only: GRID cards from the run's trials store, added to Allure."""
     state = FlipgateSession.of(session.config)
+    state.stop_progress()
     if not state.is_worker and state.store_path.exists() and not state.finish():
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
@@ -428,3 +488,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = FlipgateSession.of(config)
     for line in state.cost_lines + state.summary_lines:
         terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config):
+    state = config.stash.get(SESSION_KEY, None)
+    if state is not None:  # an interrupted session: the display stops with it
+        state.stop_progress()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from flipgate.config import AuditConfig
     from flipgate.cost import GuardPlan
     from flipgate.envelope.spec import Envelope
+    from flipgate.progress import LiveProgress, Plan
     from flipgate.regression.plan import Pairing
     from flipgate.store import TrialStore
 
@@ -46,6 +47,7 @@ class FlipgateSession:
     summary_lines: list[str] = field(default_factory=list)  # printed at the end of the session
     _audit: AuditConfig | None = None
     _envelope: Envelope | None = None
+    _progress: LiveProgress | None = None
 
     @classmethod
     def start(cls, config: pytest.Config) -> FlipgateSession:
@@ -193,7 +195,8 @@ class FlipgateSession:
             self.run_id,
             paths,
             self.items_override,
-            progress=not self.is_worker,
+            # per-call bars in a single process with -v; otherwise the controller's live display
+            progress=not self.is_worker and self.config.getoption("verbose") > 0,
             control_salt=self.run_id if self.config.getoption("--fresh-controls") else None,
         )
 
@@ -266,6 +269,38 @@ class FlipgateSession:
             self._allure(Path(alluredir), store, cfg, written.cards)
             self.summary_lines.append(f"flipgate: Allure results in {alluredir}")
         return True
+
+    # -- live progress (flipgate/progress.py) -------------------------------------------------
+    def write_plan(self, plan: Plan) -> None:
+        """The trials this process's collection plans, into the run's store (workers all write the
+        same plan; the controller's display reads it)."""
+        from flipgate.store import TrialStore
+
+        if plan:
+            TrialStore(self.store_path).add_planned(plan)
+
+    def start_progress(self) -> None:
+        """Controller: the live progress display (``--progress``), on a copy of the terminal's
+        stderr that pytest's output capture does not redirect."""
+        from flipgate.progress import LiveProgress, display_mode
+
+        fd = os.dup(2)
+        mode = display_mode(self.config.getoption("--progress"), fd)
+        if mode == "off":
+            os.close(fd)
+            return
+        stream = os.fdopen(fd, "w", buffering=1)
+        terminal = self.config.get_terminal_writer()
+        self._progress = LiveProgress(
+            self.store_path, stream, mode, mid_line=lambda: terminal.width_of_current_line > 0
+        )
+        self._progress.start()
+
+    def stop_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress.stream.close()
+            self._progress = None
 
     def _summary(self, store: TrialStore, cfg: AuditConfig) -> list[str]:
         lines = [f"flipgate: run {self.run_id}, trials in {self.store_path}"]

@@ -38,6 +38,10 @@ CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, 
     timeouts INTEGER, failures INTEGER, PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS model_calls (model_id TEXT, source TEXT, prompts INTEGER,
     PRIMARY KEY (model_id, source));
+CREATE TABLE IF NOT EXISTS planned (model_id TEXT, dataset TEXT, cell TEXT, trials INTEGER,
+    PRIMARY KEY (model_id, dataset, cell));
+CREATE TABLE IF NOT EXISTS live (source TEXT, model_id TEXT, label TEXT, done INTEGER,
+    PRIMARY KEY (source, model_id, label));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS comparisons (model_id TEXT, dataset TEXT, cell TEXT, baseline TEXT,
     result TEXT, PRIMARY KEY (model_id, dataset, cell, baseline));
@@ -132,6 +136,38 @@ class TrialStore:
             "SELECT model_id, SUM(prompts) FROM model_calls GROUP BY model_id ORDER BY model_id"
         )
         return {m: int(n or 0) for m, n in rows}
+
+    # -- live progress (flipgate/progress.py) -----------------------------------------------------
+    def add_planned(self, plan: dict[tuple[str, str, str], int]) -> None:
+        """The trials a process's collection plans per (model, dataset, cell); a cell already
+        planned keeps its count (every worker collects the same plan)."""
+        with self.conn:
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO planned VALUES (?, ?, ?, ?)",
+                [(*key, n) for key, n in plan.items()],
+            )
+
+    def set_planned(self, model_id: str, dataset: str, cell: str, trials: int) -> None:
+        """A cell's exact plan, once drawn (0: the model cannot take the cell)."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO planned VALUES (?, ?, ?, ?)",
+                (model_id, dataset, cell, trials),
+            )
+
+    def set_live(self, source: str, model_id: str, label: str, done: int | None) -> None:
+        """Outputs a backend call in flight has returned so far; None when it has ended."""
+        with self.conn:
+            if done is None:
+                self.conn.execute(
+                    "DELETE FROM live WHERE source = ? AND model_id = ? AND label = ?",
+                    (source, model_id, label),
+                )
+            else:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO live VALUES (?, ?, ?, ?)",
+                    (source, model_id, label, done),
+                )
 
     def add_manifest(self, facet: str, dataset: str, k: int, sha256: str, path: str) -> None:
         with self.conn:

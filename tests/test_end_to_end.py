@@ -101,6 +101,8 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
     tmp, _, _, proc = xdist_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "9 passed" in proc.stdout  # 2 models x 2 datasets x (facet + control), and the ODI fit
+    # the controller's live display (lines in a log): 2 x 2 x 2 cells x 3 items x K=6 trials
+    assert "flipgate: progress 144/144 trials (100%)" in proc.stderr, proc.stderr[-2000:]
     # loadgroup: a (model, facet, dataset) group — facet cell and control — ran on one worker
     workers = {}
     for line in proc.stdout.splitlines():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 
 import pytest
 import yaml
@@ -236,6 +237,14 @@ thresholds:
     for model in ("tiny-a", "tiny-b"):
         card = json.loads((tmp_path / f"cards/{model}/arc_easy.json").read_text())
         assert card["envelope"]["n_configs"] == 16 and card["thresholds"][0]["verdict"] == "pass"
+    (store,) = (tmp_path / "runs").glob("*/trials.sqlite")  # the live display's plan was exact
+    planned, measured = (
+        sqlite3.connect(store)
+        .execute("SELECT (SELECT SUM(trials) FROM planned), (SELECT COUNT(*) FROM trials)")
+        .fetchone()
+    )
+    assert planned == measured > 0
+    assert f"flipgate: progress {planned}/{planned} trials (100%)" in proc.stderr
     results = [json.loads(p.read_text()) for p in (tmp_path / "allure").glob("*-result.json")]
     assert any(
         lab["value"] == "configuration envelope" for r in results for lab in r.get("labels", [])

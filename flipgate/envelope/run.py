@@ -36,6 +36,24 @@ def envelope_cell(cfg: Config) -> str:
     return f"envelope[{cfg.id}]"
 
 
+def applicable(envelope: Envelope, model: dict, cfg: Config) -> bool:
+    """Quantization varies only for local transformers models; others run their own
+    precision."""
+    return model["backend"] == "hf" or cfg.quantization == envelope.axes["quantization"][0]
+
+
+def planned_trials(envelope: Envelope, spec: DatasetSpec, models: dict[str, dict]) -> dict:
+    """(model id, benchmark, configuration cell) -> trials a benchmark plans for ``models``:
+    N items, times the seeds of a sampled configuration (the live progress display's plan)."""
+    n = spec.n or envelope.items_per_benchmark
+    return {
+        (model_id, spec.name, envelope_cell(cfg)): n * (1 if cfg.greedy else envelope.seeds)
+        for model_id, model in models.items()
+        for cfg in envelope.configs(spec.name)
+        if applicable(envelope, model, cfg)
+    }
+
+
 class EnvelopeRunner:
     def __init__(self, auditor: Auditor, envelope: Envelope):
         self.auditor, self.envelope = auditor, envelope
@@ -55,12 +73,7 @@ class EnvelopeRunner:
         return items[:n], items[n : n + self.envelope.reserved_exemplars]
 
     def applicable(self, model_id: str, cfg: Config) -> bool:
-        """Quantization varies only for local transformers models; others run their own
-        precision."""
-        model = self.auditor.config.models[model_id]
-        if model["backend"] == "hf":
-            return True
-        return cfg.quantization == self.envelope.axes["quantization"][0]
+        return applicable(self.envelope, self.auditor.config.models[model_id], cfg)
 
     def variant(self, model_id: str, cfg: Config) -> str:
         """Register (once) and return the backend variant that realises ``cfg`` for ``model_id``:

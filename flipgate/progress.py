@@ -1,0 +1,224 @@
+"""Live progress of a run: trials answered of trials planned, per model, with trials/s and ETA,
+drawn by the controller from the run's trials store while the workers measure (docs/engine.md,
+"Progress").
+
+Three writers feed it, all through :class:`~flipgate.store.TrialStore`: every process that
+collects writes the plan (:func:`planned_trials`, table ``planned``; a cell's count is made exact
+when its plan is drawn, and 0 when the model cannot take it); a worker notes how many outputs of a
+backend call in flight it has (table ``live``); a finished cell's trials land in ``trials``. The
+controller's :class:`LiveProgress` thread polls the three and draws one bar on a terminal, or one
+line every ``interval`` seconds in a log; workers draw nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from flipgate.cell import Cell
+from flipgate.config import AuditConfig
+
+#: (model id, dataset, cell) -> trials planned
+Plan = dict[tuple[str, str, str], int]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Trials answered (stored, or returned by a call in flight) and planned, per model."""
+
+    models: dict[str, tuple[int, int]]  # model id -> (answered, planned)
+
+    @property
+    def answered(self) -> int:
+        return sum(a for a, _ in self.models.values())
+
+    @property
+    def planned(self) -> int:
+        return sum(p for _, p in self.models.values())
+
+
+def read_snapshot(conn: sqlite3.Connection) -> Snapshot:
+    """The run's progress from its trials store (``conn``): per model, planned trials and the
+    answered ones, each cell counted up to its plan, calls in flight added, capped at the plan."""
+    rows = conn.execute(
+        "SELECT p.model_id, SUM(p.trials), SUM(MIN(p.trials, IFNULL(t.n, 0))) FROM planned p "
+        "LEFT JOIN (SELECT model_id, dataset, facet, COUNT(*) AS n FROM trials "
+        "GROUP BY model_id, dataset, facet) t "
+        "ON t.model_id = p.model_id AND t.dataset = p.dataset AND t.facet = p.cell "
+        "GROUP BY p.model_id ORDER BY p.model_id"
+    ).fetchall()
+    live = dict(conn.execute("SELECT model_id, SUM(done) FROM live GROUP BY model_id").fetchall())
+    return Snapshot(
+        {m: (min(int(p), int(s) + int(live.get(m) or 0)), int(p)) for m, p, s in rows if p}
+    )
+
+
+class Rate:
+    """Trials per second over the last ``window`` seconds of snapshots."""
+
+    def __init__(self, window: float = 60.0):
+        self.window = window
+        self.points: deque[tuple[float, int]] = deque()
+
+    def add(self, now: float, answered: int) -> None:
+        self.points.append((now, answered))
+        while len(self.points) > 2 and now - self.points[1][0] >= self.window:
+            self.points.popleft()
+
+    def per_second(self) -> float | None:
+        if len(self.points) < 2:
+            return None
+        (t0, a0), (t1, a1) = self.points[0], self.points[-1]
+        return (a1 - a0) / (t1 - t0) if t1 > t0 else None
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+def describe(snapshot: Snapshot, rate: float | None) -> str:
+    """``1234/4580 trials (27%), 4.1 trials/s, ETA 13:37 · smollm2 600/1800 · ...``"""
+    total, done = snapshot.planned, snapshot.answered
+    head = f"{done}/{total} trials ({100 * done / total:.0f}%)" if total else "planning"
+    if rate:
+        head += f", {rate:.1f} trials/s"
+        if total > done:
+            head += f", ETA {_clock((total - done) / rate)}"
+    return " · ".join([head, *(f"{m} {a}/{p}" for m, (a, p) in snapshot.models.items())])
+
+
+class LiveProgress:
+    """The controller's progress display: a thread that polls the trials store every ``poll``
+    seconds. ``mode`` "bar": one tqdm bar (a terminal); "lines": a line every ``interval``
+    seconds (a log)."""
+
+    def __init__(
+        self,
+        store_path: Path,
+        stream: IO[str],
+        mode: str,
+        poll: float = 1.0,
+        interval: float = 30.0,
+        mid_line: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.clock = clock
+        self.store_path, self.stream, self.mode = store_path, stream, mode
+        self.mid_line = mid_line  # pytest's terminal has half a line of test letters
+        self.poll, self.interval = poll, interval
+        self.rate = Rate()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="flipgate-progress", daemon=True)
+        self._bar: Any = None
+        self._conn: sqlite3.Connection | None = None
+        self._best: dict[str, int] = {}  # answered never goes back (a cell between call and store)
+        self._last_line: float | None = None  # when the last line was printed
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling, draw the final state once, and close the bar."""
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join(timeout=10)
+        self.update(final=True)
+        if self._bar is not None:
+            self._bar.close()
+        if self._conn is not None:
+            self._conn.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll):
+            self.update()
+
+    def snapshot(self) -> Snapshot | None:
+        """The store's progress, or None while it does not exist yet (or is busy)."""
+        try:
+            if self._conn is None:
+                if not self.store_path.exists():
+                    return None
+                self._conn = sqlite3.connect(
+                    f"{self.store_path.resolve().as_uri()}?mode=ro",
+                    uri=True,
+                    timeout=5,
+                    check_same_thread=False,
+                )
+            snap = read_snapshot(self._conn)
+        except sqlite3.Error:
+            return None
+        models = {}
+        for m, (a, p) in snap.models.items():
+            self._best[m] = max(self._best.get(m, 0), a)
+            models[m] = (min(self._best[m], p), p)
+        return Snapshot(models)
+
+    def update(self, final: bool = False) -> None:
+        snap = self.snapshot()
+        if snap is None or not snap.planned:
+            return
+        now = self.clock()
+        self.rate.add(now, snap.answered)
+        text = describe(snap, self.rate.per_second())
+        if self.mode == "bar":
+            self._draw_bar(snap, text)
+        elif final or self._last_line is None or now - self._last_line >= self.interval:
+            self._last_line = now
+            lead = "\n" if self.mid_line() else ""
+            print(f"{lead}flipgate: progress {text}", file=self.stream, flush=True)
+
+    def _draw_bar(self, snap: Snapshot, text: str) -> None:
+        if self._bar is None:
+            if self.mid_line():
+                print(file=self.stream)
+            self._bar = tqdm(
+                total=snap.planned,
+                file=self.stream,
+                bar_format="flipgate {percentage:3.0f}%|{bar:20}| {desc}",
+                leave=True,
+                disable=False,
+            )
+        width = shutil.get_terminal_size((120, 20)).columns - 37  # "flipgate 100%|", the bar, "| "
+        self._bar.total = snap.planned
+        self._bar.n = snap.answered
+        self._bar.set_description_str(text[: max(width, 20)], refresh=False)
+        self._bar.refresh()
+
+
+def display_mode(option: str, fd: int) -> str:
+    """``--progress auto``: a bar on a terminal, lines in a log; otherwise the option itself."""
+    if option != "auto":
+        return option
+    return "bar" if os.isatty(fd) else "lines"
+
+
+def cell_plan(
+    cfg: AuditConfig, n_override: int | None, model_id: str, cell: str, dataset: str
+) -> Plan:
+    """A facet or control cell's planned trials (N items x K orderings or replicates); a control
+    also measures the facet it is compared with."""
+    n = cfg.n_items(dataset, n_override) * cfg.k
+    plan = {(model_id, dataset, cell): n}
+    plan[model_id, dataset, Cell.parse(cell).facet] = n
+    return plan
+
+
+def odi_plan(cfg: AuditConfig, n_override: int | None) -> Plan:
+    """The ODI panel: every order-facet cell of every order-suite model."""
+    plan: Plan = {}
+    for model_id in cfg.audited("order"):
+        for cell, dataset in cfg.cells(model_id):
+            if not Cell.parse(cell).is_control:
+                plan |= cell_plan(cfg, n_override, model_id, cell, dataset)
+    return plan

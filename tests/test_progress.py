@@ -1,0 +1,107 @@
+"""The live progress display (flipgate/progress.py): its plan, its counts from the trials store,
+trials/s and ETA, and what the controller prints."""
+
+from __future__ import annotations
+
+import io
+
+from test_audit_runner import make_auditor
+
+from conftest import ScriptedBackend
+from flipgate.items import DatasetSpec
+from flipgate.progress import LiveProgress, Rate, Snapshot, cell_plan, describe, read_snapshot
+from flipgate.store import TrialStore
+
+
+def test_snapshot_counts_each_cell_up_to_its_plan_and_adds_calls_in_flight(tmp_path):
+    auditor = make_auditor(tmp_path, ScriptedBackend())
+    auditor.measured_trials("scripted", "arc_challenge", "option_order")  # 5 items x K=6
+    store = auditor.store
+    store.add_planned(
+        {
+            ("scripted", "arc_challenge", "option_order"): 99,  # made exact (30) when measured
+            ("scripted", "arc_challenge", "same_ordering:option_order"): 30,
+            ("other", "mmlu", "option_order"): 12,
+        }
+    )
+    store.set_live("gw1", "scripted", "same_ordering:option_order/arc_challenge", 8)
+    store.set_live("gw0", "other", "option_order/mmlu", 20)  # more than planned: capped
+    snap = read_snapshot(store.conn)
+    assert snap.models == {"other": (12, 12), "scripted": (30 + 8, 60)}
+    assert (snap.answered, snap.planned) == (50, 72)
+    store.set_live("gw1", "scripted", "same_ordering:option_order/arc_challenge", None)
+    assert read_snapshot(store.conn).models["scripted"] == (30, 60)
+
+
+def test_a_call_notes_its_outputs_while_in_flight_and_clears_them_when_done(tmp_path):
+    seen = []
+
+    class Watched(ScriptedBackend):
+        def complete(self, requests):
+            seen.append(read_snapshot(auditor.store.conn).models.get("scripted"))
+            return super().complete(requests)
+
+    auditor = make_auditor(tmp_path, Watched())
+    auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    # batches of 4 over 30 trials: 0, 4, 8, ... returned before each batch, of 30 planned
+    assert seen == [(a, 30) for a in range(0, 30, 4)]
+    assert auditor.store.conn.execute("SELECT COUNT(*) FROM live").fetchone() == (0,)
+    assert read_snapshot(auditor.store.conn).models["scripted"] == (30, 30)
+
+
+def test_a_cell_the_model_cannot_take_plans_nothing(tmp_path):
+    auditor = make_auditor(tmp_path, ScriptedBackend())  # takes no images
+    shapes = DatasetSpec("synthetic_shapes")
+    auditor.config.facets = {"image_set_order": [shapes]}
+    auditor.config.controls = {"same_ordering": [("image_set_order", shapes)]}
+    plan = cell_plan(auditor.config, None, "scripted", "same_ordering:image_set_order", shapes.name)
+    auditor.store.add_planned(plan)
+    assert read_snapshot(auditor.store.conn).models == {"scripted": (0, 2 * 5 * 6)}
+    assert auditor.unmeasurable("scripted", shapes.name, "image_set_order")
+    assert read_snapshot(auditor.store.conn).models == {}  # nothing left to wait for
+
+
+def test_rate_and_eta_from_planted_snapshots():
+    rate = Rate(window=60)
+    for t, answered in [(0, 0), (30, 60), (60, 120), (90, 150)]:
+        rate.add(t, answered)
+    assert rate.per_second() == (150 - 60) / (90 - 30)  # the last 60 s: 1.5 trials/s
+    snap = Snapshot({"a": (100, 400), "b": (50, 200)})
+    # 450 left at 1.5 trials/s: 300 s
+    assert (
+        describe(snap, 1.5) == "150/600 trials (25%), 1.5 trials/s, ETA 5:00 · a 100/400 · b 50/200"
+    )
+    assert describe(snap, None) == "150/600 trials (25%) · a 100/400 · b 50/200"
+    assert describe(Snapshot({}), None) == "planning"
+
+
+def test_lines_mode_prints_a_line_per_interval_and_the_final_state(tmp_path):
+    store = TrialStore(tmp_path / "trials.sqlite")
+    store.add_planned({("m", "d", "option_order"): 10})
+    out = io.StringIO()
+    ticks = iter([0.0, 10.0, 20.0])  # seconds at each update
+    progress = LiveProgress(
+        store.path, out, "lines", interval=3600, mid_line=lambda: True, clock=lambda: next(ticks)
+    )
+    progress.update()  # the first line
+    store.set_live("gw0", "m", "option_order/d", 4)
+    progress.update()  # within the interval: nothing
+    store.set_live("gw0", "m", "option_order/d", None)  # between a call's end and its store
+    progress.stop()  # the final line; answered never goes back
+    assert out.getvalue().splitlines() == [
+        "",
+        "flipgate: progress 0/10 trials (0%) · m 0/10",
+        "",
+        "flipgate: progress 4/10 trials (40%), 0.2 trials/s, ETA 0:30 · m 4/10",  # 4 in 20 s
+    ]
+
+
+def test_bar_mode_draws_one_bar(tmp_path):
+    store = TrialStore(tmp_path / "trials.sqlite")
+    store.add_planned({("m", "d", "option_order"): 10})
+    store.set_live("gw0", "m", "option_order/d", 10)
+    out = io.StringIO()
+    progress = LiveProgress(store.path, out, "bar")
+    progress.update()
+    progress.stop()
+    assert "flipgate 100%|" in out.getvalue() and "10/10 trials (100%) · m 10/10" in out.getvalue()
