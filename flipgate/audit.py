@@ -340,9 +340,8 @@ class Auditor:
         """Outputs of ``requests`` and whether each came from the cache. The cache key carries the
         docs/definitions.md §2 grammar version (facet cells, their cost pilot, the judge); envelope
         cells, which permute nothing, pass ``grammar_version=None``."""
-        backend = self.backend(model_id)
         if not use_cache or self.cache is None:
-            return self._call(backend, requests, label), [False] * len(requests)
+            return self._call(model_id, requests, label), [False] * len(requests)
         keys = self.cache_keys(model_id, requests, grammar_version, by_seed)
         found = self.cache.get_many(keys)
         if len(found) < len(set(keys)):
@@ -354,7 +353,7 @@ class Auditor:
                 todo = {k: r for k, r in zip(keys, requests) if k not in found}
                 if todo:
                     fresh = dict(
-                        zip(todo, self._call(backend, list(todo.values()), label, list(todo)))
+                        zip(todo, self._call(model_id, list(todo.values()), label, list(todo)))
                     )
                     found.update(fresh)
                     missed = set(todo)
@@ -365,15 +364,16 @@ class Auditor:
         return [found[k] for k in keys], [k not in missed for k in keys]
 
     def _call(
-        self, backend: Backend, requests: list[Request], label: str, keys: list[str] | None = None
+        self, name: str, requests: list[Request], label: str, keys: list[str] | None = None
     ) -> list[Output]:
-        """Call the backend in batches (or, for a streaming API backend, all at once under its own
-        concurrency limit); with ``keys``, cache outputs as they return so a failure or
-        interruption loses nothing already computed."""
+        """Call model (or variant) ``name`` in batches (or, for a streaming API backend, all at
+        once under its own concurrency limit); with ``keys``, cache outputs as they return so a
+        failure or interruption loses nothing already computed."""
         outputs: list[Output] = []
+        backend = self.backend(name)
+        model_id = self.base_model(name)
         streaming = is_streaming(backend)
         step = max(1, len(requests) if streaming else backend.batch_size)
-        model_id = self.base_model(backend.model_id)
         with (
             tqdm(
                 total=len(requests),
