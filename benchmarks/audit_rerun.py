@@ -72,20 +72,26 @@ def audit(work: Path, extra: list[str]) -> tuple[float, int, int, int, dict[str,
             "SELECT SUM(from_cache = 0), SUM(from_cache = 1) FROM trials"
         ).fetchone()
         (calls,) = conn.execute("SELECT SUM(prompts) FROM model_calls").fetchone()
+    progress = [x for x in proc.stderr.splitlines() if x.startswith("flipgate: progress")]
+    if progress:  # the controller's live display, in a log: a line every 30 s and a last one
+        print(f"  {len(progress)} progress lines, the last: {progress[-1]}")
     return wall, measured or 0, cached or 0, calls or 0, suite_seconds(proc.stdout)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items-per-dataset", type=int, default=None)
+    ap.add_argument(
+        "--keep", type=Path, default=None, help="write both runs here (kept) instead of a temp dir"
+    )
     ap.add_argument("extra", nargs="*", help="more pytest arguments (after --)")
     args = ap.parse_args()
     extra = list(args.extra)
     if args.items_per_dataset:
         extra += ["--items-per-dataset", str(args.items_per_dataset)]
     with tempfile.TemporaryDirectory(prefix="flipgate-rerun-") as tmp:
-        work = Path(tmp)
-        (work / "cache").mkdir()
+        work = args.keep or Path(tmp)
+        (work / "cache").mkdir(parents=True)
         models = ROOT / ".flipgate_cache" / "models"
         if models.exists():  # dequantised weights: one-time setup, not part of either run
             (work / "cache" / "models").symlink_to(models)
