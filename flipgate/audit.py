@@ -24,7 +24,7 @@ from flipgate.cell import Cell
 from flipgate.config import AuditConfig
 from flipgate.facets import get_facet, readouts_for
 from flipgate.grammar import GRAMMAR_VERSION, Manifest, item_seed
-from flipgate.hashing import sha256_json, sha256_text
+from flipgate.hashing import sha256_json
 from flipgate.items import Item, load_items
 from flipgate.readouts import read_label
 from flipgate.results import Trial, trials_frame
@@ -346,8 +346,9 @@ class Auditor:
         found = self.cache.get_many(keys)
         if len(found) < len(set(keys)):
             # one worker computes a call's misses; another asking for them waits, then finds
-            # them cached (one lock per model and call label: different cells run in parallel)
-            lock = f".{model_id}.{sha256_text(label)[:12]}.lock"
+            # them cached (one lock per model and call label: different cells run in parallel;
+            # hashed, since a backend variant's id has a "/" in it)
+            lock = f".{sha256_json([model_id, label])[:16]}.lock"
             with FileLock(str(self.paths.cache) + lock):
                 found = self.cache.get_many(keys)
                 todo = {k: r for k, r in zip(keys, requests) if k not in found}
