@@ -12,26 +12,19 @@ N (models.yaml) a cold run takes about 10 minutes on 2 cores.
 from __future__ import annotations
 
 import os
-import sqlite3
 import tempfile
 from pathlib import Path
 
 from common import SuiteRun, pytest_args, run_suites, suite_parser
 
 
-def audit(work: Path, extra: list[str]) -> tuple[SuiteRun, int, int, int]:
-    """One ``pytest suites -n auto`` run into ``work``: the run, trials measured by a model,
-    trials read from the response cache, prompts sent to a model (trials, judge and pilot)."""
+def audit(work: Path, extra: list[str]) -> SuiteRun:
+    """One ``pytest suites -n auto`` run into ``work``; prints its last progress line."""
     run = run_suites(work, extra)
-    with sqlite3.connect(run.store) as conn:
-        measured, cached = conn.execute(
-            "SELECT SUM(from_cache = 0), SUM(from_cache = 1) FROM trials"
-        ).fetchone()
-        (calls,) = conn.execute("SELECT SUM(prompts) FROM model_calls").fetchone()
     progress = [x for x in run.stderr.splitlines() if x.startswith("flipgate: progress")]
     if progress:  # the controller's live display, in a log: a line every 30 s and a last one
         print(f"  {len(progress)} progress lines, the last: {progress[-1]}")
-    return run, measured or 0, cached or 0, calls or 0
+    return run
 
 
 def main() -> None:
@@ -42,19 +35,20 @@ def main() -> None:
         load = os.getloadavg()[0]
         cold = audit(work, extra)
         warm = audit(work, extra)
-    print(f"default audit ({' '.join(extra) or 'models.yaml as is'}), load average {load:.2f}")
-    for name, (run, measured, cached, calls) in (("cold", cold), ("warm", warm)):
-        suites = run.suite_seconds()
-        print(
-            f"  {name}: {run.wall_s:7.1f} s wall, {calls} model calls, {measured} trials "
-            f"measured by a model, {cached} from the response cache"
-        )
-        print(
-            "    worker seconds per suite: "
-            + ", ".join(f"{suite} {sec:.0f}" for suite, sec in sorted(suites.items()))
-        )
-    ratio = warm[0].wall_s / cold[0].wall_s
-    print(f"  warm / cold = {ratio:.3f}; model calls on the warm run: {warm[3]}")
+        print(f"default audit ({' '.join(extra) or 'models.yaml as is'}), load average {load:.2f}")
+        for name, run in (("cold", cold), ("warm", warm)):
+            measured, cached, calls = run.model_work()
+            suites = run.suite_seconds()
+            print(
+                f"  {name}: {run.wall_s:7.1f} s wall, {calls} model calls, {measured} trials "
+                f"measured by a model, {cached} from the response cache"
+            )
+            print(
+                "    worker seconds per suite: "
+                + ", ".join(f"{suite} {sec:.0f}" for suite, sec in sorted(suites.items()))
+            )
+        ratio = warm.wall_s / cold.wall_s
+        print(f"  warm / cold = {ratio:.3f}; model calls on the warm run: {warm.model_work()[2]}")
 
 
 if __name__ == "__main__":

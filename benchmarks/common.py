@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -51,6 +52,16 @@ class SuiteRun:
     store: Path
     stdout: str
     stderr: str
+
+    def model_work(self) -> tuple[int, int, int]:
+        """(trials measured by a model, trials read from the response cache, prompts sent to a
+        model: trials, judge and pilot calls) from the run store."""
+        with sqlite3.connect(self.store) as conn:
+            measured, cached = conn.execute(
+                "SELECT SUM(from_cache = 0), SUM(from_cache = 1) FROM trials"
+            ).fetchone()
+            (calls,) = conn.execute("SELECT SUM(prompts) FROM model_calls").fetchone()
+        return measured or 0, cached or 0, calls or 0
 
     def suite_seconds(self) -> dict[str, float]:
         """Worker seconds per suite folder (facets, controls, regression, analysis, benchmarks)

@@ -97,21 +97,23 @@ def main() -> None:
         own_store, ref_store = TrialStore.read_only(own.store), TrialStore.read_only(ref.store)
         agreement = readout_agreement(own_store, ref_store)
         verdicts = verdict_table(own_store, ref_store)
-    print(f"order suites at the models' precision vs float32, load average {load:.2f}")
-    print(
-        f"  wall: own precision {own.wall_s:.0f} s, float32 {ref.wall_s:.0f} s "
-        f"(x{ref.wall_s / own.wall_s:.2f})"
-    )
-    print("  readout agreement per trial (content label equal to float32's):")
-    print(agreement.to_string(index=False, float_format="%.3f"))
-    flips = verdicts[verdicts.metric.str.startswith("flip_rate")]
-    for name, table in (("flip-rate", flips), ("all", verdicts)):
-        same = (table.verdict == table.verdict_f32).sum()
-        print(f"  {name} verdicts identical: {same} of {len(table)}")
-    differ = verdicts[verdicts.verdict != verdicts.verdict_f32]
-    if len(differ):
-        print("  verdicts that differ:")
-        print(differ.to_string(index=False, float_format="%.3f"))
+        print(f"order suites at the models' precision vs float32, load average {load:.2f}")
+        for name, run in (("own precision", own), ("float32", ref)):
+            measured, cached, _ = run.model_work()
+            print(
+                f"  {name}: {run.wall_s:.0f} s wall, {measured} trials measured by a model, "
+                f"{cached} from the response cache"
+            )
+        print("  readout agreement per trial (content label equal to float32's):")
+        print(agreement.to_string(index=False, float_format="%.3f"))
+        flips = verdicts[verdicts.metric.str.startswith("flip_rate")]
+        for name, table in (("flip-rate", flips), ("all", verdicts)):
+            same = (table.verdict == table.verdict_f32).sum()
+            print(f"  {name} verdicts identical: {same} of {len(table)}")
+        differ = verdicts[verdicts.verdict != verdicts.verdict_f32]
+        if len(differ):
+            print("  verdicts that differ:")
+            print(differ.to_string(index=False, float_format="%.3f"))
 
 
 if __name__ == "__main__":
