@@ -40,7 +40,7 @@ def labels(outs, requests: list[Request], readout: str) -> list[str | None]:
 
 def main() -> None:
     ap = parser(__doc__, 48)
-    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--batch-size", type=int, default=64)
     args = ap.parse_args()
     cfg = {**model_config(args), "readouts": list(READOUTS), "dtype": "float32"}
     arms = {

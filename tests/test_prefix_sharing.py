@@ -6,7 +6,13 @@ import pytest
 from conftest import tiny_hf_config
 from flipgate.backends.base import Request
 from flipgate.backends.hf import HFBackend
-from flipgate.backends.prefix import MIN_SHARED, common_prefix, plan_batches
+from flipgate.backends.prefix import (
+    MIN_SAVED,
+    common_prefix,
+    decode_batches,
+    length_batches,
+    prefix_tree,
+)
 from flipgate.facets import get_facet
 from flipgate.grammar import orderings
 from flipgate.items import Item
@@ -17,45 +23,70 @@ def test_common_prefix():
     assert common_prefix([], [1]) == 0 and common_prefix([7, 8], [7, 8]) == 2
 
 
-def test_orderings_of_two_items_form_one_group_each_and_controls_share_all_but_one_token():
-    stem_a, stem_b = list(range(100, 130)), list(range(200, 240))
+def test_tree_of_two_items_orderings_and_control_replicates():
+    """A shared instruction, two items' orderings and three identical control replicates: the
+    instruction runs once, each question once on top of it, each ordering's options alone; the
+    replicates share everything (nothing of their own)."""
+    instruction = list(range(1000, 1030))
+    stem_a, stem_b = instruction + list(range(100, 130)), instruction + list(range(200, 240))
     perms = [stem_a + [1, 2, 3], stem_a + [3, 1, 2], stem_a + [2, 3, 1]]
-    replicates = [stem_b + [5, 6]] * 3
-    ids = perms + replicates
-    batches = plan_batches(ids, [4] * 6, batch_size=8)
-    groups = sorted((g for b in batches for g in b), key=lambda g: min(g.rows))
-    assert [(sorted(g.rows), g.shared) for g in groups] == [([0, 1, 2], 30), ([3, 4, 5], 41)]
-    assert sum(len(b) for b in batches) == 2  # one batch holds both groups
+    seqs = perms + [stem_b + [5, 6]] * 3
+    root = prefix_tree(seqs, list(range(6)))
+    assert (root.start, root.end, root.leaves) == (0, 30, ())
+    items = sorted(root.children, key=lambda n: min(n.rows))
+    assert [(sorted(n.rows), n.start, n.end) for n in items] == [
+        ([0, 1, 2], 30, 60),
+        ([3, 4, 5], 30, 72),
+    ]
+    assert sorted(items[0].leaves) == [0, 1, 2] and not items[0].children
+    assert sorted(items[1].leaves) == [3, 4, 5]  # replicates: len(seq) == end, nothing left
+    assert root.computed_tokens(seqs) == 30 + 30 + 3 * 3 + 42
 
 
-def test_batches_respect_size_and_budget_and_cover_every_prompt_once():
-    stem = list(range(50, 50 + 2 * MIN_SHARED))
-    ids = [stem + [i, i + 1] for i in range(10)] + [[9] * 5, [8] * 3]
-    budgets = [4] * 10 + [6, 6]
-    batches = plan_batches(ids, budgets, batch_size=4)
-    rows = [r for b in batches for g in b for r in g.rows]
-    assert sorted(rows) == list(range(12))
-    for b in batches:
-        members = [r for g in b for r in g.rows]
-        assert len(members) <= 4 and len({budgets[r] for r in members}) == 1
-    # a prefix shorter than MIN_SHARED is not shared; without sharing every prompt stands alone
-    assert all(g.shared == 0 for b in plan_batches([[1, 2, 3]] * 3, [4] * 3, 8) for g in b)
-    assert all(
-        len(g.rows) == 1 and g.shared == 0
-        for b in plan_batches(ids, budgets, 4, share=False)
-        for g in b
-    )
+def test_a_run_that_saves_too_little_is_split_deeper_not_run():
+    """Three items, two of whose questions start with the same two tokens: those two tokens
+    save too little for a pass of their own, so each item still becomes its own node."""
+    instruction = list(range(1000, 1030))
+    item = [instruction + [7, 8] + list(range(100 * i, 100 * i + 30)) for i in (1, 2)]
+    item.append(instruction + [9] + list(range(300, 331)))
+    seqs = [q + [k, 1] for q in item for k in range(4)]
+    root = prefix_tree(seqs, list(range(12)))
+    assert root.end == 30 and not root.leaves
+    assert sorted(sorted(n.rows) for n in root.children) == [
+        [0, 1, 2, 3],
+        [4, 5, 6, 7],
+        [8, 9, 10, 11],
+    ]
+    assert {n.end for n in root.children} == {62}
+    # a short common prefix is not run on its own; unrelated prompts are all leaves
+    flat = prefix_tree([[1, 2, 3], [1, 2, 4], [9]], [0, 1, 2])
+    assert (flat.end, flat.children, sorted(flat.leaves)) == (0, (), [0, 1, 2])
 
 
-def test_the_dynamic_program_splits_at_the_item_boundary():
-    """Two items' orderings, 6 each, with batch_size 12: grouping all twelve saves only the
-    common instruction; one group per item saves each question as well."""
+def test_tree_covers_every_row_once_at_any_depth():
+    stem = list(range(50, 50 + MIN_SAVED))
+    seqs = [stem + [i % 4] * (20 + i) for i in range(9)] + [[7] * 4, stem, stem]
+
+    def rows(node):
+        return list(node.leaves) + [r for c in node.children for r in rows(c)]
+
+    root = prefix_tree(seqs, list(range(len(seqs))))
+    assert sorted(rows(root)) == list(range(len(seqs)))
+    assert root.computed_tokens(seqs) < sum(map(len, seqs))
+
+
+def test_decode_batches_respect_size_and_budget_and_cut_between_items():
     instruction = list(range(1000, 1010))
-    items = [instruction + list(range(2000 + 100 * i, 2000 + 100 * i + 40)) for i in range(2)]
-    ids = [q + [7 + (k % 3), 8, 9 + k] for q in items for k in range(6)]
-    groups = [g for b in plan_batches(ids, [4] * 12, 12) for g in b]
-    assert sorted(sorted(g.rows) for g in groups) == [list(range(6)), list(range(6, 12))]
-    assert {g.shared for g in groups} == {50}
+    items = [instruction + list(range(2000 + 100 * i, 2000 + 100 * i + 40)) for i in range(3)]
+    ids = [q + [7 + k, 8] for q in items for k in range(6)]
+    budgets = [4] * 18
+    batches = decode_batches(ids, budgets, size=8)
+    assert sorted(r for b in batches for r in b) == list(range(18))
+    assert [sorted(b) for b in batches] == [list(range(6)), list(range(6, 12)), list(range(12, 18))]
+    mixed = decode_batches(ids[:4], [4, 6, 4, 6], size=8)
+    assert all(len({[4, 6, 4, 6][r] for r in b}) == 1 for b in mixed) and len(mixed) == 2
+    whole = length_batches([[1] * 5, [1] * 2, [1] * 9], [4, 4, 4], 2)
+    assert whole == [[1, 0], [2]]
 
 
 ITEMS = [
@@ -80,11 +111,14 @@ def test_shared_prefix_answers_equal_the_reference_path(tiny_model_dir, tmp_path
     )
     shared = HFBackend(cfg)
     reference = HFBackend({**cfg, "prefix_sharing": False})
-    assert shared.settings["prefix_sharing"] is True and "prefix_sharing" not in reference.settings
-    assert "shared-prefix" in shared.fingerprint["engine"]
+    assert shared.settings["prefix_sharing"] == "prefix-tree"
+    assert "prefix_sharing" not in reference.settings
+    assert "prefix-tree" in shared.fingerprint["engine"]
     reqs = mixed_requests()
     ids = [shared.tokenizer(shared.render(r), add_special_tokens=False)["input_ids"] for r in reqs]
-    assert any(g.shared for b in plan_batches(ids, [3] * len(ids), 8) for g in b)
+    seqs = [row[:-1] for row in ids]
+    tree = prefix_tree(seqs, list(range(len(seqs))))
+    assert tree.computed_tokens(seqs) < sum(map(len, seqs)) / 2
     for a, b in zip(shared.complete(reqs), reference.complete(reqs)):
         assert a.text == b.text and a.tokens_in == b.tokens_in and a.tokens_out == b.tokens_out
         assert a.label_logprobs.keys() == b.label_logprobs.keys()

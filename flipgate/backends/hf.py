@@ -16,13 +16,15 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
-from flipgate.backends.prefix import Group, plan_batches
+from flipgate.backends.prefix import Node, decode_batches, length_batches, prefix_tree
 from flipgate.files import atomic_write
 from flipgate.hashing import sha256_file, sha256_files, sha256_json, sha256_text
 
 FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
 #: bump when the fingerprint's fields or their derivation change (stored fingerprints go stale)
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2
+#: leaf prompts of a prefix-tree node run in forward passes of at most this many rows
+PREFILL_ROWS = 16
 
 
 def resolve_source(source: dict[str, Any], model_id: str) -> tuple[str, str | None]:
@@ -142,7 +144,7 @@ class HFBackend:
             "chat_template_sha256": self.fingerprint["chat_template_sha256"],
         }
         if self.prefix_sharing:  # same numerics up to float rounding; keyed apart all the same
-            self.settings["prefix_sharing"] = True
+            self.settings["prefix_sharing"] = "prefix-tree"
 
     # -- loading -------------------------------------------------------------------------------
     def _fingerprint_path(self) -> Path | None:
@@ -267,7 +269,7 @@ class HFBackend:
             "vision": self.vision,
             "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
             "engine": f"transformers {transformers.__version__}"
-            + (", shared-prefix KV cache" if self.prefix_sharing and not self.vision else ""),
+            + (", prefix-tree KV cache" if self.prefix_sharing and not self.vision else ""),
         }
         self._loaded = True
         path = self._fingerprint_path()
@@ -356,27 +358,36 @@ class HFBackend:
         return result
 
     def complete(self, requests: list[Request]) -> list[Output]:
-        """Batches of one generation length; prompts that share a token prefix (the K orderings
-        of an item, a control's replicates, k-shot exemplars) compute it once
-        (:mod:`flipgate.backends.prefix`); answers come back in request order."""
+        """Batches of one generation length; with prefix sharing, the tokens several prompts
+        share (an item's K orderings, a control's replicates, k-shot exemplars, a dataset's
+        instruction) run once (:mod:`flipgate.backends.prefix`); answers come back in request
+        order."""
         self._ensure_loaded()
         prompts = [self.render(r) for r in requests]
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         budget = [r.max_new_tokens or self.max_new_tokens for r in requests]
-        share = self.prefix_sharing and not self.vision
         outputs: dict[int, Output] = {}
-        for batch in plan_batches(ids, budget, self.batch_size, share=share):
-            rows = [r for group in batch for r in group.rows]
-            if any(group.shared for group in batch):
-                done = self._complete_shared(
-                    batch, [requests[i] for i in rows], ids, budget[rows[0]]
-                )
-            else:
+        if self._shares(ids, budget):
+            for rows in decode_batches(ids, budget, self.batch_size):
+                done = self._complete_tree([requests[i] for i in rows], [ids[i] for i in rows])
+                outputs.update(zip(rows, done))
+        else:
+            for rows in length_batches(ids, budget, self.batch_size):
                 done = self._complete_batch(
                     [requests[i] for i in rows], [prompts[i] for i in rows], budget[rows[0]]
                 )
-            outputs.update(zip(rows, done))
+                outputs.update(zip(rows, done))
         return [outputs[i] for i in range(len(requests))]  # every index is in one batch
+
+    def _shares(self, ids: list[list[int]], budget: list[int]) -> bool:
+        """Whether this call runs on the prefix tree: text models with prefix sharing on, and
+        prompts that stay inside a sliding attention window (Gemma 3: 512 tokens), whose cache
+        keeps only the window."""
+        if not self.prefix_sharing or self.vision:
+            return False
+        window = getattr(self.model.config, "sliding_window", None)
+        longest = max(len(a) + b for a, b in zip(ids, budget))
+        return window is None or longest < window
 
     def _complete_batch(
         self, batch: list[Request], prompts: list[str], max_new_tokens: int
@@ -396,50 +407,103 @@ class HFBackend:
             )
         return self._generate(batch, dict(enc), max_new_tokens, None, time.perf_counter())
 
-    def _complete_shared(
-        self, groups: list[Group], batch: list[Request], ids: list[list[int]], max_new_tokens: int
-    ) -> list[Output]:
-        """A batch whose groups share token prefixes: each group's prefix runs once (left-padded
-        to the longest), its key/value cache is copied to the group's rows, and only the rest of
-        each prompt (left-padded between prefix and rest) runs with it."""
+    def _complete_tree(self, batch: list[Request], ids: list[list[int]]) -> list[Output]:
+        """One decode batch: every prompt but its last token runs on the prefix tree (each
+        shared run once), the rows' keys and values are left-padded into one cache, and
+        ``generate`` runs the last tokens and the answers of all rows together."""
+        import torch
+
+        t0 = time.perf_counter()
+        seqs = [row[:-1] for row in ids]
+        kv: dict[int, list] = {}
+        self._prefill(prefix_tree(seqs, list(range(len(seqs)))), seqs, None, kv)
+        width = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.full((len(ids), width + 1), pad, dtype=torch.long)
+        mask = torch.zeros((len(ids), width + 1), dtype=torch.long)
+        for r, row in enumerate(ids):
+            input_ids[r, width + 1 - len(row) :] = torch.tensor(row)
+            mask[r, width + 1 - len(row) :] = 1
+        budget = batch[0].max_new_tokens or self.max_new_tokens
+        cache = self._merged(kv, seqs, width, width + 1 + budget) if width else None
+        enc = {"input_ids": input_ids, "attention_mask": mask}
+        return self._generate(batch, enc, budget, cache, t0)
+
+    def _merged(self, kv: dict[int, list], seqs: list[list[int]], width: int, capacity: int):
+        """One cache for a decode batch: row r's keys and values right-aligned at ``width``
+        (the padding before them zeroed and masked), room for ``capacity`` positions."""
+        from flipgate.backends.kvcache import slot_cache
+
+        some = next(kv[r] for r, seq in enumerate(seqs) if seq)
+        layers = []
+        for layer, (keys, _) in enumerate(some):
+            shape = (len(seqs), keys.shape[1], capacity, keys.shape[3])
+            merged = (keys.new_empty(shape), keys.new_empty(shape))
+            for r, seq in enumerate(seqs):
+                for buffer, part in zip(merged, kv[r][layer] if seq else (None, None)):
+                    buffer[r, :, : width - len(seq)] = 0
+                    if part is not None:
+                        buffer[r, :, width - len(seq) : width] = part[0]
+            layers.append((*merged, width))
+        return slot_cache(self.model.config, layers)
+
+    def _prefill(self, node: Node, seqs: list[list[int]], parent: list | None, kv: dict) -> None:
+        """Run ``node``'s own tokens once on ``parent``'s cache (per layer, keys and values of
+        one row), then its children, then its leaves in batches; ``kv[row]`` gets each row's
+        keys and values for all of ``seqs[row]``."""
+        cached = parent
+        if node.end > node.start:
+            cached = self._extend(parent, [seqs[node.rows[0]][node.start : node.end]])
+        for child in node.children:
+            self._prefill(child, seqs, cached, kv)
+        for r in node.leaves:
+            if len(seqs[r]) == node.end:  # nothing of its own (a control replicate)
+                kv[r] = cached
+        todo = sorted(
+            (r for r in node.leaves if len(seqs[r]) > node.end), key=lambda r: len(seqs[r])
+        )
+        for start in range(0, len(todo), PREFILL_ROWS):
+            rows = todo[start : start + PREFILL_ROWS]
+            layers = self._extend(cached, [seqs[r][node.end :] for r in rows])
+            for i, r in enumerate(rows):
+                n = len(seqs[r])
+                kv[r] = [(k[i : i + 1, :, :n], v[i : i + 1, :, :n]) for k, v in layers]
+
+    def _extend(self, parent: list | None, rests: list[list[int]]) -> list:
+        """Keys and values (per layer, one row per rest) of ``parent``'s tokens followed by each
+        rest, right-padded: a real token never attends to the padding after it (causal mask),
+        so every real position's keys and values are those of the unpadded prompt."""
         import torch
         from transformers import DynamicCache
 
-        pad = self.tokenizer.pad_token_id
-        longest = max(group.shared for group in groups)
-        prefix_ids = torch.full((len(groups), longest), pad, dtype=torch.long)
-        prefix_mask = torch.zeros((len(groups), longest), dtype=torch.long)
-        row_group, rests = [], []
-        for g, group in enumerate(groups):
-            if group.shared:
-                shared = ids[group.rows[0]][: group.shared]
-                prefix_ids[g, longest - group.shared :] = torch.tensor(shared)
-                prefix_mask[g, longest - group.shared :] = 1
-            row_group += [g] * len(group.rows)
-            rests += [ids[r][group.shared :] for r in group.rows]
-        width = max(len(rest) for rest in rests)
-        rest_ids = torch.full((len(rests), width), pad, dtype=torch.long)
-        rest_mask = torch.zeros((len(rests), width), dtype=torch.long)
-        for r, rest in enumerate(rests):
-            rest_ids[r, width - len(rest) :] = torch.tensor(rest)
-            rest_mask[r, width - len(rest) :] = 1
-        t0 = time.perf_counter()
-        cache = DynamicCache(config=self.model.config)
+        from flipgate.backends.kvcache import slot_cache
+
+        done = 0 if parent is None else parent[0][0].shape[2]
+        width = max(len(r) for r in rests)
+        tokens = torch.full((len(rests), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        for i, rest in enumerate(rests):
+            tokens[i, : len(rest)] = torch.tensor(rest)
+        if parent is None:
+            cache = DynamicCache(config=self.model.config)
+        else:
+            layers = []
+            for keys, values in parent:
+                shape = (len(rests), keys.shape[1], done + width, keys.shape[3])
+                buffers = (keys.new_empty(shape), values.new_empty(shape))
+                buffers[0][:, :, :done] = keys
+                buffers[1][:, :, :done] = values
+                layers.append((*buffers, done))
+            cache = slot_cache(self.model.config, layers)
         with torch.inference_mode():
             self.model(
-                input_ids=prefix_ids,
-                attention_mask=prefix_mask,
-                position_ids=(prefix_mask.cumsum(-1) - 1).clamp(min=0),
+                input_ids=tokens,
+                position_ids=torch.arange(done, done + width).expand(len(rests), -1),
                 past_key_values=cache,
                 use_cache=True,
                 logits_to_keep=1,
             )
-        cache.batch_select_indices(torch.tensor(row_group))
-        enc = {
-            "input_ids": torch.cat([prefix_ids[row_group], rest_ids], dim=1),
-            "attention_mask": torch.cat([prefix_mask[row_group], rest_mask], dim=1),
-        }
-        return self._generate(batch, enc, max_new_tokens, cache, t0)
+        # a DynamicCache's layers are DynamicLayers (transformers types them as a wider union)
+        return [(layer.keys, layer.values) for layer in cache.layers]  # type: ignore[union-attr]
 
     def _generate(
         self, batch: list[Request], enc: dict[str, Any], max_new_tokens: int, cache: Any, t0: float

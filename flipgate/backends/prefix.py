@@ -1,27 +1,23 @@
-"""Shared-prefix batching: which prompts of a call share a token prefix, and how to batch them.
+"""Prefix trees over a call's prompts: which tokens several prompts share, so the local engine
+computes them once, and how to cut a call into decode batches.
 
 The K orderings of an item share everything before the first permuted unit (the instruction and
-the question), the K replicates of a same-ordering control share the whole prompt, and k-shot
-envelope prompts share their exemplars. The local engine computes such a prefix's key/value
-cache once per group and runs only the rest of each prompt (docs/engine.md). Pure functions over
-token ids; the transformers side is in :mod:`flipgate.backends.hf`.
+the question), the K replicates of a same-ordering control share the whole prompt, k-shot
+envelope prompts share their exemplars, and every prompt of a dataset shares the system prompt
+and instruction. The engine (:mod:`flipgate.backends.hf`) walks the tree: each node's own tokens
+run once, as one row, on top of its parent's key/value cache; each leaf prompt runs only the
+tokens no other prompt shares; then the prompts of a batch decode together from their caches
+(docs/engine.md). Pure functions over token ids.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: a prefix shorter than this is not worth a separate forward pass
-MIN_SHARED = 8
-
-
-@dataclass(frozen=True)
-class Group:
-    """Prompts (indices into the call's requests) whose first ``shared`` tokens are equal;
-    ``shared`` is 0 for a prompt computed whole."""
-
-    rows: tuple[int, ...]
-    shared: int
+#: a shared run is worth a forward pass of its own (one row) only if it saves at least this many
+#: prompt tokens, (rows − 1) × its length: a pass costs a fixed overhead, and splitting an item's
+#: orderings into smaller batches costs more passes (measured in docs/engine.md)
+MIN_SAVED = 48
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -33,58 +29,106 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return i
 
 
-def _groups(ids: list[list[int]], rows: list[int], batch_size: int) -> list[Group]:
-    """Split ``rows`` (sorted so that equal prefixes are adjacent) into consecutive groups of at
-    most ``batch_size`` that maximise the prompt tokens saved, Σ (size − 1) · shared."""
-    n = len(rows)
-    adjacent = [common_prefix(ids[rows[t]], ids[rows[t + 1]]) for t in range(n - 1)]
+@dataclass(frozen=True)
+class Node:
+    """Rows (indices into the call's token lists) whose first ``end`` tokens are equal. Tokens
+    ``[start, end)`` run once on top of the parent's cache (``start == end``: nothing of its
+    own); each child continues from ``end``; each leaf row runs ``seq[end:]`` alone."""
 
-    def shared(i: int, j: int) -> int:  # rows[i:j]; every prompt keeps ≥ 1 token of its own
-        if j - i < 2:
-            return 0
-        s = min(min(adjacent[i : j - 1]), min(len(ids[r]) for r in rows[i:j]) - 1)
-        return s if s >= MIN_SHARED else 0
+    rows: tuple[int, ...]
+    start: int
+    end: int
+    children: tuple[Node, ...]
+    leaves: tuple[int, ...]
 
-    best = [0] * (n + 1)
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        best[j], cut[j] = best[j - 1], j - 1  # row j-1 alone
-        for i in range(max(0, j - batch_size), j - 1):
-            gain = best[i] + (j - i - 1) * shared(i, j)
-            if gain > best[j]:
-                best[j], cut[j] = gain, i
-    groups: list[Group] = []
-    j = n
-    while j > 0:
-        i = cut[j]
-        groups.append(Group(tuple(rows[i:j]), shared(i, j)))
-        j = i
-    return groups[::-1]
+    def computed_tokens(self, seqs: list[list[int]]) -> int:
+        """Tokens the tree runs (each shared run once), against Σ len(seq) computed whole."""
+        own = self.end - self.start
+        return (
+            own
+            + sum(c.computed_tokens(seqs) for c in self.children)
+            + sum(len(seqs[r]) - self.end for r in self.leaves)
+        )
 
 
-def plan_batches(
-    ids: list[list[int]], budgets: list[int], batch_size: int, share: bool = True
-) -> list[list[Group]]:
-    """Batches (lists of groups, at most ``batch_size`` prompts each, one generation budget
-    each) covering every prompt once. Prompts are sorted by budget and then by their tokens, so
-    shared prefixes are adjacent; the groups are then packed by shared and prompt length (less
-    padding). Without ``share`` every prompt is its own group, packed by length."""
-    order = sorted(range(len(ids)), key=lambda i: (budgets[i], ids[i] if share else len(ids[i])))
-    batches: list[list[Group]] = []
+def prefix_tree(seqs: list[list[int]], rows: list[int], min_saved: int = MIN_SAVED) -> Node:
+    """The prefix tree of ``seqs[r]`` for ``r`` in ``rows``: a node wherever a run of rows
+    shares enough more tokens than their parent to save ``min_saved`` prompt tokens."""
+    order = sorted(rows, key=lambda r: seqs[r])
+    return _node(seqs, order, 0, min_saved)
+
+
+def _saves(rows: int, shared: int, min_saved: int) -> bool:
+    return shared > 0 and (rows - 1) * shared >= min_saved
+
+
+def _node(seqs: list[list[int]], order: list[int], start: int, min_saved: int) -> Node:
+    adjacent = [common_prefix(seqs[a], seqs[b]) for a, b in zip(order, order[1:])]
+    end = min(adjacent) if adjacent else start
+    if not _saves(len(order), end - start, min_saved):  # only at the root: run nothing
+        end = start
+    children: list[Node] = []
+    leaves: list[int] = []
+
+    def split(lo: int, hi: int, level: int) -> None:
+        """Rows ``order[lo:hi]`` into runs sharing more than ``level`` tokens: a child where the
+        run saves enough on top of ``end``, else its own runs one level deeper."""
+        i = lo
+        while i < hi:
+            j = i + 1
+            while j < hi and adjacent[j - 1] > level:
+                j += 1
+            if j - i == 1:
+                leaves.append(order[i])
+            else:
+                shared = min(adjacent[i : j - 1])
+                if _saves(j - i, shared - end, min_saved):
+                    children.append(_node(seqs, order[i:j], end, min_saved))
+                else:
+                    split(i, j, shared)
+            i = j
+
+    split(0, len(order), end)
+    return Node(tuple(order), start, end, tuple(children), tuple(leaves))
+
+
+def decode_batches(ids: list[list[int]], budgets: list[int], size: int) -> list[list[int]]:
+    """Rows cut into batches of at most ``size`` prompts with one generation budget each, sorted
+    by token ids so that prompts sharing a prefix fall into one batch; a batch is cut where
+    neighbouring prompts share the fewest tokens (in its second half)."""
+    order = sorted(range(len(ids)), key=lambda i: (budgets[i], ids[i]))
+    batches: list[list[int]] = []
     start = 0
     while start < len(order):
-        end = start
-        while end < len(order) and budgets[order[end]] == budgets[order[start]]:
-            end += 1
-        run = order[start:end]
-        groups = _groups(ids, run, batch_size) if share else [Group((r,), 0) for r in run]
-        groups.sort(key=lambda g: (g.shared, max(len(ids[r]) for r in g.rows)))
-        current: list[Group] = []
-        for group in groups:
-            if sum(len(g.rows) for g in current) + len(group.rows) > batch_size:
-                batches.append(current)
-                current = []
-            current.append(group)
-        batches.append(current)
-        start = end
+        stop = start + 1
+        while (
+            stop < len(order)
+            and stop - start < size
+            and budgets[order[stop]] == budgets[order[start]]
+        ):
+            stop += 1
+        if (
+            stop < len(order)
+            and stop - start == size
+            and budgets[order[stop]] == budgets[order[start]]
+        ):
+            stop = min(
+                range(start + max(1, size // 2), stop + 1),
+                key=lambda c: (common_prefix(ids[order[c - 1]], ids[order[c]]), -c),
+            )
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
+def length_batches(ids: list[list[int]], budgets: list[int], size: int) -> list[list[int]]:
+    """Rows cut into batches of at most ``size`` prompts of one generation budget, sorted by
+    length (little padding): the engine's path when every prompt is computed whole."""
+    order = sorted(range(len(ids)), key=lambda i: (budgets[i], len(ids[i])))
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < size and budgets[batches[-1][0]] == budgets[i]:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
     return batches
