@@ -2,10 +2,11 @@
 and whether their answers equal the naive loop's (issue #14, target 3).
 
 Same model, same prompts, same run: facet prompts (K=6 option orderings per item) and control
-prompts (the canonical ordering K times). Arms: the naive loop (batch 1, every prompt computed
-whole), batched (batch 16, prompts computed whole), batched with the shared-prefix KV cache, and
-that in bfloat16. Default model: the embedded SmolLM2-135M-Instruct.
-    python benchmarks/engine_throughput.py [--n 48] [--batch-size 16]
+prompts (the canonical ordering K times). Arms, all float32 unless named: the naive loop (batch
+1, every prompt computed whole), batched (prompts computed whole, sorted by length), the engine's
+prefix tree (docs/engine.md), and that in bfloat16. Default model: the embedded
+SmolLM2-135M-Instruct.
+    python benchmarks/engine_throughput.py [--n 96] [--batch-size 64]
         [--models models.yaml --model ID]
 """
 
@@ -39,7 +40,7 @@ def labels(outs, requests: list[Request], readout: str) -> list[str | None]:
 
 
 def main() -> None:
-    ap = parser(__doc__, 48)
+    ap = parser(__doc__, 96)
     ap.add_argument("--batch-size", type=int, default=64)
     args = ap.parse_args()
     cfg = {**model_config(args), "readouts": list(READOUTS), "dtype": "float32"}
@@ -48,10 +49,8 @@ def main() -> None:
         f"batched (bs={args.batch_size})": HFBackend(
             {**cfg, "batch_size": args.batch_size, "prefix_sharing": False}
         ),
-        f"batched + shared prefix (bs={args.batch_size})": HFBackend(
-            {**cfg, "batch_size": args.batch_size}
-        ),
-        f"batched + shared prefix, bf16 (bs={args.batch_size})": HFBackend(
+        f"prefix tree (bs={args.batch_size})": HFBackend({**cfg, "batch_size": args.batch_size}),
+        f"prefix tree, bf16 (bs={args.batch_size})": HFBackend(
             {**cfg, "batch_size": args.batch_size, "dtype": "bfloat16"}
         ),
     }

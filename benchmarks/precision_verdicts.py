@@ -1,14 +1,15 @@
 """The default audit's order suites (facets and same-ordering controls) at the models' own
-precision (models.yaml: bfloat16) and at float32, side by side in one run: how often each
-readout of a trial agrees, and whether every flip-rate verdict is the same (issue #14, target 3:
-an engine that changes numerics must leave the flip-rate verdicts of the default audit as they
-are).
+precision (models.yaml: float32, the reference) and with every local model in another dtype
+(default bfloat16), side by side in one run: how often each readout of a trial agrees, and
+whether every flip-rate verdict is the same (issue #14, target 3: an engine that changes
+numerics must leave the flip-rate verdicts of the default audit as they are).
 
-    python benchmarks/precision_verdicts.py [--keep DIR] [--items-per-dataset N] [-- pytest args]
+    python benchmarks/precision_verdicts.py [--dtype bfloat16] [--keep DIR]
+        [--items-per-dataset N] [-- pytest args]
 
 Both arms share one response cache (the precision is part of its key), so after a default audit
-into the same ``--keep`` folder the first arm is replayed. float32 is the reference: with the
-shared-prefix cache its answers equal a naive generate loop's (benchmarks/engine_throughput.py).
+into the same ``--keep`` folder the reference arm is replayed. In float32 the engine's answers
+equal a naive generate loop's (benchmarks/engine_throughput.py).
 """
 
 from __future__ import annotations
@@ -27,20 +28,20 @@ ORDER_SUITES = ("suites/facets", "suites/controls")
 KEY = ["model_id", "dataset", "facet", "item_id", "condition", "sample"]
 
 
-def float32_models(source: Path, out: Path) -> Path:
-    """``source`` with every local (hf) model in float32; written to ``out``."""
+def models_in(dtype: str, source: Path, out: Path) -> Path:
+    """``source`` with every local (hf) model in ``dtype``; written to ``out``."""
     data = yaml.safe_load(source.read_text())
     for model in data["models"]:
         if model.get("backend") == "hf":
-            model["dtype"] = "float32"
+            model["dtype"] = dtype
     out.write_text(yaml.safe_dump(data, sort_keys=False))
     return out
 
 
-def readout_agreement(own: TrialStore, ref: TrialStore) -> pd.DataFrame:
+def readout_agreement(ref: TrialStore, other: TrialStore) -> pd.DataFrame:
     """Per model and readout: trials in both runs and the share whose content label is equal
     (an unparsed answer counts as its own label)."""
-    a, b = own.trials(), ref.trials()
+    a, b = other.trials(), ref.trials()
     joined = a[KEY + ["mapped"]].merge(b[KEY + ["mapped"]], on=KEY, suffixes=("", "_ref"))
     rows = []
     for model, group in joined.groupby("model_id"):
@@ -59,9 +60,9 @@ def readout_agreement(own: TrialStore, ref: TrialStore) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def verdict_table(own: TrialStore, ref: TrialStore) -> pd.DataFrame:
+def verdict_table(ref: TrialStore, other: TrialStore) -> pd.DataFrame:
     """Every verdict of either run, keyed by (model, dataset, cell, threshold), with both runs'
-    estimate and verdict label."""
+    estimate and verdict label (the other run's with the suffix ``_other``)."""
 
     def frame(store: TrialStore) -> pd.DataFrame:
         return pd.DataFrame(
@@ -79,38 +80,39 @@ def verdict_table(own: TrialStore, ref: TrialStore) -> pd.DataFrame:
         )
 
     key = ["model", "dataset", "cell", "metric", "readout", "threshold"]
-    return frame(own).merge(frame(ref), on=key, how="outer", suffixes=("", "_f32"))
+    return frame(ref).merge(frame(other), on=key, how="outer", suffixes=("", "_other"))
 
 
 def main() -> None:
     ap = suite_parser(__doc__)
     ap.add_argument("--models", type=Path, default=ROOT / "models.yaml")
+    ap.add_argument("--dtype", default="bfloat16", help="the other arm's dtype")
     args = ap.parse_args()
     extra = pytest_args(args)
     with tempfile.TemporaryDirectory(prefix="flipgate-precision-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         load = os.getloadavg()[0]
-        reference = float32_models(args.models, work / "models-float32.yaml")
-        own = run_suites(work, ["--models", str(args.models), *extra], ORDER_SUITES)
-        ref = run_suites(work, ["--models", str(reference), *extra], ORDER_SUITES)
-        own_store, ref_store = TrialStore.read_only(own.store), TrialStore.read_only(ref.store)
-        agreement = readout_agreement(own_store, ref_store)
-        verdicts = verdict_table(own_store, ref_store)
-        print(f"order suites at the models' precision vs float32, load average {load:.2f}")
-        for name, run in (("own precision", own), ("float32", ref)):
+        changed = models_in(args.dtype, args.models, work / f"models-{args.dtype}.yaml")
+        ref = run_suites(work, ["--models", str(args.models), *extra], ORDER_SUITES)
+        other = run_suites(work, ["--models", str(changed), *extra], ORDER_SUITES)
+        ref_store, other_store = TrialStore.read_only(ref.store), TrialStore.read_only(other.store)
+        agreement = readout_agreement(ref_store, other_store)
+        verdicts = verdict_table(ref_store, other_store)
+        print(f"order suites at the models' own precision vs {args.dtype}, load {load:.2f}")
+        for name, run in (("own precision", ref), (args.dtype, other)):
             measured, cached, _ = run.model_work()
             print(
                 f"  {name}: {run.wall_s:.0f} s wall, {measured} trials measured by a model, "
                 f"{cached} from the response cache"
             )
-        print("  readout agreement per trial (content label equal to float32's):")
+        print(f"  readout agreement per trial ({args.dtype}'s content label equal to own's):")
         print(agreement.to_string(index=False, float_format="%.3f"))
         flips = verdicts[verdicts.metric.str.startswith("flip_rate")]
         for name, table in (("flip-rate", flips), ("all", verdicts)):
-            same = (table.verdict == table.verdict_f32).sum()
+            same = (table.verdict == table.verdict_other).sum()
             print(f"  {name} verdicts identical: {same} of {len(table)}")
-        differ = verdicts[verdicts.verdict != verdicts.verdict_f32]
+        differ = verdicts[verdicts.verdict != verdicts.verdict_other]
         if len(differ):
             print("  verdicts that differ:")
             print(differ.to_string(index=False, float_format="%.3f"))

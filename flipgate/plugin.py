@@ -396,7 +396,7 @@ def pytest_sessionstart(session):
 def _planned(items, config) -> dict:
     """Trials the collected cells plan, per (model, dataset, cell) (flipgate/progress.py)."""
     from flipgate.envelope.run import planned_trials
-    from flipgate.progress import Plan, cell_plan, odi_plan
+    from flipgate.progress import Plan, cell_plan, odi_plan, without_images
 
     state = FlipgateSession.of(config)
     plan: Plan = {}
@@ -420,7 +420,26 @@ def _planned(items, config) -> dict:
             roster = envelope.roster or cfg.audited("envelope")
             roster_models = {m: cfg.models[m] for m in roster if m in cfg.models}
             plan |= planned_trials(envelope, params[ENVELOPE_FIXTURE], roster_models)
-    return plan
+    return without_images(plan, _text_only_models(state))
+
+
+def _text_only_models(state: FlipgateSession) -> set[str]:
+    """Local models whose stored fingerprint (``python -m flipgate prepare``, or an earlier
+    run) says they take no images, known before any model is loaded."""
+    from flipgate.backends.hf import stored_fingerprint
+
+    cache_dir = state.path("--cache-dir")
+    found = set()
+    for model_id, model in state.audit_config().models.items():
+        if model.get("backend") != "hf":
+            continue
+        try:
+            fingerprint = stored_fingerprint(model, cache_dir)
+        except FlipgateError:  # a missing package is reported by the cells themselves
+            continue
+        if fingerprint is not None and not fingerprint.get("vision", True):
+            found.add(model_id)
+    return found
 
 
 def pytest_collection_finish(session):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest import tiny_hf_config, write
 from flipgate.__main__ import main
-from flipgate.backends.hf import HFBackend
+from flipgate.backends.hf import HFBackend, stored_fingerprint
 
 
 def models_yaml(tmp_path, model_dir):
@@ -33,8 +33,10 @@ def test_prepare_loads_each_local_model_once_and_stores_its_fingerprint(
     assert status == 0
     assert len(out) == 1 and out[0].startswith("flipgate prepare: tiny ready (")  # replay: nothing
     assert len(list((cache / "fingerprints").glob("*.json"))) == 1
-    audit_backend = HFBackend(tiny_hf_config(tiny_model_dir, cache))
+    cfg = tiny_hf_config(tiny_model_dir, cache)
+    audit_backend = HFBackend(cfg)
     assert not audit_backend._loaded  # the audit's backend knows the model without loading it
+    assert stored_fingerprint(cfg, cache)["vision"] is False  # the progress plan reads it
 
 
 def test_prepare_names_a_missing_models_file(tmp_path, capsys):

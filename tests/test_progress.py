@@ -9,7 +9,15 @@ from test_audit_runner import make_auditor
 
 from conftest import ScriptedBackend
 from flipgate.items import DatasetSpec
-from flipgate.progress import LiveProgress, Rate, Snapshot, cell_plan, describe, read_snapshot
+from flipgate.progress import (
+    LiveProgress,
+    Rate,
+    Snapshot,
+    cell_plan,
+    describe,
+    read_snapshot,
+    without_images,
+)
 from flipgate.store import TrialStore
 
 
@@ -59,6 +67,18 @@ def test_a_cell_the_model_cannot_take_plans_nothing(tmp_path):
     assert read_snapshot(auditor.store.conn).models == {"scripted": (0, 2 * 5 * 6)}
     assert auditor.unmeasurable("scripted", shapes.name, "image_set_order")
     assert read_snapshot(auditor.store.conn).models == {}  # nothing left to wait for
+
+
+def test_image_cells_of_a_text_only_model_plan_nothing_from_the_start():
+    plan = {
+        ("text", "synthetic_shapes", "same_ordering:image_set_order"): 30,
+        ("text", "synthetic_mixed", "mixed_modality_order"): 30,
+        ("text", "mmlu", "option_order"): 30,
+        ("text", "truthfulqa_mc", "T1/greedy"): 25,  # an envelope configuration
+        ("vlm", "synthetic_shapes", "image_set_order"): 30,
+    }
+    kept = without_images(plan, {"text"})
+    assert [n for n in kept.values()] == [0, 0, 30, 25, 30]
 
 
 def test_rate_and_eta_from_planted_snapshots():

@@ -105,6 +105,42 @@ def _torch_dtype(name: str):
     }[name]
 
 
+def fingerprint_path(cfg: dict[str, Any], cache_dir: Path) -> Path | None:
+    """Where a local model configuration's fingerprint is kept: keyed by the local weights'
+    sha256 (memoised per file), the options that shape the model and the transformers version.
+    None for a hub id (nothing local to key it by)."""
+    source = cfg.get("source") or {}
+    where, gguf = resolve_source(source, cfg["id"])
+    folder = Path(where)
+    if gguf:
+        files = [folder / gguf]
+    elif folder.is_dir():
+        files = sorted(p for p in folder.iterdir() if p.is_file())
+    else:
+        return None
+    key = sha256_json(
+        {
+            "source": source,
+            "files": [(p.name, sha256_file(p)) for p in files],
+            "dtype": cfg.get("dtype", "float32"),
+            "quantization": cfg.get("quantization", "none"),
+            "prefix_sharing": bool(cfg.get("prefix_sharing", True)),
+            "transformers": metadata.version("transformers"),
+            "fingerprint": FINGERPRINT_VERSION,
+        }
+    )
+    return cache_dir / "fingerprints" / f"{key[:32]}.json"
+
+
+def stored_fingerprint(cfg: dict[str, Any], cache_dir: Path) -> dict[str, Any] | None:
+    """The fingerprint stored when this configuration was last loaded, or None."""
+    path = fingerprint_path(cfg, cache_dir)
+    try:
+        return None if path is None else json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
 class HFBackend:
     """Batched transformers inference for causal LMs."""
 
@@ -147,38 +183,8 @@ class HFBackend:
             self.settings["prefix_sharing"] = "prefix-tree"
 
     # -- loading -------------------------------------------------------------------------------
-    def _fingerprint_path(self) -> Path | None:
-        """Where this configuration's fingerprint is kept: keyed by the local weights' sha256
-        (memoised per file), the options that shape the model and the transformers version. None
-        for a hub id (nothing local to key it by)."""
-        source = self.cfg.get("source") or {}
-        where, gguf = resolve_source(source, self.model_id)
-        folder = Path(where)
-        if gguf:
-            files = [folder / gguf]
-        elif folder.is_dir():
-            files = sorted(p for p in folder.iterdir() if p.is_file())
-        else:
-            return None
-        key = sha256_json(
-            {
-                "source": source,
-                "files": [(p.name, sha256_file(p)) for p in files],
-                "dtype": self.dtype,
-                "quantization": self.quantization,
-                "prefix_sharing": self.prefix_sharing,
-                "transformers": metadata.version("transformers"),
-                "fingerprint": FINGERPRINT_VERSION,
-            }
-        )
-        return self.cache_dir / "fingerprints" / f"{key[:32]}.json"
-
     def _known_fingerprint(self) -> dict[str, Any] | None:
-        path = self._fingerprint_path()
-        try:
-            return None if path is None else json.loads(path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
+        return stored_fingerprint(self.cfg, self.cache_dir)
 
     def _ensure_loaded(self) -> None:
         if not self._loaded:
@@ -272,7 +278,7 @@ class HFBackend:
             + (", prefix-tree KV cache" if self.prefix_sharing and not self.vision else ""),
         }
         self._loaded = True
-        path = self._fingerprint_path()
+        path = fingerprint_path(self.cfg, self.cache_dir)
         if path is not None:
             atomic_write(path, json.dumps(self.fingerprint))
 
