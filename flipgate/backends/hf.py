@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -372,18 +373,42 @@ class HFBackend:
         prompts = [self.render(r) for r in requests]
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         budget = [r.max_new_tokens or self.max_new_tokens for r in requests]
+        first = self._first_equal(requests, ids, budget)
+        todo = [i for i in range(len(requests)) if first[i] == i]
         outputs: dict[int, Output] = {}
-        if self._shares(ids, budget):
-            for rows in decode_batches(ids, budget, self.batch_size):
+        if self._shares([ids[i] for i in todo], [budget[i] for i in todo]):
+            for batch in decode_batches(
+                [ids[i] for i in todo], [budget[i] for i in todo], self.batch_size
+            ):
+                rows = [todo[b] for b in batch]
                 done = self._complete_tree([requests[i] for i in rows], [ids[i] for i in rows])
                 outputs.update(zip(rows, done))
         else:
-            for rows in length_batches(ids, budget, self.batch_size):
+            for batch in length_batches(
+                [ids[i] for i in todo], [budget[i] for i in todo], self.batch_size
+            ):
+                rows = [todo[b] for b in batch]
                 done = self._complete_batch(
                     [requests[i] for i in rows], [prompts[i] for i in rows], budget[rows[0]]
                 )
                 outputs.update(zip(rows, done))
-        return [outputs[i] for i in range(len(requests))]  # every index is in one batch
+        return [replace(outputs[first[i]]) for i in range(len(requests))]
+
+    def _first_equal(
+        self, requests: list[Request], ids: list[list[int]], budget: list[int]
+    ) -> list[int]:
+        """For each request, the first request of the call it equals (tokens, images, budget):
+        under greedy decoding equal inputs give equal outputs, so each is computed once (a
+        same-ordering control's K replicates; tests/test_prefix_sharing.py checks them against
+        the reference path). With sampling, or on the reference path
+        (``prefix_sharing: false``), every request is its own."""
+        if self.temperature > 0 or not self.prefix_sharing:
+            return list(range(len(requests)))
+        seen: dict[tuple, int] = {}
+        return [
+            seen.setdefault((tuple(row), b, r.images), i)
+            for i, (row, b, r) in enumerate(zip(ids, budget, requests))
+        ]
 
     def _shares(self, ids: list[list[int]], budget: list[int]) -> bool:
         """Whether this call runs on the prefix tree: text models with prefix sharing on, and
