@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
+from collections import Counter
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -392,7 +393,8 @@ class HFBackend:
                     [requests[i] for i in rows], [prompts[i] for i in rows], budget[rows[0]]
                 )
                 outputs.update(zip(rows, done))
-        return [replace(outputs[first[i]]) for i in range(len(requests))]
+        copies = Counter(first)  # a computed output's latency is shared by its copies
+        return [replace(outputs[f], latency_s=outputs[f].latency_s / copies[f]) for f in first]
 
     def _first_equal(
         self, requests: list[Request], ids: list[list[int]], budget: list[int]
