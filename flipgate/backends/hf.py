@@ -376,23 +376,19 @@ class HFBackend:
         budget = [r.max_new_tokens or self.max_new_tokens for r in requests]
         first = self._first_equal(requests, ids, budget)
         todo = [i for i in range(len(requests)) if first[i] == i]
+        todo_ids, todo_budget = [ids[i] for i in todo], [budget[i] for i in todo]
+        tree = self._shares(todo_ids, todo_budget)
+        plan = decode_batches if tree else length_batches
         outputs: dict[int, Output] = {}
-        if self._shares([ids[i] for i in todo], [budget[i] for i in todo]):
-            for batch in decode_batches(
-                [ids[i] for i in todo], [budget[i] for i in todo], self.batch_size
-            ):
-                rows = [todo[b] for b in batch]
-                done = self._complete_tree([requests[i] for i in rows], [ids[i] for i in rows])
-                outputs.update(zip(rows, done))
-        else:
-            for batch in length_batches(
-                [ids[i] for i in todo], [budget[i] for i in todo], self.batch_size
-            ):
-                rows = [todo[b] for b in batch]
-                done = self._complete_batch(
-                    [requests[i] for i in rows], [prompts[i] for i in rows], budget[rows[0]]
-                )
-                outputs.update(zip(rows, done))
+        for batch in plan(todo_ids, todo_budget, self.batch_size):
+            rows = [todo[b] for b in batch]
+            reqs = [requests[i] for i in rows]
+            done = (
+                self._complete_tree(reqs, [ids[i] for i in rows])
+                if tree
+                else self._complete_batch(reqs, [prompts[i] for i in rows], budget[rows[0]])
+            )
+            outputs.update(zip(rows, done))
         copies = Counter(first)  # a computed output's latency is shared by its copies
         return [replace(outputs[f], latency_s=outputs[f].latency_s / copies[f]) for f in first]
 
