@@ -42,6 +42,8 @@ def cache_key(
         # replay answers by trial identity, so the identity is part of its key
         "key": request.key if settings.get("backend") == "replay" else None,
     }
+    if request.continuations:  # only then: every other key stays as it was
+        body["continuations"] = request.continuations
     if grammar_version is not None:
         body["grammar_version"] = grammar_version
     if by_seed:

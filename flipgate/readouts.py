@@ -3,6 +3,8 @@
 ``letter_logprob``: argmax over the candidate labels' log-probs at the answer position.
 ``regex``: the label after "Answer:" in the generated text (the faithful reference e*); for a
 free-form request (no labels) the short answer on the last "Answer:" line.
+``cloze``: the label whose option string (the request's continuation) has the highest mean
+log-probability per token after the answer prefix (the decomposition suite asks for it).
 An output that yields no label is a parse failure (``None``), never a guess.
 """
 
@@ -13,7 +15,7 @@ import re
 from flipgate import FlipgateError
 from flipgate.backends.base import Output
 
-READOUTS = ("letter_logprob", "regex")
+READOUTS = ("letter_logprob", "regex", "cloze")
 
 
 def parse_answer_label(text: str, labels: tuple[str, ...]) -> str | None:
@@ -22,7 +24,11 @@ def parse_answer_label(text: str, labels: tuple[str, ...]) -> str | None:
     found = re.findall(
         rf"answer\s*(?:is)?\s*[:\-]?\s*\(?\**({alternatives})\b\)?", text, flags=re.IGNORECASE
     )
-    found = [f for f in found if f in labels] or [f.upper() for f in found if f.upper() in labels]
+    found = (
+        [f for f in found if f in labels]
+        or [f.upper() for f in found if f.upper() in labels]
+        or [f.lower() for f in found if f.lower() in labels]
+    )
     if found:
         return found[-1]
     bare = re.fullmatch(
@@ -60,4 +66,7 @@ def read_label(
         return max(scores, key=scores.__getitem__) if scores else None
     if readout == "regex":
         return parse_answer_label(answer_prefix + output.text, labels) if output.text else None
+    if readout == "cloze":
+        cloze = {k: v for k, v in output.continuation_logprobs.items() if k in labels}
+        return max(cloze, key=cloze.__getitem__) if cloze else None
     raise FlipgateError(f"unknown readout {readout!r}; known: {', '.join(READOUTS)}")

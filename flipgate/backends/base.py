@@ -16,7 +16,9 @@ class Request:
     answer follows ("Answer:"); ``labels`` are the candidate labels for the letter readout;
     ``key`` is the trial identity (dataset, item_id, facet, condition, sample) for replay;
     ``max_new_tokens`` overrides the model's default (free-form answers need more);
-    ``images`` are encoded images, one per "<image>" placeholder in the messages, in order."""
+    ``images`` are encoded images, one per "<image>" placeholder in the messages, in order;
+    ``continuations``, one per label, are strings whose likelihood after the answer prefix the
+    backend also scores where it can (the cloze readout, docs/definitions.md §8)."""
 
     messages: tuple[tuple[str, str], ...]
     answer_prefix: str = "Answer:"
@@ -25,11 +27,14 @@ class Request:
     key: tuple = ()
     max_new_tokens: int | None = None
     images: tuple[bytes, ...] = ()
+    continuations: tuple[str, ...] = ()
 
 
 @dataclass
 class Output:
-    """A backend's answer to one request."""
+    """A backend's answer to one request; ``continuation_logprobs``: per label, the mean
+    log-probability per token of the request's continuation for it (empty when not asked or not
+    available)."""
 
     text: str
     label_logprobs: dict[str, float] = field(default_factory=dict)
@@ -37,9 +42,10 @@ class Output:
     tokens_out: int = 0
     latency_s: float = 0.0
     cost_usd: float = 0.0
+    continuation_logprobs: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "text": self.text,
             "label_logprobs": self.label_logprobs,
             "tokens_in": self.tokens_in,
@@ -47,6 +53,9 @@ class Output:
             "latency_s": self.latency_s,
             "cost_usd": self.cost_usd,
         }
+        if self.continuation_logprobs:  # absent otherwise: older outputs keep their JSON
+            out["continuation_logprobs"] = self.continuation_logprobs
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Output":
@@ -57,6 +66,7 @@ class Output:
             int(d.get("tokens_out", 0)),
             float(d.get("latency_s", 0.0)),
             float(d.get("cost_usd", 0.0)),
+            dict(d.get("continuation_logprobs") or {}),
         )
 
 

@@ -27,6 +27,8 @@ FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
 FINGERPRINT_VERSION = 2
 #: leaf prompts of a prefix-tree node run in forward passes of at most this many rows
 PREFILL_ROWS = 16
+#: (prompt, continuation) pairs scored together by the cloze readout
+CLOZE_ROWS = 32
 
 
 def resolve_source(source: dict[str, Any], model_id: str) -> tuple[str, str | None]:
@@ -390,7 +392,65 @@ class HFBackend:
             )
             outputs.update(zip(rows, done))
         copies = Counter(first)  # a computed output's latency is shared by its copies
-        return [replace(outputs[f], latency_s=outputs[f].latency_s / copies[f]) for f in first]
+        done = [replace(outputs[f], latency_s=outputs[f].latency_s / copies[f]) for f in first]
+        if any(r.continuations for r in requests):
+            scored = dict(
+                zip(todo, self._continuation_logprobs([requests[i] for i in todo], todo_ids))
+            )
+            done = [replace(out, continuation_logprobs=scored[f]) for out, f in zip(done, first)]
+        return done
+
+    def _continuation_logprobs(
+        self, requests: list[Request], ids: list[list[int]]
+    ) -> list[dict[str, float]]:
+        """Per request, each label's continuation (" " + the string) scored as its mean
+        log-probability per token after the prompt. The prompts run on the prefix tree (a prompt
+        once for all its continuations); each pair's last prompt token and continuation run
+        together on top of the prompt's keys and values (docs/engine.md)."""
+        import torch
+
+        pairs = [
+            (i, label, self.tokenizer(" " + text.strip(), add_special_tokens=False)["input_ids"])
+            for i, r in enumerate(requests)
+            for label, text in zip(r.labels, r.continuations)
+        ]
+        seqs = [ids[i][:-1] for i, _, _ in pairs]
+        rests = [ids[i][-1:] + cont for i, _, cont in pairs]
+        window = getattr(self.model.config, "sliding_window", None)
+        longest = max((len(s) + len(r) for s, r in zip(seqs, rests)), default=0)
+        if self.vision or (window is not None and longest >= window):
+            raise FlipgateError(
+                f"model {self.model_id!r}: the cloze readout needs a text model and prompts "
+                f"shorter than its sliding window ({window}); the longest is {longest} tokens"
+            )
+        scores: list[dict[str, float]] = [{} for _ in requests]
+        for batch in decode_batches(seqs, [0] * len(seqs), CLOZE_ROWS):
+            mine, tails = [seqs[p] for p in batch], [rests[p] for p in batch]
+            kv: dict[int, list] = {}
+            self._prefill(prefix_tree(mine, list(range(len(mine)))), mine, None, kv)
+            width, tail = max(len(s) for s in mine), max(len(t) for t in tails)
+            cache = self._merged(kv, mine, width, width + tail) if width else None
+            tokens = torch.full((len(batch), tail), self.tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width + tail), dtype=torch.long)
+            for b, (seq, rest) in enumerate(zip(mine, tails)):
+                tokens[b, : len(rest)] = torch.tensor(rest)
+                mask[b, width - len(seq) : width + len(rest)] = 1
+            positions = torch.tensor([[len(s) + j for j in range(tail)] for s in mine])
+            with torch.inference_mode():
+                logits = self.model(
+                    input_ids=tokens,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                ).logits
+                for b, p in enumerate(batch):
+                    i, label, cont = pairs[p]
+                    # position j predicts the rest's token j + 1, i.e. the continuation's token j
+                    logp = torch.log_softmax(logits[b, : len(cont)].float(), dim=-1)
+                    picked = logp[torch.arange(len(cont)), torch.tensor(cont)]
+                    scores[i][label] = float(picked.mean())
+        return scores
 
     def _first_equal(
         self, requests: list[Request], ids: list[list[int]], budget: list[int]
