@@ -1,0 +1,160 @@
+"""The judge readout of the decomposition (docs/definitions.md §8; flipbench) and its gate.
+
+An LLM judge reads a model's free-text reply to a multiple-choice question and says which option
+the reply chose (by its displayed label), or ``none``. Before any judged number is recorded, the
+judge must pass the gate on a labelled agreement set (``fixtures/judge/agreement.jsonl``): agree
+with the labels on at least ``min_agreement`` of the replies, and keep its choice when the
+options are listed in reverse order with their labels attached (the position-bias swap test) on
+at least ``min_swap_consistency`` of the labelled ones. The judge is ``judge.model`` of
+``audit.decomposition``, else ``audit.judge``, else the audited model itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scipy.stats import binomtest
+
+from flipgate import FlipgateError
+from flipgate.backends.base import Output, Request
+from flipgate.readouts import read_label
+
+if TYPE_CHECKING:
+    from flipgate.audit import Auditor
+
+NONE = "none"
+TEMPLATE = (
+    "You check another assistant's reply to a multiple-choice question and report which option "
+    "the reply chose. Judge by what the reply says, not by where an option is listed. If the "
+    "reply chose no option, or its label and its text point to different options, the answer is "
+    "none.\n\nQuestion: {question}\nOptions:\n{options}\n\nReply:\n{reply}\n\n"
+    'On the final line, output exactly one option label, or none, preceded by "Answer: ".'
+)
+
+
+def choice_request(
+    question: str,
+    labels: tuple[str, ...],
+    options: list[str],
+    reply: str,
+    reverse: bool = False,
+    key: tuple = (),
+) -> Request:
+    """The judge's request; ``reverse`` lists the options last to first, each keeping its
+    label (the swap test)."""
+    order = range(len(labels) - 1, -1, -1) if reverse else range(len(labels))
+    lines = "\n".join(f"{labels[i]}. {options[i]}" for i in order)
+    prompt = TEMPLATE.format(question=question.strip(), options=lines, reply=reply.strip())
+    return Request((("user", prompt),), "Answer:", (*labels, NONE), 0, key)
+
+
+def judged_label(output: Output, request: Request, readout: str) -> str | None:
+    """The option label the judge chose; None for ``none`` or an unparsable verdict."""
+    label = read_label(readout, output, request.labels, request.answer_prefix)
+    return None if label in (None, NONE) else label
+
+
+@dataclass(frozen=True)
+class LabelledReply:
+    id: str
+    question: str
+    labels: tuple[str, ...]
+    options: list[str]
+    reply: str
+    answer: str | None  # the label the reply chose, None: no option
+
+
+def load_agreement_set(path: Path | str) -> list[LabelledReply]:
+    """The labelled replies; a malformed line names the file, line and field."""
+    path = Path(path)
+    if not path.exists():
+        raise FlipgateError(f"judge gate: agreement set {path} does not exist")
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FlipgateError(f"{where}: not a JSON object ({exc.msg})") from None
+        for name in ("id", "question", "labels", "options", "reply"):
+            if not row.get(name) and row.get(name) != "":
+                raise FlipgateError(f"{where}: field {name!r} is missing (value: None)")
+        labels = tuple(row["labels"])
+        if len(labels) != len(row["options"]) or row.get("answer") not in (*labels, None):
+            raise FlipgateError(
+                f"{where}: field 'answer' must be one of the labels {list(labels)} or null, with "
+                f"one option per label (value: {row.get('answer')!r})"
+            )
+        out.append(
+            LabelledReply(
+                row["id"], row["question"], labels, row["options"], row["reply"], row["answer"]
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class JudgeGateReport:
+    judge: str
+    passed: bool
+    reason: str
+    agreement: float
+    agreement_ci: tuple[float, float]
+    n: int
+    swap_consistency: float
+    n_swapped: int
+    min_agreement: float
+    min_swap_consistency: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def judge_gate(
+    auditor: Auditor,
+    judge_id: str,
+    replies: list[LabelledReply],
+    min_agreement: float = 0.9,
+    min_swap_consistency: float = 0.9,
+) -> JudgeGateReport:
+    """docs/definitions.md §8 judge gate: agreement with the labels and the swap test."""
+    labelled = [r for r in replies if r.answer is not None]
+    requests = [choice_request(r.question, r.labels, r.options, r.reply) for r in replies]
+    requests += [choice_request(r.question, r.labels, r.options, r.reply, True) for r in labelled]
+    outputs, _ = auditor.outputs(judge_id, requests, use_cache=True, label="judge gate")
+    readout = auditor.model(judge_id)["primary_readout"]
+    picks = [judged_label(o, q, readout) for o, q in zip(outputs, requests)]
+    direct = dict(zip((r.id for r in replies), picks[: len(replies)]))
+    swapped = picks[len(replies) :]
+    agree = sum(direct[r.id] == r.answer for r in replies)
+    same = sum(direct[r.id] == s for r, s in zip(labelled, swapped))
+    agreement = agree / len(replies)
+    consistency = same / len(labelled) if labelled else float("nan")
+    ci = binomtest(agree, len(replies)).proportion_ci(0.95, method="wilson")
+    failures = []
+    if agreement < min_agreement:
+        failures.append(
+            f"agreement with the labelled set {agreement:.2f} ({agree}/{len(replies)}) < "
+            f"{min_agreement}"
+        )
+    if not consistency >= min_swap_consistency:
+        failures.append(
+            f"swap consistency {consistency:.2f} ({same}/{len(labelled)}) < {min_swap_consistency}"
+        )
+    return JudgeGateReport(
+        judge_id,
+        not failures,
+        f"judge {judge_id!r}: " + ("; ".join(failures) if failures else "passed"),
+        agreement,
+        (float(ci.low), float(ci.high)),
+        len(replies),
+        consistency,
+        len(labelled),
+        min_agreement,
+        min_swap_consistency,
+    )
