@@ -4,6 +4,7 @@ compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 reg
 baseline [RUN]               promote a run (default: the latest) to reports/baseline/
 card --into README.md        merge GRID sections and model-index into a Hugging Face model card
 prepare                      dequantise / download every local model once (make setup runs it)
+generate-paraphrases         rewrite decomposition items with a model, stored unchecked
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ COMMANDS = {
     "baseline": "flipgate.regression.cli:promote_main",
     "card": "flipgate.cards.cli:card_main",
     "prepare": "flipgate.backends.prepare:prepare_main",
+    "generate-paraphrases": "flipgate.decomposition.generate:generate_main",
 }
 
 

@@ -25,8 +25,13 @@ ENVELOPE_CELL = "envelope"
 #: the cell name of the ODI fit over the order suites (``facet: odi``; suites/analysis,
 #: docs/definitions.md §4)
 ODI_CELL = "odi"
+#: the cell name of the readout decomposition suite (``facet: decomposition``; suites/readouts,
+#: docs/definitions.md §8)
+DECOMPOSITION_CELL = "decomposition"
 #: thresholds that only the suite-level cells take (their metrics exist nowhere else)
-SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL)
+SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL)
+#: decomposition metrics (``facet: decomposition`` only; ``@<axis>`` selects one axis)
+DECOMPOSITION_METRICS = ("genuine_flip_rate", "artifact", "artifact_share")
 #: ODI metrics: posterior quantities (``@<facet>`` selects one facet) and fit diagnostics
 ODI_METRICS = (
     "sigma_pi",
@@ -116,6 +121,8 @@ class AuditConfig:
     judge: str | None = None
     #: ODI fit settings (``audit.odi``): profile name, seed and profile field overrides
     odi: dict = field(default_factory=dict)
+    #: the readout decomposition suite (``audit.decomposition``), None when not declared
+    decomposition: DecompositionPlan | None = None
 
     def audited(self, suite: str) -> list[str]:
         """Ids of the models that ``suite`` ("order" or "envelope") audits."""
@@ -157,6 +164,55 @@ class AuditConfig:
     def datasets(self) -> list[str]:
         """Every dataset declared under audit.facets, in declaration order."""
         return list(dict.fromkeys(spec.name for specs in self.facets.values() for spec in specs))
+
+
+@dataclass(frozen=True)
+class DecompositionPlan:
+    """``audit.decomposition`` (docs/definitions.md §8): datasets, axes, readouts (the reference
+    ``regex`` first), items per dataset and the paraphrase store's folder."""
+
+    datasets: tuple[DatasetSpec, ...]
+    axes: tuple[str, ...]
+    readouts: tuple[str, ...]
+    n_items: int
+    paraphrases: Path
+    #: the judge readout's judge (None: ``audit.judge``, else the audited model) and its gate
+    judge_model: str | None = None
+    min_agreement: float = 0.9
+    min_swap_consistency: float = 0.9
+    agreement_set: Path = Path("fixtures/judge/agreement.jsonl")
+
+    @classmethod
+    def parse(cls, spec: dict, path: Path, default_n: int) -> DecompositionPlan:
+        where = f"{path}: field audit.decomposition"
+        datasets = tuple(
+            DatasetSpec.parse(d, f"{where}.datasets[{j}]") for j, d in enumerate(spec["datasets"])
+        )
+        readouts = ["regex"] + [
+            r for r in spec.get("readouts", DECOMPOSITION_READOUTS) if r != "regex"
+        ]
+        judge = spec.get("judge") or {}
+        return cls(
+            datasets,
+            tuple(spec.get("axes", DECOMPOSITION_AXES)),
+            tuple(readouts),
+            int(spec.get("items_per_dataset", default_n)),
+            (path.parent / spec.get("paraphrases", "fixtures/paraphrases")).resolve(),
+            judge.get("model"),
+            float(judge.get("min_agreement", 0.9)),
+            float(judge.get("min_swap_consistency", 0.9)),
+            (path.parent / judge.get("agreement_set", "fixtures/judge/agreement.jsonl")).resolve(),
+        )
+
+    def dataset(self, name: str) -> DatasetSpec:
+        for spec in self.datasets:
+            if spec.name == name:
+                return spec
+        raise FlipgateError(f"dataset {name!r} is not declared under audit.decomposition")
+
+
+DECOMPOSITION_AXES = ("option_order", "label_set", "prompt_format", "paraphrase")
+DECOMPOSITION_READOUTS = ("regex", "letter_logprob", "cloze")  # judge: opt-in (its own calls)
 
 
 def default_readouts(model: dict) -> list[str]:
@@ -249,6 +305,19 @@ def load_models(path: Path | str) -> AuditConfig:
                 raise FlipgateError(
                     f"{where}: {who!r} must list suite 'order' to be compared (value: {base!r})"
                 )
+    judge_model = ((audit.get("decomposition") or {}).get("judge") or {}).get("model")
+    if judge_model is not None and judge_model not in models:
+        raise FlipgateError(
+            f"{path}: field audit.decomposition.judge.model: no model with this id (value: "
+            f"{judge_model!r}); models: {', '.join(models)}"
+        )
+    if not audit.get("decomposition"):
+        for i, m in enumerate(data["models"]):
+            if "readouts" in (m.get("suites") or []):
+                raise FlipgateError(
+                    f"{path}: field models[{i}].suites: suite 'readouts' needs "
+                    f"audit.decomposition (its datasets and axes) (value: {m['suites']!r})"
+                )
     boot = audit.get("bootstrap") or {}
     judge = audit.get("judge")
     if judge is not None and judge not in models:
@@ -265,6 +334,13 @@ def load_models(path: Path | str) -> AuditConfig:
         controls,
         judge,
         audit.get("odi") or {},
+        (
+            DecompositionPlan.parse(
+                audit["decomposition"], path, audit.get("items_per_dataset", 30)
+            )
+            if audit.get("decomposition")
+            else None
+        ),
     )
 
 
@@ -379,6 +455,9 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
         )
     },
     "delta_order": (-1.0, 1.0),
+    "genuine_flip_rate": (0.0, 1.0),
+    "artifact": (-1.0, 1.0),
+    "artifact_share": (-math.inf, 1.0),
     **{m: (-1.0, 1.0) for m in REGRESSION_METRICS},
     "ordering_excess_share": (-math.inf, 1.0),
     "tau_r": (-1.0, 1.0),
@@ -444,6 +523,21 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                 f"(sdi, cfr@θ, rho_flip_max, ...) go "
                 f"with facet: {ENVELOPE_CELL} and only they do (value: metric {t['metric']!r}, "
                 f"facet {facet!r})"
+            )
+        if (base in DECOMPOSITION_METRICS) != (facet == DECOMPOSITION_CELL) and not (
+            facet == DECOMPOSITION_CELL and base in ("flip_rate", "parse_rate")
+        ):
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}]: decomposition metrics "
+                f"({', '.join(DECOMPOSITION_METRICS)}, and flip_rate / parse_rate per readout) go "
+                f"with facet: {DECOMPOSITION_CELL} and only they do (value: metric "
+                f"{t['metric']!r}, facet {facet!r})"
+            )
+        axis = t["metric"].partition("@")[2] if facet == DECOMPOSITION_CELL else ""
+        if axis and axis not in DECOMPOSITION_AXES:
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}].metric: unknown axis after '@' (value: "
+                f"{t['metric']!r}); known: {', '.join(DECOMPOSITION_AXES)}"
             )
         if (base in REGRESSION_METRICS) != (t.get("vs") == "baseline"):
             raise FlipgateError(

@@ -20,6 +20,7 @@ CELL_FIXTURE = "flip_cell"
 ENVELOPE_FIXTURE = "envelope_cell"
 ODI_FIXTURE = "odi_cell"
 REGRESSION_FIXTURE = "regression_cell"
+DECOMPOSITION_FIXTURE = "decomposition_cell"
 
 
 def pytest_addoption(parser):
@@ -187,6 +188,34 @@ def _parametrise_envelope(metafunc):
     metafunc.parametrize(ENVELOPE_FIXTURE, params, indirect=True)
 
 
+def _parametrise_decomposition(metafunc):
+    """One case per (model with suite 'readouts', dataset, axis) of ``audit.decomposition``; the
+    axes of a (model, dataset) share one xdist group (their canonical variant is one call)."""
+    cfg = _audit_config(metafunc.config)
+    plan, models = cfg.decomposition, cfg.audited("readouts")
+    params = [
+        pytest.param(
+            (model_id, spec.name, axis),
+            id=f"{model_id}-{spec.name}-{axis}",
+            marks=[
+                pytest.mark.xdist_group(f"{model_id}/decomposition/{spec.name}"),
+                pytest.mark.flipgate_cell,
+            ],
+        )
+        for model_id in models
+        for spec in (plan.datasets if plan else ())
+        for axis in (plan.axes if plan else ())
+    ]
+    if not params:
+        why = (
+            f"{cfg.path} declares no audit.decomposition"
+            if plan is None
+            else f"no model in {cfg.path} lists suite 'readouts'"
+        )
+        params = _skipped("not-declared", why)
+    metafunc.parametrize(DECOMPOSITION_FIXTURE, params, indirect=True)
+
+
 def _parametrise_odi(metafunc):
     """One ODI fit over every order-suite model: its own xdist group, since it reads every model."""
     _audit_config(metafunc.config)
@@ -283,6 +312,8 @@ def pytest_generate_tests(metafunc):
         return _parametrise_envelope(metafunc)
     if ODI_FIXTURE in metafunc.fixturenames:
         return _parametrise_odi(metafunc)
+    if DECOMPOSITION_FIXTURE in metafunc.fixturenames:
+        return _parametrise_decomposition(metafunc)
     if CELL_FIXTURE not in metafunc.fixturenames:
         return
     from flipgate.cell import Cell
@@ -370,6 +401,26 @@ def regression_cell(request, flipgate_auditor):
 
 
 @pytest.fixture
+def decomposition_cell(request, flipgate_auditor):
+    """One (model, dataset, axis) cell of the readout decomposition; call ``.run()``."""
+    from flipgate.decomposition.cell import DecompositionCell
+
+    model_id, dataset, axis = request.param
+    state = FlipgateSession.of(request.config)
+    plan = state.audit_config().decomposition
+    assert plan is not None  # parametrised only when declared
+    return DecompositionCell(
+        flipgate_auditor,
+        state.thresholds_dir,
+        plan,
+        model_id,
+        dataset,
+        axis,
+        request.config.pluginmanager.getplugin("capturemanager"),
+    )
+
+
+@pytest.fixture
 def odi_cell(request, flipgate_auditor):
     """The ODI fit over the order suites' trials of every model; call ``.run()``."""
     from flipgate.odi.cell import ODICell
@@ -396,7 +447,7 @@ def pytest_sessionstart(session):
 def _planned(items, config) -> dict:
     """Trials the collected cells plan, per (model, dataset, cell) (flipgate/progress.py)."""
     from flipgate.envelope.run import planned_trials
-    from flipgate.progress import Plan, cell_plan, odi_plan, without_images
+    from flipgate.progress import Plan, cell_plan, decomposition_plan, odi_plan, without_images
 
     state = FlipgateSession.of(config)
     plan: Plan = {}
@@ -415,6 +466,8 @@ def _planned(items, config) -> dict:
                 plan |= cell_plan(cfg, n, model_id, cell, dataset)
         elif ODI_FIXTURE in params:
             plan |= odi_plan(cfg, n)
+        elif isinstance(params.get(DECOMPOSITION_FIXTURE), tuple):
+            plan |= decomposition_plan(cfg, n, *params[DECOMPOSITION_FIXTURE])
         elif params.get(ENVELOPE_FIXTURE) is not None:
             envelope = state.envelope()
             roster = envelope.roster or cfg.audited("envelope")

@@ -234,3 +234,18 @@ def odi_plan(cfg: AuditConfig, n_override: int | None) -> Plan:
             if not Cell.parse(cell).is_control:
                 plan |= cell_plan(cfg, n_override, model_id, cell, dataset)
     return plan
+
+
+def decomposition_plan(
+    cfg: AuditConfig, n_override: int | None, model_id: str, dataset: str, axis: str
+) -> Plan:
+    """A decomposition cell: every item under every variant of its axis (docs/definitions.md
+    §8); the paraphrase axis counts the store's checked rewrites."""
+    from flipgate.decomposition.run import axis_cell, planned_trials
+    from flipgate.paraphrases import ParaphraseStore
+
+    plan = cfg.decomposition
+    assert plan is not None  # asked only for declared cells
+    store = ParaphraseStore.load(plan.paraphrases)
+    n = planned_trials(plan, plan.dataset(dataset), axis, store, cfg.seed, n_override)
+    return {(model_id, dataset, axis_cell(axis)): n}

@@ -16,6 +16,8 @@ from flipgate.results import CellSummary, Verdict
 
 if TYPE_CHECKING:
     from flipgate.cards.build import WrittenCard
+    from flipgate.decomposition.record import DecompositionRecord
+    from flipgate.metrics.decomposition import AxisDecomposition
 
 
 def _allure():
@@ -543,3 +545,65 @@ def add_card_results(results_dir: Path, cards: list[WrittenCard]) -> None:
             "attachments": attachments,
         }
         (results_dir / f"{result['uuid']}-result.json").write_text(json.dumps(result))
+
+
+def report_decomposition(
+    record: DecompositionRecord,
+    verdicts: list[Verdict],
+    measured: list[AxisDecomposition] | None = None,
+) -> None:
+    """Label and annotate a decomposition test (epic "readout decomposition", feature = dataset,
+    story = model): the split per readout, the flip surface (items × the axes of ``measured``:
+    this run's axes of the model and dataset so far, so the group's last cell shows them all)
+    and the record as JSON."""
+    allure = _allure()
+    if allure is None:
+        return
+    from flipgate.decomposition.plots import split_plot, surface_plot
+
+    allure.dynamic.epic("readout decomposition")
+    allure.dynamic.feature(record.dataset)
+    allure.dynamic.story(record.model_id)
+    allure.dynamic.title(
+        f"readout decomposition · {record.axis} · {record.dataset} · {record.model_id}"
+    )
+    allure.dynamic.parameter("axis", record.axis)
+    allure.dynamic.parameter("manifest_sha256", record.manifest_sha256)
+    result = record.decomposition
+    if result is None:
+        allure.dynamic.description(f"stopped: {record.stopped}")
+    else:
+        parts = [
+            f"{r}: total {_fmt(s.flip_rate.estimate)}"
+            + (f", artifact {_fmt(s.artifact.estimate)}" if s.artifact is not None else "")
+            for r, s in result.readouts.items()
+        ]
+        allure.dynamic.description(
+            f"genuine {_fmt(result.genuine.estimate)} (N={result.genuine.n_items}); "
+            + "; ".join(parts)
+            + "; "
+            + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
+        )
+        name = f"{record.axis} / {record.dataset} / {record.model_id}"
+        allure.attach(
+            split_plot(name, result),
+            name="genuine and artifact.png",
+            attachment_type=allure.attachment_type.PNG,
+        )
+        axes = measured or [result]
+        allure.attach(
+            surface_plot(f"{record.dataset} / {record.model_id}", axes),
+            name=f"flip surface ({len(axes)} axes).png",
+            attachment_type=allure.attachment_type.PNG,
+        )
+    allure.attach(
+        json.dumps(
+            {"record": record.model_dump(mode="json"), "verdicts": _dumped(verdicts)}, indent=2
+        ),
+        name="decomposition card section.json",
+        attachment_type=allure.attachment_type.JSON,
+    )
+
+
+def _fmt(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"

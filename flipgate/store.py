@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from flipgate.decomposition.record import DecompositionRecord
 from flipgate.results import TRIAL_COLUMNS, CellSummary, Trial, Verdict
 from flipgate.sqlite_util import connect
 
@@ -34,6 +35,8 @@ CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, th
     result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
 CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS odi (name TEXT PRIMARY KEY, analysis TEXT);
+CREATE TABLE IF NOT EXISTS decompositions (model_id TEXT, dataset TEXT, axis TEXT, record TEXT,
+    PRIMARY KEY (model_id, dataset, axis));
 CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER,
     timeouts INTEGER, failures INTEGER, PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS model_calls (model_id TEXT, source TEXT, prompts INTEGER,
@@ -228,6 +231,23 @@ class TrialStore:
             "SELECT analysis FROM envelopes WHERE dataset = ?", (dataset,)
         ).fetchone()
         return json.loads(row[0]) if row else None
+
+    def add_decomposition(self, record: DecompositionRecord) -> None:
+        """A readout decomposition cell's record (docs/definitions.md §8)."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO decompositions VALUES (?, ?, ?, ?)",
+                (record.model_id, record.dataset, record.axis, record.to_json()),
+            )
+
+    def decompositions(self, model_id: str | None = None) -> list[DecompositionRecord]:
+        """Every decomposition record (of ``model_id``), by model, dataset and axis."""
+        rows = self.conn.execute(
+            "SELECT record FROM decompositions WHERE ? IS NULL OR model_id = ? "
+            "ORDER BY model_id, dataset, axis",
+            (model_id, model_id),
+        )
+        return [DecompositionRecord.from_json(r[0]) for r in rows]
 
     def answered(self) -> dict[str, tuple[int, int]]:
         """Per model: (trials a model answered, trials the response cache answered)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from flipgate import FlipgateError
 from flipgate.cell import Cell
 from flipgate.config import (
+    DECOMPOSITION_CELL,
     ENVELOPE_CELL,
     ODI_CELL,
     AuditConfig,
@@ -40,12 +41,15 @@ class PlanCell:
     readouts: tuple[str, ...]
     #: "baseline" for a regression comparison of the cell (docs/definitions.md §11)
     vs: str | None = None
+    #: the perturbation axis of a decomposition cell (docs/definitions.md §8)
+    axis: str | None = None
 
 
 def _suite(cell_or_facet: str | None, vs: str | None = None) -> str:
     if vs is not None:
         return "regression"
-    return cell_or_facet if cell_or_facet in (ENVELOPE_CELL, ODI_CELL) else "order"
+    suites = (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL)
+    return cell_or_facet if cell_or_facet in suites else "order"
 
 
 def plan_cells(
@@ -72,6 +76,14 @@ def plan_cells(
         out.append(PlanCell(model_id, ODI_CELL, ODI_CELL, ()))
     for model_id in envelope_roster:
         out += [PlanCell(model_id, ENVELOPE_CELL, b, ()) for b in envelope_benchmarks]
+    plan = cfg.decomposition
+    for model_id in cfg.audited("readouts") if plan else ():
+        assert plan is not None
+        out += [
+            PlanCell(model_id, DECOMPOSITION_CELL, spec.name, plan.readouts, axis=axis)
+            for spec in plan.datasets
+            for axis in plan.axes
+        ]
     return out
 
 
@@ -81,6 +93,8 @@ def matches(t: Threshold, c: PlanCell, order_datasets: set[str]) -> bool:
         return False
     if t.facet == ODI_CELL:  # ODI narrows by dataset inside the fit (mean |δ| per cell)
         return c.cell == ODI_CELL and (t.dataset is None or t.dataset in order_datasets)
+    if t.facet == DECOMPOSITION_CELL and t.metric.partition("@")[2] not in ("", c.axis):
+        return False
     return t.applies(c.cell, c.dataset) and (
         t.readout is None or not c.readouts or t.readout in c.readouts
     )
@@ -99,7 +113,9 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
     run."""
     directory = Path(directory)
     roster = sorted(cfg.models)
-    order_datasets = {c.dataset for c in cells if c.cell not in (ENVELOPE_CELL, ODI_CELL)}
+    order_datasets = {
+        c.dataset for c in cells if c.cell not in (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL)
+    }
     suites_run = {_suite(c.cell, c.vs) for c in cells}
     errors, notes = [], []
     files: list[tuple[Path, str | None]] = [(directory / "default.yaml", None)]

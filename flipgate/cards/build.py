@@ -17,6 +17,8 @@ import yaml
 
 from flipgate import metrics as M
 from flipgate.analysis_cache import package_versions
+from flipgate.axes.formats import FORMATS
+from flipgate.cards.decomposition import decomposition_markdown, decomposition_section
 from flipgate.cards.model import (
     SCHEMA_PATH,
     SCHEMA_VERSION,
@@ -27,6 +29,7 @@ from flipgate.cards.model import (
     CoreTier,
     DatasetInfo,
     Decoding,
+    DecompositionSection,
     EnvelopeSection,
     Estimate,
     FewShot,
@@ -135,8 +138,11 @@ def build_card(
     """The card of ``model_id`` on ``dataset``: a facet card, or an envelope card for a benchmark
     audited only by the configuration envelope; checked against the shipped schema."""
     trials = store.trials(model_id=model_id, dataset=dataset)
-    envelope_trials = trials["facet"].str.startswith("envelope[")
-    trials = trials[~envelope_trials]
+    suite_trials = trials["facet"].str.startswith(("envelope[", "axis["))
+    axis_trials = trials[trials["facet"].str.startswith("axis[")]
+    trials = trials[~suite_trials]
+    records = [r for r in store.decompositions(model_id) if r.dataset == dataset]
+    decomposition = decomposition_section(records) if records else None
     envelope = store.envelope(dataset)
     envelope = envelope if envelope and model_id in envelope["models"] else None
     model = store.models().get(model_id, {"fingerprint": {}, "config": {}})
@@ -170,6 +176,10 @@ def build_card(
             for r in readouts
         }
         (order if control is None else controls)[cell] = summaries
+    if not order and not controls and envelope is None and decomposition is not None:
+        return _decomposition_card(
+            store, model_id, dataset, run_id, decomposition, axis_trials, model, root, level
+        )
     if not order and not controls:  # an envelope-only benchmark (suites/benchmarks)
         return _envelope_card(store, model_id, dataset, run_id, envelope, model, root)
     main = sorted(order)[0] if order else Cell.parse(sorted(controls)[0]).facet
@@ -197,7 +207,6 @@ def build_card(
     templates = {
         f: Template(id=FACETS[f].template_id, sha256=FACETS[f].template_sha256) for f in primaries
     }
-    decoding = cfg.get("decoding") or {}
     odi = store.odi()
     if odi and (
         model_id not in odi["roster"] or all(c["dataset"] != dataset for c in odi["cells"].values())
@@ -223,12 +232,7 @@ def build_card(
             template_id=template.template_id,
             template_sha256=template.template_sha256,
             templates=templates,
-            decoding=Decoding(
-                temperature=decoding.get("temperature", 0.0),
-                top_p=decoding.get("top_p", 1.0),
-                max_new_tokens=cfg.get("max_new_tokens"),
-                greedy=not decoding.get("temperature"),
-            ),
+            decoding=_decoding(cfg),
             few_shot=FewShot(count=0, exemplar_ids=[]),
             scoring_path=ScoringPath(
                 primary_readout=primaries,
@@ -261,6 +265,7 @@ def build_card(
         envelope=envelope_section(envelope, model_id) if envelope else None,
         odi=odi_section(odi, model_id, dataset, store.verdicts(model_id, "odi")) if odi else None,
         regression=regression_section(store.comparisons(model_id), dataset, level),
+        readout_decomposition=decomposition,
     )
     validate_card(card.to_data())
     return card
@@ -430,6 +435,74 @@ def envelope_section(analysis: dict, model_id: str) -> EnvelopeSection:
     )
 
 
+def _decomposition_card(
+    store: TrialStore,
+    model_id: str,
+    dataset: str,
+    run_id: str,
+    section: DecompositionSection,
+    trials,
+    model: dict,
+    root: Path | None,
+    level: float,
+) -> GridCard:
+    """A card for a dataset only the readout decomposition audited: the receipt is the canonical
+    variant (Facet-Probe's template, A–D, options in source order), the score its accuracy under
+    the reference readout."""
+    fp, cfg = model["fingerprint"], model["config"]
+    ref = section.reference_readout
+    canonical = trials[trials["condition"] == 0].drop_duplicates("item_id")
+    correct = lambda rows: [  # noqa: E731
+        float("nan") if c.get(ref) is None else float(c[ref]) for c in rows["correct"]
+    ]
+    acc = M.bootstrap_ci(correct(canonical), level=level)
+    acc_all = M.bootstrap_ci(correct(trials), cluster=list(trials["item_id"]), level=level)
+    card = GridCard(
+        schema_version=SCHEMA_VERSION,
+        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
+        dataset=DatasetInfo(
+            name=dataset,
+            n_items=int(trials["item_id"].nunique()),
+            sampling="seed-42 uniform shuffle of the text multiple-choice items, first N",
+            screens={},
+        ),
+        run=_run_info(store, model_id, run_id),
+        axis_receipt=AxisReceipt(
+            template_id=FORMATS[0].id,
+            template_sha256=FORMATS[0].sha256,
+            templates={f.id: Template(id=f.id, sha256=f.sha256) for f in FORMATS},
+            decoding=_decoding(cfg),
+            few_shot=FewShot(count=0, exemplar_ids=[]),
+            scoring_path=ScoringPath(
+                primary_readout={"decomposition": ref},
+                readouts=sorted({r for a in section.axes for r in a.readouts}) or [ref],
+                map_back={"decomposition": "displayed label -> source option index"},
+            ),
+            quantization=fp.get("quantization"),
+            manifest_sha256={a.axis: a.manifest_sha256 for a in section.axes if a.manifest_sha256},
+            envelope_rules_sha256=None,
+            **_identity(fp, root),
+        ),
+        scores=Scores(
+            facet="decomposition",
+            primary_readout=ref,
+            accuracy_canonical=Estimate(estimate=acc[0], ci=(acc[1], acc[2])),
+            accuracy_all_orderings=Estimate(estimate=acc_all[0], ci=(acc_all[1], acc_all[2])),
+        ),
+        order_robustness={},
+        controls={},
+        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, dataset)],
+        scope=Scope(
+            varied=[f"{a.axis} ({a.n_conditions or 0} variants per item)" for a in section.axes]
+            + ["readout: " + ", ".join(sorted({r for a in section.axes for r in a.readouts}))],
+            not_varied=["decoding", "model weights and precision", "few-shot exemplars (none)"],
+        ),
+        readout_decomposition=section,
+    )
+    validate_card(card.to_data())
+    return card
+
+
 def _envelope_card(
     store: TrialStore,
     model_id: str,
@@ -496,6 +569,17 @@ def _envelope_card(
     )
     validate_card(card.to_data())
     return card
+
+
+def _decoding(model: dict) -> Decoding:
+    """The card's decoding receipt from a models.yaml entry."""
+    decoding = model.get("decoding") or {}
+    return Decoding(
+        temperature=decoding.get("temperature", 0.0),
+        top_p=decoding.get("top_p", 1.0),
+        max_new_tokens=model.get("max_new_tokens"),
+        greedy=not decoding.get("temperature"),
+    )
 
 
 def _run_info(store: TrialStore, model_id: str, run_id: str) -> RunInfo:
@@ -665,6 +749,8 @@ def card_markdown(card: dict) -> str:
         lines += envelope_markdown(card["envelope"], fmt)
     if card.get("odi"):
         lines += odi_markdown(card["odi"])
+    if card.get("readout_decomposition"):
+        lines += decomposition_markdown(card["readout_decomposition"], fmt, esc)
     if card.get("regression"):
         lines += regression_markdown(
             card["regression"]["comparisons"], card["regression"].get("level")

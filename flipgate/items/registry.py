@@ -16,6 +16,8 @@ from flipgate.items.item import Item
 # name -> loader(dataset_name, **options) -> all items
 DATASETS: dict[str, Callable[..., list[Item]]] = {
     "mmlu": offline.load_mmlu,
+    "mmlu_philosophy": functools.partial(offline.load_mmlu, subjects=["philosophy"]),
+    "basic_arithmetic": offline.load_basic_arithmetic,
     "arc_challenge": functools.partial(offline.load_arc, "ARC-Challenge"),
     "arc_easy": functools.partial(offline.load_arc, "ARC-Easy"),
     "commonsense_qa": offline.load_commonsense_qa_offline,

@@ -6,6 +6,13 @@ from flipgate.metrics.bootstrap import (
     paired_bootstrap_ci,
     paired_bootstrap_draws,
 )
+from flipgate.metrics.decomposition import (
+    AxisDecomposition,
+    ReadoutSplit,
+    decompose,
+    item_flips,
+    paired_artifact,
+)
 from flipgate.metrics.envelope import (
     ANOVA_TERMS,
     IMPL_TERMS,
@@ -51,6 +58,11 @@ from flipgate.metrics.paired import McNemar, mcnemar
 from flipgate.metrics.policies import k2_screen_recall, k_ablation, k_policies
 
 __all__ = [
+    "AxisDecomposition",
+    "ReadoutSplit",
+    "decompose",
+    "item_flips",
+    "paired_artifact",
     "acc_swing",
     "accuracy",
     "answer_entropy",

@@ -1,0 +1,37 @@
+"""Decomposition thresholds (``facet: decomposition``, docs/definitions.md §5, §8).
+
+``genuine_flip_rate`` is decided under the reference readout; ``artifact``, ``artifact_share``,
+``flip_rate`` and ``parse_rate`` under every other readout (or the one a ``readout:`` selector
+names). ``<metric>@<axis>`` gates one axis only."""
+
+from __future__ import annotations
+
+from flipgate.config import DECOMPOSITION_CELL, ThresholdSet
+from flipgate.gate import evaluate
+from flipgate.metrics.decomposition import AxisDecomposition
+from flipgate.results import Verdict
+
+
+def gate(result: AxisDecomposition, ts: ThresholdSet, dataset: str) -> list[Verdict]:
+    verdicts = []
+    for t in ts.for_cell(DECOMPOSITION_CELL, dataset):
+        base, _, axis = t.metric.partition("@")
+        if axis not in ("", result.axis):
+            continue
+        if base == "genuine_flip_rate":
+            readouts = [result.reference]
+        elif t.readout is not None:
+            readouts = [t.readout]
+        else:
+            readouts = [r for r in result.readouts if r != result.reference] or [result.reference]
+        for readout in readouts:
+            block = result.metrics(readout) if readout in result.readouts else {}
+            found = {t.metric: block[base]} if base in block else {}
+            verdicts += evaluate(
+                [t],
+                {readout: found},
+                readout,
+                ts.on_inconclusive,
+                facet=f"{DECOMPOSITION_CELL}[{result.axis}]",
+            )
+    return verdicts
