@@ -73,5 +73,16 @@ def surface_plot(title: str, results: list[AxisDecomposition]) -> bytes:
         ax.set_yticks([])
         ax.set_title(readout, fontsize=9)
     axes[0][0].set_ylabel(f"{len(items)} items")
+    from matplotlib.patches import Patch
+
+    fig.legend(
+        [Patch(color=cmap(1.0)), Patch(color=cmap(0.0)), Patch(color="lightgrey")],
+        ["flipped", "stable", "parsed < 2 conditions"],
+        loc="lower center",
+        ncol=3,
+        fontsize=7,
+        frameon=False,
+    )
     fig.suptitle(title, fontsize=9)
+    fig.subplots_adjust(bottom=0.2)
     return _png(fig)
