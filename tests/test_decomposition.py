@@ -419,3 +419,35 @@ def test_committed_axis_manifests_are_current():
         axis = get_axis(body["axis"], store)
         shown = {it.item_id: axis.variants(it) for it in items}
         assert axis_manifest(body["axis"], body["dataset"], body["seed"], shown) == body, path
+
+
+GOOD_REPLY = {
+    "id": "r1",
+    "question": "q",
+    "labels": ["A", "B"],
+    "options": ["x", "y"],
+    "reply": "Answer: A",
+    "answer": "A",
+}
+
+
+@pytest.mark.parametrize(
+    "row, needle",
+    [
+        ("{not json", "line 2: not a JSON object"),
+        ("[1, 2]", "line 2: not a JSON object (value: [1, 2])"),
+        ({**GOOD_REPLY, "reply": None}, "line 2: field 'reply' must be a str (value: None)"),
+        ({**GOOD_REPLY, "labels": "AB"}, "line 2: field 'labels' must be a list (value: 'AB')"),
+        ({**GOOD_REPLY, "answer": "C"}, "line 2: field 'answer' must be one of the labels"),
+    ],
+)
+def test_bad_agreement_set_line_names_file_line_and_field(tmp_path, row, needle):
+    from flipgate import FlipgateError
+    from flipgate.judge.choice import load_agreement_set
+
+    path = tmp_path / "agreement.jsonl"
+    bad = row if isinstance(row, str) else json.dumps(row)
+    path.write_text(json.dumps(GOOD_REPLY) + "\n" + bad + "\n")
+    with pytest.raises(FlipgateError) as err:
+        load_agreement_set(path)
+    assert str(path) in str(err.value) and needle in str(err.value)

@@ -67,6 +67,10 @@ class LabelledReply:
     answer: str | None  # the label the reply chose, None: no option
 
 
+#: the fields of an agreement-set line besides ``answer`` (a label or null)
+FIELDS = {"id": str, "question": str, "labels": list, "options": list, "reply": str}
+
+
 def load_agreement_set(path: Path | str) -> list[LabelledReply]:
     """The labelled replies; a malformed line names the file, line and field."""
     path = Path(path)
@@ -81,9 +85,13 @@ def load_agreement_set(path: Path | str) -> list[LabelledReply]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise FlipgateError(f"{where}: not a JSON object ({exc.msg})") from None
-        for name in ("id", "question", "labels", "options", "reply"):
-            if not row.get(name) and row.get(name) != "":
-                raise FlipgateError(f"{where}: field {name!r} is missing (value: None)")
+        if not isinstance(row, dict):
+            raise FlipgateError(f"{where}: not a JSON object (value: {row!r})")
+        for name, kind in FIELDS.items():
+            if not isinstance(row.get(name), kind):
+                raise FlipgateError(
+                    f"{where}: field {name!r} must be a {kind.__name__} (value: {row.get(name)!r})"
+                )
         labels = tuple(row["labels"])
         if len(labels) != len(row["options"]) or row.get("answer") not in (*labels, None):
             raise FlipgateError(
