@@ -65,8 +65,3 @@ class Variant:
             "format": self.format.id,
             "paraphrase_id": self.paraphrase_id,
         }
-
-
-def canonical(item: Item) -> Variant:
-    """Condition 0 of every axis: source order, A–D, the canonical format, the original text."""
-    return Variant(0, tuple(range(item.n_options)))
