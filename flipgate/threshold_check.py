@@ -23,6 +23,7 @@ from flipgate.config import (
     DECOMPOSITION_CELL,
     ENVELOPE_CELL,
     ODI_CELL,
+    SUITE_CELLS,
     AuditConfig,
     Threshold,
     parse_thresholds,
@@ -48,8 +49,7 @@ class PlanCell:
 def _suite(cell_or_facet: str | None, vs: str | None = None) -> str:
     if vs is not None:
         return "regression"
-    suites = (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL)
-    return cell_or_facet if cell_or_facet in suites else "order"
+    return cell_or_facet if cell_or_facet in SUITE_CELLS else "order"
 
 
 def plan_cells(
@@ -77,10 +77,10 @@ def plan_cells(
     for model_id in envelope_roster:
         out += [PlanCell(model_id, ENVELOPE_CELL, b, ()) for b in envelope_benchmarks]
     plan = cfg.decomposition
-    for model_id in cfg.audited("readouts") if plan else ():
-        assert plan is not None
+    if plan is not None:
         out += [
             PlanCell(model_id, DECOMPOSITION_CELL, spec.name, plan.readouts, axis=axis)
+            for model_id in cfg.audited("readouts")
             for spec in plan.datasets
             for axis in plan.axes
         ]
@@ -113,9 +113,7 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
     run."""
     directory = Path(directory)
     roster = sorted(cfg.models)
-    order_datasets = {
-        c.dataset for c in cells if c.cell not in (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL)
-    }
+    order_datasets = {c.dataset for c in cells if c.cell not in SUITE_CELLS}
     suites_run = {_suite(c.cell, c.vs) for c in cells}
     errors, notes = [], []
     files: list[tuple[Path, str | None]] = [(directory / "default.yaml", None)]
