@@ -457,7 +457,7 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
     "delta_order": (-1.0, 1.0),
     "genuine_flip_rate": (0.0, 1.0),
     "artifact": (-1.0, 1.0),
-    "artifact_share": (-math.inf, 1.0),
+    "artifact_share": (0.0, 1.0),
     **{m: (-1.0, 1.0) for m in REGRESSION_METRICS},
     "ordering_excess_share": (-math.inf, 1.0),
     "tau_r": (-1.0, 1.0),

@@ -67,6 +67,22 @@ def test_artifact_share_is_zero_when_the_readout_never_flips():
     assert artifact.estimate == -0.5 and share.estimate == 0.0 and share.ci == (0.0, 0.0)
 
 
+def test_artifact_share_counts_spurious_flips_when_the_readout_also_hides_some():
+    """e flips on a (spurious) and c (genuine) and misses b's genuine flip: the net artifact is
+    2/4 − 2/4 = 0, but half of e's flips are its own; e that flips only where e* does not,
+    while missing three genuine flips, has a negative artifact and a share of 1."""
+    ref = pd.Series({"a": 0.0, "b": 1.0, "c": 1.0, "d": 0.0}).rename_axis("item_id")
+    e = pd.Series({"a": 1.0, "b": 0.0, "c": 1.0, "d": 0.0}).rename_axis("item_id")
+    artifact, share = paired_artifact(e, ref, n=200)
+    assert artifact.estimate == 0.0 and share.estimate == 0.5
+    lo, hi = share.ci
+    assert 0.0 <= lo <= 0.5 <= hi <= 1.0
+    ref = pd.Series({"a": 0.0, "b": 1.0, "c": 1.0, "d": 1.0}).rename_axis("item_id")
+    e = pd.Series({"a": 1.0, "b": 0.0, "c": 0.0, "d": 0.0}).rename_axis("item_id")
+    artifact, share = paired_artifact(e, ref, n=200)
+    assert artifact.estimate == -0.5 and share.estimate == 1.0
+
+
 # -- planted recovery ----------------------------------------------------------------------------
 
 #: axis -> (genuine rate g, artifact rate q among items the model does not flip on)

@@ -550,8 +550,8 @@ class RegressionSection(CardModel):
 
 class DecompositionReadout(CardModel):
     """One readout on one axis: its flip rate and, against the reference readout, the artifact
-    part (paired over ``artifact.n_items`` items both parsed twice) and its share of the flip
-    rate."""
+    part (paired over ``n_paired`` items both parsed twice) and the share of its flips that the
+    reference does not see (docs/definitions.md §8)."""
 
     flip_rate: Estimate
     parse_rate: Probability

@@ -4,9 +4,11 @@ For a perturbation axis a and readouts e with the faithful reference e* (regex o
 text): ``total(a, e)`` is the flip rate under e, ``genuine(a) = total(a, e*)``, and
 ``artifact(a, e) = total(a, e) − genuine(a)``, estimated per item as
 ``flip_e(i) − flip_e*(i)`` over the items both readouts parsed at least twice, with a paired
-bootstrap over items (the same resampled items for both readouts). ``artifact_share`` is
-``artifact / total`` on those items, 0 when nothing flips under e there (no flip of e's to
-attribute).
+bootstrap over items (the same resampled items for both readouts). ``artifact_share`` is the
+share of e's flips on those items that e* does not see (its own misreadings):
+``#{flip_e = 1, flip_e* = 0} / #{flip_e = 1}``, in [0, 1], 0 when nothing flips under e. It
+equals ``artifact / total`` when e misses no flip of e*'s; the net ``artifact`` is negative when
+e hides more of the model's flips than it adds.
 """
 
 from __future__ import annotations
@@ -90,6 +92,14 @@ def _estimate(values: np.ndarray, n: int, level: float, seed: int) -> MetricEsti
     )
 
 
+def _spurious_share(fe: np.ndarray, fr: np.ndarray) -> np.ndarray:
+    """Per row of item flips: the share of e's flips that the reference does not see, 0 where
+    e flips on no item."""
+    flips = fe.sum(axis=1)
+    spurious = (fe * (1 - fr)).sum(axis=1)
+    return np.where(flips > 0, spurious / np.where(flips > 0, flips, 1), 0.0)
+
+
 def paired_artifact(
     flips_e: pd.Series, flips_ref: pd.Series, n: int = 1000, level: float = 0.95, seed: int = 42
 ) -> tuple[MetricEstimate, MetricEstimate]:
@@ -105,11 +115,10 @@ def paired_artifact(
             MetricEstimate.from_draws(float("nan"), empty, level, 0),
         )
     idx = np.random.default_rng(seed).integers(0, m, size=(n, m))
-    total, genuine = fe[idx].mean(axis=1), fr[idx].mean(axis=1)
-    artifact = total - genuine
-    share = np.where(total > 0, artifact / np.where(total > 0, total, 1), 0.0)
+    artifact = fe[idx].mean(axis=1) - fr[idx].mean(axis=1)
+    share = _spurious_share(fe[idx], fr[idx])
     art_est = float(fe.mean() - fr.mean())
-    share_est = art_est / fe.mean() if fe.mean() > 0 else 0.0
+    share_est = float(_spurious_share(fe[None, :], fr[None, :])[0])
     return (
         MetricEstimate.from_draws(art_est, artifact, level, m),
         MetricEstimate.from_draws(share_est, share, level, m),
