@@ -1,6 +1,8 @@
 """The cloze readout: the engine's continuation scores against a whole-sequence forward pass on a
 tiny random Llama, and the readout's argmax."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -38,6 +40,11 @@ def test_continuation_scores_equal_whole_sequence_passes(tiny_model_dir, tmp_pat
         expected = naive_scores(backend, request)
         for label, value in out.continuation_logprobs.items():
             assert value == pytest.approx(expected[label], abs=1e-4)
+    # the same prompt asked with other option strings is its own request, not a copy
+    swapped = replace(requests[0], continuations=tuple(reversed(requests[0].continuations)))
+    again, other = backend.complete([requests[0], swapped])
+    assert other.continuation_logprobs == pytest.approx(naive_scores(backend, swapped), abs=1e-4)
+    assert other.continuation_logprobs != again.continuation_logprobs
     plain = backend.complete([variants[0].render(ITEM)])[0]
     assert plain.continuation_logprobs == {}  # not asked, not computed
     assert outputs[0].text == plain.text  # scoring does not change the generated answer

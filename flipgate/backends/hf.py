@@ -455,7 +455,8 @@ class HFBackend:
     def _first_equal(
         self, requests: list[Request], ids: list[list[int]], budget: list[int]
     ) -> list[int]:
-        """For each request, the first request of the call it equals (tokens, images, budget):
+        """For each request, the first request of the call it equals (tokens, images, budget,
+        cloze continuations):
         under greedy decoding equal inputs give equal outputs, so each is computed once (a
         same-ordering control's K replicates; tests/test_prefix_sharing.py checks them against
         the reference path). With sampling, or on the reference path
@@ -464,7 +465,7 @@ class HFBackend:
             return list(range(len(requests)))
         seen: dict[tuple, int] = {}
         return [
-            seen.setdefault((tuple(row), b, r.images), i)
+            seen.setdefault((tuple(row), b, r.images, r.continuations), i)
             for i, (row, b, r) in enumerate(zip(ids, budget, requests))
         ]
 
