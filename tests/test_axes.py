@@ -152,7 +152,7 @@ def test_generate_paraphrases_writes_unchecked_rewrites(tmp_path, monkeypatch):
             texts = [" In words: what is it?\nmore", "   ", " " + requests[-1].key[1]]
             return [Output(texts[i % 3]) for i in range(len(requests))]
 
-    monkeypatch.setattr(gen, "create_backend", lambda cfg: Rewriter())
+    monkeypatch.setattr("flipgate.audit.create_backend", lambda cfg: Rewriter())
     models = write(
         tmp_path / "models.yaml",
         """
@@ -176,6 +176,8 @@ models:
                 "3",
                 "--out",
                 str(out),
+                "--cache-dir",
+                str(tmp_path / "cache"),
             ]
         )
         == 0
@@ -189,6 +191,7 @@ models:
     assert (
         gen.generate_main(
             ["--models", str(models), "--model", "ghost", "--dataset", "basic_arithmetic"]
+            + ["--cache-dir", str(tmp_path / "cache")]
         )
         == 2
     )

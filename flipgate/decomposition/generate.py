@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flipgate import FlipgateError
-from flipgate.backends import create_backend
+from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Request
 from flipgate.cli import OK, Parser, run_command
 from flipgate.config import load_models
@@ -46,16 +46,20 @@ def generate(
     cfg = load_models(models)
     if cfg.decomposition is None:
         raise FlipgateError(f"{cfg.path}: no audit.decomposition (its datasets and store)")
-    if model_id not in cfg.models:
-        raise FlipgateError(f"{cfg.path}: no model with id {model_id!r}")
     items = load_items(cfg.decomposition.dataset(dataset), n, cfg.seed, keep=decomposable)
-    backend = create_backend({**cfg.models[model_id], "_cache_dir": cache_dir})
+    cache = Path(cache_dir)
+    # the audit's model calls (batching, API concurrency and retries, the response cache); the
+    # rewrites are no trials, so the run store is an in-memory one
+    auditor = Auditor(
+        cfg,
+        "generate-paraphrases",
+        Paths(Path(":memory:"), cache / "responses.sqlite", cache / "manifests", cache),
+        progress=False,
+    )
     store = ParaphraseStore.load(cfg.decomposition.paraphrases)
-    generator = f"model:{model_id}@{sha256_json(backend.fingerprint)[:12]}"
+    generator = f"model:{model_id}@{sha256_json(auditor.backend(model_id).fingerprint)[:12]}"
     requests = [rewrite_request(it.question, (dataset, it.item_id)) for it in items]
-    outputs = []
-    for start in range(0, len(requests), backend.batch_size):
-        outputs += backend.complete(requests[start : start + backend.batch_size])
+    outputs, _ = auditor.outputs(model_id, requests, use_cache=True, label="paraphrases")
     written, failed = [], 0
     for it, output in zip(items, outputs):
         text = parse_rewrite(output.text, it.question)
