@@ -10,7 +10,16 @@ from typing import Any, Callable
 import numpy as np
 
 from flipgate import FlipgateError
-from flipgate.items import alignment, bigbench, hub, hub_mixed, offline, shapes, synthetic
+from flipgate.items import (
+    alignment,
+    bigbench,
+    hub,
+    hub_mixed,
+    judge_sets,
+    offline,
+    shapes,
+    synthetic,
+)
 from flipgate.items.item import Item
 
 # name -> loader(dataset_name, **options) -> all items
@@ -45,6 +54,11 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "toxigen": alignment.load_toxigen,
     "crows_pairs": alignment.load_crows_pairs,
     "xstest": alignment.load_xstest,
+    "rewardbench2_factuality": judge_sets.load_rewardbench2,
+    "judgebench": judge_sets.load_judgebench,
+    "arc_challenge_answers": functools.partial(judge_sets.load_answer_sets, source="arc_challenge"),
+    "arc_easy_answers": functools.partial(judge_sets.load_answer_sets, source="arc_easy"),
+    "mmlu_answers": functools.partial(judge_sets.load_answer_sets, source="mmlu"),
 }
 
 
