@@ -17,6 +17,7 @@ from flipgate import FlipgateError
 from flipgate.cell import Cell
 from flipgate.facets import CONTROLS, FACETS
 from flipgate.items.registry import DatasetSpec
+from flipgate.judge.consensus import ConsensusWeights
 from flipgate.results import Direction
 
 SCHEMAS = Path(__file__).parent / "config_schemas"
@@ -28,8 +29,20 @@ ODI_CELL = "odi"
 #: the cell name of the readout decomposition suite (``facet: decomposition``; suites/readouts,
 #: docs/definitions.md §8)
 DECOMPOSITION_CELL = "decomposition"
+#: the cell name of the judge consensus suite (``facet: judge``; suites/judges,
+#: docs/definitions.md §9)
+JUDGE_CELL = "judge"
 #: thresholds that only the suite-level cells take (their metrics exist nowhere else)
-SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL)
+SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL, JUDGE_CELL)
+#: judge consensus metrics (``facet: judge`` only; ``parse_rate`` there too)
+JUDGE_METRICS = (
+    "judge_flip_rate",
+    "direct_accuracy",
+    "consensus_accuracy",
+    "consensus_gain",
+    "direct_macro_accuracy",
+    "consensus_macro_accuracy",
+)
 #: decomposition metrics (``facet: decomposition`` only; ``@<axis>`` selects one axis)
 DECOMPOSITION_METRICS = ("genuine_flip_rate", "artifact", "artifact_share")
 #: ODI metrics: posterior quantities (``@<facet>`` selects one facet) and fit diagnostics
@@ -123,6 +136,8 @@ class AuditConfig:
     odi: dict = field(default_factory=dict)
     #: the readout decomposition suite (``audit.decomposition``), None when not declared
     decomposition: DecompositionPlan | None = None
+    #: the judge consensus suite (``audit.judges``), None when not declared
+    judges: JudgePlan | None = None
 
     def audited(self, suite: str) -> list[str]:
         """Ids of the models that ``suite`` ("order" or "envelope") audits."""
@@ -209,6 +224,49 @@ class DecompositionPlan:
             if spec.name == name:
                 return spec
         raise FlipgateError(f"dataset {name!r} is not declared under audit.decomposition")
+
+
+@dataclass(frozen=True)
+class JudgePlan:
+    """``audit.judges`` (docs/definitions.md §9): candidate-set datasets, K orderings and their
+    design (flipgate/judge/orderings.py), the judge's readout (None: ``label_logprob`` for local
+    models, ``listwise`` for API models), consensus weights and tie tolerance, items per
+    dataset."""
+
+    datasets: tuple[DatasetSpec, ...]
+    k: int
+    readout: str | None
+    weights: ConsensusWeights
+    tie_tolerance: float
+    n_items: int
+    orderings: str = "balanced"
+
+    @classmethod
+    def parse(cls, spec: dict, path: Path, default_k: int, default_n: int) -> JudgePlan:
+        where = f"{path}: field audit.judges"
+        return cls(
+            tuple(
+                DatasetSpec.parse(d, f"{where}.datasets[{j}]")
+                for j, d in enumerate(spec["datasets"])
+            ),
+            int(spec.get("k", default_k)),
+            spec.get("readout"),
+            ConsensusWeights.parse(spec["weights"], f"{where}.weights")
+            if "weights" in spec
+            else ConsensusWeights(),
+            float(spec.get("tie_tolerance", 1e-6)),
+            int(spec.get("items_per_dataset", default_n)),
+            spec.get("orderings", "balanced"),
+        )
+
+    def dataset(self, name: str) -> DatasetSpec:
+        for spec in self.datasets:
+            if spec.name == name:
+                return spec
+        raise FlipgateError(f"dataset {name!r} is not declared under audit.judges")
+
+    def readout_for(self, model: dict) -> str:
+        return self.readout or ("listwise" if model["backend"] == "litellm" else "label_logprob")
 
 
 DECOMPOSITION_AXES = ("option_order", "label_set", "prompt_format", "paraphrase")
@@ -311,12 +369,14 @@ def load_models(path: Path | str) -> AuditConfig:
             f"{path}: field audit.decomposition.judge.model: no model with this id (value: "
             f"{judge_model!r}); models: {', '.join(models)}"
         )
-    if not audit.get("decomposition"):
+    for suite, section in (("judges", "judges"), ("readouts", "decomposition")):
+        if audit.get(section):
+            continue
         for i, m in enumerate(data["models"]):
-            if "readouts" in (m.get("suites") or []):
+            if suite in (m.get("suites") or []):
                 raise FlipgateError(
-                    f"{path}: field models[{i}].suites: suite 'readouts' needs "
-                    f"audit.decomposition (its datasets and axes) (value: {m['suites']!r})"
+                    f"{path}: field models[{i}].suites: suite {suite!r} needs audit.{section} "
+                    f"(its datasets) (value: {m['suites']!r})"
                 )
     boot = audit.get("bootstrap") or {}
     judge = audit.get("judge")
@@ -339,6 +399,13 @@ def load_models(path: Path | str) -> AuditConfig:
                 audit["decomposition"], path, audit.get("items_per_dataset", 30)
             )
             if audit.get("decomposition")
+            else None
+        ),
+        (
+            JudgePlan.parse(
+                audit["judges"], path, audit.get("k", 6), audit.get("items_per_dataset", 30)
+            )
+            if audit.get("judges")
             else None
         ),
     )
@@ -458,6 +525,8 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
     "genuine_flip_rate": (0.0, 1.0),
     "artifact": (-1.0, 1.0),
     "artifact_share": (0.0, 1.0),
+    **{m: _RATE for m in JUDGE_METRICS},
+    "consensus_gain": (-1.0, 1.0),
     **{m: (-1.0, 1.0) for m in REGRESSION_METRICS},
     "ordering_excess_share": (-math.inf, 1.0),
     "tau_r": (-1.0, 1.0),
@@ -532,6 +601,14 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                 f"({', '.join(DECOMPOSITION_METRICS)}, and flip_rate / parse_rate per readout) go "
                 f"with facet: {DECOMPOSITION_CELL} and only they do (value: metric "
                 f"{t['metric']!r}, facet {facet!r})"
+            )
+        if (base in JUDGE_METRICS) != (facet == JUDGE_CELL) and not (
+            facet == JUDGE_CELL and base == "parse_rate"
+        ):
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}]: judge consensus metrics "
+                f"({', '.join(JUDGE_METRICS)}, and parse_rate) go with facet: {JUDGE_CELL} and "
+                f"only they do (value: metric {t['metric']!r}, facet {facet!r})"
             )
         axis = t["metric"].partition("@")[2] if facet == DECOMPOSITION_CELL else ""
         if axis and axis not in DECOMPOSITION_AXES:

@@ -168,7 +168,7 @@ def project(
         worst = estimate_usd(fresh, price, int(cfg.models[model_id].get("max_new_tokens", 16)))
         if ledger.reserved + ledger.usd + worst > ledger.budget:
             reserved = (
-                f", the envelope suite is projected at {usd(ledger.reserved)} USD"
+                f", the envelope and judge suites are projected at {usd(ledger.reserved)} USD"
                 if ledger.reserved
                 else ""
             )
@@ -235,12 +235,40 @@ def project_envelope(auditor, envelope, model_id: str) -> Projection:
                 continue
             calls = 1 if config.greedy else envelope.seeds
             for it in items:
-                t_in, t_out = estimate_tokens(render(it, config, exemplars, 0, ()), max_out)
-                proj.n_calls += calls
-                proj.tokens_in += calls * t_in
-                proj.tokens_out += calls * t_out
+                _add_call(proj, render(it, config, exemplars, 0, ()), max_out, calls)
     proj.usd = price[0] * proj.tokens_in + price[1] * proj.tokens_out
     return proj
+
+
+def project_judges(auditor, plan, model_id: str) -> Projection:
+    """Project the judge consensus suite's calls of ``model_id`` (no pilot): K calls per
+    candidate set, one per ordering (docs/definitions.md §9), each costed with
+    :func:`estimate_tokens`; calls the response cache answers cost nothing."""
+    from flipgate.judge.run import JudgeRunner
+
+    model = auditor.config.models[model_id]
+    proj = Projection(model_id, suite="judges")
+    if model["backend"] != "litellm":
+        return proj
+    price = price_per_token(model)
+    if price is None:
+        require_prices(auditor.config.models, [model_id])  # raises
+    assert price is not None  # require_prices raised otherwise
+    runner = JudgeRunner(auditor, plan)
+    max_out = int(model.get("max_new_tokens", 16))
+    for spec in plan.datasets:
+        calls = runner.plan_calls(spec, runner.items(spec), plan.readout_for(model))
+        for request in _uncached(auditor, model_id, [c[3] for c in calls]):
+            _add_call(proj, request, max_out)
+    proj.usd = price[0] * proj.tokens_in + price[1] * proj.tokens_out
+    return proj
+
+
+def _add_call(proj: Projection, request: Request, max_out: int, times: int = 1) -> None:
+    t_in, t_out = estimate_tokens(request, max_out)
+    proj.n_calls += times
+    proj.tokens_in += times * t_in
+    proj.tokens_out += times * t_out
 
 
 def check_budget(projections: list[Projection], budget: float) -> str:
@@ -288,6 +316,9 @@ class GuardPlan:
     judge: list[str] = field(default_factory=list)
     envelope: object = None
     roster: list[str] = field(default_factory=list)
+    #: the judge consensus suite's plan (``audit.judges``) and its judge models
+    judges: object = None
+    judge_models: list[str] = field(default_factory=list)
 
 
 def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) -> str:
@@ -295,7 +326,7 @@ def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) 
     reserved), then the budget-capped pilot and projection of the order suites. Writes ``out``
     (JSON, also on refusal) and returns the projection table; raises :class:`BudgetRefused`."""
     require_prices(
-        auditor.config.models, [*plan.order, *plan.judge, *plan.roster]
+        auditor.config.models, [*plan.order, *plan.judge, *plan.roster, *plan.judge_models]
     )  # before any call
     ledger = Ledger(budget)
     projections: list[Projection] = []
@@ -317,6 +348,7 @@ def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) 
 
     try:
         projections += [project_envelope(auditor, plan.envelope, m) for m in plan.roster]
+        projections += [project_judges(auditor, plan.judges, m) for m in plan.judge_models]
         ledger.reserved = sum(p.usd for p in projections)
         projections += [project(auditor, m, pilot_items, ledger) for m in plan.order]
         table = check_budget(projections, budget)

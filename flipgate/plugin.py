@@ -21,6 +21,7 @@ ENVELOPE_FIXTURE = "envelope_cell"
 ODI_FIXTURE = "odi_cell"
 REGRESSION_FIXTURE = "regression_cell"
 DECOMPOSITION_FIXTURE = "decomposition_cell"
+JUDGE_FIXTURE = "judge_cell"
 
 
 def pytest_addoption(parser):
@@ -216,6 +217,33 @@ def _parametrise_decomposition(metafunc):
     metafunc.parametrize(DECOMPOSITION_FIXTURE, params, indirect=True)
 
 
+def _parametrise_judges(metafunc):
+    """One case per (model with suite 'judges', dataset of ``audit.judges``), each its own xdist
+    group (different prompts, nothing shared)."""
+    cfg = _audit_config(metafunc.config)
+    plan, models = cfg.judges, cfg.audited("judges")
+    params = [
+        pytest.param(
+            (model_id, spec.name),
+            id=f"{model_id}-{spec.name}",
+            marks=[
+                pytest.mark.xdist_group(f"{model_id}/judge/{spec.name}"),
+                pytest.mark.flipgate_cell,
+            ],
+        )
+        for model_id in models
+        for spec in (plan.datasets if plan else ())
+    ]
+    if not params:
+        why = (
+            f"{cfg.path} declares no audit.judges"
+            if plan is None
+            else f"no model in {cfg.path} lists suite 'judges'"
+        )
+        params = _skipped("not-declared", why)
+    metafunc.parametrize(JUDGE_FIXTURE, params, indirect=True)
+
+
 def _parametrise_odi(metafunc):
     """One ODI fit over every order-suite model: its own xdist group, since it reads every model."""
     _audit_config(metafunc.config)
@@ -314,6 +342,8 @@ def pytest_generate_tests(metafunc):
         return _parametrise_odi(metafunc)
     if DECOMPOSITION_FIXTURE in metafunc.fixturenames:
         return _parametrise_decomposition(metafunc)
+    if JUDGE_FIXTURE in metafunc.fixturenames:
+        return _parametrise_judges(metafunc)
     if CELL_FIXTURE not in metafunc.fixturenames:
         return
     from flipgate.cell import Cell
@@ -421,6 +451,25 @@ def decomposition_cell(request, flipgate_auditor):
 
 
 @pytest.fixture
+def judge_cell(request, flipgate_auditor):
+    """One (judge model, dataset) cell of the judge consensus suite; call ``.run()``."""
+    from flipgate.judge.cell import JudgeCell
+
+    model_id, dataset = request.param
+    state = FlipgateSession.of(request.config)
+    plan = state.audit_config().judges
+    assert plan is not None  # parametrised only when declared
+    return JudgeCell(
+        flipgate_auditor,
+        state.thresholds_dir,
+        plan,
+        model_id,
+        dataset,
+        request.config.pluginmanager.getplugin("capturemanager"),
+    )
+
+
+@pytest.fixture
 def odi_cell(request, flipgate_auditor):
     """The ODI fit over the order suites' trials of every model; call ``.run()``."""
     from flipgate.odi.cell import ODICell
@@ -447,7 +496,14 @@ def pytest_sessionstart(session):
 def _planned(items, config) -> dict:
     """Trials the collected cells plan, per (model, dataset, cell) (flipgate/progress.py)."""
     from flipgate.envelope.run import planned_trials
-    from flipgate.progress import Plan, cell_plan, decomposition_plan, odi_plan, without_images
+    from flipgate.progress import (
+        Plan,
+        cell_plan,
+        decomposition_plan,
+        judge_plan,
+        odi_plan,
+        without_images,
+    )
 
     state = FlipgateSession.of(config)
     plan: Plan = {}
@@ -468,6 +524,8 @@ def _planned(items, config) -> dict:
             plan |= odi_plan(cfg, n)
         elif isinstance(params.get(DECOMPOSITION_FIXTURE), tuple):
             plan |= decomposition_plan(cfg, n, *params[DECOMPOSITION_FIXTURE])
+        elif isinstance(params.get(JUDGE_FIXTURE), tuple):
+            plan |= judge_plan(cfg, n, *params[JUDGE_FIXTURE])
         elif params.get(ENVELOPE_FIXTURE) is not None:
             envelope = state.envelope()
             roster = envelope.roster or cfg.audited("envelope")

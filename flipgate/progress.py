@@ -249,3 +249,15 @@ def decomposition_plan(
     store = ParaphraseStore.load(plan.paraphrases)
     n = planned_trials(plan, plan.dataset(dataset), axis, store, cfg.seed, n_override)
     return {(model_id, dataset, axis_cell(axis)): n}
+
+
+def judge_plan(cfg: AuditConfig, n_override: int | None, model_id: str, dataset: str) -> Plan:
+    """A judge consensus cell: every candidate set under each of its K orderings
+    (docs/definitions.md §9)."""
+    from flipgate.config import JUDGE_CELL
+    from flipgate.judge.run import planned_calls
+
+    plan = cfg.judges
+    assert plan is not None  # asked only for declared cells
+    n = planned_calls(plan, plan.dataset(dataset), cfg.seed, n_override)
+    return {(model_id, dataset, JUDGE_CELL): n}

@@ -17,6 +17,7 @@ from flipgate.results import CellSummary, Verdict
 if TYPE_CHECKING:
     from flipgate.cards.build import WrittenCard
     from flipgate.decomposition.record import DecompositionRecord
+    from flipgate.judge.record import JudgeRecord
     from flipgate.metrics.decomposition import AxisDecomposition
 
 
@@ -601,6 +602,43 @@ def report_decomposition(
             {"record": record.model_dump(mode="json"), "verdicts": _dumped(verdicts)}, indent=2
         ),
         name="decomposition card section.json",
+        attachment_type=allure.attachment_type.JSON,
+    )
+
+
+def report_judge(record: JudgeRecord, verdicts: list[Verdict]) -> None:
+    """Label and annotate a judge consensus test (epic "judge consensus", feature = dataset,
+    story = judge model): accuracy vs k, and the record as JSON."""
+    allure = _allure()
+    if allure is None:
+        return
+    from flipgate.judge.plots import accuracy_vs_k_plot
+
+    r = record.result
+    allure.dynamic.epic("judge consensus")
+    allure.dynamic.feature(record.dataset)
+    allure.dynamic.story(record.model_id)
+    allure.dynamic.title(f"judge consensus · {record.dataset} · {record.model_id}")
+    allure.dynamic.parameter("readout", record.readout)
+    allure.dynamic.parameter("K", r.k)
+    allure.dynamic.parameter("manifest_sha256", record.manifest_sha256)
+    allure.dynamic.description(
+        f"direct {_fmt(r.direct_accuracy.estimate)}, consensus "
+        f"{_fmt(r.consensus_accuracy.estimate)} (N={r.n_items}); improved "
+        f"{r.sign_test.improved} / regressed {r.sign_test.regressed}, sign test p "
+        f"{_fmt(r.sign_test.p_value)}; judge flip rate {_fmt(r.judge_flip_rate.estimate)}; "
+        + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
+    )
+    allure.attach(
+        accuracy_vs_k_plot(f"{record.dataset} / {record.model_id}", r),
+        name="accuracy vs k.png",
+        attachment_type=allure.attachment_type.PNG,
+    )
+    allure.attach(
+        json.dumps(
+            {"record": record.model_dump(mode="json"), "verdicts": _dumped(verdicts)}, indent=2
+        ),
+        name="judge consensus card section.json",
         attachment_type=allure.attachment_type.JSON,
     )
 

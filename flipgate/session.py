@@ -232,6 +232,8 @@ class FlipgateSession:
         if self.may_collect(suites / "benchmarks") and self.path("--envelope").exists():
             plan.envelope = self.envelope()
             plan.roster = plan.envelope.roster or cfg.audited("envelope")
+        if self.may_collect(suites / "judges") and cfg.judges is not None:
+            plan.judges, plan.judge_models = cfg.judges, cfg.audited("judges")
         return plan
 
     # -- the end -----------------------------------------------------------------------------

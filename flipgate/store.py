@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from flipgate.decomposition.record import DecompositionRecord
+from flipgate.judge.record import JudgeRecord
 from flipgate.results import TRIAL_COLUMNS, CellSummary, Trial, Verdict
 from flipgate.sqlite_util import connect
 
@@ -37,6 +38,8 @@ CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS odi (name TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS decompositions (model_id TEXT, dataset TEXT, axis TEXT, record TEXT,
     PRIMARY KEY (model_id, dataset, axis));
+CREATE TABLE IF NOT EXISTS judge_consensus (model_id TEXT, dataset TEXT, record TEXT,
+    PRIMARY KEY (model_id, dataset));
 CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER,
     timeouts INTEGER, failures INTEGER, PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS model_calls (model_id TEXT, source TEXT, prompts INTEGER,
@@ -248,6 +251,23 @@ class TrialStore:
             (model_id, model_id),
         )
         return [DecompositionRecord.from_json(r[0]) for r in rows]
+
+    def add_judge_record(self, record: JudgeRecord) -> None:
+        """A judge consensus cell's record (docs/definitions.md §9)."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO judge_consensus VALUES (?, ?, ?)",
+                (record.model_id, record.dataset, record.to_json()),
+            )
+
+    def judge_records(self, model_id: str | None = None) -> list[JudgeRecord]:
+        """Every judge consensus record (of ``model_id``), by model and dataset."""
+        rows = self.conn.execute(
+            "SELECT record FROM judge_consensus WHERE ? IS NULL OR model_id = ? "
+            "ORDER BY model_id, dataset",
+            (model_id, model_id),
+        )
+        return [JudgeRecord.from_json(r[0]) for r in rows]
 
     def answered(self) -> dict[str, tuple[int, int]]:
         """Per model: (trials a model answered, trials the response cache answered)."""

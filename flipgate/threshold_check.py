@@ -3,11 +3,11 @@
 A threshold whose selectors (``facet``, ``dataset``, ``readout``, ``model``) match no cell of the
 plan would gate nothing, so the run would pass however bad the model: a typo must never silently
 disable a gate. The plan is models.yaml's (not the ``-k`` selection): every model's order cells
-(facets and controls × datasets × the readouts the model gives on that facet), the ODI panel, and
-the envelope's benchmarks for its roster, and each regression candidate's order cells
-(``vs: baseline``). Thresholds of a whole suite the plan does not run (e.g. ``facet: envelope`` when
-no model is in the envelope roster) are not errors: nothing runs that they could gate. Override
-files must be named after a model of the roster.
+(facets and controls × datasets × the readouts the model gives on that facet), the ODI panel, the
+envelope's benchmarks for its roster, the decomposition and judge consensus cells, and each
+regression candidate's order cells (``vs: baseline``). Thresholds of a whole suite the plan does
+not run (e.g. ``facet: envelope`` when no model is in the envelope roster) are not errors: nothing
+runs that they could gate. Override files must be named after a model of the roster.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from flipgate.cell import Cell
 from flipgate.config import (
     DECOMPOSITION_CELL,
     ENVELOPE_CELL,
+    JUDGE_CELL,
     ODI_CELL,
     SUITE_CELLS,
     AuditConfig,
@@ -83,6 +84,13 @@ def plan_cells(
             for model_id in cfg.audited("readouts")
             for spec in plan.datasets
             for axis in plan.axes
+        ]
+    judges = cfg.judges
+    if judges is not None:
+        out += [
+            PlanCell(m, JUDGE_CELL, spec.name, (judges.readout_for(cfg.models[m]),))
+            for m in cfg.audited("judges")
+            for spec in judges.datasets
         ]
     return out
 

@@ -187,6 +187,24 @@ def test_the_envelope_suite_is_projected_and_refused(start_server, tmp_path):
     assert model["tokens_in"] > 0 and model["usd"] > 0.0001 and "envelope" in out
 
 
+def test_the_judge_suite_is_projected_with_k_calls_per_set(start_server, tmp_path):
+    server = start_server()
+    models = guarded(
+        tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}", suites="[judges]"
+    )
+    text = models.read_text().replace(
+        "audit:\n", "audit:\n  judges: {datasets: [arc_easy_answers], items_per_dataset: 3}\n", 1
+    )
+    models.write_text(text)
+    proc, out = run(tmp_path, models, "--budget", "0.0001")
+    assert proc.returncode == exitcodes.BUDGET_REFUSED, out[-3000:]
+    assert server.counts["requests"] == 0 and "exceeds --budget 0.0001" in out
+    (model,) = projection(tmp_path)["models"]
+    # 3 candidate sets x K = 6 orderings, each a listwise judgement of up to 400 tokens
+    assert model["suite"] == "judges" and model["n_calls"] == 3 * 6
+    assert model["tokens_out"] == 3 * 6 * 400 and model["usd"] > 0.0001
+
+
 def test_retries_and_timeouts_reach_the_store_terminal_and_card(start_server, tmp_path):
     server = start_server(
         faults=Faults(rate_limit=0.2, server_error=0.1, retry_after_s=0.01, seed=5)

@@ -19,6 +19,7 @@ from flipgate import metrics as M
 from flipgate.analysis_cache import package_versions
 from flipgate.axes.formats import FORMATS
 from flipgate.cards.decomposition import decomposition_markdown, decomposition_section
+from flipgate.cards.judge import judge_markdown, judge_section
 from flipgate.cards.model import (
     SCHEMA_PATH,
     SCHEMA_VERSION,
@@ -48,8 +49,11 @@ from flipgate.cards.model import (
     Template,
 )
 from flipgate.cell import Cell
+from flipgate.config import JUDGE_CELL
 from flipgate.facets import FACETS, readouts_for
 from flipgate.files import atomic_write
+from flipgate.hashing import sha256_text
+from flipgate.judge.record import JudgeRecord
 from flipgate.results import CellSummary, Verdict
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
@@ -138,11 +142,14 @@ def build_card(
     """The card of ``model_id`` on ``dataset``: a facet card, or an envelope card for a benchmark
     audited only by the configuration envelope; checked against the shipped schema."""
     trials = store.trials(model_id=model_id, dataset=dataset)
-    suite_trials = trials["facet"].str.startswith(("envelope[", "axis["))
+    suite_trials = trials["facet"].str.startswith(("envelope[", "axis[")) | (
+        trials["facet"] == JUDGE_CELL
+    )
     axis_trials = trials[trials["facet"].str.startswith("axis[")]
     trials = trials[~suite_trials]
     records = [r for r in store.decompositions(model_id) if r.dataset == dataset]
     decomposition = decomposition_section(records) if records else None
+    judge_record = next((r for r in store.judge_records(model_id) if r.dataset == dataset), None)
     envelope = store.envelope(dataset)
     envelope = envelope if envelope and model_id in envelope["models"] else None
     model = store.models().get(model_id, {"fingerprint": {}, "config": {}})
@@ -176,6 +183,10 @@ def build_card(
             for r in readouts
         }
         (order if control is None else controls)[cell] = summaries
+    if not order and not controls and envelope is None and judge_record is not None:
+        return _judge_card(
+            store, model_id, dataset, run_id, judge_record, model, root, decomposition
+        )
     if not order and not controls and envelope is None and decomposition is not None:
         return _decomposition_card(
             store, model_id, dataset, run_id, decomposition, axis_trials, model, root, level
@@ -266,6 +277,7 @@ def build_card(
         odi=odi_section(odi, model_id, dataset, store.verdicts(model_id, "odi")) if odi else None,
         regression=regression_section(store.comparisons(model_id), dataset, level),
         readout_decomposition=decomposition,
+        judge_consensus=judge_section(judge_record) if judge_record else None,
     )
     validate_card(card.to_data())
     return card
@@ -433,6 +445,75 @@ def envelope_section(analysis: dict, model_id: str) -> EnvelopeSection:
         # docs/definitions.md §11: this model vs its baseline (left out where it names none)
         versions=versions or None,
     )
+
+
+def _judge_card(
+    store: TrialStore,
+    model_id: str,
+    dataset: str,
+    run_id: str,
+    record: JudgeRecord,
+    model: dict,
+    root: Path | None,
+    decomposition: DecompositionSection | None,
+) -> GridCard:
+    """A card for a candidate-set dataset only the judge suite audited: the model is the judge,
+    the score its direct (ordering 0) and per-run accuracy over all K orderings."""
+    from flipgate.judge.listwise import INSTRUCTION
+
+    fp, cfg = model["fingerprint"], model["config"]
+    r = record.result
+    hits = [[float(p is not None and p == v.gold) for p in v.picks] for v in r.items.values()]
+    per_run = M.bootstrap_ci(
+        [h for row in hits for h in row], cluster=[i for i, row in enumerate(hits) for _ in row]
+    )
+    template = Template(id="pcfjudge-listwise-v1", sha256=sha256_text(INSTRUCTION))
+    card = GridCard(
+        schema_version=SCHEMA_VERSION,
+        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
+        dataset=DatasetInfo(
+            name=dataset,
+            n_items=r.n_items,
+            sampling="seed-42 uniform shuffle of the candidate sets with a gold candidate, first N",
+            screens={},
+        ),
+        run=_run_info(store, model_id, run_id),
+        axis_receipt=AxisReceipt(
+            template_id=template.id,
+            template_sha256=template.sha256,
+            templates={template.id: template},
+            decoding=_decoding(cfg),
+            few_shot=FewShot(count=0, exemplar_ids=[]),
+            scoring_path=ScoringPath(
+                primary_readout={JUDGE_CELL: record.readout},
+                readouts=[record.readout],
+                map_back={JUDGE_CELL: "candidate number -> source candidate index"},
+            ),
+            quantization=fp.get("quantization"),
+            manifest_sha256={JUDGE_CELL: record.manifest_sha256} if record.manifest_sha256 else {},
+            envelope_rules_sha256=None,
+            **_identity(fp, root),
+        ),
+        scores=Scores(
+            facet=JUDGE_CELL,
+            primary_readout=record.readout,
+            accuracy_canonical=Estimate(
+                estimate=r.direct_accuracy.estimate, ci=r.direct_accuracy.ci
+            ),
+            accuracy_all_orderings=Estimate(estimate=per_run[0], ci=(per_run[1], per_run[2])),
+        ),
+        order_robustness={},
+        controls={},
+        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, dataset)],
+        scope=Scope(
+            varied=[f"candidate order (K={r.k} orderings shared by every set)"],
+            not_varied=["judge prompt", "decoding", "model weights and precision"],
+        ),
+        readout_decomposition=decomposition,
+        judge_consensus=judge_section(record),
+    )
+    validate_card(card.to_data())
+    return card
 
 
 def _decomposition_card(
@@ -751,6 +832,8 @@ def card_markdown(card: dict) -> str:
         lines += odi_markdown(card["odi"])
     if card.get("readout_decomposition"):
         lines += decomposition_markdown(card["readout_decomposition"], fmt, esc)
+    if card.get("judge_consensus"):
+        lines += judge_markdown(card["judge_consensus"], fmt, esc)
     if card.get("regression"):
         lines += regression_markdown(
             card["regression"]["comparisons"], card["regression"].get("level")

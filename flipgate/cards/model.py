@@ -586,6 +586,46 @@ class DecompositionSection(CardModel):
     label_sets: list[str]
 
 
+# ---------------------------------------------------------------------------------------------
+# judge consensus (docs/definitions.md §9)
+
+
+class JudgeSignTest(CardModel):
+    improved: Count
+    regressed: Count
+    p_value: Probability
+    """exact two-sided sign test on the discordant items; null when none is discordant"""
+
+
+class JudgeConsensusSection(CardModel):
+    """PCFJudge: this model as a judge of candidate sets, direct (ordering 0) vs the consensus of
+    K orderings; exact top-1 accuracy (a tie or a parse failure is a miss)"""
+
+    readout: str
+    k: Count
+    weights: tuple[float, float, float, float]
+    """score, Borda, top, uncertainty"""
+    tie_tolerance: float
+    manifest_sha256: Sha
+    n_items: Count
+    parse_rate: Probability
+    parse_failures: dict[str, int]
+    judge_flip_rate: Estimate
+    direct_accuracy: Estimate
+    consensus_accuracy: Estimate
+    consensus_gain: Estimate
+    sign_test: JudgeSignTest
+    consensus_tie_rate: Probability
+    run_accuracy: Probability
+    majority_error: Probability
+    majority_bound: Probability
+    """exp(−2K(p − ½)²); null when p ≤ ½"""
+    accuracy_at_k: list[Estimate]
+    by_source: dict[str, dict[str, float]]
+    direct_macro_accuracy: Estimate | Absent = None
+    consensus_macro_accuracy: Estimate | Absent = None
+
+
 class GridCard(CardModel):
     """One model on one dataset (docs/definitions.md §6): a facet card (order robustness,
     controls, thresholds; with ODI and regression sections where those ran) or, for a benchmark
@@ -609,6 +649,7 @@ class GridCard(CardModel):
     odi: OdiSection | Absent = None
     regression: RegressionSection | Absent = None
     readout_decomposition: DecompositionSection | Absent = None
+    judge_consensus: JudgeConsensusSection | Absent = None
 
     def to_data(self) -> dict[str, Any]:
         """The card as JSON data (what the JSON file holds and the Markdown is rendered from)."""

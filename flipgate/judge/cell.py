@@ -1,0 +1,81 @@
+"""What one judge consensus suite test does: run the judge over the K orderings of every
+candidate set, compute direct vs consensus (docs/definitions.md §9), record, report and assert
+(``facet: judge``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from flipgate import FlipgateError
+from flipgate.audit import Auditor
+from flipgate.config import JUDGE_CELL, JudgePlan, ThresholdSet, load_thresholds
+from flipgate.gate import evaluate
+from flipgate.judge.record import JudgeRecord
+from flipgate.judge.run import JudgeRunner
+from flipgate.metrics.judging import judge_consensus
+from flipgate.report import report_judge
+from flipgate.results import Verdict
+from flipgate.suite import assert_verdicts, fail_input
+
+
+def gate(record: JudgeRecord, ts: ThresholdSet) -> list[Verdict]:
+    """``facet: judge`` thresholds on the record's estimates (a macro-accuracy threshold on a
+    dataset with one source is ``missing``)."""
+    return evaluate(
+        ts.for_cell(JUDGE_CELL, record.dataset),
+        {record.readout: record.result.metrics()},
+        record.readout,
+        ts.on_inconclusive,
+        facet=JUDGE_CELL,
+    )
+
+
+@dataclass
+class JudgeCell:
+    auditor: Auditor
+    thresholds_dir: str
+    plan: JudgePlan
+    model_id: str
+    dataset: str
+    capture_manager: Any = None  # pytest's CaptureManager (a private type)
+
+    def _quiet(self):
+        cm = self.capture_manager
+        return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
+
+    def measure(self) -> JudgeRecord:
+        runner = JudgeRunner(self.auditor, self.plan)
+        spec = self.plan.dataset(self.dataset)
+        with self._quiet():
+            judged = runner.judged(self.model_id, spec)
+        cfg = self.auditor.config
+        result = judge_consensus(
+            judged, self.plan.weights, self.plan.tie_tolerance, cfg.bootstrap_n, cfg.level, cfg.seed
+        )
+        manifest = self.auditor.store.manifests().get((JUDGE_CELL, self.dataset), {})
+        failures = Counter(r.failure for j in judged for r in j.runs if r.failure is not None)
+        return JudgeRecord(
+            model_id=self.model_id,
+            dataset=self.dataset,
+            readout=self.plan.readout_for(self.auditor.model(self.model_id)),
+            manifest_sha256=manifest.get("sha256"),
+            result=result,
+            parse_failures=dict(failures.most_common()),
+        )
+
+    def run(self) -> list[Verdict]:
+        try:
+            thresholds = load_thresholds(self.thresholds_dir, self.model_id)
+            record = self.measure()
+        except FlipgateError as exc:
+            fail_input(exc)
+        store = self.auditor.store
+        store.add_judge_record(record)
+        verdicts = gate(record, thresholds)
+        store.add_verdicts(self.model_id, self.dataset, JUDGE_CELL, verdicts)
+        report_judge(record, verdicts)
+        assert_verdicts(verdicts)
+        return verdicts
