@@ -293,27 +293,25 @@ class Auditor:
         """Judge verdicts (docs/definitions.md §3.5 sem-flip) per item over the K answers of a
         judged cell; the judge is ``audit.judge`` or the audited model itself."""
         from flipgate.judge import sem_flip_request, verdict_from_label
+        from flipgate.judge.permuted import consensus_labels, permuted_requests
 
         judge_id = self.config.judge or model_id
         facet = get_facet(Cell.parse(name).facet)
         items = {it.item_id: it for it in self.items(dataset, facet.name)}
-        requests, order = [], []
+        settings = self.config.judge_consensus
+        groups, order = [], []
         for item_id, g in trials.sort_values("condition").groupby("item_id", sort=True):
+            item = items[item_id]
+            key = (dataset, item_id, f"judge:{name}", 0)
+
+            def request(shown: list, o: int, item: Item = item, key: tuple = key) -> Request:
+                return sem_flip_request(item, shown, key=(*key, o))
+
             answers = [r.get("regex") for r in g["readouts"]]
-            requests.append(
-                sem_flip_request(
-                    items[item_id], answers, key=(dataset, item_id, f"judge:{name}", 0, 0)
-                )
-            )
+            groups.append(permuted_requests(answers, request, settings, self.config.seed))
             order.append(item_id)
-        outputs, _ = self.outputs(
-            judge_id, requests, use_cache=True, label=f"judge {name}/{dataset}"
-        )
-        readout = self.config.models[judge_id]["primary_readout"]
-        verdicts = {
-            i: verdict_from_label(read_label(readout, out, req.labels, req.answer_prefix))
-            for i, out, req in zip(order, outputs, requests)
-        }
+        labels = consensus_labels(self, judge_id, groups, settings, f"judge {name}/{dataset}")
+        verdicts = {i: verdict_from_label(label) for i, label in zip(order, labels)}
         self.store.add_judgements(model_id, dataset, name, judge_id, verdicts)
         return verdicts
 

@@ -138,6 +138,9 @@ class AuditConfig:
     decomposition: DecompositionPlan | None = None
     #: the judge consensus suite (``audit.judges``), None when not declared
     judges: JudgePlan | None = None
+    #: answer-reading judges (sem-flip, the decomposition's judge readout) answer with the
+    #: consensus of K orderings of what they are shown (``audit.judge_consensus``); None: one call
+    judge_consensus: ConsensusSettings | None = None
 
     def audited(self, suite: str) -> list[str]:
         """Ids of the models that ``suite`` ("order" or "envelope") audits."""
@@ -227,19 +230,37 @@ class DecompositionPlan:
 
 
 @dataclass(frozen=True)
+class ConsensusSettings:
+    """How a judge runs over orderings (docs/definitions.md §9): K, their design
+    (flipgate/judge/orderings.py), the consensus weights and tie tolerance."""
+
+    k: int = 8
+    orderings: str = "balanced"
+    weights: ConsensusWeights = ConsensusWeights()
+    tie_tolerance: float = 1e-6
+
+    @classmethod
+    def parse(cls, spec: dict, where: str, default_k: int) -> ConsensusSettings:
+        return cls(
+            int(spec.get("k", default_k)),
+            spec.get("orderings", "balanced"),
+            ConsensusWeights.parse(spec["weights"], f"{where}.weights")
+            if "weights" in spec
+            else ConsensusWeights(),
+            float(spec.get("tie_tolerance", 1e-6)),
+        )
+
+
+@dataclass(frozen=True)
 class JudgePlan:
-    """``audit.judges`` (docs/definitions.md §9): candidate-set datasets, K orderings and their
-    design (flipgate/judge/orderings.py), the judge's readout (None: ``label_logprob`` for local
-    models, ``listwise`` for API models), consensus weights and tie tolerance, items per
-    dataset."""
+    """``audit.judges`` (docs/definitions.md §9): candidate-set datasets, the judge's readout
+    (None: ``label_logprob`` for local models, ``listwise`` for API models), items per dataset
+    and the consensus settings."""
 
     datasets: tuple[DatasetSpec, ...]
-    k: int
     readout: str | None
-    weights: ConsensusWeights
-    tie_tolerance: float
     n_items: int
-    orderings: str = "balanced"
+    consensus: ConsensusSettings = ConsensusSettings()
 
     @classmethod
     def parse(cls, spec: dict, path: Path, default_k: int, default_n: int) -> JudgePlan:
@@ -249,14 +270,9 @@ class JudgePlan:
                 DatasetSpec.parse(d, f"{where}.datasets[{j}]")
                 for j, d in enumerate(spec["datasets"])
             ),
-            int(spec.get("k", default_k)),
             spec.get("readout"),
-            ConsensusWeights.parse(spec["weights"], f"{where}.weights")
-            if "weights" in spec
-            else ConsensusWeights(),
-            float(spec.get("tie_tolerance", 1e-6)),
             int(spec.get("items_per_dataset", default_n)),
-            spec.get("orderings", "balanced"),
+            ConsensusSettings.parse(spec, where, default_k),
         )
 
     def dataset(self, name: str) -> DatasetSpec:
@@ -406,6 +422,13 @@ def load_models(path: Path | str) -> AuditConfig:
                 audit["judges"], path, audit.get("k", 6), audit.get("items_per_dataset", 30)
             )
             if audit.get("judges")
+            else None
+        ),
+        (
+            ConsensusSettings.parse(
+                audit["judge_consensus"], f"{path}: field audit.judge_consensus", audit.get("k", 6)
+            )
+            if audit.get("judge_consensus")
             else None
         ),
     )

@@ -205,10 +205,22 @@ def project(
                 prompt_chars(sem_flip_request(it, [answer] * k)) for it in items.values()
             )
             judge_price = price_per_token(cfg.models[judge_id]) or price
-            proj.n_calls += len(items)
-            proj.usd += judge_price[0] * per_char * judge_chars + judge_price[1] * len(items)
+            runs = judge_runs(cfg, k)  # audit.judge_consensus: K calls per judgement
+            proj.n_calls += runs * len(items)
+            proj.usd += runs * (
+                judge_price[0] * per_char * judge_chars + judge_price[1] * len(items)
+            )
     proj.usd += price[0] * proj.tokens_in + price[1] * proj.tokens_out
     return proj
+
+
+def judge_runs(cfg, n_shown: int) -> int:
+    """Calls per judgement of an answer-reading judge shown ``n_shown`` things: 1, or the
+    number of orderings under ``audit.judge_consensus``."""
+    from flipgate.judge.permuted import shown_orders
+
+    settings = cfg.judge_consensus
+    return 1 if settings is None else len(shown_orders(n_shown, settings, cfg.seed))
 
 
 def project_envelope(auditor, envelope, model_id: str) -> Projection:
@@ -262,6 +274,60 @@ def project_judges(auditor, plan, model_id: str) -> Projection:
             _add_call(proj, request, max_out)
     proj.usd = price[0] * proj.tokens_in + price[1] * proj.tokens_out
     return proj
+
+
+def project_decomposition(auditor, plan, model_id: str) -> list[Projection]:
+    """Project the readout decomposition suite's calls (no pilot): every variant of every item
+    on every axis, and with the judge readout one judgement per trial (K calls each under
+    ``audit.judge_consensus``) charged to the judge, its reply estimated at ~4 characters a
+    token of the model's ``max_new_tokens``. Calls the response cache answers cost nothing."""
+    from flipgate.decomposition.run import DecompositionRunner, axis_cell
+    from flipgate.judge.choice import choice_request, choice_requests, load_agreement_set
+    from flipgate.paraphrases import ParaphraseStore
+
+    cfg = auditor.config
+    runner = DecompositionRunner(auditor, plan, ParaphraseStore.load(plan.paraphrases))
+    judge_id = runner.judge_id(model_id)
+    readouts = runner.readouts(model_id)[0]
+    model, judge = cfg.models[model_id], cfg.models[judge_id]
+    own = Projection(model_id, suite="readouts")
+    judged = own if judge_id == model_id else Projection(judge_id, suite="readouts judge")
+    max_out = int(model.get("max_new_tokens", 16))
+    judge_out = int(judge.get("max_new_tokens", 16))
+    reply = "x" * 4 * max_out
+    paid_judge = "judge" in readouts and judge["backend"] == "litellm"
+    if paid_judge:  # the judge gate: each labelled reply, and the swap test's reversed listing
+        for r in load_agreement_set(plan.agreement_set):
+            gate = choice_requests(
+                r.question, r.labels, r.options, r.reply, cfg.judge_consensus, cfg.seed
+            )
+            if r.answer is not None:
+                reverse = range(len(r.labels))[::-1]
+                gate.append(choice_request(r.question, r.labels, r.options, r.reply, reverse))
+            for q in _uncached(auditor, judge_id, gate):
+                _add_call(judged, q, judge_out)
+    for spec in plan.datasets:
+        for axis_name in plan.axes:
+            axis = runner.axis(axis_name)
+            for it in runner.items(spec):
+                for v in axis.variants(it):
+                    key = (spec.name, it.item_id, axis_cell(axis_name), v.condition, 0)
+                    req = v.render(it, key, "cloze" in readouts)
+                    if model["backend"] == "litellm":
+                        _add_call(own, req, max_out, len(_uncached(auditor, model_id, [req])))
+                    if paid_judge:
+                        options = [it.options[s] for s in v.perm]
+                        for q in choice_requests(
+                            it.question, req.labels, options, reply, cfg.judge_consensus, cfg.seed
+                        ):
+                            _add_call(judged, q, judge_out)
+    for proj, m in ((own, model), (judged, judge)):
+        price = price_per_token(m)
+        if m["backend"] == "litellm" and price is None:
+            require_prices(cfg.models, [proj.model_id])  # raises
+        if price is not None:
+            proj.usd = price[0] * proj.tokens_in + price[1] * proj.tokens_out
+    return [p for p in ([own] if judged is own else [own, judged]) if p.n_calls]
 
 
 def _add_call(proj: Projection, request: Request, max_out: int, times: int = 1) -> None:
@@ -319,6 +385,9 @@ class GuardPlan:
     #: the judge consensus suite's plan (``audit.judges``) and its judge models
     judges: object = None
     judge_models: list[str] = field(default_factory=list)
+    #: the readout decomposition's plan (``audit.decomposition``) and its models
+    decomposition: object = None
+    readout_models: list[str] = field(default_factory=list)
 
 
 def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) -> str:
@@ -326,7 +395,8 @@ def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) 
     reserved), then the budget-capped pilot and projection of the order suites. Writes ``out``
     (JSON, also on refusal) and returns the projection table; raises :class:`BudgetRefused`."""
     require_prices(
-        auditor.config.models, [*plan.order, *plan.judge, *plan.roster, *plan.judge_models]
+        auditor.config.models,
+        [*plan.order, *plan.judge, *plan.roster, *plan.judge_models, *plan.readout_models],
     )  # before any call
     ledger = Ledger(budget)
     projections: list[Projection] = []
@@ -349,6 +419,8 @@ def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) 
     try:
         projections += [project_envelope(auditor, plan.envelope, m) for m in plan.roster]
         projections += [project_judges(auditor, plan.judges, m) for m in plan.judge_models]
+        for m in plan.readout_models:
+            projections += project_decomposition(auditor, plan.decomposition, m)
         ledger.reserved = sum(p.usd for p in projections)
         projections += [project(auditor, m, pilot_items, ledger) for m in plan.order]
         table = check_budget(projections, budget)

@@ -234,6 +234,8 @@ class FlipgateSession:
             plan.roster = plan.envelope.roster or cfg.audited("envelope")
         if self.may_collect(suites / "judges") and cfg.judges is not None:
             plan.judges, plan.judge_models = cfg.judges, cfg.audited("judges")
+        if self.may_collect(suites / "readouts") and cfg.decomposition is not None:
+            plan.decomposition, plan.readout_models = cfg.decomposition, cfg.audited("readouts")
         return plan
 
     # -- the end -----------------------------------------------------------------------------

@@ -200,9 +200,33 @@ def test_the_judge_suite_is_projected_with_k_calls_per_set(start_server, tmp_pat
     assert proc.returncode == exitcodes.BUDGET_REFUSED, out[-3000:]
     assert server.counts["requests"] == 0 and "exceeds --budget 0.0001" in out
     (model,) = projection(tmp_path)["models"]
-    # 3 candidate sets x K = 6 orderings, each a listwise judgement of up to 400 tokens
-    assert model["suite"] == "judges" and model["n_calls"] == 3 * 6
-    assert model["tokens_out"] == 3 * 6 * 400 and model["usd"] > 0.0001
+    # 3 candidate sets x 4 orderings (K = 6 rounded down to whole Latin squares of 4 candidates),
+    # each a listwise judgement of up to 400 tokens
+    assert model["suite"] == "judges" and model["n_calls"] == 3 * 4
+    assert model["tokens_out"] == 3 * 4 * 400 and model["usd"] > 0.0001
+
+
+def test_the_readouts_suite_and_its_consensus_judge_are_projected(start_server, tmp_path):
+    from flipgate.judge.choice import load_agreement_set
+
+    server = start_server()
+    models = guarded(
+        tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}", suites="[readouts]"
+    )
+    plan = (
+        "audit:\n  judge_consensus: {k: 4}\n  decomposition: {datasets: [basic_arithmetic], "
+        "axes: [option_order], readouts: [regex, judge], items_per_dataset: 3, judge: "
+        f"{{agreement_set: {REPO}/fixtures/judge/agreement.jsonl}}}}\n"
+    )
+    models.write_text(models.read_text().replace("audit:\n", plan, 1))
+    proc, out = run(tmp_path, models, "--budget", "0.0001")
+    assert proc.returncode == exitcodes.BUDGET_REFUSED, out[-3000:]
+    assert server.counts["requests"] == 0
+    (model,) = projection(tmp_path)["models"]
+    replies = load_agreement_set(REPO / "fixtures/judge/agreement.jsonl")
+    gate = 4 * len(replies) + sum(r.answer is not None for r in replies)
+    # 3 items x 4 cyclic shifts, each reply judged over the 4 rotations of its option list
+    assert model["suite"] == "readouts" and model["n_calls"] == 3 * 4 + 3 * 4 * 4 + gate
 
 
 def test_retries_and_timeouts_reach_the_store_terminal_and_card(start_server, tmp_path):

@@ -64,6 +64,7 @@ class DecompositionCell:
                     load_agreement_set(self.plan.agreement_set),
                     self.plan.min_agreement,
                     self.plan.min_swap_consistency,
+                    self.auditor.config.judge_consensus,
                 )
             gates["judge"] = judged.to_dict()
             if not judged.passed:  # the judge's numbers never reach the record

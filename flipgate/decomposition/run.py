@@ -15,7 +15,7 @@ from flipgate.config import DecompositionPlan
 from flipgate.files import atomic_write
 from flipgate.hashing import sha256_json
 from flipgate.items import DatasetSpec, Item, load_items
-from flipgate.judge.choice import choice_request, judged_label
+from flipgate.judge.choice import choice_requests, choices
 from flipgate.paraphrases import ParaphraseStore
 from flipgate.readouts import read_label
 from flipgate.results import Trial, trials_frame
@@ -73,22 +73,26 @@ class DecompositionRunner:
 
     def judged(self, model_id: str, dataset: str, cell: str, shown: list, outputs: list) -> list:
         """The judge's label for each (item, variant, request) of ``shown`` and its output."""
-        requests = [
-            choice_request(
+        cfg = self.auditor.config
+        groups = [
+            choice_requests(
                 v.question or it.question,
                 req.labels,
                 [it.options[s] for s in v.perm],
                 req.answer_prefix + out.text,
+                cfg.judge_consensus,
+                cfg.seed,
                 key=(dataset, it.item_id, f"judge:{cell}", v.condition, 0),
             )
             for (it, v, req), out in zip(shown, outputs)
         ]
-        judge = self.judge_id(model_id)
-        verdicts, _ = self.auditor.outputs(
-            judge, requests, use_cache=True, label=f"judge {cell}/{dataset}"
+        return choices(
+            self.auditor,
+            self.judge_id(model_id),
+            groups,
+            cfg.judge_consensus,
+            f"judge {cell}/{dataset}",
         )
-        readout = self.auditor.model(judge)["primary_readout"]
-        return [judged_label(o, q, readout) for o, q in zip(verdicts, requests)]
 
     def axis(self, name: str) -> Axis:
         return get_axis(name, self.paraphrases, f"{self.auditor.config.path}: audit.decomposition")

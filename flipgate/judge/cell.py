@@ -52,8 +52,9 @@ class JudgeCell:
         with self._quiet():
             judged = runner.judged(self.model_id, spec)
         cfg = self.auditor.config
+        settings = self.plan.consensus
         result = judge_consensus(
-            judged, self.plan.weights, self.plan.tie_tolerance, cfg.bootstrap_n, cfg.level, cfg.seed
+            judged, settings.weights, settings.tie_tolerance, cfg.bootstrap_n, cfg.level, cfg.seed
         )
         manifest = self.auditor.store.manifests().get((JUDGE_CELL, self.dataset), {})
         failures = Counter(r.failure for j in judged for r in j.runs if r.failure is not None)

@@ -12,6 +12,7 @@ at least ``min_swap_consistency`` of the labelled ones. The judge is ``judge.mod
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from scipy.stats import binomtest
 
 from flipgate import FlipgateError
-from flipgate.backends.base import Output, Request
-from flipgate.readouts import read_label
+from flipgate.backends.base import Request
+from flipgate.judge.permuted import consensus_labels, permuted_requests
 
 if TYPE_CHECKING:
     from flipgate.audit import Auditor
+    from flipgate.config import ConsensusSettings
 
 NONE = "none"
 TEMPLATE = (
@@ -40,21 +42,15 @@ def choice_request(
     labels: tuple[str, ...],
     options: list[str],
     reply: str,
-    reverse: bool = False,
+    order: Sequence[int] | None = None,
     key: tuple = (),
 ) -> Request:
-    """The judge's request; ``reverse`` lists the options last to first, each keeping its
-    label (the swap test)."""
-    order = range(len(labels) - 1, -1, -1) if reverse else range(len(labels))
+    """The judge's request; ``order`` lists the options in that order of their indices, each
+    keeping its label (reversed: the swap test; permuted: the consensus judge)."""
+    order = range(len(labels)) if order is None else order
     lines = "\n".join(f"{labels[i]}. {options[i]}" for i in order)
     prompt = TEMPLATE.format(question=question.strip(), options=lines, reply=reply.strip())
     return Request((("user", prompt),), "Answer:", (*labels, NONE), 0, key)
-
-
-def judged_label(output: Output, request: Request, readout: str) -> str | None:
-    """The option label the judge chose; None for ``none`` or an unparsable verdict."""
-    label = read_label(readout, output, request.labels, request.answer_prefix)
-    return None if label in (None, NONE) else label
 
 
 @dataclass(frozen=True)
@@ -123,24 +119,69 @@ class JudgeGateReport:
         return asdict(self)
 
 
+def choice_requests(
+    question: str,
+    labels: tuple[str, ...],
+    options: list[str],
+    reply: str,
+    settings: ConsensusSettings | None,
+    seed: int,
+    key: tuple = (),
+) -> list[Request]:
+    """The judge's requests for one reply: the listing in source order, or one per ordering of
+    the options under ``audit.judge_consensus`` (the ordering index is the key's last field)."""
+    return permuted_requests(
+        range(len(labels)),
+        lambda order, o: choice_request(
+            question, labels, options, reply, order, key[:-1] + (o,) if key else ()
+        ),
+        settings,
+        seed,
+    )
+
+
+def choices(
+    auditor: Auditor,
+    judge_id: str,
+    groups: list[list[Request]],
+    settings: ConsensusSettings | None,
+    label: str,
+) -> list[str | None]:
+    """The option label the judge chose for each group of requests; None for ``none``, a tie
+    or an unread verdict."""
+    picks = consensus_labels(auditor, judge_id, groups, settings, label)
+    return [None if p in (None, NONE) else p for p in picks]
+
+
 def judge_gate(
     auditor: Auditor,
     judge_id: str,
     replies: list[LabelledReply],
     min_agreement: float = 0.9,
     min_swap_consistency: float = 0.9,
+    settings: ConsensusSettings | None = None,
 ) -> JudgeGateReport:
-    """docs/definitions.md §8 judge gate: agreement with the labels and the swap test."""
+    """docs/definitions.md §8 judge gate: agreement with the labels (of the judge as the
+    readout uses it: the consensus of its orderings under ``settings``) and the swap test (one
+    call listing the options in reverse against the canonical one)."""
     labelled = [r for r in replies if r.answer is not None]
-    requests = [choice_request(r.question, r.labels, r.options, r.reply) for r in replies]
-    requests += [choice_request(r.question, r.labels, r.options, r.reply, True) for r in labelled]
-    outputs, _ = auditor.outputs(judge_id, requests, use_cache=True, label="judge gate")
-    readout = auditor.model(judge_id)["primary_readout"]
-    picks = [judged_label(o, q, readout) for o, q in zip(outputs, requests)]
-    direct = dict(zip((r.id for r in replies), picks[: len(replies)]))
-    swapped = picks[len(replies) :]
+    seed = auditor.config.seed
+    groups = [
+        choice_requests(r.question, r.labels, r.options, r.reply, settings, seed) for r in replies
+    ]
+    direct = dict(
+        zip((r.id for r in replies), choices(auditor, judge_id, groups, settings, "judge gate"))
+    )
+    # the swap test: one call listing the options in source order, one in reverse
+    canonical_calls = [[choice_request(r.question, r.labels, r.options, r.reply)] for r in labelled]
+    reversed_calls = [
+        [choice_request(r.question, r.labels, r.options, r.reply, range(len(r.labels))[::-1])]
+        for r in labelled
+    ]
+    picks = choices(auditor, judge_id, canonical_calls + reversed_calls, None, "judge gate")
+    canonical, swapped = picks[: len(labelled)], picks[len(labelled) :]
     agree = sum(direct[r.id] == r.answer for r in replies)
-    same = sum(direct[r.id] == s for r, s in zip(labelled, swapped))
+    same = sum(c == s for c, s in zip(canonical, swapped))
     agreement = agree / len(replies)
     consistency = same / len(labelled) if labelled else float("nan")
     ci = binomtest(agree, len(replies)).proportion_ci(0.95, method="wilson")

@@ -44,15 +44,16 @@ class JudgeRunner:
     def manifest(self, spec: DatasetSpec, items: list[Item]) -> None:
         """Write each item's orderings (shared by every item with as many candidates) to
         fixtures/manifests/judges, before any call."""
-        seed, k = self.auditor.config.seed, self.plan.k
-        design = self.plan.orderings
+        seed, k = self.auditor.config.seed, self.plan.consensus.k
+        design = self.plan.consensus.orderings
         entries = {it.item_id: judge_orderings(it.n_options, k, seed, design) for it in items}
         manifest = Manifest(f"{JUDGE_CELL}_{design}", spec.name, k, seed, entries)
         path = manifest.save(self.auditor.paths.manifests / "judges")
         self.auditor.store.add_manifest(JUDGE_CELL, spec.name, k, manifest.sha256, str(path))
 
     def orderings(self, n: int) -> list[tuple[int, ...]]:
-        return judge_orderings(n, self.plan.k, self.auditor.config.seed, self.plan.orderings)
+        c = self.plan.consensus
+        return judge_orderings(n, c.k, self.auditor.config.seed, c.orderings)
 
     def plan_calls(
         self, spec: DatasetSpec, items: list[Item], readout: str
@@ -126,4 +127,5 @@ class JudgeRunner:
 def planned_calls(plan: JudgePlan, spec: DatasetSpec, seed: int, n_override: int | None) -> int:
     """Judge calls a cell plans (the live progress display), from the items alone."""
     items = load_items(spec, n_override or spec.n or plan.n_items, seed, keep=judgeable)
-    return sum(len(judge_orderings(it.n_options, plan.k, seed, plan.orderings)) for it in items)
+    c = plan.consensus
+    return sum(len(judge_orderings(it.n_options, c.k, seed, c.orderings)) for it in items)

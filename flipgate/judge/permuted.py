@@ -1,0 +1,93 @@
+"""Answer-reading judges run over K orderings of what they are shown, answering with the
+permutation consensus (docs/definitions.md §9): the sem-flip judge over orderings of the K answers
+it compares, the decomposition's judge readout over orderings of the option list (labels stay
+attached to their options). ``audit.judge_consensus`` turns it on; each judgement then costs K
+calls (the cost guard projects them).
+
+The judge's verdict labels are the candidates: per run, ``letter_logprob`` scores are the label
+probabilities (normalised over the request's labels), any other readout gives 1 to the label it
+read and 0 to the others; an unread verdict is a parse failure. The consensus label is the
+winner of C (:func:`flipgate.judge.consensus.consensus`); a tie or no parsed run gives None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from flipgate.backends.base import Output, Request
+from flipgate.judge.consensus import RunJudgement, consensus
+from flipgate.judge.orderings import judge_orderings
+from flipgate.readouts import read_label
+
+if TYPE_CHECKING:
+    from flipgate.audit import Auditor
+    from flipgate.config import ConsensusSettings
+
+T = TypeVar("T")
+
+
+def label_run(output: Output, request: Request, readout: str) -> RunJudgement:
+    """One run's verdict as a score per label of ``request.labels``."""
+    labels = request.labels
+    if readout == "letter_logprob":
+        logp = {k: v for k, v in output.label_logprobs.items() if k in labels}
+        if len(logp) < len(labels):
+            return RunJudgement.failed(
+                f"no log-prob for label(s) {sorted(set(labels) - set(logp))}"
+            )
+        top = max(logp.values())
+        weight = [math.exp(logp[label] - top) for label in labels]
+        return RunJudgement.of([w / sum(weight) for w in weight])
+    label = read_label(readout, output, labels, request.answer_prefix)
+    if label is None:
+        return RunJudgement.failed("no verdict label")
+    return RunJudgement.of([float(lab == label) for lab in labels])
+
+
+def shown_orders(n: int, settings: ConsensusSettings, seed: int) -> list[tuple[int, ...]]:
+    """The orderings of the ``n`` things a judgement shows (canonical first)."""
+    return judge_orderings(n, settings.k, seed, settings.orderings)
+
+
+def permuted_requests(
+    things: Sequence[T],
+    build: Callable[[list[T], int], Request],
+    settings: ConsensusSettings | None,
+    seed: int,
+) -> list[Request]:
+    """One request per ordering of ``things`` (``build(shown, ordering_index)``); just the
+    canonical one without consensus settings."""
+    if settings is None:
+        return [build(list(things), 0)]
+    return [
+        build([things[i] for i in perm], o)
+        for o, perm in enumerate(shown_orders(len(things), settings, seed))
+    ]
+
+
+def consensus_labels(
+    auditor: Auditor,
+    judge_id: str,
+    groups: list[list[Request]],
+    settings: ConsensusSettings | None,
+    label: str,
+) -> list[str | None]:
+    """Each group's verdict label: the consensus of its requests (one per ordering), or the
+    single request's label without consensus settings."""
+    flat = [r for g in groups for r in g]
+    outputs, _ = auditor.outputs(judge_id, flat, use_cache=True, label=label)
+    readout = auditor.model(judge_id)["primary_readout"]
+    verdicts: list[str | None] = []
+    at = 0
+    for group in groups:
+        runs = [label_run(o, r, readout) for o, r in zip(outputs[at : at + len(group)], group)]
+        at += len(group)
+        if settings is None:
+            pick = runs[0].pick()
+        else:
+            c = consensus(runs, settings.weights, settings.tie_tolerance)
+            pick = None if c is None else c.pick()
+        verdicts.append(None if pick is None else group[0].labels[pick])
+    return verdicts
