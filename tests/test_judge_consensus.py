@@ -16,7 +16,7 @@ from flipgate import FlipgateError
 from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Output, Request
 from flipgate.cards.build import card_markdown, write_cards
-from flipgate.config import AuditConfig, JudgePlan, parse_thresholds
+from flipgate.config import AuditConfig, ConsensusSettings, JudgePlan, parse_thresholds
 from flipgate.items import DatasetSpec, load_items
 from flipgate.judge.cell import JudgeCell
 from flipgate.judge.consensus import ConsensusWeights, RunJudgement, consensus, majority_bound
@@ -216,13 +216,18 @@ class PositionBiasedJudge(ScriptedBackend):
 
 
 def judge_auditor(
-    tmp_path, n: int, readout: str, share_biased: float = 0.5, k: int = 8, design="balanced"
+    tmp_path,
+    n: int,
+    readout: str,
+    share_biased: float = 0.5,
+    k: int = 8,
+    design="balanced",
+    spec: DatasetSpec = DatasetSpec("arc_easy_answers"),
 ):
-    spec = DatasetSpec("arc_easy_answers")
     items = load_items(spec, n, 42)
     rng = random.Random(3)
     biased = {it.item_id: rng.random() < share_biased for it in items}
-    plan = JudgePlan((spec,), k, readout, ConsensusWeights(), 1e-6, n, design)
+    plan = JudgePlan((spec,), readout, n, ConsensusSettings(k, design))
     model = {
         "id": "judge",
         "backend": "hf",
@@ -280,7 +285,7 @@ thresholds:
         "flipgate.judge.cell.report_judge", lambda record, verdicts: reported.append(verdicts)
     )
     cell = JudgeCell(auditor, str(thresholds), plan, "judge", "arc_easy_answers")
-    assert plan.k == 8
+    assert plan.consensus.k == 8
     with pytest.raises(pytest.fail.Exception, match="judge_flip_rate"):
         cell.run()
     [record] = auditor.store.judge_records("judge")
@@ -335,3 +340,109 @@ def test_bad_judge_thresholds_name_the_field(tmp_path, threshold, needle):
     path = write(tmp_path / "default.yaml", f"thresholds:\n  - {threshold}\n")
     with pytest.raises(FlipgateError, match=needle):
         parse_thresholds(path)
+
+
+def first_answer_judge(request: Request) -> str:
+    """A sem-flip judge that reads only the first listed answer: 'equivalent' when it is "a",
+    'full-flip' otherwise (a position-driven verdict)."""
+    first = request.messages[0][1].split("Answers:\n1. ")[1].split("\n")[0]
+    return "A" if first == "a" else "C"
+
+
+def test_sem_flip_judge_answers_with_the_consensus_of_its_orderings(tmp_path):
+    from flipgate.judge import sem_flip_request, verdict_from_label
+    from flipgate.judge.permuted import consensus_labels, permuted_requests
+
+    auditor, _, items, _ = judge_auditor(tmp_path, 2, "label_logprob")
+    backend = ScriptedBackend("judge", first_answer_judge)
+    auditor.backend = lambda model_id: backend
+    item = items[0]
+    answers = [["b", "a", "a", "a", "a", "a"], ["a", "b", "b", "b", "b", "b"]]
+
+    def verdicts(settings):
+        groups = [
+            permuted_requests(a, lambda shown, o: sem_flip_request(item, shown), settings, 42)
+            for a in answers
+        ]
+        labels = consensus_labels(auditor, "judge", groups, settings, "sem-flip")
+        return [verdict_from_label(label) for label in labels]
+
+    assert verdicts(None) == ["full-flip", "equivalent"]  # whatever is listed first decides
+    calls = backend.calls
+    # six rotations: "a" is listed first in 5 of them for the first item, 1 for the second
+    assert verdicts(ConsensusSettings(6)) == ["equivalent", "full-flip"]
+    # K calls per judgement; ordering 0 is the direct judge's request, answered by the cache
+    assert backend.calls - calls == 2 * (6 - 1)
+
+
+def test_decomposition_judge_gate_uses_the_consensus_judge(tmp_path):
+    """Under judge_consensus the gate measures agreement of the consensus verdict: a judge that
+    always names the option listed first sees each option first once over the 4 rotations of a
+    4-option list, so every verdict ties (none) and the gate stops it."""
+    from conftest import REPO
+    from flipgate.judge.choice import judge_gate, load_agreement_set
+
+    replies = [r for r in load_agreement_set(REPO / "fixtures/judge/agreement.jsonl")][:20]
+    auditor, _, _, _ = judge_auditor(tmp_path, 2, "label_logprob")
+    first = ScriptedBackend(
+        "first", lambda req: req.messages[0][1].split("Options:\n")[1].split(". ")[0]
+    )
+    auditor.backend = lambda model_id: first
+    auditor.config.models["judge"]["primary_readout"] = "regex"
+    settings = ConsensusSettings(4)
+    report = judge_gate(auditor, "judge", replies, settings=settings)
+    n_none = sum(r.answer is None for r in replies)
+    assert report.agreement == pytest.approx(n_none / len(replies))  # all verdicts: none
+    four = sum(len(r.labels) == 4 for r in replies)
+    assert four == len(replies)
+    labelled = len(replies) - n_none
+    assert first.calls == 4 * len(replies) + labelled  # K per reply + the reversed swap calls
+
+
+def test_the_cost_guard_counts_k_calls_per_consensus_judgement(tmp_path):
+    from dataclasses import replace
+
+    from flipgate.cost import judge_runs
+
+    cfg = AuditConfig(tmp_path / "models.yaml", {})
+    assert judge_runs(cfg, 6) == 1
+    assert judge_runs(replace(cfg, judge_consensus=ConsensusSettings(12)), 6) == 12
+    assert judge_runs(replace(cfg, judge_consensus=ConsensusSettings(4)), 6) == 6  # one square
+    assert judge_runs(replace(cfg, judge_consensus=ConsensusSettings(4, "drawn")), 6) == 4
+
+
+def test_committed_judge_manifests_are_current():
+    """fixtures/manifests/judges: every committed manifest holds, for each item, the shared
+    orderings its design gives today (a changed draw shows up here, not only in a sha256)."""
+    from conftest import REPO
+    from flipgate.grammar import Manifest
+
+    paths = sorted((REPO / "fixtures/manifests/judges").glob("judge_*.json"))
+    assert paths, "the default audit's judge manifests are committed"
+    for path in paths:
+        manifest = Manifest.from_json(path.read_text())
+        design = manifest.facet.removeprefix("judge_")
+        for item_id, perms in manifest.entries.items():
+            n = len(perms[0])
+            assert perms == judge_orderings(n, manifest.k, manifest.seed, design), (path, item_id)
+
+
+def test_pairwise_variant_runs_both_orders_and_reports_macro_accuracy(tmp_path):
+    """JudgeBench pairs from a local file in the upstream schema: K is capped at the 2 orders;
+    every pair is position-biased, so direct judging is right exactly on the A>B pairs and the
+    consensus of both orders on all of them; accuracy is also macro-averaged over sources."""
+    from test_judge_sets import _jb_rows, _write_jsonl
+
+    rows = _jb_rows()
+    path = _write_jsonl(rows, tmp_path / "claude.jsonl")
+    spec = DatasetSpec.parse({"name": "judgebench", "data_files": path}, "t")
+    auditor, plan, items, _ = judge_auditor(tmp_path, 8, "listwise", share_biased=1.0, spec=spec)
+    r = judge_consensus(JudgeRunner(auditor, plan).judged("judge", spec), n_boot=200)
+    assert r.k == 2 and r.n_items == 8
+    assert r.direct_accuracy.estimate == sum(row["label"] == "A>B" for row in rows) / 8
+    assert r.consensus_accuracy.estimate == 1.0 and r.judge_flip_rate.estimate == 1.0
+    assert len(r.by_source) == 4
+    # per source (2 pairs each) direct accuracy 0.5, 1, 0.5, 0.5
+    assert r.direct_macro_accuracy.estimate == pytest.approx(0.625)
+    assert r.consensus_macro_accuracy.estimate == 1.0
+    assert "consensus_macro_accuracy" in r.metrics()
