@@ -234,10 +234,7 @@ def project_envelope(auditor, envelope, model_id: str) -> Projection:
     proj = Projection(model_id, suite="envelope")
     if model["backend"] != "litellm":
         return proj
-    price = price_per_token(model)
-    if price is None:
-        require_prices(auditor.config.models, [model_id])  # raises
-    assert price is not None  # require_prices raised otherwise
+    require_prices(auditor.config.models, [model_id])  # before the work
     max_out = int(model.get("max_new_tokens", 16))
     runner = EnvelopeRunner(auditor, envelope)
     for spec in envelope.benchmarks:
@@ -248,8 +245,7 @@ def project_envelope(auditor, envelope, model_id: str) -> Projection:
             calls = 1 if config.greedy else envelope.seeds
             for it in items:
                 _add_call(proj, render(it, config, exemplars, 0, ()), max_out, calls)
-    proj.usd = price[0] * proj.tokens_in + price[1] * proj.tokens_out
-    return proj
+    return _charge(proj, model)
 
 
 def project_judges(auditor, plan, model_id: str) -> Projection:
@@ -262,18 +258,14 @@ def project_judges(auditor, plan, model_id: str) -> Projection:
     proj = Projection(model_id, suite="judges")
     if model["backend"] != "litellm":
         return proj
-    price = price_per_token(model)
-    if price is None:
-        require_prices(auditor.config.models, [model_id])  # raises
-    assert price is not None  # require_prices raised otherwise
+    require_prices(auditor.config.models, [model_id])  # before the work
     runner = JudgeRunner(auditor, plan)
     max_out = int(model.get("max_new_tokens", 16))
     for spec in plan.datasets:
         calls = runner.plan_calls(spec, runner.items(spec), plan.readout_for(model))
         for request in _uncached(auditor, model_id, [c[3] for c in calls]):
             _add_call(proj, request, max_out)
-    proj.usd = price[0] * proj.tokens_in + price[1] * proj.tokens_out
-    return proj
+    return _charge(proj, model)
 
 
 def project_decomposition(auditor, plan, model_id: str) -> list[Projection]:
@@ -288,6 +280,7 @@ def project_decomposition(auditor, plan, model_id: str) -> list[Projection]:
     cfg = auditor.config
     runner = DecompositionRunner(auditor, plan, ParaphraseStore.load(plan.paraphrases))
     judge_id = runner.judge_id(model_id)
+    require_prices(cfg.models, [model_id, judge_id])  # before the work
     readouts = runner.readouts(model_id)[0]
     model, judge = cfg.models[model_id], cfg.models[judge_id]
     own = Projection(model_id, suite="readouts")
@@ -321,13 +314,16 @@ def project_decomposition(auditor, plan, model_id: str) -> list[Projection]:
                             it.question, req.labels, options, reply, cfg.judge_consensus, cfg.seed
                         ):
                             _add_call(judged, q, judge_out)
-    for proj, m in ((own, model), (judged, judge)):
-        price = price_per_token(m)
-        if m["backend"] == "litellm" and price is None:
-            require_prices(cfg.models, [proj.model_id])  # raises
-        if price is not None:
-            proj.usd = price[0] * proj.tokens_in + price[1] * proj.tokens_out
-    return [p for p in ([own] if judged is own else [own, judged]) if p.n_calls]
+    both = [own] if judged is own else [own, judged]
+    return [_charge(p, cfg.models[p.model_id]) for p in both if p.n_calls]
+
+
+def _charge(proj: Projection, model: dict) -> Projection:
+    """``proj`` with its USD at ``model``'s price (priced already: :func:`require_prices`)."""
+    price = price_per_token(model)
+    assert price is not None, f"{proj.model_id}: no price (require_prices first)"
+    proj.usd = price[0] * proj.tokens_in + price[1] * proj.tokens_out
+    return proj
 
 
 def _add_call(proj: Projection, request: Request, max_out: int, times: int = 1) -> None:

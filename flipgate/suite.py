@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -19,6 +20,13 @@ from flipgate.report import report_cell
 from flipgate.results import CellSummary, Verdict
 from flipgate.summary import control_summary, facet_summary
 from flipgate.trend import metric_trend
+
+
+def live_output(capture_manager: Any = None):  # pytest's CaptureManager, a private type
+    """A context in which the live progress display reaches the terminal: pytest's output
+    capture (its CaptureManager) suspended, or nothing without one."""
+    cm = capture_manager
+    return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
 
 
 def fail_input(exc: FlipgateError):
@@ -46,16 +54,12 @@ class FlipCell:
     dataset: str
     capture_manager: object = None
 
-    def _quiet(self):
-        cm = self.capture_manager
-        return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
-
     def measure(self) -> tuple[dict[str, CellSummary], pd.DataFrame]:
         cfg = self.auditor.config
         cell = Cell.parse(self.name)
         control, facet = cell.control, cell.facet
         readouts = self.auditor.readouts(self.model_id, facet)[0]
-        with self._quiet():
+        with live_output(self.capture_manager):
             trials, perm = self.auditor.cell_trials(self.model_id, self.dataset, self.name)
             judged = get_facet(facet).judged and not control
             verdicts = (

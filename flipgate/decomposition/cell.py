@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +19,7 @@ from flipgate.metrics.decomposition import decompose
 from flipgate.paraphrases import ParaphraseStore
 from flipgate.report import report_decomposition
 from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, fail_input
+from flipgate.suite import assert_verdicts, fail_input, live_output
 
 
 @dataclass
@@ -32,10 +31,6 @@ class DecompositionCell:
     dataset: str
     axis: str
     capture_manager: Any = None  # pytest's CaptureManager (a private type)
-
-    def _quiet(self):
-        cm = self.capture_manager
-        return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
 
     def measure(self) -> DecompositionRecord:
         """The cell's record; a failed gate gives a record with ``stopped`` set and no numbers."""
@@ -57,7 +52,7 @@ class DecompositionCell:
                     stopped=f"paraphrase gate: {paraphrased.reason}",
                 )
         if "judge" in readouts:
-            with self._quiet():
+            with live_output(self.capture_manager):
                 judged = judge_gate(
                     self.auditor,
                     runner.judge_id(self.model_id),
@@ -70,7 +65,7 @@ class DecompositionCell:
             if not judged.passed:  # the judge's numbers never reach the record
                 readouts.remove("judge")
                 missing["judge"] = f"judge gate: {judged.reason}"
-        with self._quiet():
+        with live_output(self.capture_manager):
             trials = runner.trials(self.model_id, spec, self.axis, readouts)
         cfg = self.auditor.config
         result = decompose(

@@ -4,7 +4,6 @@ candidate set, compute direct vs consensus (docs/definitions.md §9), record, re
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from flipgate.judge.run import JudgeRunner
 from flipgate.metrics.judging import judge_consensus
 from flipgate.report import report_judge
 from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, fail_input
+from flipgate.suite import assert_verdicts, fail_input, live_output
 
 
 def gate(record: JudgeRecord, ts: ThresholdSet) -> list[Verdict]:
@@ -42,14 +41,10 @@ class JudgeCell:
     dataset: str
     capture_manager: Any = None  # pytest's CaptureManager (a private type)
 
-    def _quiet(self):
-        cm = self.capture_manager
-        return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
-
     def measure(self) -> JudgeRecord:
         runner = JudgeRunner(self.auditor, self.plan)
         spec = self.plan.dataset(self.dataset)
-        with self._quiet():
+        with live_output(self.capture_manager):
             judged = runner.judged(self.model_id, spec)
         cfg = self.auditor.config
         settings = self.plan.consensus

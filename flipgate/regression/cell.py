@@ -3,7 +3,6 @@ report and gate the ``vs: baseline`` thresholds (docs/definitions.md §11, docs/
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 from dataclasses import dataclass
 
@@ -19,7 +18,7 @@ from flipgate.regression.compare import Arm, CellComparison, compare_cell
 from flipgate.regression.plan import Pairing
 from flipgate.regression.runs import RunRecord
 from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, fail_input
+from flipgate.suite import assert_verdicts, fail_input, live_output
 
 #: the regression thresholds' selector value
 VS = "baseline"
@@ -79,10 +78,6 @@ class RegressionCell:
         assert self.pairing.baseline is not None, self.pairing.skip
         return self.pairing.baseline
 
-    def _quiet(self):
-        cm = self.capture_manager
-        return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
-
     def live_arm(self, model_id: str) -> Arm:
         """A model's side of the cell, measured (or replayed from the cache) in this session."""
         facet = Cell.parse(self.cell).facet
@@ -112,7 +107,7 @@ class RegressionCell:
 
     def measure(self) -> CellComparison:
         cfg, facet = self.auditor.config, Cell.parse(self.cell).facet
-        with self._quiet():
+        with live_output(self.capture_manager):
             base, identity = self.baseline_arm()
             if base is None:
                 pytest.skip(
