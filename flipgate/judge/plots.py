@@ -28,5 +28,5 @@ def accuracy_vs_k_plot(title: str, result: JudgeConsensusResult) -> bytes:
     ax.set_ylabel("exact top-1 accuracy")
     ax.set_ylim(0, 1)
     ax.set_title(f"{title} (N={result.n_items})", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper right")
     return _png(fig)
