@@ -45,9 +45,10 @@ class JudgeRunner:
         """Write each item's orderings (shared by every item with as many candidates) to
         fixtures/manifests/judges, before any call."""
         seed, k = self.auditor.config.seed, self.plan.consensus.k
-        design = self.plan.consensus.orderings
-        entries = {it.item_id: judge_orderings(it.n_options, k, seed, design) for it in items}
-        manifest = Manifest(f"{JUDGE_CELL}_{design}", spec.name, k, seed, entries)
+        entries = {it.item_id: self.orderings(it.n_options) for it in items}
+        manifest = Manifest(
+            f"{JUDGE_CELL}_{self.plan.consensus.orderings}", spec.name, k, seed, entries
+        )
         path = manifest.save(self.auditor.paths.manifests / "judges")
         self.auditor.store.add_manifest(JUDGE_CELL, spec.name, k, manifest.sha256, str(path))
 
@@ -117,10 +118,9 @@ class JudgeRunner:
             )
         self.auditor.store.add_trials(trials)
         return [
-            JudgedItem(
-                it.item_id, int(it.gold or 0), runs[it.item_id], str(it.meta.get("source", ""))
-            )
+            JudgedItem(it.item_id, it.gold, runs[it.item_id], str(it.meta.get("source", "")))
             for it in items
+            if it.gold is not None  # always (judgeable)
         ]
 
 
