@@ -102,8 +102,9 @@ Candidate 3: score=0.4 major_error=no hallucinated_specificity=yes calibrated_un
 Ranking: 1 > 3 > 2"""
 
 
-def test_listwise_output_parses_with_formatting_variations():
-    scores, flags, ranking = parse_listwise(LISTWISE, 3)
+@pytest.mark.parametrize("preamble", ["", "Answer: ", "Here is my evaluation:\n\n"])
+def test_listwise_output_parses_with_formatting_variations(preamble):
+    scores, flags, ranking = parse_listwise(preamble + LISTWISE, 3)
     assert scores == [0.9, 0.2, 0.4] and flags == [False, True, False] and ranking == [0, 2, 1]
 
 
@@ -446,3 +447,55 @@ def test_pairwise_variant_runs_both_orders_and_reports_macro_accuracy(tmp_path):
     assert r.direct_macro_accuracy.estimate == pytest.approx(0.625)
     assert r.consensus_macro_accuracy.estimate == 1.0
     assert "consensus_macro_accuracy" in r.metrics()
+
+
+def listwise_first_best(request: Request) -> str:
+    """A listwise API judge that scores the candidate listed first 0.9 and the others 0.2."""
+    shown = request.messages[-1][1].split("Candidates:\n")[1].split("\n\n")[0].splitlines()
+    return (
+        "\n".join(
+            f"[{i + 1}] score={0.9 if i == 0 else 0.2} major_error=no hallucinated_specificity=no "
+            "calibrated_uncertainty=no | scripted"
+            for i in range(len(shown))
+        )
+        + "\nRanking: "
+        + " > ".join(str(i + 1) for i in range(len(shown)))
+    )
+
+
+def test_judge_suite_with_a_listwise_api_judge_end_to_end(serve, tmp_path, monkeypatch):
+    """litellm → loopback server: the judge suite as a user runs it, the listwise readout parsed
+    from the judge's text, the record and the card; a purely first-position judge ties under
+    balanced orderings (consensus 0) and fails the flip-rate threshold."""
+    from test_end_to_end import models_yaml, run_suite
+
+    key = "sk-flipgate-judge-0123456789abcdef"
+    server = serve(ScriptedBackend(rule=listwise_first_best), api_key=key)
+    monkeypatch.setenv("FLIPGATE_JUDGE_KEY", key)
+    models = models_yaml(
+        tmp_path / "models.yaml",
+        f"""
+  - id: api-judge
+    backend: litellm
+    source: {{model: openai/judge, api_base: "{server.base_url}", api_key_env: FLIPGATE_JUDGE_KEY}}
+    suites: [judges]
+    concurrency: 4
+""",
+    )
+    text = models.read_text().replace(
+        "audit:\n", "audit:\n  judges: {datasets: [arc_easy_answers], items_per_dataset: 3, k: 4}\n"
+    )
+    models.write_text(text)
+    thresholds = write(
+        tmp_path / "thresholds" / "default.yaml",
+        "thresholds:\n  - {metric: judge_flip_rate, facet: judge, max: 0.25, rule: lower}\n",
+    ).parent
+    proc = run_suite(tmp_path, models, thresholds)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "judge_flip_rate" in out and "Traceback" not in out, out[-3000:]
+    assert server.counts["requests"] == 3 * 4
+    card = json.loads((tmp_path / "cards/api-judge/arc_easy_answers.json").read_text())
+    section = card["judge_consensus"]
+    assert section["readout"] == "listwise" and section["parse_rate"] == 1.0
+    assert section["consensus_tie_rate"] == 1.0 and section["consensus_accuracy"]["estimate"] == 0
+    assert section["judge_flip_rate"]["estimate"] == 1.0

@@ -62,7 +62,10 @@ def listwise_request(
 
 
 _NUMBER = r"(\d+(?:\.\d+)?|\.\d+)"
-_LINE = re.compile(r"^[\s>*#-]*(?:candidate\s*)?\[?\s*(\d+)\s*\]?\s*[:.)]?(.*)$", re.IGNORECASE)
+#: a candidate's marker before its score: "[2]" anywhere (after a preamble such as "Answer:"),
+#: or "2." / "2:" / "Candidate 2:" at the start of the line
+_BRACKET = re.compile(r"\[\s*(\d+)\s*\]")
+_START = re.compile(r"^[\s>*#-]*(?:candidate\s*)?(\d+)\s*[:.)]", re.IGNORECASE)
 _SCORE = re.compile(rf"score\**\s*[=:]\s*\**\s*{_NUMBER}\s*(%|/\s*1(?:\.0)?\b)?", re.IGNORECASE)
 _FLAG = r"{name}\**\s*[=:]\s*\**\s*(yes|no|true|false)\b"
 _RANKING = re.compile(r"ranking\**\s*[:=]\s*(.+)$", re.IGNORECASE | re.MULTILINE)
@@ -79,9 +82,11 @@ def parse_listwise(text: str, n: int) -> tuple[list[float], list[bool], list[int
     scores: dict[int, float] = {}
     uncertain: dict[int, bool] = {}
     for line in text.splitlines():
-        head = _LINE.match(line)
-        found = _SCORE.search(line) if head else None
-        if head is None or found is None:
+        found = _SCORE.search(line)
+        if found is None:
+            continue
+        head = _BRACKET.search(line, 0, found.start()) or _START.match(line)
+        if head is None:
             continue
         slot = int(head.group(1)) - 1
         if not 0 <= slot < n:
