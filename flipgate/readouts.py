@@ -10,6 +10,7 @@ An output that yields no label is a parse failure (``None``), never a guess.
 
 from __future__ import annotations
 
+import math
 import re
 
 from flipgate import FlipgateError
@@ -51,6 +52,18 @@ def parse_short_answer(text: str) -> str | None:
         if candidate:
             return candidate
     return None
+
+
+def label_probabilities(output: Output, labels: tuple[str, ...]) -> list[float] | str:
+    """The probability of each label at the answer position, normalised over ``labels`` (from
+    the letter log-probs), or why there is none: a label without a log-prob."""
+    logp = {k: v for k, v in output.label_logprobs.items() if k in labels}
+    missing = sorted(set(labels) - set(logp))
+    if missing:
+        return f"no log-prob for label(s) {missing}"
+    top = max(logp.values())
+    weights = [math.exp(logp[label] - top) for label in labels]
+    return [w / sum(weights) for w in weights]
 
 
 def read_label(

@@ -15,11 +15,11 @@ leaves the winner unchanged).
 
 from __future__ import annotations
 
-import math
 import re
 
 from flipgate.backends.base import Output, Request
 from flipgate.judge.consensus import RunJudgement
+from flipgate.readouts import label_probabilities
 
 READOUTS = ("listwise", "label_logprob")
 
@@ -121,14 +121,9 @@ def run_judgement(
     ``slot``)."""
     n = len(perm)
     if readout == "label_logprob":
-        logp = {k: v for k, v in output.label_logprobs.items() if k in request.labels}
-        if len(logp) < n:
-            return RunJudgement.failed(
-                f"no log-prob for candidate number(s) {sorted(set(request.labels) - set(logp))}"
-            )
-        top = max(logp.values())
-        weight = [math.exp(logp[label] - top) for label in request.labels]
-        shown = [w / sum(weight) for w in weight]
+        shown = label_probabilities(output, request.labels)
+        if isinstance(shown, str):
+            return RunJudgement.failed(shown)
         return RunJudgement.of(_to_source(shown, perm))
     parsed = parse_listwise(output.text, n)
     if isinstance(parsed, str):

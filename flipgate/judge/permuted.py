@@ -12,14 +12,13 @@ winner of C (:func:`flipgate.judge.consensus.consensus`); a tie or no parsed run
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from flipgate.backends.base import Output, Request
 from flipgate.judge.consensus import RunJudgement, consensus
 from flipgate.judge.orderings import judge_orderings
-from flipgate.readouts import read_label
+from flipgate.readouts import label_probabilities, read_label
 
 if TYPE_CHECKING:
     from flipgate.audit import Auditor
@@ -32,14 +31,8 @@ def label_run(output: Output, request: Request, readout: str) -> RunJudgement:
     """One run's verdict as a score per label of ``request.labels``."""
     labels = request.labels
     if readout == "letter_logprob":
-        logp = {k: v for k, v in output.label_logprobs.items() if k in labels}
-        if len(logp) < len(labels):
-            return RunJudgement.failed(
-                f"no log-prob for label(s) {sorted(set(labels) - set(logp))}"
-            )
-        top = max(logp.values())
-        weight = [math.exp(logp[label] - top) for label in labels]
-        return RunJudgement.of([w / sum(weight) for w in weight])
+        scores = label_probabilities(output, labels)
+        return RunJudgement.failed(scores) if isinstance(scores, str) else RunJudgement.of(scores)
     label = read_label(readout, output, labels, request.answer_prefix)
     if label is None:
         return RunJudgement.failed("no verdict label")
