@@ -152,10 +152,10 @@ def judge_consensus(
     hits_at_k = np.zeros((len(judged), k))
     ties = 0
     for row, j in enumerate(judged):
-        for upto in range(1, k + 1):
-            c = consensus(j.runs[:upto], weights, tie_tolerance)
-            hits_at_k[row, upto - 1] = _hit(None if c is None else c.pick(), j.gold)
-        final = consensus(j.runs, weights, tie_tolerance)
+        final = None
+        for upto in range(1, k + 1):  # the last one is the consensus of all the item's runs
+            final = consensus(j.runs[:upto], weights, tie_tolerance)
+            hits_at_k[row, upto - 1] = _hit(None if final is None else final.pick(), j.gold)
         ties += final is not None and len(final.winners) > 1
         tops = [r.top_set() for r in j.runs if r.parsed]
         items[j.item_id] = ItemVerdicts(
