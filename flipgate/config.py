@@ -32,8 +32,13 @@ DECOMPOSITION_CELL = "decomposition"
 #: the cell name of the judge consensus suite (``facet: judge``; suites/judges,
 #: docs/definitions.md §9)
 JUDGE_CELL = "judge"
+#: the cell name of the continuity suite (``facet: continuity``; suites/continuity,
+#: docs/definitions.md §10)
+CONTINUITY_CELL = "continuity"
 #: thresholds that only the suite-level cells take (their metrics exist nowhere else)
-SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL, JUDGE_CELL)
+SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL, JUDGE_CELL, CONTINUITY_CELL)
+#: continuity metrics (``facet: continuity`` only; ``accuracy`` and ``parse_rate`` there too)
+CONTINUITY_METRICS = ("l_local", "l_global", "abstention_auc")
 #: judge consensus metrics (``facet: judge`` only; ``parse_rate`` there too)
 JUDGE_METRICS = (
     "judge_flip_rate",
@@ -141,6 +146,8 @@ class AuditConfig:
     #: answer-reading judges (sem-flip, the decomposition's judge readout) answer with the
     #: consensus of K orderings of what they are shown (``audit.judge_consensus``); None: one call
     judge_consensus: ConsensusSettings | None = None
+    #: the continuity suite (``audit.continuity``), None when not declared
+    continuity: ContinuityPlan | None = None
 
     def audited(self, suite: str) -> list[str]:
         """Ids of the models that ``suite`` ("order" or "envelope") audits."""
@@ -285,6 +292,56 @@ class JudgePlan:
         return self.readout or ("listwise" if model["backend"] == "litellm" else "label_logprob")
 
 
+@dataclass(frozen=True)
+class ContinuityPlan:
+    """``audit.continuity`` (docs/definitions.md §10): the sweeps, sources per sweep, the
+    uncertainty estimators, samples per estimate and how they are drawn."""
+
+    sweeps: tuple[str, ...]
+    estimators: tuple[str, ...]
+    n_sources: int = 4
+    samples: int = 10
+    temperature: float = 1.0
+    top_p: float = 0.95
+    n_equivalent: int = 2
+    n_complementary: int = 2
+    max_new_tokens: int = 3
+
+    @classmethod
+    def parse(cls, spec: dict, path: Path) -> ContinuityPlan:
+        from flipgate.continuity.estimators import ESTIMATORS
+        from flipgate.continuity.sweeps import SWEEPS
+
+        where = f"{path}: field audit.continuity"
+        for key, known in (("sweeps", SWEEPS), ("estimators", ESTIMATORS)):
+            for j, name in enumerate(spec.get(key) or ()):
+                if name not in known:
+                    raise FlipgateError(
+                        f"{where}.{key}[{j}]: unknown (value: {name!r}); known: {', '.join(known)}"
+                    )
+        plan = cls(
+            tuple(spec["sweeps"]),
+            tuple(spec.get("estimators") or ESTIMATORS),
+            int(spec.get("sources", 4)),
+            int(spec.get("samples", 10)),
+            float(spec.get("temperature", 1.0)),
+            float(spec.get("top_p", 0.95)),
+            int(spec.get("equivalent", 2)),
+            int(spec.get("complementary", 2)),
+            int(spec.get("max_new_tokens", 3)),
+        )
+        for name, value in (
+            ("equivalent", plan.n_equivalent),
+            ("complementary", plan.n_complementary),
+        ):
+            if plan.samples % value:
+                raise FlipgateError(
+                    f"{where}.{name}: samples ({plan.samples}) must split evenly over the "
+                    f"{name} inputs (value: {value})"
+                )
+        return plan
+
+
 DECOMPOSITION_AXES = ("option_order", "label_set", "prompt_format", "paraphrase")
 DECOMPOSITION_READOUTS = ("regex", "letter_logprob", "cloze")  # judge: opt-in (its own calls)
 
@@ -385,7 +442,11 @@ def load_models(path: Path | str) -> AuditConfig:
             f"{path}: field audit.decomposition.judge.model: no model with this id (value: "
             f"{judge_model!r}); models: {', '.join(models)}"
         )
-    for suite, section in (("judges", "judges"), ("readouts", "decomposition")):
+    for suite, section in (
+        ("judges", "judges"),
+        ("readouts", "decomposition"),
+        ("continuity", "continuity"),
+    ):
         if audit.get(section):
             continue
         for i, m in enumerate(data["models"]):
@@ -431,6 +492,7 @@ def load_models(path: Path | str) -> AuditConfig:
             if audit.get("judge_consensus")
             else None
         ),
+        ContinuityPlan.parse(audit["continuity"], path) if audit.get("continuity") else None,
     )
 
 
@@ -549,6 +611,7 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
     "artifact": (-1.0, 1.0),
     "artifact_share": (0.0, 1.0),
     **{m: _RATE for m in JUDGE_METRICS},
+    **{m: _RATE for m in CONTINUITY_METRICS},
     "consensus_gain": (-1.0, 1.0),
     **{m: (-1.0, 1.0) for m in REGRESSION_METRICS},
     "ordering_excess_share": (-math.inf, 1.0),
@@ -632,6 +695,15 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                 f"{path}: field thresholds[{i}]: judge consensus metrics "
                 f"({', '.join(JUDGE_METRICS)}, and parse_rate) go with facet: {JUDGE_CELL} and "
                 f"only they do (value: metric {t['metric']!r}, facet {facet!r})"
+            )
+        if (base in CONTINUITY_METRICS) != (facet == CONTINUITY_CELL) and not (
+            facet == CONTINUITY_CELL and base in ("accuracy", "parse_rate")
+        ):
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}]: continuity metrics "
+                f"({', '.join(CONTINUITY_METRICS)}, and accuracy / parse_rate) go with facet: "
+                f"{CONTINUITY_CELL} and only they do (value: metric {t['metric']!r}, facet "
+                f"{facet!r})"
             )
         axis = t["metric"].partition("@")[2] if facet == DECOMPOSITION_CELL else ""
         if axis and axis not in DECOMPOSITION_AXES:

@@ -22,6 +22,7 @@ ODI_FIXTURE = "odi_cell"
 REGRESSION_FIXTURE = "regression_cell"
 DECOMPOSITION_FIXTURE = "decomposition_cell"
 JUDGE_FIXTURE = "judge_cell"
+CONTINUITY_FIXTURE = "continuity_cell"
 
 
 def pytest_addoption(parser):
@@ -244,6 +245,34 @@ def _parametrise_judges(metafunc):
     metafunc.parametrize(JUDGE_FIXTURE, params, indirect=True)
 
 
+def _parametrise_continuity(metafunc):
+    """One case per (model with suite 'continuity', sweep, estimator); a model's sweep is one
+    xdist group, so its estimators share the greedy answers through the response cache."""
+    cfg = _audit_config(metafunc.config)
+    plan, models = cfg.continuity, cfg.audited("continuity")
+    params = [
+        pytest.param(
+            (model_id, sweep, estimator),
+            id=f"{model_id}-{sweep}-{estimator}",
+            marks=[
+                pytest.mark.xdist_group(f"{model_id}/continuity/{sweep}"),
+                pytest.mark.flipgate_cell,
+            ],
+        )
+        for model_id in models
+        for sweep in (plan.sweeps if plan else ())
+        for estimator in (plan.estimators if plan else ())
+    ]
+    if not params:
+        why = (
+            f"{cfg.path} declares no audit.continuity"
+            if plan is None
+            else f"no model in {cfg.path} lists suite 'continuity'"
+        )
+        params = _skipped("not-declared", why)
+    metafunc.parametrize(CONTINUITY_FIXTURE, params, indirect=True)
+
+
 def _parametrise_odi(metafunc):
     """One ODI fit over every order-suite model: its own xdist group, since it reads every model."""
     _audit_config(metafunc.config)
@@ -344,6 +373,8 @@ def pytest_generate_tests(metafunc):
         return _parametrise_decomposition(metafunc)
     if JUDGE_FIXTURE in metafunc.fixturenames:
         return _parametrise_judges(metafunc)
+    if CONTINUITY_FIXTURE in metafunc.fixturenames:
+        return _parametrise_continuity(metafunc)
     if CELL_FIXTURE not in metafunc.fixturenames:
         return
     from flipgate.cell import Cell
@@ -470,6 +501,26 @@ def judge_cell(request, flipgate_auditor):
 
 
 @pytest.fixture
+def continuity_cell(request, flipgate_auditor):
+    """One (model, sweep, estimator) cell of the continuity suite; call ``.run()``."""
+    from flipgate.continuity.cell import ContinuityCell
+
+    model_id, sweep, estimator = request.param
+    state = FlipgateSession.of(request.config)
+    plan = state.audit_config().continuity
+    assert plan is not None  # parametrised only when declared
+    return ContinuityCell(
+        flipgate_auditor,
+        state.thresholds_dir,
+        plan,
+        model_id,
+        sweep,
+        estimator,
+        request.config.pluginmanager.getplugin("capturemanager"),
+    )
+
+
+@pytest.fixture
 def odi_cell(request, flipgate_auditor):
     """The ODI fit over the order suites' trials of every model; call ``.run()``."""
     from flipgate.odi.cell import ODICell
@@ -499,6 +550,7 @@ def _planned(items, config) -> dict:
     from flipgate.progress import (
         Plan,
         cell_plan,
+        continuity_plan,
         decomposition_plan,
         judge_plan,
         odi_plan,
@@ -526,6 +578,8 @@ def _planned(items, config) -> dict:
             plan |= decomposition_plan(cfg, n, *params[DECOMPOSITION_FIXTURE])
         elif isinstance(params.get(JUDGE_FIXTURE), tuple):
             plan |= judge_plan(cfg, n, *params[JUDGE_FIXTURE])
+        elif isinstance(params.get(CONTINUITY_FIXTURE), tuple):
+            plan |= continuity_plan(cfg, n, *params[CONTINUITY_FIXTURE])
         elif params.get(ENVELOPE_FIXTURE) is not None:
             envelope = state.envelope()
             roster = envelope.roster or cfg.audited("envelope")

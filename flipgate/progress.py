@@ -261,3 +261,18 @@ def judge_plan(cfg: AuditConfig, n_override: int | None, model_id: str, dataset:
     assert plan is not None  # asked only for declared cells
     n = planned_calls(plan, plan.dataset(dataset), cfg.seed, n_override)
     return {(model_id, dataset, JUDGE_CELL): n}
+
+
+def continuity_plan(
+    cfg: AuditConfig, n_override: int | None, model_id: str, sweep: str, estimator: str
+) -> Plan:
+    """A continuity cell: the greedy answer on every sweep input, plus the estimator's samples
+    (docs/definitions.md §10)."""
+    from flipgate.continuity.run import planned
+
+    plan = cfg.continuity
+    assert plan is not None  # asked only for declared cells
+    return {
+        (model_id, sweep, part): n
+        for part, n in planned(plan, sweep, estimator, n_override, cfg.seed).items()
+    }

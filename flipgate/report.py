@@ -16,6 +16,7 @@ from flipgate.results import CellSummary, Verdict
 
 if TYPE_CHECKING:
     from flipgate.cards.build import WrittenCard
+    from flipgate.continuity.record import ContinuityRecord
     from flipgate.decomposition.record import DecompositionRecord
     from flipgate.judge.record import JudgeRecord
     from flipgate.metrics.decomposition import AxisDecomposition
@@ -639,6 +640,43 @@ def report_judge(record: JudgeRecord, verdicts: list[Verdict]) -> None:
             {"record": record.model_dump(mode="json"), "verdicts": _dumped(verdicts)}, indent=2
         ),
         name="judge consensus card section.json",
+        attachment_type=allure.attachment_type.JSON,
+    )
+
+
+def report_continuity(record: ContinuityRecord, verdicts: list[Verdict]) -> None:
+    """Label and annotate a continuity test (epic "continuity", feature = sweep, story = model):
+    the uncertainty trajectory with the transition point, and the record as JSON."""
+    allure = _allure()
+    if allure is None:
+        return
+    from flipgate.continuity.plots import trajectory_plot
+
+    r = record.result
+    allure.dynamic.epic("continuity")
+    allure.dynamic.feature(record.sweep)
+    allure.dynamic.story(record.model_id)
+    allure.dynamic.title(f"continuity · {record.sweep} · {record.estimator} · {record.model_id}")
+    allure.dynamic.parameter("estimator", record.estimator)
+    allure.dynamic.parameter("samples", record.samples)
+    allure.dynamic.parameter("manifest_sha256", record.manifest_sha256)
+    auc = r.auc_undefined or _fmt(r.abstention_auc.estimate)
+    allure.dynamic.description(
+        f"L_local {_fmt(r.l_local.estimate)}, L_global {_fmt(r.l_global.estimate)}, "
+        f"abstention AUC {auc}, accuracy {_fmt(r.accuracy.estimate)} "
+        f"(N={r.n_sources} sweeps, {r.n_inputs} inputs); "
+        + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
+    )
+    allure.attach(
+        trajectory_plot(f"{record.sweep} / {record.model_id}", {record.estimator: r}),
+        name="uncertainty trajectory.png",
+        attachment_type=allure.attachment_type.PNG,
+    )
+    allure.attach(
+        json.dumps(
+            {"record": record.model_dump(mode="json"), "verdicts": _dumped(verdicts)}, indent=2
+        ),
+        name="continuity card section.json",
         attachment_type=allure.attachment_type.JSON,
     )
 

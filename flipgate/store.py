@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from flipgate.continuity.record import ContinuityRecord
 from flipgate.decomposition.record import DecompositionRecord
 from flipgate.judge.record import JudgeRecord
 from flipgate.results import TRIAL_COLUMNS, CellSummary, Trial, Verdict
@@ -40,6 +41,8 @@ CREATE TABLE IF NOT EXISTS decompositions (model_id TEXT, dataset TEXT, axis TEX
     PRIMARY KEY (model_id, dataset, axis));
 CREATE TABLE IF NOT EXISTS judge_consensus (model_id TEXT, dataset TEXT, record TEXT,
     PRIMARY KEY (model_id, dataset));
+CREATE TABLE IF NOT EXISTS continuity (model_id TEXT, sweep TEXT, estimator TEXT, record TEXT,
+    PRIMARY KEY (model_id, sweep, estimator));
 CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER,
     timeouts INTEGER, failures INTEGER, PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS model_calls (model_id TEXT, source TEXT, prompts INTEGER,
@@ -268,6 +271,23 @@ class TrialStore:
             (model_id, model_id),
         )
         return [JudgeRecord.from_json(r[0]) for r in rows]
+
+    def add_continuity_record(self, record: ContinuityRecord) -> None:
+        """A continuity cell's record (docs/definitions.md §10)."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO continuity VALUES (?, ?, ?, ?)",
+                (record.model_id, record.sweep, record.estimator, record.to_json()),
+            )
+
+    def continuity_records(self, model_id: str | None = None) -> list[ContinuityRecord]:
+        """Every continuity record (of ``model_id``), by model, sweep and estimator."""
+        rows = self.conn.execute(
+            "SELECT record FROM continuity WHERE ? IS NULL OR model_id = ? "
+            "ORDER BY model_id, sweep, estimator",
+            (model_id, model_id),
+        )
+        return [ContinuityRecord.from_json(r[0]) for r in rows]
 
     def answered(self) -> dict[str, tuple[int, int]]:
         """Per model: (trials a model answered, trials the response cache answered)."""

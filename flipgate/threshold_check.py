@@ -4,7 +4,8 @@ A threshold whose selectors (``facet``, ``dataset``, ``readout``, ``model``) mat
 plan would gate nothing, so the run would pass however bad the model: a typo must never silently
 disable a gate. The plan is models.yaml's (not the ``-k`` selection): every model's order cells
 (facets and controls × datasets × the readouts the model gives on that facet), the ODI panel, the
-envelope's benchmarks for its roster, the decomposition and judge consensus cells, and each
+envelope's benchmarks for its roster, the decomposition, judge consensus and continuity cells,
+and each
 regression candidate's order cells (``vs: baseline``). Thresholds of a whole suite the plan does
 not run (e.g. ``facet: envelope`` when no model is in the envelope roster) are not errors: nothing
 runs that they could gate. Override files must be named after a model of the roster.
@@ -20,6 +21,7 @@ from pathlib import Path
 from flipgate import FlipgateError
 from flipgate.cell import Cell
 from flipgate.config import (
+    CONTINUITY_CELL,
     DECOMPOSITION_CELL,
     ENVELOPE_CELL,
     JUDGE_CELL,
@@ -91,6 +93,13 @@ def plan_cells(
             PlanCell(m, JUDGE_CELL, spec.name, (judges.readout_for(cfg.models[m]),))
             for m in cfg.audited("judges")
             for spec in judges.datasets
+        ]
+    sweeps = cfg.continuity
+    if sweeps is not None:  # an estimator is the cell's "readout"
+        out += [
+            PlanCell(m, CONTINUITY_CELL, sweep, sweeps.estimators)
+            for m in cfg.audited("continuity")
+            for sweep in sweeps.sweeps
         ]
     return out
 

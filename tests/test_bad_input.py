@@ -418,7 +418,7 @@ def test_thresholds_of_suites_not_run_are_noted(tmp_path):
     (tmp_path / "models.yaml").write_text(MODELS)
     cfg = load_models(tmp_path / "models.yaml")
     notes = check_thresholds(REPO / "thresholds", cfg, plan_cells(cfg))  # no envelope roster
-    suites = ("no envelope", "no regression", "no decomposition", "no judge suite")
+    suites = ("no envelope", "no regression", "no decomposition", "no judge", "no continuity")
     assert notes and all(any(s in n for s in suites) for n in notes)
     assert any("rho_flip_max" in n for n in notes) and any("delta_flip_rate" in n for n in notes)
 

@@ -18,6 +18,7 @@ import yaml
 from flipgate import metrics as M
 from flipgate.analysis_cache import package_versions
 from flipgate.axes.formats import FORMATS
+from flipgate.cards.continuity import continuity_markdown, continuity_section
 from flipgate.cards.decomposition import decomposition_markdown, decomposition_section
 from flipgate.cards.judge import judge_markdown, judge_section
 from flipgate.cards.model import (
@@ -49,7 +50,8 @@ from flipgate.cards.model import (
     Template,
 )
 from flipgate.cell import Cell
-from flipgate.config import JUDGE_CELL
+from flipgate.config import CONTINUITY_CELL, JUDGE_CELL
+from flipgate.continuity.record import ContinuityRecord
 from flipgate.facets import FACETS, readouts_for
 from flipgate.files import atomic_write
 from flipgate.hashing import sha256_text
@@ -142,7 +144,7 @@ def build_card(
     """The card of ``model_id`` on ``dataset``: a facet card, or an envelope card for a benchmark
     audited only by the configuration envelope; checked against the shipped schema."""
     trials = store.trials(model_id=model_id, dataset=dataset)
-    suite_trials = trials["facet"].str.startswith(("envelope[", "axis[")) | (
+    suite_trials = trials["facet"].str.startswith(("envelope[", "axis[", "continuity[")) | (
         trials["facet"] == JUDGE_CELL
     )
     axis_trials = trials[trials["facet"].str.startswith("axis[")]
@@ -183,6 +185,9 @@ def build_card(
             for r in readouts
         }
         (order if control is None else controls)[cell] = summaries
+    sweep_records = [r for r in store.continuity_records(model_id) if r.sweep == dataset]
+    if not order and not controls and envelope is None and sweep_records:
+        return _continuity_card(store, model_id, dataset, run_id, sweep_records, model, root)
     if not order and not controls and envelope is None and judge_record is not None:
         return _judge_card(
             store, model_id, dataset, run_id, judge_record, model, root, decomposition
@@ -516,6 +521,71 @@ def _judge_card(
     return card
 
 
+def _continuity_card(
+    store: TrialStore,
+    model_id: str,
+    sweep: str,
+    run_id: str,
+    records: list[ContinuityRecord],
+    model: dict,
+    root: Path | None,
+) -> GridCard:
+    """A card for a continuity sweep (docs/definitions.md §10): the score is the greedy answer's
+    accuracy over the sweep's inputs, the section every estimator's losses."""
+    from flipgate.continuity.run import ANSWER_PREFIX
+    from flipgate.continuity.sweeps import SWEEPS
+
+    fp, cfg = model["fingerprint"], model["config"]
+    section = continuity_section(records)
+    accuracy = section.estimators[records[0].estimator].accuracy
+    spec = SWEEPS[sweep]
+    template = Template(id=f"continuity-{sweep}-v1", sha256=sha256_text(spec.question))
+    cell = CONTINUITY_CELL
+    card = GridCard(
+        schema_version=SCHEMA_VERSION,
+        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
+        dataset=DatasetInfo(
+            name=sweep,
+            n_items=section.n_inputs,
+            sampling=f"{section.n_sources} seeded sweeps (flipgate/continuity/sweeps.py)",
+            screens={},
+        ),
+        run=_run_info(store, model_id, run_id),
+        axis_receipt=AxisReceipt(
+            template_id=template.id,
+            template_sha256=template.sha256,
+            templates={template.id: template},
+            decoding=_decoding(cfg),
+            few_shot=FewShot(count=0, exemplar_ids=[]),
+            scoring_path=ScoringPath(
+                primary_readout={cell: "regex"},
+                readouts=["regex"],
+                map_back={cell: f"the answer after {ANSWER_PREFIX!r} -> {', '.join(spec.answers)}"},
+            ),
+            quantization=fp.get("quantization"),
+            manifest_sha256={cell: section.manifest_sha256} if section.manifest_sha256 else {},
+            envelope_rules_sha256=None,
+            **_identity(fp, root),
+        ),
+        scores=Scores(
+            facet=cell,
+            primary_readout="regex",
+            accuracy_canonical=accuracy,
+            accuracy_all_orderings=accuracy,
+        ),
+        order_robustness={},
+        controls={},
+        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, sweep)],
+        scope=Scope(
+            varied=["the input along the sweep (its distance d to the most ambiguous input)"],
+            not_varied=["prompt template within a sweep", "model weights and precision"],
+        ),
+        continuity=section,
+    )
+    validate_card(card.to_data())
+    return card
+
+
 def _decomposition_card(
     store: TrialStore,
     model_id: str,
@@ -834,6 +904,8 @@ def card_markdown(card: dict) -> str:
         lines += decomposition_markdown(card["readout_decomposition"], fmt, esc)
     if card.get("judge_consensus"):
         lines += judge_markdown(card["judge_consensus"], fmt, esc)
+    if card.get("continuity"):
+        lines += continuity_markdown(card["continuity"], fmt, esc)
     if card.get("regression"):
         lines += regression_markdown(
             card["regression"]["comparisons"], card["regression"].get("level")

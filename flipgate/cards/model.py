@@ -626,6 +626,49 @@ class JudgeConsensusSection(CardModel):
     consensus_macro_accuracy: Estimate | Absent = None
 
 
+# ---------------------------------------------------------------------------------------------
+# continuity of uncertainty (docs/definitions.md §10)
+
+
+class ContinuityTrajectoryPoint(CardModel):
+    branch: str
+    step: Count
+    d: Count
+    """steps to the most ambiguous input"""
+    u: Estimate
+    """mean uncertainty over the sweeps at this position"""
+    accuracy: Probability
+
+
+class ContinuityEstimator(CardModel):
+    """One uncertainty estimator over the sweep's sources: the monotonicity losses, the abstention
+    AUC (null with ``auc_undefined`` when accuracy saturates) and the trajectory"""
+
+    samples: Count | Absent = None
+    """sampled answers per estimate (DSE's N, FESTA's N per side); absent for logprob"""
+    temperature: float | Absent = None
+    top_p: float | Absent = None
+    l_local: Estimate
+    l_global: Estimate
+    abstention_auc: Estimate
+    auc_undefined: str | Absent = None
+    accuracy: Estimate
+    parse_rate: Probability
+    trajectory: list[ContinuityTrajectoryPoint]
+
+
+class ContinuitySection(CardModel):
+    """The continuity paper on one sweep generator: N sweeps of n+ inputs toward and n− away from
+    the most ambiguous input, per estimator"""
+
+    sweep: str
+    question: str
+    manifest_sha256: Sha
+    n_sources: Count
+    n_inputs: Count
+    estimators: dict[str, ContinuityEstimator]
+
+
 class GridCard(CardModel):
     """One model on one dataset (docs/definitions.md §6): a facet card (order robustness,
     controls, thresholds; with ODI and regression sections where those ran) or, for a benchmark
@@ -650,6 +693,7 @@ class GridCard(CardModel):
     regression: RegressionSection | Absent = None
     readout_decomposition: DecompositionSection | Absent = None
     judge_consensus: JudgeConsensusSection | Absent = None
+    continuity: ContinuitySection | Absent = None
 
     def to_data(self) -> dict[str, Any]:
         """The card as JSON data (what the JSON file holds and the Markdown is rendered from)."""

@@ -1,0 +1,82 @@
+"""The continuity suite in a GRID card (docs/definitions.md §10): the section built from the run
+store's records of one sweep, the card of a sweep, and the Markdown table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flipgate.cards.model import (
+    ContinuityEstimator,
+    ContinuitySection,
+    ContinuityTrajectoryPoint,
+    Estimate,
+)
+from flipgate.continuity.record import ContinuityRecord
+from flipgate.continuity.sweeps import SWEEPS
+from flipgate.results import MetricEstimate
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def _estimate(m: MetricEstimate) -> Estimate:
+    return Estimate(estimate=m.estimate, ci=m.ci)
+
+
+def _estimator(record: ContinuityRecord) -> ContinuityEstimator:
+    r = record.result
+    return ContinuityEstimator(
+        samples=record.samples,
+        temperature=record.temperature,
+        top_p=record.top_p,
+        l_local=_estimate(r.l_local),
+        l_global=_estimate(r.l_global),
+        abstention_auc=_estimate(r.abstention_auc),
+        auc_undefined=r.auc_undefined,
+        accuracy=_estimate(r.accuracy),
+        parse_rate=r.parse_rate,
+        trajectory=[
+            ContinuityTrajectoryPoint(
+                branch=t.branch, step=t.step, d=t.d, u=_estimate(t.u), accuracy=t.accuracy
+            )
+            for t in r.trajectory
+        ],
+    )
+
+
+def continuity_section(records: list[ContinuityRecord]) -> ContinuitySection:
+    """One sweep's records (one per estimator) as the card's section."""
+    first = records[0]
+    return ContinuitySection(
+        sweep=first.sweep,
+        question=SWEEPS[first.sweep].question,
+        manifest_sha256=first.manifest_sha256,
+        n_sources=first.result.n_sources,
+        n_inputs=first.result.n_inputs,
+        estimators={r.estimator: _estimator(r) for r in records},
+    )
+
+
+def continuity_markdown(
+    section: dict[str, Any], fmt: Callable[[dict | None], str], esc: Callable[[Any], str]
+) -> list[str]:
+    """The card's continuity table: per estimator the losses, the AUC and the accuracy."""
+    lines = [
+        "",
+        "## Continuity of uncertainty (docs/definitions.md §10)",
+        "",
+        f"Sweep {esc(section['sweep'])}: {esc(section['question'])} "
+        f"{section['n_sources']} sweeps, {section['n_inputs']} inputs; CIs resample whole sweeps. "
+        "L_global: 0 = uncertainty peaks at the most ambiguous input, 0.5 = unrelated, "
+        "1 = inverted.",
+        "",
+        "| estimator | samples | L_local | L_global | abstention AUC | accuracy | parse rate |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, e in section["estimators"].items():
+        auc = esc(e["auc_undefined"]) if e.get("auc_undefined") else fmt(e["abstention_auc"])
+        lines.append(
+            f"| {esc(name)} | {e.get('samples') or '–'} | {fmt(e['l_local'])} "
+            f"| {fmt(e['l_global'])} | {auc} | {fmt(e['accuracy'])} | {e['parse_rate']:.3f} |"
+        )
+    return lines

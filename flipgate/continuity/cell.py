@@ -1,0 +1,85 @@
+"""What one continuity suite test does: run the sweep, compute the estimator's uncertainty on
+every input and docs/definitions.md §10 over the sources, record, report and assert
+(``facet: continuity``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flipgate import FlipgateError
+from flipgate.audit import Auditor
+from flipgate.config import CONTINUITY_CELL, ContinuityPlan, ThresholdSet, load_thresholds
+from flipgate.continuity.record import ContinuityRecord
+from flipgate.continuity.run import SweepRunner
+from flipgate.gate import evaluate
+from flipgate.metrics.continuity import continuity
+from flipgate.report import report_continuity
+from flipgate.results import Verdict
+from flipgate.suite import assert_verdicts, fail_input, live_output
+
+
+def gate(record: ContinuityRecord, ts: ThresholdSet) -> list[Verdict]:
+    """``facet: continuity`` thresholds on the record's estimates: those of its estimator
+    (``readout:``, or none named). A threshold on the abstention AUC is not applied where the
+    AUC is undefined (accuracy saturated: a model right on every input cannot rank its errors);
+    the card and Allure give the reason."""
+    undefined = record.result.auc_undefined is not None
+    thresholds = [
+        t
+        for t in ts.for_cell(CONTINUITY_CELL, record.sweep)
+        if t.readout in (None, record.estimator)
+        and not (undefined and t.metric == "abstention_auc")
+    ]
+    return evaluate(
+        thresholds,
+        {record.estimator: record.result.metrics()},
+        record.estimator,
+        ts.on_inconclusive,
+        facet=CONTINUITY_CELL,
+    )
+
+
+@dataclass
+class ContinuityCell:
+    auditor: Auditor
+    thresholds_dir: str
+    plan: ContinuityPlan
+    model_id: str
+    sweep: str
+    estimator: str
+    capture_manager: Any = None  # pytest's CaptureManager (a private type)
+
+    def measure(self) -> ContinuityRecord:
+        runner = SweepRunner(self.auditor, self.plan)
+        with live_output(self.capture_manager):
+            points = runner.points(self.model_id, self.sweep, self.estimator)
+        cfg = self.auditor.config
+        manifest = self.auditor.store.manifests().get((CONTINUITY_CELL, self.sweep), {})
+        sampled = self.estimator != "logprob"
+        return ContinuityRecord(
+            model_id=self.model_id,
+            sweep=self.sweep,
+            estimator=self.estimator,
+            samples=self.plan.samples if sampled else None,
+            temperature=self.plan.temperature if sampled else None,
+            top_p=self.plan.top_p if sampled else None,
+            manifest_sha256=manifest.get("sha256"),
+            result=continuity(points, cfg.bootstrap_n, cfg.level, cfg.seed),
+        )
+
+    def run(self) -> list[Verdict]:
+        try:
+            thresholds = load_thresholds(self.thresholds_dir, self.model_id)
+            record = self.measure()
+        except FlipgateError as exc:
+            fail_input(exc)
+        store = self.auditor.store
+        store.add_continuity_record(record)
+        verdicts = gate(record, thresholds)
+        store.add_verdicts(
+            self.model_id, self.sweep, f"{CONTINUITY_CELL}[{self.estimator}]", verdicts
+        )
+        report_continuity(record, verdicts)
+        assert_verdicts(verdicts)
+        return verdicts

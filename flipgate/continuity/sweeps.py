@@ -1,0 +1,438 @@
+"""Text sweeps of the continuity suite (docs/definitions.md §10, CP §3).
+
+A sweep is a run of inputs whose ambiguity rises step by step to a most ambiguous input and then
+falls again. The I+ branch (``n_plus`` inputs, d = n_plus - 1 … 0) moves toward that input, the
+I- branch (``n_minus`` inputs, d = 0 … n_minus - 1) moves away from it; d counts the steps to it.
+The gold answer may differ between the branches (the transition lies between them).
+
+Each input carries FESTA prompts: functionally equivalent ones (reworded, same gold) and
+complementary ones (the opposite gold; none for counting, as in the paper). A sweep source draws
+everything from its own ``random.Random`` seeded by a sha256 of ``"{name}/{seed}/{index}"``, so a
+source is stable across processes and does not change when more sources are asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flipgate import FlipgateError
+
+PLUS = "I+"
+MINUS = "I-"
+
+
+@dataclass(frozen=True)
+class SweepInput:
+    """One input of a sweep: where it sits (branch, step, d), its prompt, gold and FESTA prompts."""
+
+    sweep: str
+    source: str
+    branch: str
+    step: int
+    d: int
+    prompt: str
+    gold: str
+    equivalents: tuple[str, ...]
+    complements: tuple[tuple[str, str], ...]
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A sweep's answer space, a one-line description, and how to read a model's answer."""
+
+    name: str
+    answers: tuple[str, ...]
+    question: str
+
+    def parse(self, text: str) -> str | None:
+        """The canonical answer in a model's free text, None when it names none.
+
+        Word answers: the one answer word (whole word, any case) the text names; None when it
+        names both (an echo of the options is not an answer). Numeric answers:
+        the first integer in digits, or number word zero … twelve (also "once", "twice"); digits
+        are returned as written (normalised, so possibly outside ``answers``, e.g. "13").
+        """
+        if all(a.isdigit() for a in self.answers):
+            return _parse_count(text)
+        return _parse_word(text, self.answers)
+
+
+@functools.cache
+def _word_pattern(answers: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(r"\b(" + "|".join(re.escape(a.lower()) for a in answers) + r")\b")
+
+
+def _parse_word(text: str, answers: tuple[str, ...]) -> str | None:
+    """The one answer word the text names; None when it names none or several (a model that
+    echoes "larger or smaller" has not answered)."""
+    named = set(_word_pattern(answers).findall(text.lower()))
+    return named.pop() if len(named) == 1 else None
+
+
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve".split()
+    )
+}
+_NUMBER_WORDS.update(once=1, twice=2)
+_COUNT_RE = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")\b")
+
+
+def _parse_count(text: str) -> str | None:
+    match = _COUNT_RE.search(text.lower())
+    if match is None:
+        return None
+    token = match.group(1)
+    return str(int(token)) if token.isdigit() else str(_NUMBER_WORDS[token])
+
+
+# ---------------------------------------------------------------------------------------------
+# shared machinery
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What a sweep generator makes for one (branch, d) point of a source."""
+
+    prompt: str
+    gold: str
+    equivalents: tuple[str, ...]
+    complements: tuple[tuple[str, str], ...]
+    meta: dict[str, Any]
+
+
+_StepFn = Callable[[str, int], _Step]  # (branch, d) -> the input at that point
+# (rng, n_equivalent, n_complementary, max_d) -> the step maker of one source
+_Build = Callable[[random.Random, int, int, int], _StepFn]
+
+
+@dataclass(frozen=True)
+class _Generator:
+    spec: SweepSpec
+    build: _Build
+    max_equivalent: int | None  # None: any number
+    max_complementary: int | None  # None: any number (or ignored)
+
+
+def _source_rng(name: str, seed: int, index: int) -> random.Random:
+    digest = hashlib.sha256(f"{name}/{seed}/{index}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _check_int(what: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise FlipgateError(f"{what} must be an integer >= {minimum}, got {value!r}")
+
+
+def distances(n_plus: int, n_minus: int) -> list[int]:
+    """d of every input of a sweep: [n_plus-1, …, 0] for I+, then [0, …, n_minus-1] for I-."""
+    _check_int("n_plus", n_plus, 2)
+    _check_int("n_minus", n_minus, 2)
+    return list(range(n_plus - 1, -1, -1)) + list(range(n_minus))
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison sweeps: a value a moves toward a fixed anchor b, then past it
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """One source of a comparison sweep; values are integer ticks (``scale`` ticks per unit).
+
+    Templates are ``str.format`` strings over {x}, {xv} (the object asked about and its value),
+    {y}, {yv} (the reference) and the ``context`` fields; ``templates[0]`` is the primary prompt.
+    """
+
+    templates: tuple[str, ...]
+    answers: tuple[str, str]  # (gold when a < b, gold when a > b)
+    anchor: int
+    base_gap: int
+    scale: int = 1
+    names: tuple[str, str] = ("", "")  # (primary, anchor)
+    context: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def value(self, ticks: int) -> int | float:
+        return ticks if self.scale == 1 else ticks / self.scale
+
+    def text(self, ticks: int) -> str:
+        return str(ticks) if self.scale == 1 else f"{ticks / self.scale:.1f}"
+
+    def render(self, template: str, a: int, swapped: bool) -> str:
+        """The prompt asking about the primary against the anchor (about the anchor if swapped)."""
+        (x, xv), (y, yv) = (self.names[0], a), (self.names[1], self.anchor)
+        if swapped:
+            (x, xv), (y, yv) = (y, yv), (x, xv)
+        return template.format(x=x, xv=self.text(xv), y=y, yv=self.text(yv), **self.context)
+
+
+def _draw_ladder(rng: random.Random, max_d: int, low: int, high: int) -> tuple[int, int]:
+    """(base_gap, anchor): gaps are base_gap * 2**d, and the anchor is at least ``low`` ticks
+    above the largest gap so that every value stays positive."""
+    base_gap = rng.randint(1, 3)
+    top = base_gap * 2**max_d
+    return base_gap, rng.randint(top + low, top + high)
+
+
+def _comparison_steps(
+    rng: random.Random, n_equivalent: int, n_complementary: int, src: _Comparison
+) -> _StepFn:
+    primary, *others = src.templates
+    equivalents = rng.sample(others, n_equivalent)
+    complements = rng.sample(src.templates, n_complementary)
+    below, above = src.answers
+
+    def step(branch: str, d: int) -> _Step:
+        gap = src.base_gap * 2**d
+        a = src.anchor - gap if branch == PLUS else src.anchor + gap
+        gold, opposite = (below, above) if a < src.anchor else (above, below)
+        return _Step(
+            prompt=src.render(primary, a, swapped=False),
+            gold=gold,
+            equivalents=tuple(src.render(t, a, swapped=False) for t in equivalents),
+            complements=tuple((src.render(t, a, swapped=True), opposite) for t in complements),
+            meta={
+                "a": src.value(a),
+                "b": src.value(src.anchor),
+                "gap": src.value(gap),
+                "base_gap": src.value(src.base_gap),
+                **src.meta,
+            },
+        )
+
+    return step
+
+
+_LARGER_OR_SMALLER = "Answer with one word: larger or smaller."
+_NUMERIC_TEMPLATES = (
+    "Is {xv} larger or smaller than {yv}? " + _LARGER_OR_SMALLER,
+    "Compare {xv} with {yv}. Is {xv} larger or smaller? " + _LARGER_OR_SMALLER,
+    "Consider the numbers {xv} and {yv}. Is {xv} larger or smaller than {yv}? "
+    + _LARGER_OR_SMALLER,
+    "Is the number {xv} larger or smaller than the number {yv}? " + _LARGER_OR_SMALLER,
+    "Think of {xv} and {yv}. Is {xv} the larger or the smaller of the two? " + _LARGER_OR_SMALLER,
+)
+_DECIMAL_SHARE = 0.3  # share of numeric sources with one-decimal numbers
+
+
+def _numeric_source(
+    rng: random.Random, n_equivalent: int, n_complementary: int, max_d: int
+) -> _StepFn:
+    scale = 10 if rng.random() < _DECIMAL_SHARE else 1
+    # anchors 30..90 (gap unit 1, integers) or about 11..91 (one decimal), above the largest gap
+    low, high = (14, 74) if scale == 1 else (100, 900)
+    base_gap, anchor = _draw_ladder(rng, max_d, low, high)
+    src = _Comparison(
+        templates=_NUMERIC_TEMPLATES,
+        answers=("smaller", "larger"),
+        anchor=anchor,
+        base_gap=base_gap,
+        scale=scale,
+        meta={"decimals": int(scale != 1)},
+    )
+    return _comparison_steps(rng, n_equivalent, n_complementary, src)
+
+
+_LEFT_OR_RIGHT = "Answer with one word: left or right."
+_POSITION_TEMPLATES = (
+    "{Where}, the {x} is {xv} {u} from the left end and the {y} is {yv} {u} from the left end. "
+    "Is the {x} to the left or to the right of the {y}? " + _LEFT_OR_RIGHT,
+    "{Where}, the {y} is {yv} {u} from the left end and the {x} is {xv} {u} from the left end. "
+    "Is the {x} to the left or to the right of the {y}? " + _LEFT_OR_RIGHT,
+    "A {x} and a {y} stand {where}. Measured from the left end, the {x} is at {xv} {u} and the "
+    "{y} is at {yv} {u}. Is the {x} left or right of the {y}? " + _LEFT_OR_RIGHT,
+    "{Where}, the {x} is {xv} {u} from the left end. The {y} is {yv} {u} from the left end. "
+    "Relative to the {y}, is the {x} on the left or on the right? " + _LEFT_OR_RIGHT,
+)
+# consonant-initial (the templates write "a {x}"), none a prefix of another
+_OBJECTS = (
+    "cup vase book lamp clock candle bowl jar plant box bottle mug radio teapot basket globe"
+).split()
+_SURFACES = (
+    "on a straight shelf",
+    "on a long wooden bench",
+    "on a narrow windowsill",
+    "on a long table",
+    "on a straight plank",
+)
+_LENGTH_UNITS = ("cm", "inches", "mm")
+
+
+def _positions_source(
+    rng: random.Random, n_equivalent: int, n_complementary: int, max_d: int
+) -> _StepFn:
+    primary, anchor_name = rng.sample(_OBJECTS, 2)
+    where = rng.choice(_SURFACES)
+    unit = rng.choice(_LENGTH_UNITS)
+    base_gap, anchor = _draw_ladder(rng, max_d, 10, 70)
+    src = _Comparison(
+        templates=_POSITION_TEMPLATES,
+        answers=("left", "right"),
+        anchor=anchor,
+        base_gap=base_gap,
+        names=(primary, anchor_name),
+        context={"where": where, "Where": where[0].upper() + where[1:], "u": unit},
+        meta={"primary": primary, "anchor": anchor_name, "unit": unit, "surface": where},
+    )
+    return _comparison_steps(rng, n_equivalent, n_complementary, src)
+
+
+# ---------------------------------------------------------------------------------------------
+# counting with distractors: more clutter toward the most ambiguous input
+
+_CATEGORIES = {
+    "fruits": "apple pear plum fig grape lemon mango peach cherry melon kiwi lime".split(),
+    "animals": "cat dog horse sheep goat mouse rabbit tiger zebra camel duck frog".split(),
+    "colors": "red blue green yellow purple orange pink brown black white gray".split(),
+    "tools": "hammer saw drill wrench chisel shovel rake axe pliers ladder".split(),
+    "vehicles": "car bus train truck bike boat plane tram van taxi".split(),
+}
+_MIN_DISTRACTORS = 6  # at the largest d; one more per step toward d = 0
+
+
+def _count_prompt(words: Sequence[str], target: str) -> str:
+    return (
+        f"Here is a list: {', '.join(words)}. "
+        f"How many times does the word '{target}' appear? Answer with a number."
+    )
+
+
+def _reshuffles(rng: random.Random, words: list[str], n: int) -> list[list[str]]:
+    """n orderings of the same words, each new where a few draws find one."""
+    seen = {tuple(words)}
+    out = []
+    for _ in range(n):
+        for _attempt in range(100):
+            order = rng.sample(words, len(words))
+            if tuple(order) not in seen:
+                break
+        seen.add(tuple(order))
+        out.append(order)
+    return out
+
+
+def _counting_source(
+    rng: random.Random, n_equivalent: int, n_complementary: int, max_d: int
+) -> _StepFn:
+    category = rng.choice(sorted(_CATEGORIES))
+    target = rng.choice(_CATEGORIES[category])
+    others = [w for w in _CATEGORIES[category] if w != target]
+    count = rng.randint(2, 5)
+
+    def step(branch: str, d: int) -> _Step:
+        n_distractors = _MIN_DISTRACTORS + max_d - d
+        words = [target] * count + rng.choices(others, k=n_distractors)
+        rng.shuffle(words)
+        return _Step(
+            prompt=_count_prompt(words, target),
+            gold=str(count),
+            equivalents=tuple(
+                _count_prompt(order, target) for order in _reshuffles(rng, words, n_equivalent)
+            ),
+            complements=(),
+            meta={
+                "distractors": n_distractors,
+                "target_count": count,
+                "target": target,
+                "category": category,
+                "words": tuple(words),
+            },
+        )
+
+    return step
+
+
+# ---------------------------------------------------------------------------------------------
+# registry and entry point
+
+_GENERATORS: dict[str, _Generator] = {
+    "numeric_comparison": _Generator(
+        SweepSpec(
+            "numeric_comparison",
+            ("larger", "smaller"),
+            "Is a number larger or smaller than an anchor it approaches and then passes?",
+        ),
+        _numeric_source,
+        max_equivalent=len(_NUMERIC_TEMPLATES) - 1,
+        max_complementary=len(_NUMERIC_TEMPLATES),
+    ),
+    "described_positions": _Generator(
+        SweepSpec(
+            "described_positions",
+            ("left", "right"),
+            "Is an object left or right of another on a line, as it approaches and passes it?",
+        ),
+        _positions_source,
+        max_equivalent=len(_POSITION_TEMPLATES) - 1,
+        max_complementary=len(_POSITION_TEMPLATES),
+    ),
+    "counting_distractors": _Generator(
+        SweepSpec(
+            "counting_distractors",
+            tuple(str(i) for i in range(13)),
+            "How often does a word occur in a list, as distractor words are added and removed?",
+        ),
+        _counting_source,
+        max_equivalent=None,
+        max_complementary=None,  # counting has no complements; n_complementary is ignored
+    ),
+}
+
+SWEEPS: dict[str, SweepSpec] = {name: g.spec for name, g in _GENERATORS.items()}
+
+
+def generate(
+    name: str,
+    n_sources: int,
+    seed: int,
+    n_equivalent: int = 2,
+    n_complementary: int = 2,
+    n_plus: int = 5,
+    n_minus: int = 5,
+) -> list[SweepInput]:
+    """The inputs of ``n_sources`` sweeps of one kind, source by source, I+ then I- in each.
+
+    Deterministic in (name, seed, source index); source s is the same for any n_sources > s.
+    """
+    gen = _GENERATORS.get(name)
+    if gen is None:
+        raise FlipgateError(f"unknown sweep {name!r}; known sweeps: {', '.join(sorted(SWEEPS))}")
+    ds = distances(n_plus, n_minus)
+    _check_int("n_sources", n_sources, 0)
+    for what, n, most in (
+        ("n_equivalent", n_equivalent, gen.max_equivalent),
+        ("n_complementary", n_complementary, gen.max_complementary),
+    ):
+        _check_int(what, n, 0)
+        if most is not None and n > most:
+            raise FlipgateError(f"{what}={n} but sweep {name!r} has at most {most}")
+    plan = [(PLUS, i + 1) for i in range(n_plus)] + [(MINUS, j + 1) for j in range(n_minus)]
+    inputs = []
+    for index in range(n_sources):
+        step = gen.build(_source_rng(name, seed, index), n_equivalent, n_complementary, max(ds))
+        source = f"{name}/s{index:02d}"
+        for (branch, i), d in zip(plan, ds):
+            s = step(branch, d)
+            inputs.append(
+                SweepInput(
+                    sweep=name,
+                    source=source,
+                    branch=branch,
+                    step=i,
+                    d=d,
+                    prompt=s.prompt,
+                    gold=s.gold,
+                    equivalents=s.equivalents,
+                    complements=s.complements,
+                    meta=s.meta,
+                )
+            )
+    return inputs
