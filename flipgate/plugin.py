@@ -190,87 +190,72 @@ def _parametrise_envelope(metafunc):
     metafunc.parametrize(ENVELOPE_FIXTURE, params, indirect=True)
 
 
-def _parametrise_decomposition(metafunc):
-    """One case per (model with suite 'readouts', dataset, axis) of ``audit.decomposition``; the
-    axes of a (model, dataset) share one xdist group (their canonical variant is one call)."""
+def _parametrise_suite(
+    metafunc, fixture: str, suite: str, section: str, plan, cases: list[tuple], group
+) -> None:
+    """One case per (model with ``suite`` in its suites, ``*case``) for the cases of
+    ``audit.<section>`` (``plan``); ``group(model_id, *case)`` names its xdist group. Nothing to
+    run is one skipped case that says why."""
     cfg = _audit_config(metafunc.config)
-    plan, models = cfg.decomposition, cfg.audited("readouts")
     params = [
         pytest.param(
-            (model_id, spec.name, axis),
-            id=f"{model_id}-{spec.name}-{axis}",
-            marks=[
-                pytest.mark.xdist_group(f"{model_id}/decomposition/{spec.name}"),
-                pytest.mark.flipgate_cell,
-            ],
+            (model_id, *case),
+            id="-".join((model_id, *case)),
+            marks=[pytest.mark.xdist_group(group(model_id, *case)), pytest.mark.flipgate_cell],
         )
-        for model_id in models
-        for spec in (plan.datasets if plan else ())
-        for axis in (plan.axes if plan else ())
+        for model_id in cfg.audited(suite)
+        for case in (cases if plan is not None else ())
     ]
     if not params:
         why = (
-            f"{cfg.path} declares no audit.decomposition"
+            f"{cfg.path} declares no audit.{section}"
             if plan is None
-            else f"no model in {cfg.path} lists suite 'readouts'"
+            else f"no model in {cfg.path} lists suite {suite!r}"
         )
         params = _skipped("not-declared", why)
-    metafunc.parametrize(DECOMPOSITION_FIXTURE, params, indirect=True)
+    metafunc.parametrize(fixture, params, indirect=True)
+
+
+def _parametrise_decomposition(metafunc):
+    """(model with suite 'readouts', dataset, axis) of ``audit.decomposition``; the axes of a
+    (model, dataset) share one xdist group (their canonical variant is one call)."""
+    plan = _audit_config(metafunc.config).decomposition
+    cases = [(spec.name, axis) for spec in plan.datasets for axis in plan.axes] if plan else []
+    _parametrise_suite(
+        metafunc,
+        DECOMPOSITION_FIXTURE,
+        "readouts",
+        "decomposition",
+        plan,
+        cases,
+        lambda m, dataset, axis: f"{m}/decomposition/{dataset}",
+    )
 
 
 def _parametrise_judges(metafunc):
-    """One case per (model with suite 'judges', dataset of ``audit.judges``), each its own xdist
-    group (different prompts, nothing shared)."""
-    cfg = _audit_config(metafunc.config)
-    plan, models = cfg.judges, cfg.audited("judges")
-    params = [
-        pytest.param(
-            (model_id, spec.name),
-            id=f"{model_id}-{spec.name}",
-            marks=[
-                pytest.mark.xdist_group(f"{model_id}/judge/{spec.name}"),
-                pytest.mark.flipgate_cell,
-            ],
-        )
-        for model_id in models
-        for spec in (plan.datasets if plan else ())
-    ]
-    if not params:
-        why = (
-            f"{cfg.path} declares no audit.judges"
-            if plan is None
-            else f"no model in {cfg.path} lists suite 'judges'"
-        )
-        params = _skipped("not-declared", why)
-    metafunc.parametrize(JUDGE_FIXTURE, params, indirect=True)
+    """(model with suite 'judges', dataset of ``audit.judges``), each its own xdist group
+    (different prompts, nothing shared)."""
+    plan = _audit_config(metafunc.config).judges
+    cases = [(spec.name,) for spec in plan.datasets] if plan else []
+    _parametrise_suite(
+        metafunc, JUDGE_FIXTURE, "judges", "judges", plan, cases, lambda m, d: f"{m}/judge/{d}"
+    )
 
 
 def _parametrise_continuity(metafunc):
-    """One case per (model with suite 'continuity', sweep, estimator); a model's sweep is one
-    xdist group, so its estimators share the greedy answers through the response cache."""
-    cfg = _audit_config(metafunc.config)
-    plan, models = cfg.continuity, cfg.audited("continuity")
-    params = [
-        pytest.param(
-            (model_id, sweep, estimator),
-            id=f"{model_id}-{sweep}-{estimator}",
-            marks=[
-                pytest.mark.xdist_group(f"{model_id}/continuity/{sweep}"),
-                pytest.mark.flipgate_cell,
-            ],
-        )
-        for model_id in models
-        for sweep in (plan.sweeps if plan else ())
-        for estimator in (plan.estimators if plan else ())
-    ]
-    if not params:
-        why = (
-            f"{cfg.path} declares no audit.continuity"
-            if plan is None
-            else f"no model in {cfg.path} lists suite 'continuity'"
-        )
-        params = _skipped("not-declared", why)
-    metafunc.parametrize(CONTINUITY_FIXTURE, params, indirect=True)
+    """(model with suite 'continuity', sweep, estimator); a model's sweep is one xdist group, so
+    its estimators share the greedy answers through the response cache."""
+    plan = _audit_config(metafunc.config).continuity
+    cases = [(sw, est) for sw in plan.sweeps for est in plan.estimators] if plan else []
+    _parametrise_suite(
+        metafunc,
+        CONTINUITY_FIXTURE,
+        "continuity",
+        "continuity",
+        plan,
+        cases,
+        lambda m, sweep, estimator: f"{m}/continuity/{sweep}",
+    )
 
 
 def _parametrise_odi(metafunc):

@@ -215,15 +215,21 @@ def cell_plan(
 
 
 def without_images(plan: Plan, text_only: set[str]) -> Plan:
-    """``plan`` with 0 trials for the image-facet cells of models known to take no images
+    """``plan`` with 0 trials for the image-facet cells (and image sweeps) of models known to take
+    no images
     (``Auditor.unmeasurable`` skips them): the first ETA counts only what will run."""
+    from flipgate.continuity.sweeps import SWEEPS
     from flipgate.facets import FACETS
 
-    def takes(model_id: str, cell: str) -> bool:
+    def takes(model_id: str, dataset: str, cell: str) -> bool:
+        if model_id not in text_only:
+            return True
+        if cell.startswith("continuity["):
+            return SWEEPS[dataset].modality != "image"
         facet = FACETS.get(Cell.parse(cell).facet)  # None for an envelope configuration
-        return model_id not in text_only or facet is None or not facet.needs_images
+        return facet is None or not facet.needs_images
 
-    return {key: n if takes(key[0], key[2]) else 0 for key, n in plan.items()}
+    return {key: n if takes(*key) else 0 for key, n in plan.items()}
 
 
 def odi_plan(cfg: AuditConfig, n_override: int | None) -> Plan:

@@ -118,3 +118,44 @@ def test_bad_continuity_configuration_names_the_field(tmp_path, section, needle)
     models.write_text(models.read_text().replace("audit:\n", f"audit:\n  {section}\n"))
     with pytest.raises(FlipgateError, match=re.escape(needle)):
         load_models(models)
+
+
+def test_image_sweeps_on_a_tiny_vlm_and_skipped_for_a_text_model(
+    tmp_path, tiny_llava_dir, tiny_model_dir
+):
+    """Image sweeps run on a (tiny random) LLaVA through the transformers processor; a text-only
+    model's image cells are skipped with the reason, its text sweep still measured."""
+    models = models_yaml(
+        tmp_path / "models.yaml",
+        f"""
+  - {{id: vlm, backend: hf, source: {{path: "{tiny_llava_dir}"}}, batch_size: 8,
+     suites: [continuity]}}
+  - {{id: text, backend: hf, source: {{path: "{tiny_model_dir}"}}, batch_size: 8,
+     suites: [continuity]}}
+""",
+    )
+    section = (
+        "  continuity: {sweeps: [spatial_location, counting_clutter, numeric_comparison],"
+        " estimators: [dse, logprob], sources: 2, samples: 2}\n"
+    )
+    models.write_text(models.read_text().replace("audit:\n", "audit:\n" + section))
+    thresholds = write(
+        tmp_path / "thresholds" / "default.yaml",
+        "thresholds:\n  - {metric: l_global, facet: continuity, max: 0.5, rule: warn}\n",
+    ).parent
+    proc = run_suite(tmp_path, models, thresholds, "-rs")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
+    assert "8 passed" in out, out[-2000:]
+    for sweep in ("spatial_location", "counting_clutter"):  # dse and logprob cells: [2] each
+        assert "[2] flipgate/continuity/cell.py" in out
+        assert f"text takes no images; {sweep} is an image sweep" in out
+    card = json.loads((tmp_path / "cards/vlm/spatial_location.json").read_text())
+    assert set(card["continuity"]["estimators"]) == {"dse", "logprob"}
+    assert card["continuity"]["n_inputs"] == 20
+    manifest = json.loads(
+        (tmp_path / "manifests/continuity/spatial_location__n2__s42.json").read_text()
+    )
+    assert all(len(x["image_sha256"]) == 64 for x in manifest["inputs"].values())
+    assert not (tmp_path / "cards/text/spatial_location.json").exists()
+    assert (tmp_path / "cards/text/numeric_comparison.json").exists()

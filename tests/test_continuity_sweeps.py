@@ -1,8 +1,9 @@
-"""Text sweeps of the continuity suite (docs/definitions.md §10): shape, ambiguity profile,
-determinism, FESTA variants and answer parsing. No model is run."""
+"""Sweeps of the continuity suite (docs/definitions.md §10): shape, ambiguity profile,
+determinism, FESTA variants, drawn scenes and answer parsing. No model is run."""
 
 from __future__ import annotations
 
+import io
 import re
 from collections import Counter
 
@@ -11,8 +12,10 @@ import pytest
 from flipgate import FlipgateError
 from flipgate.continuity.sweeps import SWEEPS, SweepInput, distances, generate
 
-BINARY = ("numeric_comparison", "described_positions")
-ALL = (*BINARY, "counting_distractors")
+BINARY = ("numeric_comparison", "described_positions", "spatial_location", "scale")
+COUNTING = ("counting_distractors", "counting_clutter")
+IMAGE = ("spatial_location", "scale", "counting_clutter")
+ALL = (*BINARY, *COUNTING)
 N_SOURCES = 12  # enough for both integer and one-decimal numeric sources
 D = [4, 3, 2, 1, 0, 0, 1, 2, 3, 4]
 
@@ -37,6 +40,7 @@ def test_registry():
     assert SWEEPS["numeric_comparison"].answers == ("larger", "smaller")
     assert SWEEPS["described_positions"].answers == ("left", "right")
     assert SWEEPS["counting_distractors"].answers == tuple(str(i) for i in range(13))
+    assert {n for n, spec in SWEEPS.items() if spec.modality == "image"} == set(IMAGE)
 
 
 def test_distances():
@@ -77,9 +81,9 @@ def test_gold_across_transition(sweep):
     name, inputs = sweep
     for xs in by_source(inputs).values():
         golds = [x.gold for x in xs]
-        if name == "numeric_comparison":
+        if SWEEPS[name].answers == ("larger", "smaller"):
             assert golds == ["smaller"] * 5 + ["larger"] * 5
-        elif name == "described_positions":
+        elif name in BINARY:
             assert golds == ["left"] * 5 + ["right"] * 5
         else:
             assert len(set(golds)) == 1
@@ -121,7 +125,7 @@ def test_determinism():
         assert [x.meta for x in one] == [x.meta for x in first[:10]]
         assert generate(name, 2, seed=11)[10:] == first[10:20]
         # sources differ from one another
-        assert len({x.prompt for x in first if x.d == 4 and x.branch == "I+"}) == 3
+        assert len({(x.prompt, x.image) for x in first if x.d == 4 and x.branch == "I+"}) == 3
 
 
 def test_sources_vary():
@@ -134,6 +138,61 @@ def test_sources_vary():
     cs = generate("counting_distractors", 30, seed=3)
     assert len({x.meta["target"] for x in cs}) > 5
     assert len({x.meta["target_count"] for x in cs}) > 1
+
+
+# ---------------------------------------------------------------------------------------------
+# drawn scenes (image sweeps)
+
+
+def pixels(png: bytes):
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png))
+    assert img.size == (320, 240) and img.format == "PNG"
+    return img.convert("RGB")
+
+
+@pytest.mark.parametrize("name", IMAGE)
+def test_image_sweeps_draw_every_input(name):
+    xs = generate(name, 3, seed=5)
+    assert all(x.image is not None for x in xs)
+    assert len({x.image for x in xs}) == len(xs)  # every step is a new scene
+    for x in xs:
+        pixels(x.image)
+    assert all(generate(n, 1, seed=5)[0].image is None for n in ALL if n not in IMAGE)
+
+
+def test_spatial_and_scale_scenes_follow_the_sweep():
+    from flipgate.items.shapes import COLOURS
+
+    for x in generate("spatial_location", 4, seed=5):
+        colour = COLOURS[x.meta["primary"].split()[0]]
+        img = pixels(x.image)
+        row = [img.getpixel((px, y)) for px in range(320) for y in (94, 146)]
+        assert colour in row  # the primary is drawn on its row ...
+        cx = x.meta["a"]
+        assert colour in [img.getpixel((cx, y)) for y in (94, 146)]  # ... at a
+        for p, gold in x.complements:  # the anchor asked about relative to the primary
+            assert f"is the {x.meta['anchor']}" in p.lower() and gold != x.gold
+    for x in generate("scale", 4, seed=5):
+        assert x.gold == comparison_gold("scale", x.meta["a"], x.meta["b"])
+        assert abs(x.meta["a"] - x.meta["b"]) == x.meta["gap"]
+
+
+def test_clutter_scenes_place_targets_without_overlap():
+    import random
+
+    from flipgate.continuity.scenes import scattered
+
+    shapes = scattered(random.Random(0), [("circle", "red")] * 16, 30)
+    for i, a in enumerate(shapes):
+        for b in shapes[i + 1 :]:
+            assert max(abs(a.cx - b.cx), abs(a.cy - b.cy)) >= 30
+    for x in generate("counting_clutter", 3, seed=5):
+        assert x.complements == () and len(x.equivalents) == 2
+        assert x.gold == str(x.meta["target_count"])
+        t = x.meta["target"]
+        assert all(f"{t['c']} {t['n']}s" in p for p in (x.prompt, *x.equivalents))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,7 +210,9 @@ def numbers_in_order(text: str) -> list[float]:
 
 
 def comparison_gold(name: str, a: float, b: float) -> str:
-    below, above = ("smaller", "larger") if name == "numeric_comparison" else ("left", "right")
+    below, above = (
+        ("smaller", "larger") if name in ("numeric_comparison", "scale") else ("left", "right")
+    )
     return below if a < b else above
 
 

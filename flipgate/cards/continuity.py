@@ -13,14 +13,9 @@ from flipgate.cards.model import (
 )
 from flipgate.continuity.record import ContinuityRecord
 from flipgate.continuity.sweeps import SWEEPS
-from flipgate.results import MetricEstimate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-
-def _estimate(m: MetricEstimate) -> Estimate:
-    return Estimate(estimate=m.estimate, ci=m.ci)
 
 
 def _estimator(record: ContinuityRecord) -> ContinuityEstimator:
@@ -29,15 +24,15 @@ def _estimator(record: ContinuityRecord) -> ContinuityEstimator:
         samples=record.samples,
         temperature=record.temperature,
         top_p=record.top_p,
-        l_local=_estimate(r.l_local),
-        l_global=_estimate(r.l_global),
-        abstention_auc=_estimate(r.abstention_auc),
+        l_local=Estimate.of(r.l_local),
+        l_global=Estimate.of(r.l_global),
+        abstention_auc=Estimate.of(r.abstention_auc),
         auc_undefined=r.auc_undefined,
-        accuracy=_estimate(r.accuracy),
+        accuracy=Estimate.of(r.accuracy),
         parse_rate=r.parse_rate,
         trajectory=[
             ContinuityTrajectoryPoint(
-                branch=t.branch, step=t.step, d=t.d, u=_estimate(t.u), accuracy=t.accuracy
+                branch=t.branch, step=t.step, d=t.d, u=Estimate.of(t.u), accuracy=t.accuracy
             )
             for t in r.trajectory
         ],

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def _estimate(m: MetricEstimate | None) -> Estimate | None:
-    return None if m is None else Estimate(estimate=m.estimate, ci=m.ci)
+    return None if m is None else Estimate.of(m)
 
 
 def decomposition_section(records: list[DecompositionRecord]) -> DecompositionSection:

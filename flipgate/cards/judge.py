@@ -7,14 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from flipgate.cards.model import Estimate, JudgeConsensusSection, JudgeSignTest
 from flipgate.judge.record import JudgeRecord
-from flipgate.results import MetricEstimate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-
-def _estimate(m: MetricEstimate) -> Estimate:
-    return Estimate(estimate=m.estimate, ci=m.ci)
 
 
 def judge_section(record: JudgeRecord) -> JudgeConsensusSection:
@@ -28,22 +23,22 @@ def judge_section(record: JudgeRecord) -> JudgeConsensusSection:
         n_items=r.n_items,
         parse_rate=r.parse_rate,
         parse_failures=record.parse_failures,
-        judge_flip_rate=_estimate(r.judge_flip_rate),
-        direct_accuracy=_estimate(r.direct_accuracy),
-        consensus_accuracy=_estimate(r.consensus_accuracy),
-        consensus_gain=_estimate(r.consensus_gain),
+        judge_flip_rate=Estimate.of(r.judge_flip_rate),
+        direct_accuracy=Estimate.of(r.direct_accuracy),
+        consensus_accuracy=Estimate.of(r.consensus_accuracy),
+        consensus_gain=Estimate.of(r.consensus_gain),
         sign_test=JudgeSignTest(**r.sign_test.model_dump()),
         consensus_tie_rate=r.consensus_tie_rate,
         run_accuracy=r.run_accuracy,
         majority_error=r.majority_error,
         majority_bound=r.majority_bound,
-        accuracy_at_k=[_estimate(e) for e in r.accuracy_at_k],
+        accuracy_at_k=[Estimate.of(e) for e in r.accuracy_at_k],
         by_source=r.by_source,
         direct_macro_accuracy=(
-            _estimate(r.direct_macro_accuracy) if r.direct_macro_accuracy else None
+            Estimate.of(r.direct_macro_accuracy) if r.direct_macro_accuracy else None
         ),
         consensus_macro_accuracy=(
-            _estimate(r.consensus_macro_accuracy) if r.consensus_macro_accuracy else None
+            Estimate.of(r.consensus_macro_accuracy) if r.consensus_macro_accuracy else None
         ),
     )
 

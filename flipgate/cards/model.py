@@ -30,7 +30,7 @@ from pydantic import (
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, SkipJsonSchema
 from pydantic_core import core_schema
 
-from flipgate.results import Number, Outcome, Verdict
+from flipgate.results import MetricEstimate, Number, Outcome, Verdict
 
 SCHEMA_PATH = Path(__file__).parent / "grid_card.schema.json"
 SCHEMA_VERSION: Final = "grid-card/0.1"
@@ -89,6 +89,11 @@ class Estimate(CardModel):
 
     estimate: Number
     ci: Interval | None
+
+    @classmethod
+    def of(cls, m: MetricEstimate) -> Estimate:
+        """A result's estimate and CI as the card states them."""
+        return cls(estimate=m.estimate, ci=m.ci)
 
 
 # ---------------------------------------------------------------------------------------------

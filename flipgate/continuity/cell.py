@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.config import CONTINUITY_CELL, ContinuityPlan, ThresholdSet, load_thresholds
 from flipgate.continuity.record import ContinuityRecord
-from flipgate.continuity.run import SweepRunner
+from flipgate.continuity.run import SweepRunner, planned
+from flipgate.continuity.sweeps import SWEEPS
 from flipgate.gate import evaluate
 from flipgate.metrics.continuity import continuity
 from flipgate.report import report_continuity
@@ -50,6 +53,14 @@ class ContinuityCell:
     estimator: str
     capture_manager: Any = None  # pytest's CaptureManager (a private type)
 
+    def unmeasurable(self) -> str | None:
+        """Why the model cannot take this sweep (an image sweep for a text-only model)."""
+        if SWEEPS[self.sweep].modality != "image":
+            return None
+        if self.auditor.backend(self.model_id).supports_images:
+            return None
+        return f"{self.model_id} takes no images; {self.sweep} is an image sweep"
+
     def measure(self) -> ContinuityRecord:
         runner = SweepRunner(self.auditor, self.plan)
         with live_output(self.capture_manager):
@@ -71,6 +82,11 @@ class ContinuityCell:
     def run(self) -> list[Verdict]:
         try:
             thresholds = load_thresholds(self.thresholds_dir, self.model_id)
+            why = self.unmeasurable()
+            if why is not None:
+                for part in planned(self.plan, self.sweep, self.estimator, None, 0):
+                    self.auditor.store.set_planned(self.model_id, self.sweep, part, 0)
+                pytest.skip(why)
             record = self.measure()
         except FlipgateError as exc:
             fail_input(exc)

@@ -12,7 +12,7 @@ def trajectory_plot(title: str, results: dict[str, ContinuityResult]) -> bytes:
     from flipgate.decomposition.plots import _png, _pyplot
 
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.2, 3.4), dpi=100)
+    fig, ax = plt.subplots(figsize=(5.2, 4.0), dpi=100)
     first = next(iter(results.values()))
     xs = list(range(len(first.trajectory)))
     for name, result in results.items():
@@ -36,5 +36,5 @@ def trajectory_plot(title: str, results: dict[str, ContinuityResult]) -> bytes:
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("mean uncertainty u (95% CI)")
     ax.set_title(f"{title} (N={first.n_sources} sweeps)", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     return _png(fig)

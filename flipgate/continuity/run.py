@@ -23,7 +23,7 @@ from flipgate.continuity.estimators import (
 )
 from flipgate.continuity.sweeps import SWEEPS, SweepInput, SweepSpec, generate
 from flipgate.files import atomic_write
-from flipgate.hashing import sha256_json, sha256_text
+from flipgate.hashing import sha256_bytes, sha256_json, sha256_text
 from flipgate.metrics.continuity import SweepPoint
 from flipgate.results import Trial
 
@@ -89,6 +89,7 @@ class SweepRunner:
                     "equivalents": list(x.equivalents),
                     "complements": [list(c) for c in x.complements],
                     "meta": x.meta,
+                    **({"image_sha256": sha256_bytes(x.image)} if x.image is not None else {}),
                 }
                 for x in inputs
             },
@@ -143,12 +144,13 @@ class SweepRunner:
         labels: tuple[str, ...] | list[str] = (),
     ) -> Request:
         return Request(
-            (("user", prompt),),
+            (("user", prompt if x.image is None else "<image>\n" + prompt),),
             ANSWER_PREFIX,
             tuple(labels),
             seed,
             (x.sweep, input_id(x), f"{CONTINUITY_CELL}[{part}]", variant, seed),
             max_new_tokens=self.plan.max_new_tokens,
+            images=() if x.image is None else (x.image,),
         )
 
     def sampled_calls(self, inputs: list[SweepInput], estimator: str) -> list[Call]:

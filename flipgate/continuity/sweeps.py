@@ -1,4 +1,5 @@
-"""Text sweeps of the continuity suite (docs/definitions.md §10, CP §3).
+"""Sweeps of the continuity suite (docs/definitions.md §10, CP §3): text sweeps for every model,
+image sweeps (drawn scenes) for models that take images.
 
 A sweep is a run of inputs whose ambiguity rises step by step to a most ambiguous input and then
 falls again. The I+ branch (``n_plus`` inputs, d = n_plus - 1 … 0) moves toward that input, the
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flipgate import FlipgateError
+from flipgate.items.shapes import COLOURS
 
 PLUS = "I+"
 MINUS = "I-"
@@ -41,6 +43,8 @@ class SweepInput:
     equivalents: tuple[str, ...]
     complements: tuple[tuple[str, str], ...]
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    #: the input's image (PNG) for an image sweep; its FESTA variants reword the question about it
+    image: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class SweepSpec:
     name: str
     answers: tuple[str, ...]
     question: str
+    modality: str = "text"  # text | image
 
     def parse(self, text: str) -> str | None:
         """The canonical answer in a model's free text, None when it names none.
@@ -107,6 +112,7 @@ class _Step:
     equivalents: tuple[str, ...]
     complements: tuple[tuple[str, str], ...]
     meta: dict[str, Any]
+    image: bytes | None = None
 
 
 _StepFn = Callable[[str, int], _Step]  # (branch, d) -> the input at that point
@@ -159,6 +165,7 @@ class _Comparison:
     names: tuple[str, str] = ("", "")  # (primary, anchor)
     context: dict[str, str] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    draw: Callable[[int], bytes] | None = None  # an image sweep: the scene with the primary at a
 
     def value(self, ticks: int) -> int | float:
         return ticks if self.scale == 1 else ticks / self.scale
@@ -199,6 +206,7 @@ def _comparison_steps(
             gold=gold,
             equivalents=tuple(src.render(t, a, swapped=False) for t in equivalents),
             complements=tuple((src.render(t, a, swapped=True), opposite) for t in complements),
+            image=None if src.draw is None else src.draw(a),
             meta={
                 "a": src.value(a),
                 "b": src.value(src.anchor),
@@ -351,6 +359,125 @@ def _counting_source(
 
 
 # ---------------------------------------------------------------------------------------------
+# image sweeps (drawn scenes, flipgate/continuity/scenes.py; for models that take images)
+
+_SPATIAL_TEMPLATES = (
+    "Is the {x} to the left or to the right of the {y}? " + _LEFT_OR_RIGHT,
+    "Relative to the {y}, is the {x} on the left or on the right? " + _LEFT_OR_RIGHT,
+    "Look at the {x} and the {y} in the image. Is the {x} left or right of the {y}? "
+    + _LEFT_OR_RIGHT,
+    "In the picture, is the {x} on the left side or the right side of the {y}? " + _LEFT_OR_RIGHT,
+)
+_SCALE_TEMPLATES = (
+    "Is the {x} larger or smaller than the {y}? " + _LARGER_OR_SMALLER,
+    "Compare the sizes of the {x} and the {y}. Is the {x} larger or smaller? " + _LARGER_OR_SMALLER,
+    "Look at the image. Is the {x} larger or smaller than the {y}? " + _LARGER_OR_SMALLER,
+    "In the picture, is the {x} bigger or smaller than the {y}? Answer with one word: larger or "
+    "smaller.",
+)
+_CLUTTER_TEMPLATES = (
+    "How many {c} {n}s are in the image? Answer with a number.",
+    "Count the {c} {n}s in the picture. Answer with a number.",
+    "Look at the image. How many {c} {n}s can you see? Answer with a number.",
+    "In this image, what is the number of {c} {n}s? Answer with a number.",
+)
+
+
+def _spatial_source(
+    rng: random.Random, n_equivalent: int, n_complementary: int, max_d: int
+) -> _StepFn:
+    """A ball (or other shape) moves along a row past a fixed shape at the centre; optional
+    distractor shapes sit off the sweep axis."""
+    from flipgate.continuity.scenes import HEIGHT, NOUNS, WIDTH, Shape, render, scattered
+
+    kinds = rng.sample(sorted(NOUNS), 2)
+    colours = rng.sample(sorted(COLOURS), 3)
+    anchor = Shape(kinds[1], colours[1], WIDTH / 2, HEIGHT / 2, 44)
+    row = HEIGHT / 2 + rng.choice((-26, 26))
+    extra = [(rng.choice(sorted(NOUNS)), colours[2]) for _ in range(rng.randint(0, 2))]
+    off_axis = [s for s in scattered(rng, extra, 24) if abs(s.cy - HEIGHT / 2) > 60]
+
+    def draw(x: int) -> bytes:
+        return render([anchor, *off_axis, Shape(kinds[0], colours[0], x, row, 40)])
+
+    names = (f"{colours[0]} {NOUNS[kinds[0]]}", f"{colours[1]} {NOUNS[kinds[1]]}")
+    src = _Comparison(
+        templates=_SPATIAL_TEMPLATES,
+        answers=("left", "right"),
+        anchor=WIDTH // 2,
+        base_gap=rng.choice((4, 5, 6)),  # pixels; 64-96 at d = 4, overlapping at d = 0
+        names=names,
+        meta={"primary": names[0], "anchor": names[1], "distractors": len(off_axis)},
+        draw=draw,
+    )
+    return _comparison_steps(rng, n_equivalent, n_complementary, src)
+
+
+def _scale_source(
+    rng: random.Random, n_equivalent: int, n_complementary: int, max_d: int
+) -> _StepFn:
+    """Two shapes of one kind side by side; the first grows from smaller than the second to
+    larger (sizes in pixels, the second's fixed)."""
+    from flipgate.continuity.scenes import HEIGHT, NOUNS, WIDTH, Shape, render
+
+    kind = rng.choice(sorted(NOUNS))
+    colours = rng.sample(sorted(COLOURS), 2)
+    left_first = rng.random() < 0.5
+    xs = (WIDTH * 0.28, WIDTH * 0.72) if left_first else (WIDTH * 0.72, WIDTH * 0.28)
+    size = rng.randint(70, 80)
+
+    def draw(a: int) -> bytes:
+        return render(
+            [
+                Shape(kind, colours[1], xs[1], HEIGHT / 2, size),
+                Shape(kind, colours[0], xs[0], HEIGHT / 2, a),
+            ]
+        )
+
+    names = (f"{colours[0]} {NOUNS[kind]}", f"{colours[1]} {NOUNS[kind]}")
+    src = _Comparison(
+        templates=_SCALE_TEMPLATES,
+        answers=("smaller", "larger"),
+        anchor=size,
+        base_gap=rng.choice((2, 3)),  # pixels; 32-48 at d = 4, one size step at d = 0
+        names=names,
+        meta={"primary": names[0], "anchor": names[1], "kind": kind},
+        draw=draw,
+    )
+    return _comparison_steps(rng, n_equivalent, n_complementary, src)
+
+
+def _clutter_source(
+    rng: random.Random, n_equivalent: int, n_complementary: int, max_d: int
+) -> _StepFn:
+    """2-5 target shapes of one colour and kind among distractor shapes (other colour or kind),
+    6 + (max_d - d) of them, scattered without overlaps."""
+    from flipgate.continuity.scenes import NOUNS, render, scattered
+
+    kind = rng.choice(sorted(NOUNS))
+    colour = rng.choice(sorted(COLOURS))
+    pool = [(k, c) for k in sorted(NOUNS) for c in sorted(COLOURS) if (k, c) != (kind, colour)]
+    count = rng.randint(2, 5)
+    primary, *others = _CLUTTER_TEMPLATES
+    equivalents = rng.sample(others, n_equivalent)
+
+    def step(branch: str, d: int) -> _Step:
+        n_distractors = _MIN_DISTRACTORS + max_d - d
+        specs = [(kind, colour)] * count + [rng.choice(pool) for _ in range(n_distractors)]
+        words = {"c": colour, "n": NOUNS[kind]}
+        return _Step(
+            prompt=primary.format(**words),
+            gold=str(count),
+            equivalents=tuple(t.format(**words) for t in equivalents),
+            complements=(),
+            meta={"distractors": n_distractors, "target_count": count, "target": words},
+            image=render(scattered(rng, specs)),
+        )
+
+    return step
+
+
+# ---------------------------------------------------------------------------------------------
 # registry and entry point
 
 _GENERATORS: dict[str, _Generator] = {
@@ -383,6 +510,39 @@ _GENERATORS: dict[str, _Generator] = {
         _counting_source,
         max_equivalent=None,
         max_complementary=None,  # counting has no complements; n_complementary is ignored
+    ),
+    "spatial_location": _Generator(
+        SweepSpec(
+            "spatial_location",
+            ("left", "right"),
+            "Is a drawn shape left or right of another, as it moves toward and past it?",
+            "image",
+        ),
+        _spatial_source,
+        max_equivalent=len(_SPATIAL_TEMPLATES) - 1,
+        max_complementary=len(_SPATIAL_TEMPLATES),
+    ),
+    "scale": _Generator(
+        SweepSpec(
+            "scale",
+            ("larger", "smaller"),
+            "Is a drawn shape larger or smaller than another, as it grows past its size?",
+            "image",
+        ),
+        _scale_source,
+        max_equivalent=len(_SCALE_TEMPLATES) - 1,
+        max_complementary=len(_SCALE_TEMPLATES),
+    ),
+    "counting_clutter": _Generator(
+        SweepSpec(
+            "counting_clutter",
+            tuple(str(i) for i in range(13)),
+            "How many shapes of one colour and kind are drawn, as clutter is added and removed?",
+            "image",
+        ),
+        _clutter_source,
+        max_equivalent=len(_CLUTTER_TEMPLATES) - 1,
+        max_complementary=None,  # counting has no complements
     ),
 }
 
@@ -433,6 +593,7 @@ def generate(
                     equivalents=s.equivalents,
                     complements=s.complements,
                     meta=s.meta,
+                    image=s.image,
                 )
             )
     return inputs
