@@ -44,6 +44,8 @@ def cache_key(
     }
     if request.continuations:  # only then: every other key stays as it was
         body["continuations"] = request.continuations
+    if request.audios:  # likewise
+        body["audios"] = [sha256_bytes(a) for a in request.audios]
     if grammar_version is not None:
         body["grammar_version"] = grammar_version
     if by_seed:

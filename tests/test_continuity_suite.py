@@ -159,3 +159,42 @@ def test_image_sweeps_on_a_tiny_vlm_and_skipped_for_a_text_model(
     assert all(len(x["image_sha256"]) == 64 for x in manifest["inputs"].values())
     assert not (tmp_path / "cards/text/spatial_location.json").exists()
     assert (tmp_path / "cards/text/numeric_comparison.json").exists()
+
+
+def test_audio_sweeps_on_a_tiny_audio_model_and_skipped_for_a_text_model(
+    tmp_path, tiny_audio_dir, tiny_model_dir
+):
+    """Audio sweeps run on a (tiny random) Qwen2-Audio through its processor; a text-only
+    model's audio cells are skipped with the reason."""
+    models = models_yaml(
+        tmp_path / "models.yaml",
+        f"""
+  - {{id: alm, backend: hf, source: {{path: "{tiny_audio_dir}"}}, batch_size: 8,
+     suites: [continuity]}}
+  - {{id: text, backend: hf, source: {{path: "{tiny_model_dir}"}}, batch_size: 8,
+     suites: [continuity]}}
+""",
+    )
+    section = (
+        "  continuity: {sweeps: [temporal_order, loudness], estimators: [festa, logprob],"
+        " sources: 2, samples: 2}\n"
+    )
+    models.write_text(models.read_text().replace("audit:\n", "audit:\n" + section))
+    thresholds = write(
+        tmp_path / "thresholds" / "default.yaml",
+        "thresholds:\n  - {metric: l_global, facet: continuity, max: 0.5, rule: warn}\n",
+    ).parent
+    proc = run_suite(tmp_path, models, thresholds, "-rs")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
+    assert "3 passed" in out, out[-2000:]
+    for sweep in ("temporal_order", "loudness"):
+        assert f"text takes no audio; {sweep} is an audio sweep" in out
+    # the random model's tokenizer spells "quieter" with two tokens: no first-token probability
+    assert "the logprob estimator needs a single-token spelling of every answer" in out
+    card = json.loads((tmp_path / "cards/alm/loudness.json").read_text())
+    assert set(card["continuity"]["estimators"]) == {"festa"}  # logprob skipped (above)
+    card = json.loads((tmp_path / "cards/alm/temporal_order.json").read_text())
+    assert set(card["continuity"]["estimators"]) == {"festa", "logprob"}
+    manifest = json.loads((tmp_path / "manifests/continuity/loudness__n2__s42.json").read_text())
+    assert all(len(x["audio_sha256"]) == 64 for x in manifest["inputs"].values())

@@ -12,9 +12,19 @@ import pytest
 from flipgate import FlipgateError
 from flipgate.continuity.sweeps import SWEEPS, SweepInput, distances, generate
 
-BINARY = ("numeric_comparison", "described_positions", "spatial_location", "scale")
+#: comparison sweeps -> (gold while the primary is below the anchor, gold once above)
+BELOW_ABOVE = {
+    "numeric_comparison": ("smaller", "larger"),
+    "described_positions": ("left", "right"),
+    "spatial_location": ("left", "right"),
+    "scale": ("smaller", "larger"),
+    "temporal_order": ("before", "after"),
+    "loudness": ("quieter", "louder"),
+}
+BINARY = tuple(BELOW_ABOVE)
 COUNTING = ("counting_distractors", "counting_clutter")
 IMAGE = ("spatial_location", "scale", "counting_clutter")
+AUDIO = ("temporal_order", "loudness")
 ALL = (*BINARY, *COUNTING)
 N_SOURCES = 12  # enough for both integer and one-decimal numeric sources
 D = [4, 3, 2, 1, 0, 0, 1, 2, 3, 4]
@@ -41,6 +51,7 @@ def test_registry():
     assert SWEEPS["described_positions"].answers == ("left", "right")
     assert SWEEPS["counting_distractors"].answers == tuple(str(i) for i in range(13))
     assert {n for n, spec in SWEEPS.items() if spec.modality == "image"} == set(IMAGE)
+    assert {n for n, spec in SWEEPS.items() if spec.modality == "audio"} == set(AUDIO)
 
 
 def test_distances():
@@ -62,7 +73,15 @@ def test_shape(sweep):
         assert {x.sweep for x in xs} == {name}
         for x in xs:
             assert x.gold in SWEEPS[name].answers
-            assert x.prompt.rstrip().endswith(("larger or smaller.", "left or right.", "number."))
+            assert x.prompt.rstrip().endswith(
+                (
+                    "larger or smaller.",
+                    "left or right.",
+                    "number.",
+                    "before or after.",
+                    "louder or quieter.",
+                )
+            )
             for p in (x.prompt, *x.equivalents, *(c for c, _ in x.complements)):
                 assert len(p.split()) < 60, p
 
@@ -81,10 +100,9 @@ def test_gold_across_transition(sweep):
     name, inputs = sweep
     for xs in by_source(inputs).values():
         golds = [x.gold for x in xs]
-        if SWEEPS[name].answers == ("larger", "smaller"):
-            assert golds == ["smaller"] * 5 + ["larger"] * 5
-        elif name in BINARY:
-            assert golds == ["left"] * 5 + ["right"] * 5
+        if name in BINARY:
+            below, above = BELOW_ABOVE[name]
+            assert golds == [below] * 5 + [above] * 5
         else:
             assert len(set(golds)) == 1
             assert golds[0] == str(xs[0].meta["target_count"])
@@ -118,14 +136,17 @@ def test_determinism():
         assert first == again
         assert [x.meta for x in first] == [x.meta for x in again]
         other = generate(name, 3, seed=12)
-        assert [x.prompt for x in first] != [x.prompt for x in other]
+        shown = [(x.prompt, x.image, x.audio) for x in first]
+        assert shown != [(x.prompt, x.image, x.audio) for x in other]
         # a source does not depend on how many sources are asked for
         one = generate(name, 1, seed=11)
         assert one == first[:10]
         assert [x.meta for x in one] == [x.meta for x in first[:10]]
         assert generate(name, 2, seed=11)[10:] == first[10:20]
         # sources differ from one another
-        assert len({(x.prompt, x.image) for x in first if x.d == 4 and x.branch == "I+"}) == 3
+        assert (
+            len({(x.prompt, x.image, x.audio) for x in first if x.d == 4 and x.branch == "I+"}) == 3
+        )
 
 
 def test_sources_vary():
@@ -196,6 +217,53 @@ def test_clutter_scenes_place_targets_without_overlap():
 
 
 # ---------------------------------------------------------------------------------------------
+# synthesised clips (audio sweeps)
+
+
+def clip(data: bytes):
+    from flipgate.backends.hf import decode_wav
+
+    samples, rate = decode_wav(data)
+    assert rate == 16_000 and len(samples) == 4 * 16_000
+    return samples
+
+
+def rms_db(samples, start_s: float, end_s: float) -> float:
+    import numpy as np
+
+    part = samples[int(start_s * 16_000) : int(end_s * 16_000)]
+    return float(20 * np.log10(np.sqrt(np.mean(part**2))))
+
+
+@pytest.mark.parametrize("name", AUDIO)
+def test_audio_sweeps_synthesise_every_input(name):
+    xs = generate(name, 3, seed=5)
+    assert all(x.audio is not None and x.image is None for x in xs)
+    assert len({x.audio for x in xs}) == len(xs)
+    assert all(generate(n, 1, seed=5)[0].audio is None for n in ALL if n not in AUDIO)
+
+
+def test_loudness_clips_carry_the_planted_level_difference():
+    for x in generate("loudness", 4, seed=5):
+        samples = clip(x.audio)
+        measured = rms_db(samples, 0.85, 1.25) - rms_db(samples, 2.45, 2.85)
+        assert measured == pytest.approx(x.meta["a"] - x.meta["b"], abs=0.3)
+        assert x.gold == comparison_gold("loudness", x.meta["a"], x.meta["b"])
+
+
+def test_temporal_clips_start_where_the_sweep_says():
+    import numpy as np
+
+    for x in generate("temporal_order", 4, seed=5):
+        samples = clip(x.audio)
+        first = int(np.argmax(np.abs(samples) > 0.15)) / 16_000  # the earlier onset, faded in
+        assert first == pytest.approx(min(x.meta["a"], x.meta["b"]) / 1000, abs=0.02)
+        for p, gold in x.complements:  # the anchor asked about relative to the primary
+            assert re.search(rf"(does|is) the {x.meta['anchor']}", p.lower()), p
+            assert gold != x.gold
+
+
+# ---------------------------------------------------------------------------------------------
 # FESTA variants
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -210,9 +278,7 @@ def numbers_in_order(text: str) -> list[float]:
 
 
 def comparison_gold(name: str, a: float, b: float) -> str:
-    below, above = (
-        ("smaller", "larger") if name in ("numeric_comparison", "scale") else ("left", "right")
-    )
+    below, above = BELOW_ABOVE[name]
     return below if a < b else above
 
 

@@ -17,6 +17,7 @@ class Request:
     ``key`` is the trial identity (dataset, item_id, facet, condition, sample) for replay;
     ``max_new_tokens`` overrides the model's default (free-form answers need more);
     ``images`` are encoded images, one per "<image>" placeholder in the messages, in order;
+    ``audios`` WAV clips, one per "<audio>" placeholder (audio-language models);
     ``continuations``, one per label, are strings whose likelihood after the answer prefix the
     backend also scores where it can (the cloze readout, docs/definitions.md §8)."""
 
@@ -28,6 +29,7 @@ class Request:
     max_new_tokens: int | None = None
     images: tuple[bytes, ...] = ()
     continuations: tuple[str, ...] = ()
+    audios: tuple[bytes, ...] = ()
 
 
 @dataclass

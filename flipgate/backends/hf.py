@@ -78,15 +78,31 @@ def _assembled_gguf(package: str, folder: Path, model_id: str) -> tuple[str, str
     return str(path.parent), path.name
 
 
-def _content_parts(text: str) -> list[dict]:
-    """Chat content with an image part for every "<image>" placeholder, in order."""
+def _content_parts(text: str, placeholder: str = "<image>", kind: str = "image") -> list[dict]:
+    """Chat content with an image (or audio) part for every placeholder, in order."""
     parts = []
-    for i, chunk in enumerate(text.split("<image>")):
+    for i, chunk in enumerate(text.split(placeholder)):
         if i:
-            parts.append({"type": "image"})
+            parts.append({"type": kind})
         if chunk:
             parts.append({"type": "text", "text": chunk})
     return parts
+
+
+def decode_wav(data: bytes):
+    """A 16-bit PCM WAV clip as (float32 samples of its first channel in [-1, 1], sample rate)."""
+    import io
+    import wave
+
+    import numpy as np
+
+    with wave.open(io.BytesIO(data)) as w:
+        rate, channels = w.getframerate(), w.getnchannels()
+        if w.getsampwidth() != 2:
+            bits = 8 * w.getsampwidth()
+            raise FlipgateError(f"audio clip: 16-bit PCM WAV expected, got {bits}-bit")
+        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    return (frames[::channels] / 32768.0).astype(np.float32), rate
 
 
 def _decode_image(data: bytes):
@@ -172,6 +188,7 @@ class HFBackend:
         else:  # a warm rerun reads every answer from the cache: load the model only if it calls
             self.fingerprint = known
         self.vision = bool(self.fingerprint["vision"])
+        self.audio = bool(self.fingerprint.get("audio", False))
         self.settings = {
             "backend": "hf",
             "weights_sha256": self.fingerprint["weights_sha256"],
@@ -228,10 +245,18 @@ class HFBackend:
                 load_dir = where
                 weights_sha = None
             rev = None if gguf else revision
-            self.vision = hasattr(
-                AutoConfig.from_pretrained(load_dir, revision=rev), "vision_config"
-            )
-            if self.vision:  # vision-language model: processor + image-text-to-text head
+            config = AutoConfig.from_pretrained(load_dir, revision=rev)
+            self.vision = hasattr(config, "vision_config")
+            self.audio = hasattr(config, "audio_config")
+            if self.audio:  # audio-language model (Qwen2-Audio): processor + multimodal LM head
+                from transformers import AutoModelForMultimodalLM
+
+                self.processor = AutoProcessor.from_pretrained(load_dir, revision=rev)
+                self.tokenizer = self.processor.tokenizer
+                self.model = AutoModelForMultimodalLM.from_pretrained(
+                    load_dir, revision=rev, **kwargs
+                )
+            elif self.vision:  # vision-language model: processor + image-text-to-text head
                 self.processor = AutoProcessor.from_pretrained(load_dir, revision=rev)
                 self.tokenizer = self.processor.tokenizer
                 self.model = AutoModelForImageTextToText.from_pretrained(
@@ -277,9 +302,14 @@ class HFBackend:
             "chat_template_sha256": sha256_text(template),
             "architecture": type(self.model).__name__,
             "vision": self.vision,
+            "audio": self.audio,
             "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
             "engine": f"transformers {transformers.__version__}"
-            + (", prefix-tree KV cache" if self.prefix_sharing and not self.vision else ""),
+            + (
+                ", prefix-tree KV cache"
+                if self.prefix_sharing and not (self.vision or self.audio)
+                else ""
+            ),
         }
         self._loaded = True
         path = fingerprint_path(self.cfg, self.cache_dir)
@@ -319,9 +349,16 @@ class HFBackend:
     def supports_images(self) -> bool:
         return self.vision
 
+    @property
+    def supports_audio(self) -> bool:
+        """Whether the model takes audio clips ("<audio>" placeholders, ``Request.audios``)."""
+        return self.audio
+
     def render(self, request: Request) -> str:
         """Chat-templated prompt text ending with the answer prefix."""
         self._ensure_loaded()
+        if self.audio:
+            return self._render_audio(request)
         if self.vision:
             vision_messages = [
                 {"role": role, "content": _content_parts(content)}
@@ -341,6 +378,27 @@ class HFBackend:
         else:
             text = (
                 "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages)
+                + "Assistant: "
+            )
+        return text + request.answer_prefix
+
+    def _render_audio(self, request: Request) -> str:
+        """An audio model's prompt: its chat template with an audio part per "<audio>", or,
+        without one, plain turns with the processor's audio tokens in place."""
+        proc = self.processor
+        if proc.chat_template:
+            messages = [
+                {"role": role, "content": _content_parts(content, "<audio>", "audio")}
+                for role, content in request.messages
+            ]
+            text = proc.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        else:
+            clip = proc.audio_bos_token + proc.audio_token + proc.audio_eos_token
+            text = (
+                "".join(
+                    f"{role.capitalize()}: {content.replace('<audio>', clip)}\n"
+                    for role, content in request.messages
+                )
                 + "Assistant: "
             )
         return text + request.answer_prefix
@@ -465,7 +523,7 @@ class HFBackend:
             return list(range(len(requests)))
         seen: dict[tuple, int] = {}
         return [
-            seen.setdefault((tuple(row), b, r.images, r.continuations), i)
+            seen.setdefault((tuple(row), b, r.images, r.continuations, r.audios), i)
             for i, (row, b, r) in enumerate(zip(ids, budget, requests))
         ]
 
@@ -473,7 +531,7 @@ class HFBackend:
         """Whether this call runs on the prefix tree: text models with prefix sharing on, and
         prompts that stay inside a sliding attention window (Gemma 3: 512 tokens), whose cache
         keeps only the window."""
-        if not self.prefix_sharing or self.vision:
+        if not self.prefix_sharing or self.vision or self.audio:
             return False
         window = getattr(self.model.config, "sliding_window", None)
         longest = max(len(a) + b for a, b in zip(ids, budget))
@@ -482,7 +540,9 @@ class HFBackend:
     def _complete_batch(
         self, batch: list[Request], prompts: list[str], max_new_tokens: int
     ) -> list[Output]:
-        if self.vision:
+        if self.audio:
+            enc = self._encode_audio(batch, prompts)
+        elif self.vision:
             images = [[_decode_image(im) for im in r.images] for r in batch]
             enc = self.processor(
                 text=prompts,
@@ -496,6 +556,27 @@ class HFBackend:
                 prompts, return_tensors="pt", padding=True, add_special_tokens=False
             )
         return self._generate(batch, dict(enc), max_new_tokens, None, time.perf_counter())
+
+    def _encode_audio(self, batch: list[Request], prompts: list[str]) -> Any:
+        """Prompts and their clips through the processor, resampled to its rate where needed."""
+        import numpy as np
+
+        rate = self.processor.feature_extractor.sampling_rate
+        clips = []
+        for r in batch:
+            for data in r.audios:
+                samples, sr = decode_wav(data)
+                if sr != rate:  # linear resampling: the sweeps are tones, not speech
+                    t = np.arange(int(len(samples) * rate / sr)) * sr / rate
+                    samples = np.interp(t, np.arange(len(samples)), samples).astype(np.float32)
+                clips.append(samples)
+        return self.processor(
+            text=prompts,
+            audio=clips or None,
+            sampling_rate=rate,
+            return_tensors="pt",
+            padding=True,
+        )
 
     def _complete_tree(self, batch: list[Request], ids: list[list[int]]) -> list[Output]:
         """One decode batch: every prompt but its last token runs on the prefix tree (each

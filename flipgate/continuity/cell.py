@@ -13,7 +13,7 @@ from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.config import CONTINUITY_CELL, ContinuityPlan, ThresholdSet, load_thresholds
 from flipgate.continuity.record import ContinuityRecord
-from flipgate.continuity.run import SweepRunner, planned
+from flipgate.continuity.run import EstimatorUnavailable, SweepRunner, planned
 from flipgate.continuity.sweeps import SWEEPS
 from flipgate.gate import evaluate
 from flipgate.metrics.continuity import continuity
@@ -54,12 +54,15 @@ class ContinuityCell:
     capture_manager: Any = None  # pytest's CaptureManager (a private type)
 
     def unmeasurable(self) -> str | None:
-        """Why the model cannot take this sweep (an image sweep for a text-only model)."""
-        if SWEEPS[self.sweep].modality != "image":
-            return None
-        if self.auditor.backend(self.model_id).supports_images:
-            return None
-        return f"{self.model_id} takes no images; {self.sweep} is an image sweep"
+        """Why the model cannot take this sweep (an image sweep for a model that takes no
+        images, an audio sweep for one that takes no audio)."""
+        modality = SWEEPS[self.sweep].modality
+        backend = self.auditor.backend(self.model_id)
+        if modality == "image" and not backend.supports_images:
+            return f"{self.model_id} takes no images; {self.sweep} is an image sweep"
+        if modality == "audio" and not getattr(backend, "supports_audio", False):
+            return f"{self.model_id} takes no audio; {self.sweep} is an audio sweep"
+        return None
 
     def measure(self) -> ContinuityRecord:
         runner = SweepRunner(self.auditor, self.plan)
@@ -88,6 +91,8 @@ class ContinuityCell:
                     self.auditor.store.set_planned(self.model_id, self.sweep, part, 0)
                 pytest.skip(why)
             record = self.measure()
+        except EstimatorUnavailable as exc:
+            pytest.skip(str(exc))
         except FlipgateError as exc:
             fail_input(exc)
         store = self.auditor.store

@@ -30,6 +30,11 @@ from flipgate.results import Trial
 ANSWER_PREFIX = "Answer:"
 
 
+class EstimatorUnavailable(FlipgateError):
+    """The estimator cannot be computed for this model (no log-probs, or an answer its tokenizer
+    spells with several tokens): the cell is skipped with this reason, not failed."""
+
+
 def input_id(x: SweepInput) -> str:
     return f"{x.source}/{x.branch}{x.step}"
 
@@ -90,6 +95,7 @@ class SweepRunner:
                     "complements": [list(c) for c in x.complements],
                     "meta": x.meta,
                     **({"image_sha256": sha256_bytes(x.image)} if x.image is not None else {}),
+                    **({"audio_sha256": sha256_bytes(x.audio)} if x.audio is not None else {}),
                 }
                 for x in inputs
             },
@@ -143,14 +149,16 @@ class SweepRunner:
         seed: int,
         labels: tuple[str, ...] | list[str] = (),
     ) -> Request:
+        media = "<image>\n" if x.image is not None else "<audio>\n" if x.audio is not None else ""
         return Request(
-            (("user", prompt if x.image is None else "<image>\n" + prompt),),
+            (("user", media + prompt),),
             ANSWER_PREFIX,
             tuple(labels),
             seed,
             (x.sweep, input_id(x), f"{CONTINUITY_CELL}[{part}]", variant, seed),
             max_new_tokens=self.plan.max_new_tokens,
             images=() if x.image is None else (x.image,),
+            audios=() if x.audio is None else (x.audio,),
         )
 
     def sampled_calls(self, inputs: list[SweepInput], estimator: str) -> list[Call]:
@@ -241,9 +249,10 @@ class SweepRunner:
             else:
                 probs = answer_probabilities(out.label_logprobs, spellings(spec))
                 if isinstance(probs, str):
-                    raise FlipgateError(
-                        f"model {model_id!r}: the logprob estimator needs log-probs of the "
-                        f"answers at the answer position; {probs} (input {iid!r})"
+                    raise EstimatorUnavailable(
+                        f"model {model_id!r}: the logprob estimator needs a single-token spelling "
+                        f"of every answer with its log-prob at the answer position; {probs} "
+                        f"(input {iid!r})"
                     )
                 u = logprob_uncertainty(probs)
             points.append(

@@ -1,5 +1,6 @@
 """Sweeps of the continuity suite (docs/definitions.md §10, CP §3): text sweeps for every model,
-image sweeps (drawn scenes) for models that take images.
+image sweeps (drawn scenes) for models that take images, audio sweeps (synthesised beeps) for
+audio-language models.
 
 A sweep is a run of inputs whose ambiguity rises step by step to a most ambiguous input and then
 falls again. The I+ branch (``n_plus`` inputs, d = n_plus - 1 … 0) moves toward that input, the
@@ -43,8 +44,10 @@ class SweepInput:
     equivalents: tuple[str, ...]
     complements: tuple[tuple[str, str], ...]
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    #: the input's image (PNG) for an image sweep; its FESTA variants reword the question about it
+    #: the input's image (PNG) for an image sweep, its clip (WAV) for an audio sweep; its FESTA
+    #: variants reword the question about it
     image: bytes | None = None
+    audio: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class SweepSpec:
     name: str
     answers: tuple[str, ...]
     question: str
-    modality: str = "text"  # text | image
+    modality: str = "text"  # text | image | audio
 
     def parse(self, text: str) -> str | None:
         """The canonical answer in a model's free text, None when it names none.
@@ -113,6 +116,7 @@ class _Step:
     complements: tuple[tuple[str, str], ...]
     meta: dict[str, Any]
     image: bytes | None = None
+    audio: bytes | None = None
 
 
 _StepFn = Callable[[str, int], _Step]  # (branch, d) -> the input at that point
@@ -165,7 +169,9 @@ class _Comparison:
     names: tuple[str, str] = ("", "")  # (primary, anchor)
     context: dict[str, str] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
-    draw: Callable[[int], bytes] | None = None  # an image sweep: the scene with the primary at a
+    #: an image or audio sweep: the scene (PNG) or clip (WAV) with the primary at value a
+    draw: Callable[[int], bytes] | None = None
+    modality: str = "text"
 
     def value(self, ticks: int) -> int | float:
         return ticks if self.scale == 1 else ticks / self.scale
@@ -206,7 +212,8 @@ def _comparison_steps(
             gold=gold,
             equivalents=tuple(src.render(t, a, swapped=False) for t in equivalents),
             complements=tuple((src.render(t, a, swapped=True), opposite) for t in complements),
-            image=None if src.draw is None else src.draw(a),
+            image=src.draw(a) if src.draw and src.modality == "image" else None,
+            audio=src.draw(a) if src.draw and src.modality == "audio" else None,
             meta={
                 "a": src.value(a),
                 "b": src.value(src.anchor),
@@ -409,6 +416,7 @@ def _spatial_source(
         names=names,
         meta={"primary": names[0], "anchor": names[1], "distractors": len(off_axis)},
         draw=draw,
+        modality="image",
     )
     return _comparison_steps(rng, n_equivalent, n_complementary, src)
 
@@ -443,6 +451,7 @@ def _scale_source(
         names=names,
         meta={"primary": names[0], "anchor": names[1], "kind": kind},
         draw=draw,
+        modality="image",
     )
     return _comparison_steps(rng, n_equivalent, n_complementary, src)
 
@@ -475,6 +484,93 @@ def _clutter_source(
         )
 
     return step
+
+
+# ---------------------------------------------------------------------------------------------
+# audio sweeps (synthesised tone bursts, flipgate/continuity/sounds.py; for audio models)
+
+_BEFORE_OR_AFTER = "Answer with one word: before or after."
+_TEMPORAL_TEMPLATES = (
+    "Does the {x} start before or after the {y}? " + _BEFORE_OR_AFTER,
+    "Listen to the clip. Does the {x} begin before or after the {y}? " + _BEFORE_OR_AFTER,
+    "In this recording, is the {x} heard before or after the {y}? " + _BEFORE_OR_AFTER,
+    "Relative to the {y}, does the {x} come before or after it? " + _BEFORE_OR_AFTER,
+)
+_LOUDER_OR_QUIETER = "Answer with one word: louder or quieter."
+_LOUDNESS_TEMPLATES = (
+    "Is the {x} louder or quieter than the {y}? " + _LOUDER_OR_QUIETER,
+    "Listen to the two beeps. Is the {x} louder or quieter than the {y}? " + _LOUDER_OR_QUIETER,
+    "Compare the volume of the {x} with that of the {y}. Is the {x} louder or quieter? "
+    + _LOUDER_OR_QUIETER,
+    "In this recording, is the {x} louder or quieter than the {y}? " + _LOUDER_OR_QUIETER,
+)
+_PITCHES = {"high": (1100, 1600), "low": (250, 400)}  # Hz ranges of the two beeps
+
+
+def _noise(rng: random.Random, levels: tuple[float, float]) -> float | None:
+    """Half the sources get a white-noise floor (one of ``levels``, dB full scale)."""
+    return rng.choice(levels) if rng.random() < 0.5 else None
+
+
+def _temporal_source(
+    rng: random.Random, n_equivalent: int, n_complementary: int, max_d: int
+) -> _StepFn:
+    """A beep moves along a 4-second timeline toward another beep's onset, then past it (onsets
+    in milliseconds; the anchor's fixed at 1.8 s)."""
+    from flipgate.continuity.sounds import Burst, mix, wav
+
+    first = rng.choice(("high", "low"))
+    pitch = {k: rng.uniform(*hz) for k, hz in _PITCHES.items()}
+    other = "low" if first == "high" else "high"
+    noise, anchor_ms, length = _noise(rng, (-45.0, -35.0)), 1800, rng.uniform(0.25, 0.35)
+
+    def draw(onset_ms: int) -> bytes:
+        bursts = [
+            Burst(pitch[other], anchor_ms / 1000, length, -12.0),
+            Burst(pitch[first], onset_ms / 1000, length, -12.0),
+        ]
+        return wav(mix(bursts, noise, seed=onset_ms))
+
+    names = (f"{first} beep", f"{other} beep")
+    src = _Comparison(
+        templates=_TEMPORAL_TEMPLATES,
+        answers=("before", "after"),
+        anchor=anchor_ms,
+        base_gap=rng.choice((80, 100)),  # ms; 1.28-1.6 s at d = 4, overlapping at d = 0
+        names=names,
+        meta={"primary": names[0], "anchor": names[1], "noise_db": noise},
+        draw=draw,
+        modality="audio",
+    )
+    return _comparison_steps(rng, n_equivalent, n_complementary, src)
+
+
+def _loudness_source(
+    rng: random.Random, n_equivalent: int, n_complementary: int, max_d: int
+) -> _StepFn:
+    """Two beeps in turn; the first's level rises from below the second's to above it (levels in
+    dB, the second's fixed at -20 dBFS)."""
+    from flipgate.continuity.sounds import Burst, mix, wav
+
+    hz = rng.uniform(*_PITCHES[rng.choice(("high", "low"))])
+    # ticks: level = ticks - 60 dB; the noise stays >= 16 dB under the quietest beep (-36 dBFS)
+    noise, anchor_db = _noise(rng, (-60.0, -55.0)), 40
+
+    def draw(level: int) -> bytes:
+        bursts = [Burst(hz, 0.8, 0.5, level - 60.0), Burst(hz, 2.4, 0.5, anchor_db - 60.0)]
+        return wav(mix(bursts, noise, seed=level))
+
+    src = _Comparison(
+        templates=_LOUDNESS_TEMPLATES,
+        answers=("quieter", "louder"),
+        anchor=anchor_db,
+        base_gap=1,  # dB; 16 dB at d = 4, 1 dB at d = 0
+        names=("first beep", "second beep"),
+        meta={"hz": round(hz), "noise_db": noise},
+        draw=draw,
+        modality="audio",
+    )
+    return _comparison_steps(rng, n_equivalent, n_complementary, src)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -544,6 +640,28 @@ _GENERATORS: dict[str, _Generator] = {
         max_equivalent=len(_CLUTTER_TEMPLATES) - 1,
         max_complementary=None,  # counting has no complements
     ),
+    "temporal_order": _Generator(
+        SweepSpec(
+            "temporal_order",
+            ("before", "after"),
+            "Does one beep start before or after another, as it moves toward and past it?",
+            "audio",
+        ),
+        _temporal_source,
+        max_equivalent=len(_TEMPORAL_TEMPLATES) - 1,
+        max_complementary=len(_TEMPORAL_TEMPLATES),
+    ),
+    "loudness": _Generator(
+        SweepSpec(
+            "loudness",
+            ("louder", "quieter"),
+            "Is one beep louder or quieter than another, as its level rises past the other's?",
+            "audio",
+        ),
+        _loudness_source,
+        max_equivalent=len(_LOUDNESS_TEMPLATES) - 1,
+        max_complementary=len(_LOUDNESS_TEMPLATES),
+    ),
 }
 
 SWEEPS: dict[str, SweepSpec] = {name: g.spec for name, g in _GENERATORS.items()}
@@ -594,6 +712,7 @@ def generate(
                     complements=s.complements,
                     meta=s.meta,
                     image=s.image,
+                    audio=s.audio,
                 )
             )
     return inputs
