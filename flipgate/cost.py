@@ -168,7 +168,7 @@ def project(
         worst = estimate_usd(fresh, price, int(cfg.models[model_id].get("max_new_tokens", 16)))
         if ledger.reserved + ledger.usd + worst > ledger.budget:
             reserved = (
-                f", the envelope and judge suites are projected at {usd(ledger.reserved)} USD"
+                f", the suites without a pilot are projected at {usd(ledger.reserved)} USD"
                 if ledger.reserved
                 else ""
             )
@@ -264,6 +264,37 @@ def project_judges(auditor, plan, model_id: str) -> Projection:
     for spec in plan.datasets:
         calls = runner.plan_calls(spec, runner.items(spec), plan.readout_for(model))
         for request in _uncached(auditor, model_id, [c[3] for c in calls]):
+            _add_call(proj, request, max_out)
+    return _charge(proj, model)
+
+
+def project_continuity(auditor, plan, model_id: str) -> Projection:
+    """Project the continuity suite's calls of ``model_id`` (no pilot): every sweep's greedy
+    answers plus each estimator's samples (docs/definitions.md §10), sweeps the model cannot take
+    left out, each call costed with :func:`estimate_tokens`; calls the response cache answers
+    cost nothing."""
+    from flipgate.continuity.run import SweepRunner
+    from flipgate.continuity.sweeps import SWEEPS
+
+    model = auditor.config.models[model_id]
+    proj = Projection(model_id, suite="continuity")
+    if model["backend"] != "litellm":
+        return proj
+    require_prices(auditor.config.models, [model_id])  # before the work
+    runner, backend = SweepRunner(auditor, plan), auditor.backend(model_id)
+    max_out = plan.max_new_tokens
+    for sweep in plan.sweeps:
+        modality = SWEEPS[sweep].modality
+        if (modality == "image" and not backend.supports_images) or modality == "audio":
+            continue  # skipped: no images (API models take no audio)
+        inputs = runner.inputs(sweep)
+        requests = [c.request for c in runner.greedy_calls(sweep, inputs)]
+        sampler = runner.sampler(model_id)
+        for estimator in plan.estimators:
+            sampled = [c.request for c in runner.sampled_calls(inputs, estimator)]
+            for request in _uncached(auditor, sampler, sampled):
+                _add_call(proj, request, max_out)
+        for request in _uncached(auditor, model_id, requests):
             _add_call(proj, request, max_out)
     return _charge(proj, model)
 
@@ -384,6 +415,9 @@ class GuardPlan:
     #: the readout decomposition's plan (``audit.decomposition``) and its models
     decomposition: object = None
     readout_models: list[str] = field(default_factory=list)
+    #: the continuity suite's plan (``audit.continuity``) and its models
+    continuity: object = None
+    continuity_models: list[str] = field(default_factory=list)
 
 
 def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) -> str:
@@ -392,7 +426,14 @@ def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) 
     (JSON, also on refusal) and returns the projection table; raises :class:`BudgetRefused`."""
     require_prices(
         auditor.config.models,
-        [*plan.order, *plan.judge, *plan.roster, *plan.judge_models, *plan.readout_models],
+        [
+            *plan.order,
+            *plan.judge,
+            *plan.roster,
+            *plan.judge_models,
+            *plan.readout_models,
+            *plan.continuity_models,
+        ],
     )  # before any call
     ledger = Ledger(budget)
     projections: list[Projection] = []
@@ -417,6 +458,9 @@ def guard(auditor, plan: GuardPlan, budget: float, pilot_items: int, out: Path) 
         projections += [project_judges(auditor, plan.judges, m) for m in plan.judge_models]
         for m in plan.readout_models:
             projections += project_decomposition(auditor, plan.decomposition, m)
+        projections += [
+            project_continuity(auditor, plan.continuity, m) for m in plan.continuity_models
+        ]
         ledger.reserved = sum(p.usd for p in projections)
         projections += [project(auditor, m, pilot_items, ledger) for m in plan.order]
         table = check_budget(projections, budget)

@@ -236,6 +236,8 @@ class FlipgateSession:
             plan.judges, plan.judge_models = cfg.judges, cfg.audited("judges")
         if self.may_collect(suites / "readouts") and cfg.decomposition is not None:
             plan.decomposition, plan.readout_models = cfg.decomposition, cfg.audited("readouts")
+        if self.may_collect(suites / "continuity") and cfg.continuity is not None:
+            plan.continuity, plan.continuity_models = cfg.continuity, cfg.audited("continuity")
         return plan
 
     # -- the end -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -227,6 +228,36 @@ def test_the_readouts_suite_and_its_consensus_judge_are_projected(start_server, 
     gate = 4 * len(replies) + sum(r.answer is not None for r in replies)
     # 3 items x 4 cyclic shifts, each reply judged over the 4 rotations of its option list
     assert model["suite"] == "readouts" and model["n_calls"] == 3 * 4 + 3 * 4 * 4 + gate
+
+
+CONTINUITY = (
+    "audit:\n  continuity: {sweeps: [numeric_comparison, counting_distractors, spatial_location,"
+    " loudness], sources: 2, samples: 2}\n"
+)
+
+
+def test_the_continuity_suite_is_projected_and_makes_exactly_those_calls(start_server, tmp_path):
+    """2 sweeps x 20 inputs: 40 greedy answers (shared by the estimators), DSE 2 samples each,
+    FESTA 2 on rewordings + 2 on complements (counting: rewordings only); the image and audio
+    sweeps are skipped for a model without either, and so is logprob without log-probs."""
+    server = start_server()
+    models = guarded(
+        tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}", suites="[continuity]"
+    )
+    models.write_text(models.read_text().replace("audit:\n", CONTINUITY, 1))
+    proc, out = run(tmp_path, models, "--budget", "0.0001")
+    assert proc.returncode == exitcodes.BUDGET_REFUSED, out[-3000:]
+    assert server.counts["requests"] == 0
+    (model,) = projection(tmp_path)["models"]
+    calls = 40 + 40 * 2 + (20 * 4 + 20 * 2)
+    assert model["suite"] == "continuity" and model["n_calls"] == calls
+    shutil.rmtree(tmp_path / "runs")
+    proc, out = run(tmp_path, models, "--budget", "10", "-rs")
+    assert proc.returncode == 0, out[-3000:]
+    assert server.counts["ok"] == calls  # the projection was exact
+    assert "guarded-api takes no images; spatial_location is an image sweep" in out
+    assert "guarded-api takes no audio; loudness is an audio sweep" in out
+    assert "the logprob estimator needs a single-token spelling" in out
 
 
 def test_retries_and_timeouts_reach_the_store_terminal_and_card(start_server, tmp_path):
