@@ -84,6 +84,21 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def olmo_tokenizer(*special: str):
+    """The OLMo tokenizer shipped by ai2-olmo-eval (end of text as padding), with ``special``
+    tokens added (a multimodal model's placeholders)."""
+    from transformers import PreTrainedTokenizerFast
+
+    root = Path(importlib.util.find_spec("olmo_eval").origin).parent / "tokenizers"
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
+    tok.add_special_tokens({"additional_special_tokens": list(special)})
+    return tok
+
+
 @pytest.fixture(scope="session")
 def tiny_llava_dir(tmp_path_factory) -> Path:
     """A randomly initialised LLaVA (tiny CLIP vision tower + 2-layer Llama), built offline."""
@@ -95,16 +110,9 @@ def tiny_llava_dir(tmp_path_factory) -> Path:
         LlavaConfig,
         LlavaForConditionalGeneration,
         LlavaProcessor,
-        PreTrainedTokenizerFast,
     )
 
-    root = Path(importlib.util.find_spec("olmo_eval").origin).parent / "tokenizers"
-    tok = PreTrainedTokenizerFast(
-        tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-    )
-    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    tok = olmo_tokenizer("<image>")
     vision = CLIPVisionConfig(
         hidden_size=32,
         intermediate_size=64,
@@ -162,22 +170,13 @@ def tiny_audio_dir(tmp_path_factory) -> Path:
     Whisper feature extractor and no chat template, built offline."""
     import torch
     from transformers import (
-        PreTrainedTokenizerFast,
         Qwen2AudioConfig,
         Qwen2AudioForConditionalGeneration,
         Qwen2AudioProcessor,
         WhisperFeatureExtractor,
     )
 
-    root = Path(importlib.util.find_spec("olmo_eval").origin).parent / "tokenizers"
-    tok = PreTrainedTokenizerFast(
-        tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-    )
-    tok.add_special_tokens(
-        {"additional_special_tokens": ["<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"]}
-    )
+    tok = olmo_tokenizer("<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>")
     cfg = Qwen2AudioConfig(
         audio_config={
             "model_type": "qwen2_audio_encoder",

@@ -120,25 +120,19 @@ def test_bad_continuity_configuration_names_the_field(tmp_path, section, needle)
         load_models(models)
 
 
-def test_image_sweeps_on_a_tiny_vlm_and_skipped_for_a_text_model(
-    tmp_path, tiny_llava_dir, tiny_model_dir
-):
-    """Image sweeps run on a (tiny random) LLaVA through the transformers processor; a text-only
-    model's image cells are skipped with the reason, its text sweep still measured."""
+def run_beside_a_text_model(tmp_path, media_dir, text_dir, model_id: str, section: str) -> str:
+    """The suite over a media model ``model_id`` and a text-only model ("text"), with a
+    ``continuity`` section; the run's output (it must pass, with no traceback)."""
     models = models_yaml(
         tmp_path / "models.yaml",
         f"""
-  - {{id: vlm, backend: hf, source: {{path: "{tiny_llava_dir}"}}, batch_size: 8,
+  - {{id: {model_id}, backend: hf, source: {{path: "{media_dir}"}}, batch_size: 8,
      suites: [continuity]}}
-  - {{id: text, backend: hf, source: {{path: "{tiny_model_dir}"}}, batch_size: 8,
+  - {{id: text, backend: hf, source: {{path: "{text_dir}"}}, batch_size: 8,
      suites: [continuity]}}
 """,
     )
-    section = (
-        "  continuity: {sweeps: [spatial_location, counting_clutter, numeric_comparison],"
-        " estimators: [dse, logprob], sources: 2, samples: 2}\n"
-    )
-    models.write_text(models.read_text().replace("audit:\n", "audit:\n" + section))
+    models.write_text(models.read_text().replace("audit:\n", f"audit:\n  continuity: {section}\n"))
     thresholds = write(
         tmp_path / "thresholds" / "default.yaml",
         "thresholds:\n  - {metric: l_global, facet: continuity, max: 0.5, rule: warn}\n",
@@ -146,6 +140,22 @@ def test_image_sweeps_on_a_tiny_vlm_and_skipped_for_a_text_model(
     proc = run_suite(tmp_path, models, thresholds, "-rs")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
+    return out
+
+
+def test_image_sweeps_on_a_tiny_vlm_and_skipped_for_a_text_model(
+    tmp_path, tiny_llava_dir, tiny_model_dir
+):
+    """Image sweeps run on a (tiny random) LLaVA through the transformers processor; a text-only
+    model's image cells are skipped with the reason, its text sweep still measured."""
+    out = run_beside_a_text_model(
+        tmp_path,
+        tiny_llava_dir,
+        tiny_model_dir,
+        "vlm",
+        "{sweeps: [spatial_location, counting_clutter, numeric_comparison],"
+        " estimators: [dse, logprob], sources: 2, samples: 2}",
+    )
     assert "8 passed" in out, out[-2000:]
     for sweep in ("spatial_location", "counting_clutter"):  # dse and logprob cells: [2] each
         assert "[2] flipgate/continuity/cell.py" in out
@@ -166,27 +176,14 @@ def test_audio_sweeps_on_a_tiny_audio_model_and_skipped_for_a_text_model(
 ):
     """Audio sweeps run on a (tiny random) Qwen2-Audio through its processor; a text-only
     model's audio cells are skipped with the reason."""
-    models = models_yaml(
-        tmp_path / "models.yaml",
-        f"""
-  - {{id: alm, backend: hf, source: {{path: "{tiny_audio_dir}"}}, batch_size: 8,
-     suites: [continuity]}}
-  - {{id: text, backend: hf, source: {{path: "{tiny_model_dir}"}}, batch_size: 8,
-     suites: [continuity]}}
-""",
+    out = run_beside_a_text_model(
+        tmp_path,
+        tiny_audio_dir,
+        tiny_model_dir,
+        "alm",
+        "{sweeps: [temporal_order, loudness], estimators: [festa, logprob], sources: 2,"
+        " samples: 2}",
     )
-    section = (
-        "  continuity: {sweeps: [temporal_order, loudness], estimators: [festa, logprob],"
-        " sources: 2, samples: 2}\n"
-    )
-    models.write_text(models.read_text().replace("audit:\n", "audit:\n" + section))
-    thresholds = write(
-        tmp_path / "thresholds" / "default.yaml",
-        "thresholds:\n  - {metric: l_global, facet: continuity, max: 0.5, rule: warn}\n",
-    ).parent
-    proc = run_suite(tmp_path, models, thresholds, "-rs")
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
     assert "3 passed" in out, out[-2000:]
     for sweep in ("temporal_order", "loudness"):
         assert f"text takes no audio; {sweep} is an audio sweep" in out
