@@ -182,15 +182,18 @@ class SweepRunner:
                     yield Call(x, estimator, variant, bool(complementary), gold, req)
                 variant += 1
 
-    def run_calls(self, model_id: str, calls: list[Call], label: str) -> list[Output]:
+    def run_calls(
+        self, model_id: str, calls: list[Call], label: str
+    ) -> tuple[list[Output], list[str | None]]:
+        """Every call's output and its canonical answer (None: unparsable); each a trial."""
         outputs, cached = self.auditor.outputs(
             model_id, [c.request for c in calls], use_cache=True, label=label
         )
         spec = SWEEPS[calls[0].x.sweep] if calls else None
         fingerprint = sha256_json(self.auditor.backend(model_id).fingerprint)
         trials = []
-        for c, out, hit in zip(calls, outputs, cached):
-            answer = spec.parse(out.text) if spec else None
+        answers = [spec.parse(out.text) if spec else None for out in outputs]
+        for c, out, hit, answer in zip(calls, outputs, cached, answers):
             trials.append(
                 Trial.of(
                     c.request,
@@ -213,7 +216,7 @@ class SweepRunner:
                 )
             )
         self.auditor.store.add_trials(trials)
-        return outputs
+        return outputs, answers
 
     # -- the cell's points -----------------------------------------------------------------------
     def points(self, model_id: str, sweep: str, estimator: str) -> list[SweepPoint]:
@@ -227,16 +230,16 @@ class SweepRunner:
         store.set_planned(model_id, sweep, f"{CONTINUITY_CELL}[greedy]", len(greedy))
         if sampled:
             store.set_planned(model_id, sweep, f"{CONTINUITY_CELL}[{estimator}]", len(sampled))
-        first = self.run_calls(model_id, greedy, f"{CONTINUITY_CELL}/{sweep}")
-        y0 = {input_id(c.x): spec.parse(o.text) for c, o in zip(greedy, first)}
+        first, parsed = self.run_calls(model_id, greedy, f"{CONTINUITY_CELL}/{sweep}")
+        y0 = {input_id(c.x): a for c, a in zip(greedy, parsed)}
         answers: dict[tuple[str, str], list[str | None]] = {}
         texts: dict[tuple[str, str], list[str]] = {}
         if sampled:
             label = f"{CONTINUITY_CELL}/{sweep}/{estimator}"
-            outs = self.run_calls(self.sampler(model_id), sampled, label)
-            for c, o in zip(sampled, outs):
+            outs, said = self.run_calls(self.sampler(model_id), sampled, label)
+            for c, o, a in zip(sampled, outs, said):
                 group = (input_id(c.x), "comp" if c.complementary else "eq")
-                answers.setdefault(group, []).append(spec.parse(o.text))
+                answers.setdefault(group, []).append(a)
                 texts.setdefault(group, []).append(o.text)
         points = []
         for c, out in zip(greedy, first):
