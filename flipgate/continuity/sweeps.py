@@ -576,92 +576,96 @@ def _loudness_source(
 # ---------------------------------------------------------------------------------------------
 # registry and entry point
 
+
+def _templated(
+    name: str,
+    answers: tuple[str, ...],
+    question: str,
+    build: _Build,
+    templates: tuple[str, ...],
+    modality: str = "text",
+    complements: bool = True,
+) -> _Generator:
+    """A sweep whose FESTA rewordings are its other templates and whose complements are any
+    template with the roles swapped (none with ``complements=False``)."""
+    return _Generator(
+        SweepSpec(name, answers, question, modality),
+        build,
+        max_equivalent=len(templates) - 1,
+        max_complementary=len(templates) if complements else None,
+    )
+
+
+_COUNTS = tuple(str(i) for i in range(13))
 _GENERATORS: dict[str, _Generator] = {
-    "numeric_comparison": _Generator(
-        SweepSpec(
+    g.spec.name: g
+    for g in (
+        _templated(
             "numeric_comparison",
             ("larger", "smaller"),
             "Is a number larger or smaller than an anchor it approaches and then passes?",
+            _numeric_source,
+            _NUMERIC_TEMPLATES,
         ),
-        _numeric_source,
-        max_equivalent=len(_NUMERIC_TEMPLATES) - 1,
-        max_complementary=len(_NUMERIC_TEMPLATES),
-    ),
-    "described_positions": _Generator(
-        SweepSpec(
+        _templated(
             "described_positions",
             ("left", "right"),
             "Is an object left or right of another on a line, as it approaches and passes it?",
+            _positions_source,
+            _POSITION_TEMPLATES,
         ),
-        _positions_source,
-        max_equivalent=len(_POSITION_TEMPLATES) - 1,
-        max_complementary=len(_POSITION_TEMPLATES),
-    ),
-    "counting_distractors": _Generator(
-        SweepSpec(
-            "counting_distractors",
-            tuple(str(i) for i in range(13)),
-            "How often does a word occur in a list, as distractor words are added and removed?",
+        _Generator(  # counting has no complements; n_complementary is ignored
+            SweepSpec(
+                "counting_distractors",
+                _COUNTS,
+                "How often does a word occur in a list, as distractor words are added and removed?",
+            ),
+            _counting_source,
+            max_equivalent=None,
+            max_complementary=None,
         ),
-        _counting_source,
-        max_equivalent=None,
-        max_complementary=None,  # counting has no complements; n_complementary is ignored
-    ),
-    "spatial_location": _Generator(
-        SweepSpec(
+        _templated(
             "spatial_location",
             ("left", "right"),
             "Is a drawn shape left or right of another, as it moves toward and past it?",
+            _spatial_source,
+            _SPATIAL_TEMPLATES,
             "image",
         ),
-        _spatial_source,
-        max_equivalent=len(_SPATIAL_TEMPLATES) - 1,
-        max_complementary=len(_SPATIAL_TEMPLATES),
-    ),
-    "scale": _Generator(
-        SweepSpec(
+        _templated(
             "scale",
             ("larger", "smaller"),
             "Is a drawn shape larger or smaller than another, as it grows past its size?",
+            _scale_source,
+            _SCALE_TEMPLATES,
             "image",
         ),
-        _scale_source,
-        max_equivalent=len(_SCALE_TEMPLATES) - 1,
-        max_complementary=len(_SCALE_TEMPLATES),
-    ),
-    "counting_clutter": _Generator(
-        SweepSpec(
+        _templated(
             "counting_clutter",
-            tuple(str(i) for i in range(13)),
+            _COUNTS,
             "How many shapes of one colour and kind are drawn, as clutter is added and removed?",
+            _clutter_source,
+            _CLUTTER_TEMPLATES,
             "image",
+            complements=False,
         ),
-        _clutter_source,
-        max_equivalent=len(_CLUTTER_TEMPLATES) - 1,
-        max_complementary=None,  # counting has no complements
-    ),
-    "temporal_order": _Generator(
-        SweepSpec(
+        _templated(
             "temporal_order",
             ("before", "after"),
             "Does one beep start before or after another, as it moves toward and past it?",
+            _temporal_source,
+            _TEMPORAL_TEMPLATES,
             "audio",
         ),
-        _temporal_source,
-        max_equivalent=len(_TEMPORAL_TEMPLATES) - 1,
-        max_complementary=len(_TEMPORAL_TEMPLATES),
-    ),
-    "loudness": _Generator(
-        SweepSpec(
+        _templated(
             "loudness",
             ("louder", "quieter"),
             "Is one beep louder or quieter than another, as its level rises past the other's?",
+            _loudness_source,
+            _LOUDNESS_TEMPLATES,
             "audio",
         ),
-        _loudness_source,
-        max_equivalent=len(_LOUDNESS_TEMPLATES) - 1,
-        max_complementary=len(_LOUDNESS_TEMPLATES),
-    ),
+    )
 }
 
 SWEEPS: dict[str, SweepSpec] = {name: g.spec for name, g in _GENERATORS.items()}
