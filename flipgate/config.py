@@ -646,6 +646,27 @@ def _check_bound(path: Path, i: int, t: dict, direction: str) -> float:
     return float(value)
 
 
+#: metrics only a suite cell has: (name, metrics, its cell, other metrics it also takes, and how
+#: the error message names those)
+_SUITE_METRICS = (
+    (
+        "decomposition",
+        DECOMPOSITION_METRICS,
+        DECOMPOSITION_CELL,
+        ("flip_rate", "parse_rate"),
+        "flip_rate / parse_rate per readout",
+    ),
+    ("judge consensus", JUDGE_METRICS, JUDGE_CELL, ("parse_rate",), "parse_rate"),
+    (
+        "continuity",
+        CONTINUITY_METRICS,
+        CONTINUITY_CELL,
+        ("accuracy", "parse_rate"),
+        "accuracy / parse_rate",
+    ),
+)
+
+
 def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
     data = read_yaml(path, "thresholds")
     file_level = data.get("level", 0.95)
@@ -679,32 +700,15 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                 f"with facet: {ENVELOPE_CELL} and only they do (value: metric {t['metric']!r}, "
                 f"facet {facet!r})"
             )
-        if (base in DECOMPOSITION_METRICS) != (facet == DECOMPOSITION_CELL) and not (
-            facet == DECOMPOSITION_CELL and base in ("flip_rate", "parse_rate")
-        ):
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}]: decomposition metrics "
-                f"({', '.join(DECOMPOSITION_METRICS)}, and flip_rate / parse_rate per readout) go "
-                f"with facet: {DECOMPOSITION_CELL} and only they do (value: metric "
-                f"{t['metric']!r}, facet {facet!r})"
-            )
-        if (base in JUDGE_METRICS) != (facet == JUDGE_CELL) and not (
-            facet == JUDGE_CELL and base == "parse_rate"
-        ):
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}]: judge consensus metrics "
-                f"({', '.join(JUDGE_METRICS)}, and parse_rate) go with facet: {JUDGE_CELL} and "
-                f"only they do (value: metric {t['metric']!r}, facet {facet!r})"
-            )
-        if (base in CONTINUITY_METRICS) != (facet == CONTINUITY_CELL) and not (
-            facet == CONTINUITY_CELL and base in ("accuracy", "parse_rate")
-        ):
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}]: continuity metrics "
-                f"({', '.join(CONTINUITY_METRICS)}, and accuracy / parse_rate) go with facet: "
-                f"{CONTINUITY_CELL} and only they do (value: metric {t['metric']!r}, facet "
-                f"{facet!r})"
-            )
+        for name, metrics, suite_cell, also, also_text in _SUITE_METRICS:
+            if (base in metrics) != (facet == suite_cell) and not (
+                facet == suite_cell and base in also
+            ):
+                raise FlipgateError(
+                    f"{path}: field thresholds[{i}]: {name} metrics ({', '.join(metrics)}, and "
+                    f"{also_text}) go with facet: {suite_cell} and only they do (value: metric "
+                    f"{t['metric']!r}, facet {facet!r})"
+                )
         axis = t["metric"].partition("@")[2] if facet == DECOMPOSITION_CELL else ""
         if axis and axis not in DECOMPOSITION_AXES:
             raise FlipgateError(

@@ -446,24 +446,26 @@ def regression_cell(request, flipgate_auditor):
     )
 
 
+def _suite_cell(request, auditor, make, plan):
+    """``make(auditor, thresholds dir, plan, *case, capture manager)`` for a suite cell whose
+    case is ``request.param`` (parametrised only when ``plan`` is declared)."""
+    assert plan is not None
+    return make(
+        auditor,
+        FlipgateSession.of(request.config).thresholds_dir,
+        plan,
+        *request.param,
+        request.config.pluginmanager.getplugin("capturemanager"),
+    )
+
+
 @pytest.fixture
 def decomposition_cell(request, flipgate_auditor):
     """One (model, dataset, axis) cell of the readout decomposition; call ``.run()``."""
     from flipgate.decomposition.cell import DecompositionCell
 
-    model_id, dataset, axis = request.param
-    state = FlipgateSession.of(request.config)
-    plan = state.audit_config().decomposition
-    assert plan is not None  # parametrised only when declared
-    return DecompositionCell(
-        flipgate_auditor,
-        state.thresholds_dir,
-        plan,
-        model_id,
-        dataset,
-        axis,
-        request.config.pluginmanager.getplugin("capturemanager"),
-    )
+    plan = FlipgateSession.of(request.config).audit_config().decomposition
+    return _suite_cell(request, flipgate_auditor, DecompositionCell, plan)
 
 
 @pytest.fixture
@@ -471,18 +473,8 @@ def judge_cell(request, flipgate_auditor):
     """One (judge model, dataset) cell of the judge consensus suite; call ``.run()``."""
     from flipgate.judge.cell import JudgeCell
 
-    model_id, dataset = request.param
-    state = FlipgateSession.of(request.config)
-    plan = state.audit_config().judges
-    assert plan is not None  # parametrised only when declared
-    return JudgeCell(
-        flipgate_auditor,
-        state.thresholds_dir,
-        plan,
-        model_id,
-        dataset,
-        request.config.pluginmanager.getplugin("capturemanager"),
-    )
+    plan = FlipgateSession.of(request.config).audit_config().judges
+    return _suite_cell(request, flipgate_auditor, JudgeCell, plan)
 
 
 @pytest.fixture
@@ -490,19 +482,8 @@ def continuity_cell(request, flipgate_auditor):
     """One (model, sweep, estimator) cell of the continuity suite; call ``.run()``."""
     from flipgate.continuity.cell import ContinuityCell
 
-    model_id, sweep, estimator = request.param
-    state = FlipgateSession.of(request.config)
-    plan = state.audit_config().continuity
-    assert plan is not None  # parametrised only when declared
-    return ContinuityCell(
-        flipgate_auditor,
-        state.thresholds_dir,
-        plan,
-        model_id,
-        sweep,
-        estimator,
-        request.config.pluginmanager.getplugin("capturemanager"),
-    )
+    plan = FlipgateSession.of(request.config).audit_config().continuity
+    return _suite_cell(request, flipgate_auditor, ContinuityCell, plan)
 
 
 @pytest.fixture
