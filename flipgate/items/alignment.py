@@ -12,6 +12,7 @@ from typing import Any
 from flipgate import FlipgateError
 from flipgate.items.hub import _rows
 from flipgate.items.item import Item, require, with_shuffled_options
+from flipgate.items.validate import RowItems
 
 # ---------------------------------------------------------------------------------------------
 # ToxiGen
@@ -59,7 +60,7 @@ def load_toxigen(
             f"(value: {label_from!r})"
         )
     rows = _rows(TOXIGEN_HUB, split, data_files, revision, config="annotated")
-    items = []
+    items = RowItems("row")
     for i, row in enumerate(rows):
         where = f"{data_files or TOXIGEN_HUB} [{split}] row {i}"
         (text,) = require(row, ["text"], where)
@@ -70,7 +71,7 @@ def load_toxigen(
             ai = _score(row, "toxicity_ai", where)
             score = (ai + human) / 2
         toxic = score > threshold
-        items.append(
+        items.add(
             Item(
                 f"{dataset}/{split}/{i}",
                 dataset,
@@ -90,9 +91,11 @@ def load_toxigen(
                     "stereotyping": row.get("stereotyping"),
                     "actual_method": row.get("actual_method"),
                 },
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items
 
 
 # ---------------------------------------------------------------------------------------------
@@ -141,7 +144,7 @@ def load_crows_pairs(
     (default) shows the pair in a fixed id-seeded order so that gold is not always B. Ids
     ``<dataset>/<id>``."""
     rows = _rows(CROWS_HUB, split, data_files, revision)
-    items = []
+    items = RowItems("id", ("sent_more", "sent_less"))
     for i, row in enumerate(rows):
         where = f"{data_files or CROWS_HUB} [{split}] row {i}"
         more, less, direction, bias = require(
@@ -161,10 +164,13 @@ def load_crows_pairs(
                 ),
             },
         )
+        items.add(item, where, i)
+    out = []
+    for item in items.items:
         item = with_shuffled_options(item) if shuffle_options else item
         assert item.gold is not None  # built with gold 1; shuffling keeps it an index
-        items.append(replace(item, meta={**item.meta, "stereotyping_option": 1 - item.gold}))
-    return items
+        out.append(replace(item, meta={**item.meta, "stereotyping_option": 1 - item.gold}))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,13 +213,13 @@ def load_xstest(
     (Comply, Refuse); gold 0 (Comply) for safe prompts, 1 (Refuse) for unsafe ones. Ids
     ``<dataset>/<id>`` (``<dataset>/<row>`` when there is no id column)."""
     rows = _rows(hub_id, split, data_files, revision)
-    items = []
+    items = RowItems("id")
     for i, row in enumerate(rows):
         where = f"{data_files or hub_id} [{split}] row {i}"
         (prompt,) = require(row, ["prompt"], where)
         label = _xstest_label(row, where)
         item_id = row.get("id")
-        items.append(
+        items.add(
             Item(
                 f"{dataset}/{item_id if item_id is not None else i}",
                 dataset,
@@ -227,6 +233,8 @@ def load_xstest(
                     "note": row.get("note"),
                     "row": i,
                 },
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items

@@ -33,6 +33,7 @@ from typing import Any, Iterable
 
 from flipgate import FlipgateError
 from flipgate.items.item import Item, require, with_shuffled_options
+from flipgate.items.validate import RowItems
 
 BIGBENCH_VERSION = "1.0.0"
 SDIST_NAME = f"bigbench-{BIGBENCH_VERSION}.tar.gz"
@@ -249,9 +250,10 @@ def load_truthfulqa_mc(
         for q in _examples(path, files, TRUTHFULQA_QUESTIONS):
             if isinstance(q, dict) and q.get("Question"):
                 categories[q["Question"]] = q.get("Category")
-    items = []
+    items = RowItems("row", "target_scores", "target_scores")
     for i, example in enumerate(examples):
-        question, options, gold = _single_correct(example, f"{path} [{TRUTHFULQA_MC}] row {i}")
+        where = f"{path} [{TRUTHFULQA_MC}] row {i}"
+        question, options, gold = _single_correct(example, where)
         item = Item(
             f"{dataset}/{i}",
             dataset,
@@ -260,8 +262,8 @@ def load_truthfulqa_mc(
             gold,
             {"category": categories.get(question), "source": f"bigbench {BIGBENCH_VERSION}"},
         )
-        items.append(with_shuffled_options(item) if shuffle_options else item)
-    return items
+        items.add(item, where, i)
+    return [with_shuffled_options(it) if shuffle_options else it for it in items.items]
 
 
 def bbq_subtasks(files: dict[str, bytes]) -> list[str]:
@@ -310,22 +312,16 @@ def load_bbq_lite(
     known = bbq_subtasks(files)
     if not known:
         raise FlipgateError(f"{path} has no {BBQ_LITE}<subtask>/task.json members")
-    items = []
+    items = RowItems("comment.example_id", "target_scores", "target_scores")
     for subtask in _subtask_list(subtasks, known, path):
         name = f"{BBQ_LITE}{subtask}/task.json"
-        seen = set()
         for i, example in enumerate(_examples(path, files, name)):
             where = f"{path} [{name}] row {i}"
             question, options, gold = _single_correct(example, where)
             comment = example.get("comment") if isinstance(example.get("comment"), dict) else {}
             example_id = comment.get("example_id", i)
-            if example_id in seen:
-                raise FlipgateError(
-                    f"{where}: field 'comment.example_id' value {example_id!r} repeats in {subtask}"
-                )
-            seen.add(example_id)
             unknown = [j for j, o in enumerate(options) if o in BBQ_UNKNOWN]
-            items.append(
+            items.add(
                 Item(
                     f"{dataset}/{subtask}/{example_id}",
                     dataset,
@@ -341,9 +337,11 @@ def load_bbq_lite(
                         "example_id": example_id,
                         "unknown_option": unknown[0] if len(unknown) == 1 else None,
                     },
-                )
+                ),
+                where,
+                i,
             )
-    return items
+    return items.items
 
 
 # ---------------------------------------------------------------------------------------------

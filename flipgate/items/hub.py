@@ -1,16 +1,63 @@
 """Hugging Face hub loaders (``datasets.load_dataset``) mapping upstream rows to :class:`Item`.
 
 Each loader takes ``data_files`` to read local parquet/JSON files in the upstream schema instead of
-the hub (how the project tests them offline, and how users audit a mirrored copy).
+the hub (how the project tests them offline, and how users audit a mirrored copy). Local JSON and
+JSON Lines files are read with :mod:`json`, so each cell keeps the type it was written with, and
+every row passes :mod:`flipgate.items.validate` before it becomes an item.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
+from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.items.item import LETTERS, Item, Passage, require
-from flipgate.items.offline import labelled_choices_item
+from flipgate.items.offline import labelled_choices_items
+from flipgate.items.validate import (
+    RowItems,
+    answer_index,
+    check_data_file,
+    check_utf8,
+    option_texts,
+)
+
+
+def records(path: Path):
+    """JSON records of a .jsonl or .jsonl.gz file (blank lines skipped); unreadable input is a
+    FlipgateError."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        check_utf8(path)
+        with opener(path, "rt", encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise FlipgateError(f"{path} line {n}: not valid JSON ({exc})") from exc
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise FlipgateError(f"cannot read {path}: {exc}") from exc
+
+
+def _json_rows(path: Path) -> list[dict]:
+    """The rows of a local JSON file (an array of objects) or JSON Lines file, with the types JSON
+    gives them: the datasets JSON loader coerces a column of mixed types (a "1" among integers is
+    read as 1), so a bad cell would pass the row checks."""
+    rows = None
+    if path.name.endswith(".json"):
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            pass  # JSON Lines in a .json file
+    if not isinstance(rows, list):
+        rows = list(records(path))
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise FlipgateError(f"{path} row {i}: not a JSON object (value: {row!r:.60})")
+    return rows
 
 
 def _rows(
@@ -19,6 +66,11 @@ def _rows(
     """Rows from ``data_files`` (parquet/JSON in the upstream schema) or from the hub."""
     from datasets import load_dataset
 
+    paths = [data_files] if isinstance(data_files, (str, Path)) else list(data_files or ())
+    for path in paths:
+        check_data_file(path)
+    if paths and all(Path(p).is_file() and str(p).endswith((".json", ".jsonl")) for p in paths):
+        return [row for path in paths for row in _json_rows(Path(path))]
     try:
         if data_files:
             kind = "json" if str(data_files).endswith((".json", ".jsonl")) else "parquet"
@@ -29,34 +81,36 @@ def _rows(
     except Exception as exc:  # datasets raises many types; the user needs which source failed
         source = data_files or f"hub:{hub_id}"
         raise FlipgateError(
-            f"could not load dataset {hub_id!r} split {split!r} from {source}: {exc}"
+            f"could not load dataset {hub_id!r} split {split!r} from {source}: "
+            + " ".join(str(exc).split())  # one line
         ) from exc
 
 
 def load_mmlu_pro(dataset: str, split: str = "test", data_files=None, revision=None) -> list[Item]:
     """TIGER-Lab/MMLU-Pro: question, options (4–10), answer_index, question_id, category."""
     rows = _rows("TIGER-Lab/MMLU-Pro", split, data_files, revision)
-    items = []
+    items = RowItems("question_id", gold_field="answer_index")
     for i, row in enumerate(rows):
         where = f"{data_files or 'TIGER-Lab/MMLU-Pro'} [{split}] row {i}"
         question, options, gold = require(row, ["question", "options", "answer_index"], where)
-        options = [o for o in options if o is not None and str(o).strip() and o != "N/A"]
-        if not isinstance(gold, int) or not 0 <= gold < len(options):
-            raise FlipgateError(
-                f"{where}: field 'answer_index' value {gold!r} is not an index into options"
-            )
-        qid = row.get("question_id", i)
-        items.append(
+        options = option_texts(options, where, distinct=False)
+        gold = answer_index(gold, len(options), where, "answer_index")
+        kept = [j for j, o in enumerate(options) if o != "N/A"]  # upstream placeholder options
+        if gold not in kept:
+            raise FlipgateError(f"{where}: field 'answer_index' value {gold} is an 'N/A' option")
+        items.add(
             Item(
-                f"{dataset}/{qid}",
+                f"{dataset}/{row.get('question_id', i)}",
                 dataset,
                 question,
-                tuple(options),
-                gold,
+                tuple(options[j] for j in kept),
+                kept.index(gold),
                 {"category": row.get("category")},
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items
 
 
 def load_commonsense_qa_hub(
@@ -64,15 +118,7 @@ def load_commonsense_qa_hub(
 ) -> list[Item]:
     """tau/commonsense_qa: id, question, question_concept, choices {label, text}, answerKey."""
     rows = _rows("tau/commonsense_qa", split, data_files, revision)
-    return [
-        labelled_choices_item(
-            r,
-            dataset,
-            f"{data_files or 'tau/commonsense_qa'} [{split}] row {i}",
-            f"{dataset}/{r.get('id') or i}",
-        )
-        for i, r in enumerate(rows)
-    ]
+    return labelled_choices_items(rows, dataset, f"{data_files or 'tau/commonsense_qa'} [{split}]")
 
 
 def _select_passages(passages: list[Passage], limit: int) -> tuple[Passage, ...]:
@@ -94,7 +140,7 @@ def load_hotpotqa(
     """hotpotqa/hotpot_qa (distractor): context {title, sentences}, supporting_facts {title,
     sent_id}."""
     rows = _rows("hotpotqa/hotpot_qa", split, data_files, revision, config="distractor")
-    items = []
+    items = RowItems("id")
     for i, row in enumerate(rows):
         where = f"{data_files or 'hotpotqa/hotpot_qa'} [{split}] row {i}"
         question, answer, context, support = require(
@@ -108,7 +154,7 @@ def load_hotpotqa(
                 f"{len(sentences)} sentence lists"
             )
         passages = [Passage("".join(s), t, t in gold_titles) for t, s in zip(titles, sentences)]
-        items.append(
+        items.add(
             Item(
                 f"{dataset}/{row.get('id', i)}",
                 dataset,
@@ -116,9 +162,11 @@ def load_hotpotqa(
                 answer=answer,
                 passages=_select_passages(passages, max_passages),
                 meta={"type": row.get("type"), "level": row.get("level")},
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items
 
 
 def load_musique(
@@ -127,7 +175,7 @@ def load_musique(
     """dgslibisey/MuSiQue: paragraphs [{idx, title, paragraph_text, is_supporting}], answer,
     answer_aliases."""
     rows = _rows("dgslibisey/MuSiQue", split, data_files, revision)
-    items = []
+    items = RowItems("id")
     for i, row in enumerate(rows):
         where = f"{data_files or 'dgslibisey/MuSiQue'} [{split}] row {i}"
         question, answer, paragraphs = require(row, ["question", "answer", "paragraphs"], where)
@@ -137,7 +185,7 @@ def load_musique(
             Passage(p["paragraph_text"], p.get("title", ""), bool(p.get("is_supporting")))
             for p in paragraphs
         ]
-        items.append(
+        items.add(
             Item(
                 f"{dataset}/{row.get('id', i)}",
                 dataset,
@@ -145,9 +193,11 @@ def load_musique(
                 answer=answer,
                 aliases=tuple(row.get("answer_aliases") or ()),
                 passages=_select_passages(passages, max_passages),
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items
 
 
 def load_multihop_rag(
@@ -156,14 +206,14 @@ def load_multihop_rag(
     """yixuantt/MultiHopRAG (config MultiHopRAG): query, answer, question_type, evidence_list
     [{title, fact}]. Null queries (no answer in the corpus) are skipped."""
     rows = _rows("yixuantt/MultiHopRAG", split, data_files, revision, config="MultiHopRAG")
-    items = []
+    items = RowItems("row")
     for i, row in enumerate(rows):
         where = f"{data_files or 'yixuantt/MultiHopRAG'} [{split}] row {i}"
         query, answer, evidence = require(row, ["query", "answer", "evidence_list"], where)
         if row.get("question_type") == "null_query":
             continue
         passages = tuple(Passage(e["fact"], e.get("title", ""), True) for e in evidence)
-        items.append(
+        items.add(
             Item(
                 f"{dataset}/{i}",
                 dataset,
@@ -171,9 +221,11 @@ def load_multihop_rag(
                 answer=answer,
                 passages=passages,
                 meta={"question_type": row.get("question_type")},
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items
 
 
 def _image_bytes(value, where: str) -> bytes:
@@ -214,7 +266,7 @@ def _image_mcq_items(
     id_field: str,
     skip=lambda row: False,
 ) -> list[Item]:
-    items = []
+    items = RowItems(id_field)
     for i, row in enumerate(rows):
         where = f"{source} [{split}] row {i}"
         if skip(row):
@@ -222,8 +274,11 @@ def _image_mcq_items(
         question, options, answer, images = require(
             row, ["question", "options", "answer", image_field], where
         )
-        options = [re.sub(r"^\(?[A-Z][.)]\s*", "", str(o)).strip() for o in options]
-        items.append(
+        options = [
+            re.sub(r"^\(?[A-Z][.)]\s*", "", o).strip()
+            for o in option_texts(options, where, distinct=False)
+        ]
+        items.add(
             Item(
                 f"{dataset}/{row.get(id_field, i)}",
                 dataset,
@@ -231,9 +286,11 @@ def _image_mcq_items(
                 tuple(options),
                 _letter_gold(answer, options, where),
                 images=tuple(_image_bytes(im, where) for im in images),
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items
 
 
 def load_mantis_eval(
@@ -269,7 +326,7 @@ def load_mathvision(
     """MathLLMs/MathVision: id, question, options, decoded_image, answer (a letter when options
     exist). Rows without options (free-form answers) are skipped: option_order needs options."""
     rows = _rows("MathLLMs/MathVision", split, data_files, revision)
-    items = []
+    items = RowItems("id")
     for i, row in enumerate(rows):
         where = f"{data_files or 'MathLLMs/MathVision'} [{split}] row {i}"
         if not row.get("options"):
@@ -278,18 +335,21 @@ def load_mathvision(
             row, ["question", "options", "answer", "decoded_image"], where
         )
         question = question.replace("<image1>", "").strip()
-        items.append(
+        options = option_texts(options, where)
+        items.add(
             Item(
                 f"{dataset}/{row.get('id', i)}",
                 dataset,
                 question,
                 tuple(options),
-                _letter_gold(answer, list(options), where),
+                _letter_gold(answer, options, where),
                 images=(_image_bytes(image, where),),
                 meta={"subject": row.get("subject"), "level": row.get("level")},
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items
 
 
 def load_medxpertqa(
@@ -298,7 +358,7 @@ def load_medxpertqa(
     """TsinghuaC3I/MedXpertQA (config Text): id, question (with an "Answer Choices:" tail), options
     {A: ..., ...}, label (the gold letter)."""
     rows = _rows("TsinghuaC3I/MedXpertQA", split, data_files, revision, config="Text")
-    items = []
+    items = RowItems("id")
     for i, row in enumerate(rows):
         where = f"{data_files or 'TsinghuaC3I/MedXpertQA'} [{split}] row {i}"
         question, options = require(row, ["question", "options"], where)
@@ -307,10 +367,20 @@ def load_medxpertqa(
             raise FlipgateError(
                 f"{where}: field 'options' must map letters to options (value: {options!r:.80})"
             )
-        letters = sorted(k for k, v in options.items() if v is not None)
-        texts = [options[k] for k in letters]
+        # a struct column gives every row every letter; a row's absent options are its last
+        # letters, null (a null before a present option would shift the gold letter)
+        letters = sorted(options)
+        while letters and options[letters[-1]] is None:
+            letters.pop()
+        if letters != list(LETTERS[: len(letters)]):
+            raise FlipgateError(
+                f"{where}: field 'options' must map the letters A, B, ... in turn to options "
+                f"(value: {options!r:.80})"
+            )
+        fields = tuple(f"options.{k}" for k in letters)
+        texts = option_texts([options[k] for k in letters], where, fields)
         question = re.split(r"\n?\s*Answer Choices:", question)[0].strip()
-        items.append(
+        items.add(
             Item(
                 f"{dataset}/{row.get('id', i)}",
                 dataset,
@@ -321,6 +391,8 @@ def load_medxpertqa(
                     "medical_task": row.get("medical_task"),
                     "body_system": row.get("body_system"),
                 },
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items

@@ -18,7 +18,6 @@ missing a required field is an error naming the file, row and field.
 from __future__ import annotations
 
 import ast
-import gzip
 import io
 import json
 import warnings
@@ -26,8 +25,9 @@ import zipfile
 from pathlib import Path
 
 from flipgate import FlipgateError
-from flipgate.items.hub import _image_bytes
+from flipgate.items.hub import _image_bytes, records
 from flipgate.items.item import Item, Passage, require
+from flipgate.items.validate import RowItems
 
 MRAMG_HUB = "MRAMG/MRAMG-Bench"
 MMDOCRAG_HUB = "MMDocIR/MMDocRAG"
@@ -59,26 +59,10 @@ def _source(repo_id: str, names: tuple[str, ...], data_dir, revision: str | None
         ) from exc
 
 
-def _records(path: Path):
-    """JSON records of a .jsonl or .jsonl.gz file (blank lines skipped); unreadable input is a
-    FlipgateError."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise FlipgateError(f"{path} line {n}: not valid JSON ({exc})") from exc
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise FlipgateError(f"cannot read {path}: {exc}") from exc
-
-
 def _index(path: Path, wanted: set[str] | None = None) -> dict[str, dict]:
     """Records of ``path`` by their ``id`` field (only the ``wanted`` ids, when given)."""
     out = {}
-    for i, rec in enumerate(_records(path)):
+    for i, rec in enumerate(records(path)):
         (rid,) = require(rec, ["id"], f"{path} row {i}")
         if wanted is None or str(rid) in wanted:
             out[str(rid)] = rec
@@ -199,7 +183,7 @@ def _mramg_docs(path: Path) -> dict[str, tuple[str, list]]:
     """doc_<domain>.jsonl: one JSON array [id, content, images_list] per line (an object with those
     field names is accepted too); the k-th <PIC> in content is images_list[k]."""
     docs = {}
-    for i, rec in enumerate(_records(path)):
+    for i, rec in enumerate(records(path)):
         if isinstance(rec, dict):
             rec = [rec.get("id"), rec.get("content"), rec.get("images_list")]
         if (
@@ -246,10 +230,10 @@ def load_mramg_recipe(
     root = _image_root(
         images, data_dir, "IMAGE.zip", lambda: _source(MRAMG_HUB, ("IMAGE.zip",), None, revision)
     )
-    items, skipped, total = [], [], 0
+    items, skipped, total = RowItems("id"), [], 0
     with _ImageFiles(root, ("IMAGE/", "IMAGE/IMAGE/", "")) as files:
         info = _mramg_image_info(files, domain)
-        for i, row in enumerate(_records(qa_path)):
+        for i, row in enumerate(records(qa_path)):
             total += 1
             where = f"{qa_path} [{split}] row {i}"
             question, answer, provenance = require(
@@ -283,7 +267,7 @@ def load_mramg_recipe(
             if comps.missing:
                 skipped.append(str(qid))
                 continue
-            items.append(
+            items.add(
                 comps.item(
                     dataset,
                     qid,
@@ -298,10 +282,12 @@ def load_mramg_recipe(
                             (info.get(n) or {}).get("image_caption") for n in image_ids
                         ),
                     },
-                )
+                ),
+                where,
+                i,
             )
     _warn_skipped(dataset, skipped, total)
-    return items
+    return items.items
 
 
 # --- MMDocRAG ----------------------------------------------------------------------------------
@@ -349,9 +335,9 @@ def load_mmdocrag(
         "images.zip",
         lambda: _source(MMDOCRAG_HUB, ("images.zip",), None, revision),
     )
-    items, skipped, total = [], [], 0
+    items, skipped, total = RowItems("q_id"), [], 0
     with _ImageFiles(root) as files:
-        for i, row in enumerate(_records(qa_path)):
+        for i, row in enumerate(records(qa_path)):
             total += 1
             where = f"{qa_path} [{split}] row {i}"
             question, text_quotes, img_quotes = require(
@@ -373,7 +359,7 @@ def load_mmdocrag(
             if comps.missing:
                 skipped.append(str(qid))
                 continue
-            items.append(
+            items.add(
                 comps.item(
                     dataset,
                     qid,
@@ -389,10 +375,12 @@ def load_mmdocrag(
                         "image_descriptions": tuple(q.get("img_description") for q in img_quotes),
                         "answer_interleaved": row.get("answer_interleaved"),
                     },
-                )
+                ),
+                where,
+                i,
             )
     _warn_skipped(dataset, skipped, total)
-    return items
+    return items.items
 
 
 # --- MultiModalQA ------------------------------------------------------------------------------
@@ -464,7 +452,7 @@ def load_multimodalqa(
         return _source(hub_id, (f"MMQA_{kind}.jsonl.gz", f"MMQA_{kind}.jsonl"), data_dir, revision)
 
     qa_path = path(split)
-    rows = list(_records(qa_path))
+    rows = list(records(qa_path))
     metas = [r["metadata"] for r in rows if isinstance(r.get("metadata"), dict)]
     wanted = {
         str(d) for m in metas for key in ("text_doc_ids", "image_doc_ids") for d in m.get(key) or ()
@@ -473,7 +461,7 @@ def load_multimodalqa(
     root = _mmqa_images_root(images, data_dir)
     sources = {kind: path(kind) for kind in ("texts", "tables", "images")}
     corpora = {kind: (source, _index(source, wanted)) for kind, source in sources.items()}
-    items, skipped = [], []
+    items, skipped = RowItems("qid"), []
     with _ImageFiles(root, ("", "final_dataset_images/")) as files:
         for i, row in enumerate(rows):
             where = f"{qa_path} [{split}] row {i}"
@@ -507,7 +495,7 @@ def load_multimodalqa(
             if comps.missing:
                 skipped.append(str(qid))
                 continue
-            items.append(
+            items.add(
                 comps.item(
                     dataset,
                     qid,
@@ -522,7 +510,9 @@ def load_multimodalqa(
                         ),
                         "image_titles": tuple(im.get("title") for im in image_docs),
                     },
-                )
+                ),
+                where,
+                i,
             )
     _warn_skipped(dataset, skipped, len(rows))
-    return items
+    return items.items

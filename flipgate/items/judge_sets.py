@@ -20,26 +20,12 @@ from flipgate import FlipgateError
 from flipgate.items import offline
 from flipgate.items.hub import _rows
 from flipgate.items.item import Item, require, with_shuffled_options
+from flipgate.items.validate import RowItems, option_texts, repeated
 
 # ---------------------------------------------------------------------------------------------
 # RewardBench 2
 
 REWARDBENCH2_HUB = "allenai/reward-bench-2"
-
-
-def _texts(value: Any, name: str, where: str) -> list[str]:
-    """A list-of-responses cell (``chosen``/``rejected``) as a list of non-empty strings."""
-    if isinstance(value, str) or not hasattr(value, "__iter__"):
-        raise FlipgateError(
-            f"{where}: field {name!r} must be a list of responses (value: {value!r:.80})"
-        )
-    texts = list(value)
-    for text in texts:
-        if not isinstance(text, str) or not text.strip():
-            raise FlipgateError(
-                f"{where}: field {name!r} holds an empty or non-text response (value: {text!r:.80})"
-            )
-    return texts
 
 
 def load_rewardbench2(
@@ -55,13 +41,13 @@ def load_rewardbench2(
 
     Keeps the rows whose ``subset`` equals ``subset`` and that have exactly one chosen response:
     the listwise top-1 task needs a single best answer, so rows with several correct responses
-    (the Ties subset) are dropped, as are rows where a rejected response repeats the chosen text.
+    (the Ties subset) are dropped, as are rows where a response repeats another one's text.
     Candidate set: ``question`` = prompt, options = chosen + rejected (Factuality: 1 + 3),
     shuffled deterministically by item id (:func:`with_shuffled_options`) because the source always
     lists the chosen response first; ``gold`` is where the chosen response landed.
     ``meta["source"]`` is the row's subset. Ids: ``<dataset>/<id>``."""
     rows = _rows(REWARDBENCH2_HUB, split, data_files, revision)
-    items: list[Item] = []
+    items = RowItems("id", "chosen + rejected")
     seen_subsets: set[str] = set()
     for i, row in enumerate(rows):
         where = f"{data_files or REWARDBENCH2_HUB} [{split}] row {i}"
@@ -72,9 +58,9 @@ def load_rewardbench2(
         row_id, prompt, chosen, rejected = require(
             row, ["id", "prompt", "chosen", "rejected"], where
         )
-        chosen = _texts(chosen, "chosen", where)
-        rejected = _texts(rejected, "rejected", where)
-        if len(chosen) != 1 or not rejected or chosen[0] in rejected:
+        chosen = option_texts(chosen, where, "chosen", distinct=False)
+        rejected = option_texts(rejected, where, "rejected", distinct=False)
+        if len(chosen) != 1 or not rejected or repeated(chosen + rejected):
             continue
         item = Item(
             f"{dataset}/{row_id}",
@@ -84,14 +70,14 @@ def load_rewardbench2(
             0,
             {"source": str(row_subset), "original_id": str(row_id)},
         )
-        items.append(with_shuffled_options(item))
-    if not items and subset not in seen_subsets:
+        items.add(item, where, i)
+    if not items.items and subset not in seen_subsets:
         raise FlipgateError(
             f"dataset {dataset!r}: field 'subset': no rows of subset {subset!r} in "
             f"{data_files or REWARDBENCH2_HUB} [{split}]; subsets present: "
             f"{', '.join(sorted(seen_subsets)) or 'none'}"
         )
-    return items
+    return [with_shuffled_options(item) for item in items.items]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,7 +109,7 @@ def load_judgebench(dataset: str, split: str = "gpt", data_files=None, revision=
     source order, not shuffled (the pairwise judge runs both orders); ``gold`` 0 for "A>B", 1 for
     "B>A". ``meta["source"]`` is the full ``source`` string. Ids: ``<dataset>/<pair_id>``."""
     rows = _rows(JUDGEBENCH_HUB, split, data_files, revision)
-    items: list[Item] = []
+    items = RowItems("pair_id", ("response_A", "response_B"), "label")
     for i, row in enumerate(rows):
         where = f"{data_files or JUDGEBENCH_HUB} [{split}] row {i}"
         pair_id, source, question, response_a, response_b, label = require(
@@ -134,7 +120,7 @@ def load_judgebench(dataset: str, split: str = "gpt", data_files=None, revision=
                 f"{where}: field 'label' value {label!r} is not one of "
                 f"{', '.join(map(repr, JUDGEBENCH_LABELS))}"
             )
-        items.append(
+        items.add(
             Item(
                 f"{dataset}/{pair_id}",
                 dataset,
@@ -147,9 +133,11 @@ def load_judgebench(dataset: str, split: str = "gpt", data_files=None, revision=
                     "original_id": _plain_id(row.get("original_id")),
                     "response_model": row.get("response_model"),
                 },
-            )
+            ),
+            where,
+            i,
         )
-    return items
+    return items.items
 
 
 # ---------------------------------------------------------------------------------------------

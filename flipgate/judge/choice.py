@@ -21,6 +21,8 @@ from scipy.stats import binomtest
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Request
+from flipgate.items.item import Item
+from flipgate.items.validate import RowItems, check_data_file, option_texts
 from flipgate.judge.permuted import consensus_labels, permuted_requests
 
 if TYPE_CHECKING:
@@ -72,8 +74,10 @@ def load_agreement_set(path: Path | str) -> list[LabelledReply]:
     path = Path(path)
     if not path.exists():
         raise FlipgateError(f"judge gate: agreement set {path} does not exist")
+    check_data_file(path, "audit.decomposition.judge.agreement_set", text=True)
+    rows = RowItems("id", "options", "answer", unit="line")  # the checks of every dataset row
     out = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path} line {n}"
@@ -88,15 +92,17 @@ def load_agreement_set(path: Path | str) -> list[LabelledReply]:
                 raise FlipgateError(
                     f"{where}: field {name!r} must be a {kind.__name__} (value: {row.get(name)!r})"
                 )
-        labels = tuple(row["labels"])
+        labels = tuple(option_texts(row["labels"], where, "labels"))
         if len(labels) != len(row["options"]) or row.get("answer") not in (*labels, None):
             raise FlipgateError(
                 f"{where}: field 'answer' must be one of the labels {list(labels)} or null, with "
                 f"one option per label (value: {row.get('answer')!r})"
             )
+        gold = None if row.get("answer") is None else labels.index(row["answer"])
+        rows.add(Item(row["id"], str(path), row["question"], tuple(row["options"]), gold), where, n)
         out.append(
             LabelledReply(
-                row["id"], row["question"], labels, row["options"], row["reply"], row["answer"]
+                row["id"], row["question"], labels, row["options"], row["reply"], row.get("answer")
             )
         )
     return out
