@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jsonschema
-import yaml
 
 from flipgate import FlipgateError
 from flipgate.cell import Cell
 from flipgate.facets import CONTROLS, FACETS
 from flipgate.items.registry import DatasetSpec
 from flipgate.judge.consensus import ConsensusWeights
+from flipgate.redact import refuse_key_as_name
 from flipgate.results import Direction
+from flipgate.yamlio import SHOWN_CHARS, load_strict, short
 
 SCHEMAS = Path(__file__).parent / "config_schemas"
 #: the cell name of the configuration-envelope suite in thresholds files (``facet: envelope``)
@@ -84,6 +86,12 @@ def _schema(name: str) -> dict:
     return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
 
 
+#: the most items per dataset a run may ask for (models.yaml and ``--items-per-dataset``)
+MAX_ITEMS_PER_DATASET: int = _schema("models")["properties"]["audit"]["properties"][
+    "items_per_dataset"
+]["maximum"]
+
+
 def _path(parts) -> str:
     out = ""
     for p in parts:
@@ -91,33 +99,83 @@ def _path(parts) -> str:
     return out or "(top level)"
 
 
+def _is_integer(_checker, instance: object) -> bool:
+    """JSON Schema "integer" as a user means it: an int, not 6.0 and not true."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _pattern(validator, pattern: str, instance: object, _schema: dict):
+    """``pattern`` with ECMA-262's ``$`` (the end of the string): Python's ``$`` also matches
+    before a trailing newline, so ``"smol\\n"`` would pass ``^[a-z]+$``."""
+    if not isinstance(instance, str):
+        return
+    strict = (
+        pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+    )
+    if not re.search(strict, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    validators={"pattern": _pattern},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
+
+
+def _check_finite(data: object, path: Path, parts: tuple = ()) -> None:
+    """Refuse NaN and ±inf anywhere in a parsed file (no field of any file takes them)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        raise FlipgateError(
+            f"{path}: field {_path(parts)}: not a finite number (value: {data!r}); write a number"
+        )
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else ()
+    )
+    for key, value in items:
+        _check_finite(value, path, (*parts, key))
+
+
+def _schema_error(path: Path, error: jsonschema.ValidationError) -> str:
+    """One error as ``file: field path: message (value: ...)``, the value cut short."""
+    shown = short(error.instance)
+    message = error.message.replace(repr(error.instance), shown)
+    if len(message) > 2 * SHOWN_CHARS:
+        message = message[: 2 * SHOWN_CHARS - 3] + "..."
+    value = "" if isinstance(error.instance, (dict, list)) else f" (value: {shown})"
+    return f"{path}: field {_path(error.absolute_path)}: {message}{value}"
+
+
 def read_yaml(path: Path | str, schema_name: str) -> dict:
-    """Parse and validate a YAML file; raise FlipgateError naming file, field and value."""
+    """Parse (strictly: :func:`flipgate.yamlio.load_strict`) and validate a YAML file; raise a
+    one-line FlipgateError naming file, field and value."""
     path = Path(path)
     if not path.is_file():
         raise FlipgateError(f"{path}: file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_strict(path.read_text(encoding="utf-8"), path)
     except UnicodeDecodeError as exc:
         raise FlipgateError(
             f"{path}: not UTF-8 text: byte {exc.object[exc.start : exc.start + 1]!r} at offset "
             f"{exc.start} (save the file as UTF-8)"
         ) from None
-    except yaml.YAMLError as exc:
-        raise FlipgateError(f"{path}: not valid YAML: {exc}") from None
-    validator = jsonschema.Draft202012Validator(_schema(schema_name))
+    _check_finite(data, path)
+    validator = _Validator(_schema(schema_name))
     # best_match descends into oneOf/anyOf branches to the error that names the real field
     errors = sorted(
         (jsonschema.exceptions.best_match([e]) for e in validator.iter_errors(data)),
         key=lambda e: list(e.absolute_path),
     )
     if errors:
-        lines = [
-            f"{path}: field {_path(e.absolute_path)}: {e.message}"
-            + (f" (value: {e.instance!r})" if not isinstance(e.instance, (dict, list)) else "")
-            for e in errors[:5]
-        ]
-        raise FlipgateError("invalid configuration\n  " + "\n  ".join(lines))
+        more = [_path(e.absolute_path) for e in errors[1:]]
+        raise FlipgateError(
+            _schema_error(path, errors[0])
+            + (f"; {len(more)} more error(s) at {', '.join(more[:5])}" if more else "")
+        )
     return data
 
 
@@ -363,6 +421,9 @@ def load_models(path: Path | str) -> AuditConfig:
     audit = data.get("audit") or {}
     models: dict[str, dict] = {}
     for i, m in enumerate(data["models"]):
+        key_env = (m.get("source") or {}).get("api_key_env")
+        if isinstance(key_env, str):
+            refuse_key_as_name(key_env, f"{path}: field models[{i}].source.api_key_env")
         if m["id"] in models:
             raise FlipgateError(
                 f"{path}: field models[{i}].id: duplicate model id (value: {m['id']!r})"

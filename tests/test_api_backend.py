@@ -215,10 +215,29 @@ def test_auth_error_fails_at_once_without_the_key(serve, monkeypatch):
     assert KEY not in message and server.counts["unauthorized"] == 1
 
 
-def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_path):
+def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_path, monkeypatch):
+    """A failed cell awaits its calls in the air before the error surfaces: every request the
+    server got is decided (and every answer cached) by then, and the resume asks only the rest.
+    After the 11th answer the server refuses one trial at once and holds the others' refusals
+    0.3 s, so calls are always in the air when that trial fails for good: a client that
+    cancelled them left them to be decided after ``fail_after`` was lifted, answered uncached and
+    asked again by the resume (20 answers instead of 19 when a loaded server was slow)."""
     from test_audit_runner import make_auditor
 
+    import flipgate.serve
+
     server = serve(ScriptedBackend(rule=lambda r: "B"), api_key=KEY, faults=Faults(fail_after=11))
+    parse, failing = flipgate.serve.request_from_body, {}
+
+    def parse_and_hold(body, prefill):
+        request = parse(body, prefill)
+        limit = server.faults.fail_after
+        refused = limit is not None and server._admitted >= limit
+        if refused and failing.setdefault("trial", request.messages) != request.messages:
+            time.sleep(0.3)
+        return request
+
+    monkeypatch.setattr(flipgate.serve, "request_from_body", parse_and_hold)
     auditor = make_auditor(
         tmp_path,
         LiteLLMBackend(api_model(server, retries={"max_attempts": 2, "base_delay_s": 0.01})),
@@ -227,14 +246,14 @@ def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_pa
         FlipgateError, match=r"model 'api' .* call failed after 2 attempt\(s\) for trial"
     ):
         auditor.trials("scripted", "arc_challenge", "option_order")
-    assert (
-        len(auditor.cache) == 11
-    )  # every answer that arrived was cached before the error surfaced
+    c = server.counts
+    assert c["failed_after"] > 2  # calls were in the air when the trial failed
+    assert c["requests"] == c["ok"] + c["failed_after"]  # and none is left there
+    assert c["ok"] == len(auditor.cache) == 11  # every answer was cached before the error surfaced
     server.faults.fail_after = None
-    served_before = server.counts["ok"]
     trials = auditor.trials("scripted", "arc_challenge", "option_order")
     assert len(trials) == 30 and trials["from_cache"].sum() == 11  # 5 items x K=6
-    assert server.counts["ok"] - served_before == 19  # only the missing ones were asked again
+    assert c["ok"] == 30  # only the 19 missing ones were asked again
     summary, _ = facet_summary(trials, "regex")
     assert summary.metrics["parse_rate"].estimate == 1.0
 

@@ -99,7 +99,10 @@ CASES = [
     ),
     Case(
         "items-per-dataset-zero",
-        models=models_with(extra_audit="items_per_dataset: 0"),
+        # its own items_per_dataset, not a second one (a duplicate key is refused as such)
+        models=models_with(extra_audit="items_per_dataset: 0").replace(
+            "  items_per_dataset: 2\n", "", 1
+        ),
         expect=("models.yaml", "audit.items_per_dataset"),
     ),
     Case(

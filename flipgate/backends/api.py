@@ -4,8 +4,12 @@ server).
 Async calls under a concurrency limit; retries with exponential backoff and full jitter on 429,
 5xx, timeouts and connection errors, honouring Retry-After; other errors (401, 400, ...) fail at
 once. Each finished output is handed to ``on_output`` as it returns, so the caller can cache it
-and an interruption loses nothing already answered. The API key is read from the environment
-variable named in ``source.api_key_env`` and never stored, logged or put in an error message.
+and an interruption loses nothing already answered; when one call fails for good, no new attempt
+starts and the calls already in the air are awaited (their answers handed over too) before the
+error surfaces, so no call outlives its cell and a resume never repeats an answered call. The API
+key is read from the environment variable named in ``source.api_key_env`` and never stored, logged
+or put in an error message; credentials in ``source.api_base`` (``user:password@``, ``?api_key=``)
+are used for the calls only: settings, fingerprint and messages carry the redacted URL.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ import math
 import os
 import random
 import time
+import urllib.parse
 from typing import Any, Callable
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
+from flipgate.redact import redact, refuse_key_as_name
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the bundled price map, no download
 
@@ -67,6 +73,19 @@ def is_retriable(exc: BaseException) -> bool:
     if is_timeout(exc) or isinstance(exc, litellm.APIConnectionError):
         return True
     return getattr(exc, "status_code", None) in RETRIABLE_STATUS
+
+
+def split_userinfo(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``user:password@``, and those credentials as an ``Authorization: Basic``
+    value (None when it has none): what an HTTP client makes of a URL's credentials, done here
+    because litellm's transport refuses them next to the API key's header."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    return parts._replace(netloc=host).geturl(), f"Basic {base64.b64encode(pair.encode()).decode()}"
 
 
 def content_parts(text: str, images: tuple[bytes, ...]) -> str | list[dict]:
@@ -134,10 +153,18 @@ class LiteLLMBackend:
                 f"'openai/gpt-4o-mini') is required for backend litellm"
             )
         self.model = source["model"]
-        self.api_base = source.get("api_base")
+        base: str | None = source.get("api_base")
+        #: ``source.api_base`` with its credentials hidden: what is keyed, stored and shown
+        self.api_base = redact(base) if base else base
+        # for the calls only: the URL as given, its user:password@ sent as Basic auth
+        self._api_base: str | None = base
+        self._basic_auth: str | None = None
+        if base:
+            self._api_base, self._basic_auth = split_userinfo(base)
         self.key_env = source.get("api_key_env")
         self._api_key = None
         if self.key_env:
+            refuse_key_as_name(self.key_env, f"model {self.model_id!r}: field source.api_key_env")
             self._api_key = os.environ.get(self.key_env)
             if not self._api_key:
                 raise FlipgateError(
@@ -226,10 +253,13 @@ class LiteLLMBackend:
             "drop_params": True,
             **self.params,
         }
-        if self.api_base:
-            kw["api_base"] = self.api_base
+        if self._api_base:
+            kw["api_base"] = self._api_base
         if self._api_key:
             kw["api_key"] = self._api_key
+        if self._basic_auth:
+            kw["extra_headers"] = {"Authorization": self._basic_auth}
+            kw.setdefault("api_key", "unused")  # the client insists on one; the header replaces it
         if request.labels and self.capabilities["logprobs"] and "letter_logprob" in self.readouts:
             kw.update(logprobs=True, top_logprobs=20)  # the most providers allow
         if (
@@ -257,15 +287,22 @@ class LiteLLMBackend:
 
     # -- calls ---------------------------------------------------------------------------------
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+        """``text`` without the key and without the credentials of any URL (the api_base's)."""
+        return redact(text.replace(self._api_key, "***") if self._api_key else text)
 
-    async def _one(self, request: Request) -> Output:
+    async def _one(self, request: Request, abort: asyncio.Event) -> Output | None:
+        """One call, retried; None when ``abort`` (another call of the cell failed for good) is
+        set before it is answered: no attempt starts after that, and a backoff wait ends."""
         import litellm
 
+        if abort.is_set():  # never sent: not counted as a request
+            return None
         kw = self.kwargs(request)
         stats = self.call_stats
         stats["requests"] += 1
         for attempt in range(1, self.max_attempts + 1):
+            if abort.is_set():  # the backoff ended early: the cell has failed
+                return None
             t0 = time.perf_counter()
             try:
                 resp = await litellm.acompletion(**kw)
@@ -274,6 +311,8 @@ class LiteLLMBackend:
             except Exception as exc:  # classified below: retried, or a clear error naming the trial
                 status = getattr(exc, "status_code", None)
                 stats["timeouts"] += is_timeout(exc)
+                if abort.is_set():
+                    return None
                 if not is_retriable(exc) or attempt == self.max_attempts:
                     stats["failures"] += 1
                     hint = (
@@ -295,7 +334,10 @@ class LiteLLMBackend:
                         0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
                     )
                 stats["retries"] += 1
-                await asyncio.sleep(min(wait, self.max_delay_s))
+                try:  # back off, unless the cell fails meanwhile
+                    await asyncio.wait_for(abort.wait(), min(wait, self.max_delay_s))
+                except asyncio.TimeoutError:
+                    pass
                 continue
             usage = getattr(resp, "usage", None)
             n_in = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -313,23 +355,37 @@ class LiteLLMBackend:
     async def _all(
         self, requests: list[Request], on_output: Callable[[int, Output], None] | None
     ) -> list[Output]:
+        """Every request, at most ``concurrency`` in the air. The first failure sets ``abort``:
+        requests not yet sent are dropped, those in the air are awaited (and their answers handed
+        to ``on_output``), then the failure is raised. Cancelling the requests in the air instead
+        would not unsend them: the server could still answer (and bill) them after the error,
+        uncached, and the resume would ask them again."""
         gate = asyncio.Semaphore(self.concurrency)
+        abort = asyncio.Event()
         results: list[Output | None] = [None] * len(requests)
+        failures: list[Exception] = []
 
         async def run(i: int, request: Request) -> None:
-            async with gate:
-                out = await self._one(request)
-                results[i] = out
-            if on_output is not None:
-                on_output(i, out)
+            try:
+                async with gate:
+                    out = await self._one(request, abort)
+                if out is not None:
+                    results[i] = out
+                    if on_output is not None:
+                        on_output(i, out)
+            except Exception as exc:  # the first one is raised once every call has ended
+                failures.append(exc)
+                abort.set()
 
         tasks = [asyncio.ensure_future(run(i, r)) for i, r in enumerate(requests)]
         try:
             await asyncio.gather(*tasks)
-        finally:
+        finally:  # cancelled from outside (Ctrl-C): nothing is left to cancel otherwise
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        if failures:
+            raise failures[0]
         return results  # type: ignore[return-value]
 
     def complete(
