@@ -7,14 +7,18 @@ response cache; ``--no-cache`` turns it off with the response cache."""
 from __future__ import annotations
 
 import json
+import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from flipgate import storage
 from flipgate.files import atomic_write
 from flipgate.hashing import sha256_json, sha256_text
+
+PLACE = storage.Place("analysis cache", "--cache-dir", "delete it: the analysis is refitted")
 
 
 def package_versions(names: list[str]) -> dict[str, str | None]:
@@ -62,10 +66,24 @@ class AnalysisCache:
             return None
         path = self.folder / f"{key}.json"
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None  # absent, or a torn write: compute it again
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # absent, unreadable, or not JSON (a torn write): compute it again
+        return value if isinstance(value, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        if self.folder is not None:
-            atomic_write(self.folder / f"{key}.json", json.dumps(value, allow_nan=True))
+        """Store a result; a folder that cannot be written (a full disk) is warned about once and
+        the cache is off for the rest of this process (the result is recomputed next time)."""
+        if self.folder is None:
+            return
+        path = self.folder / f"{key}.json"
+        try:
+            atomic_write(path, json.dumps(value, allow_nan=True))
+        except OSError as exc:
+            self.folder = None
+            warnings.warn(
+                f"flipgate: {storage.describe(PLACE, path, exc)} (this process goes on without "
+                "the analysis cache)",
+                storage.StorageWarning,
+                stacklevel=2,
+            )

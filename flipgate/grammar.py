@@ -29,7 +29,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock
+from flipgate import FlipgateError, storage
+from flipgate.files import atomic_write
 
 GLOBAL_SEED = 42
 DEFAULT_K = 6
@@ -141,6 +142,26 @@ class Manifest:
             body.get("grammar_version"),
         )
 
+    @classmethod
+    def stored(cls, path: Path) -> "Manifest | None":
+        """The manifest in file ``path``, None when there is none; a file that is not one (edited,
+        truncated) is one error line naming it."""
+        if not path.exists():
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            manifest = cls.from_json(text)
+            if not all(
+                isinstance(p, tuple) and all(isinstance(u, int) for u in p)
+                for perms in manifest.entries.values()
+                for p in perms
+            ):
+                raise ValueError("an ordering is not a list of unit indices")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            detail = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:80]
+            raise _bad(path, f"not a manifest ({detail})") from None
+        return manifest
+
     def path_in(self, directory: Path) -> Path:
         return Path(directory) / f"{self.facet}__{self.dataset}__k{self.k}__s{self.seed}.json"
 
@@ -149,9 +170,10 @@ class Manifest:
         because manifests are replayed unchanged for every model. An existing file of another
         grammar version is regenerated (overwritten), see the module docstring."""
         path = self.path_in(directory)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock"):
-            return self._save_locked(path)
+        with storage.guarded(storage.MANIFEST, path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with storage.lock(f"{path}.lock"):
+                return self._save_locked(path)
 
     def _save_locked(self, path: Path) -> Path:
         if self.grammar_version != GRAMMAR_VERSION:
@@ -160,7 +182,7 @@ class Manifest:
                 f"(this flipgate draws grammar version {GRAMMAR_VERSION})"
             )
         text = self.to_json()
-        old = Manifest.from_json(path.read_text()) if path.exists() else None
+        old = Manifest.stored(path)
         if old is not None and old.grammar_version != GRAMMAR_VERSION:
             log.warning(
                 "%s: manifest of grammar version %s, regenerated under grammar version %s "
@@ -175,14 +197,26 @@ class Manifest:
             merged = dict(old.entries)
             for iid, perms in self.entries.items():
                 if iid in merged and merged[iid] != perms:
-                    raise ValueError(
-                        f"{path}: stored orderings for item {iid!r} differ from the grammar's"
-                    )
+                    raise _bad(path, _difference(iid, merged[iid], perms))
                 merged[iid] = perms
             text = Manifest(
                 self.facet, self.dataset, self.k, self.seed, merged, self.grammar_version
             ).to_json()
-        tmp = path.with_suffix(f".tmp{random.getrandbits(32)}")
-        tmp.write_text(text)
-        tmp.replace(path)
+        atomic_write(path, text)
         return path
+
+
+def _bad(path: Path, problem: str) -> FlipgateError:
+    """A manifest file that cannot be replayed, as one line naming it and the remedy."""
+    return FlipgateError(f"{storage.MANIFEST.what} {path}: {problem}; {storage.MANIFEST.corrupt}")
+
+
+def _difference(item_id: str, stored: list, drawn: list) -> str:
+    """Where a stored item's orderings first differ from the grammar's draw."""
+    o = next((i for i, (a, b) in enumerate(zip(stored, drawn)) if a != b), None)
+    where = (
+        f"ordering {o} is {list(stored[o])}, the grammar draws {list(drawn[o])}"
+        if o is not None
+        else f"{len(stored)} orderings stored, the grammar draws {len(drawn)}"
+    )
+    return f"its orderings of item {item_id[:60]!r} differ from the grammar's ({where})"[:300]

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
+from flipgate import storage
 from flipgate.continuity.record import ContinuityRecord
 from flipgate.decomposition.record import DecompositionRecord
 from flipgate.judge.record import JudgeRecord
 from flipgate.results import TRIAL_COLUMNS, CellSummary, Trial, Verdict
-from flipgate.sqlite_util import connect
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
@@ -68,7 +70,13 @@ CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
 class TrialStore:
     def __init__(self, path: Path | str, conn: sqlite3.Connection | None = None):
         self.path = Path(path)
-        self.conn = conn if conn is not None else connect(self.path, SCHEMA)
+        self.conn = conn if conn is not None else storage.connect(storage.RUNS, self.path, SCHEMA)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """A transaction; a full disk or an unwritable file is one error line naming the store."""
+        with storage.guarded(storage.RUNS, self.path), self.conn:
+            yield
 
     @classmethod
     def read_only(cls, path: Path | str) -> "TrialStore":
@@ -96,27 +104,30 @@ class TrialStore:
         waited for another worker to measure a cell, then read it from the cache, must not turn
         the measured trials into cached ones)."""
         marks = ",".join("?" * len(TRIAL_COLUMNS))
-        with self.conn:
+        with self.writing():
             self.conn.executemany(
                 f"INSERT OR IGNORE INTO trials VALUES ({marks})",
                 [[_cell(v) for v in t.model_dump().values()] for t in trials],
             )
 
     def add_model(self, model_id: str, fingerprint: dict, config: dict) -> None:
-        with self.conn:
+        """A model's fingerprint and models.yaml entry, credentials in any URL redacted."""
+        from flipgate.redact import redact
+
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
                 (
                     model_id,
-                    json.dumps(fingerprint, sort_keys=True),
-                    json.dumps(config, default=str),
+                    redact(json.dumps(fingerprint, sort_keys=True)),
+                    redact(json.dumps(config, default=str)),
                 ),
             )
 
     def add_calls(self, model_id: str, source: str, counts: dict[str, int]) -> None:
         """API call counts of one process (``source``: "pilot", an xdist worker id, "main"),
         cumulative."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?)",
                 (model_id, source, *(int(counts.get(k, 0)) for k in CALL_COUNTS)),
@@ -134,7 +145,7 @@ class TrialStore:
     def add_model_calls(self, model_id: str, source: str, prompts: int) -> None:
         """Prompts one process (``source``) sent to a model, local or API: cache misses of trials,
         judge calls and pilot calls alike; cumulative."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO model_calls VALUES (?, ?, ?)", (model_id, source, prompts)
             )
@@ -150,7 +161,7 @@ class TrialStore:
     def add_planned(self, plan: dict[tuple[str, str, str], int]) -> None:
         """The trials a process's collection plans per (model, dataset, cell); a cell already
         planned keeps its count (every worker collects the same plan)."""
-        with self.conn:
+        with self.writing():
             self.conn.executemany(
                 "INSERT OR IGNORE INTO planned VALUES (?, ?, ?, ?)",
                 [(*key, n) for key, n in plan.items()],
@@ -158,7 +169,7 @@ class TrialStore:
 
     def set_planned(self, model_id: str, dataset: str, cell: str, trials: int) -> None:
         """A cell's exact plan, once drawn (0: the model cannot take the cell)."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO planned VALUES (?, ?, ?, ?)",
                 (model_id, dataset, cell, trials),
@@ -166,7 +177,7 @@ class TrialStore:
 
     def set_live(self, source: str, model_id: str, label: str, done: int | None) -> None:
         """Outputs a backend call in flight has returned so far; None when it has ended."""
-        with self.conn:
+        with self.writing():
             if done is None:
                 self.conn.execute(
                     "DELETE FROM live WHERE source = ? AND model_id = ? AND label = ?",
@@ -179,14 +190,14 @@ class TrialStore:
                 )
 
     def add_manifest(self, facet: str, dataset: str, k: int, sha256: str, path: str) -> None:
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO manifests VALUES (?, ?, ?, ?, ?)",
                 (facet, dataset, k, sha256, path),
             )
 
     def add_screen(self, facet: str, dataset: str, excluded: int, considered: int) -> None:
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO screens VALUES (?, ?, ?, ?)",
                 (facet, dataset, excluded, considered),
@@ -201,7 +212,7 @@ class TrialStore:
     def add_judgements(
         self, model_id: str, dataset: str, facet: str, judge_id: str, verdicts: dict[str, str]
     ) -> None:
-        with self.conn:
+        with self.writing():
             self.conn.executemany(
                 "INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?)",
                 [(model_id, dataset, facet, i, judge_id, v) for i, v in verdicts.items()],
@@ -218,7 +229,7 @@ class TrialStore:
     def add_verdicts(
         self, model_id: str, dataset: str, facet: str, verdicts: list[Verdict]
     ) -> None:
-        with self.conn:
+        with self.writing():
             self.conn.executemany(
                 "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
                 [(model_id, dataset, facet, v.threshold, v.to_json()) for v in verdicts],
@@ -227,7 +238,7 @@ class TrialStore:
     def add_envelope(self, dataset: str, analysis: dict) -> None:
         """The configuration-envelope analysis of a benchmark over the whole roster
         (docs/definitions.md §7)."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO envelopes VALUES (?, ?)", (dataset, json.dumps(analysis))
             )
@@ -240,7 +251,7 @@ class TrialStore:
 
     def add_decomposition(self, record: DecompositionRecord) -> None:
         """A readout decomposition cell's record (docs/definitions.md §8)."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO decompositions VALUES (?, ?, ?, ?)",
                 (record.model_id, record.dataset, record.axis, record.to_json()),
@@ -257,7 +268,7 @@ class TrialStore:
 
     def add_judge_record(self, record: JudgeRecord) -> None:
         """A judge consensus cell's record (docs/definitions.md §9)."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO judge_consensus VALUES (?, ?, ?)",
                 (record.model_id, record.dataset, record.to_json()),
@@ -274,7 +285,7 @@ class TrialStore:
 
     def add_continuity_record(self, record: ContinuityRecord) -> None:
         """A continuity cell's record (docs/definitions.md §10)."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO continuity VALUES (?, ?, ?, ?)",
                 (record.model_id, record.sweep, record.estimator, record.to_json()),
@@ -299,7 +310,7 @@ class TrialStore:
 
     def add_odi(self, analysis: dict, name: str = "order") -> None:
         """The ODI fit over a panel's order-suite trials (docs/definitions.md §4)."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO odi VALUES (?, ?)", (name, json.dumps(analysis))
             )
@@ -311,7 +322,7 @@ class TrialStore:
     def set_meta(self, values: dict) -> None:
         """Run identity (run id, git commit, date, seed, K, grammar version): what a later run that
         names this one as its baseline checks and discloses (docs/definitions.md §11)."""
-        with self.conn:
+        with self.writing():
             self.conn.executemany(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                 [(k, json.dumps(v)) for k, v in values.items()],
@@ -325,7 +336,7 @@ class TrialStore:
     ) -> None:
         """A paired comparison of ``model_id`` against ``baseline`` on one cell
         (docs/definitions.md §11)."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?)",
                 (model_id, dataset, cell, baseline, json.dumps(result)),
@@ -362,7 +373,7 @@ class TrialStore:
         whole = [
             (model_id, dataset, cell, readout, s.to_json()) for readout, s in summaries.items()
         ]
-        with self.conn:
+        with self.writing():
             self.conn.executemany(
                 "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
@@ -384,7 +395,7 @@ class TrialStore:
     def add_item_table(self, model_id: str, dataset: str, cell: str, items: pd.DataFrame) -> None:
         """A cell's per-item table (one row per item, ``<readout>:<column>`` columns), as its test
         computed it and attached it to the Allure result."""
-        with self.conn:
+        with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO item_tables VALUES (?, ?, ?, ?)",
                 (model_id, dataset, cell, json.dumps(items.to_dict(orient="split", index=False))),
@@ -458,7 +469,7 @@ class TrialStore:
         ]
         tested = [(i, v.p_value) for i, v in rows if v.p_value is not None]
         q = dict(zip((i for i, _ in tested), benjamini_hochberg([p for _, p in tested])))
-        with self.conn:
+        with self.writing():
             self.conn.executemany(
                 "UPDATE verdicts SET result = ? WHERE rowid = ?",
                 [(v.with_context(q_value=q.get(i)).to_json(), i) for i, v in rows],

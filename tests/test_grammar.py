@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from flipgate import FlipgateError
 from flipgate.backends.base import Request
 from flipgate.cache import cache_key
 from flipgate.grammar import GRAMMAR_VERSION, Manifest, inverse, item_seed, orderings
@@ -77,7 +78,7 @@ def test_manifest_refuses_conflicting_orderings(tmp_path):
     m = Manifest.build("option_order", "d", {"a": 4})
     m.save(tmp_path)
     bad = Manifest("option_order", "d", 6, 42, {"a": [(3, 2, 1, 0)] * 6})
-    with pytest.raises(ValueError, match="differ"):
+    with pytest.raises(FlipgateError, match="differ.*delete it to regenerate it"):
         bad.save(tmp_path)
 
 

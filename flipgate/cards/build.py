@@ -16,6 +16,7 @@ import jsonschema
 import yaml
 
 from flipgate import metrics as M
+from flipgate import storage
 from flipgate.analysis_cache import package_versions
 from flipgate.axes.formats import FORMATS
 from flipgate.cards.continuity import continuity_markdown, continuity_section
@@ -53,7 +54,6 @@ from flipgate.cell import Cell
 from flipgate.config import CONTINUITY_CELL, JUDGE_CELL
 from flipgate.continuity.record import ContinuityRecord
 from flipgate.facets import FACETS, readouts_for
-from flipgate.files import atomic_write
 from flipgate.hashing import sha256_text
 from flipgate.judge.record import JudgeRecord
 from flipgate.results import CellSummary, Verdict
@@ -1219,19 +1219,21 @@ def write_cards(
         card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
         base = Path(out_dir) / model_id / dataset
         done = WrittenCard(card, base.with_suffix(".json"), base.with_suffix(".md"))
-        atomic_write(done.json_path, card.to_json())
-        atomic_write(done.markdown_path, card_markdown(card.to_data()))
+        storage.write_text(storage.CARDS, done.json_path, card.to_json())
+        storage.write_text(storage.CARDS, done.markdown_path, card_markdown(card.to_data()))
         written.cards.append(done)
         written.paths += [done.json_path, done.markdown_path]
     for model_id in dict.fromkeys(m for m, _ in pairs):
         cards = cards_on_disk(Path(out_dir) / model_id, model_id)
         path = Path(out_dir) / model_id / "model-index.yaml"
-        atomic_write(path, yaml.safe_dump(model_index(model_id, cards), sort_keys=False))
+        index = yaml.safe_dump(model_index(model_id, cards), sort_keys=False)
+        storage.write_text(storage.CARDS, path, index)
         written.paths.append(path)
         comparisons = store.comparisons(model_id)
         if comparisons:
             path = Path(out_dir) / model_id / "regression.md"
-            atomic_write(path, regression_page(model_id, comparisons, run_id, level))
+            page = regression_page(model_id, comparisons, run_id, level)
+            storage.write_text(storage.CARDS, path, page)
             written.paths.append(path)
     return written
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import yaml
 
-from flipgate import FlipgateError
+from flipgate import FlipgateError, storage
 from flipgate.cards.build import cards_on_disk, md_escape, model_index, regression_markdown
 from flipgate.cell import Cell
 from flipgate.cli import OK, Parser, one_line, run_command
-from flipgate.files import atomic_write
 
+MODEL_CARD = storage.Place("model card", "--into", "delete it or give another --into")
 BEGIN, END = "<!-- flipgate:begin -->", "<!-- flipgate:end -->"
 NOTE = (
     "<!-- written by `python -m flipgate card`; edits between these markers are replaced on the "
@@ -253,7 +253,4 @@ def merge_into(path: Path, model: str, cards: list[dict], index: dict, grid_dir:
         )  # the model-index key, replaced
         card.text = merge_section(card.text, grid_section(model, cards, grid_dir), path)
         content = str(card)
-    try:
-        atomic_write(path, content)
-    except OSError as exc:
-        raise FlipgateError(f"{path}: cannot write ({one_line(exc)})") from None
+    storage.write_text(MODEL_CARD, path, content)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from flipgate import FlipgateError
+from flipgate import FlipgateError, storage
 from flipgate.cell import Cell
 from flipgate.facets import FACETS, readouts_for
 from flipgate.grammar import GRAMMAR_VERSION, Manifest
@@ -47,6 +47,16 @@ def store_path(path: Path | str, role: str = "baseline") -> Path:
     return path
 
 
+def _place(role: str) -> storage.Place:
+    """How storage errors name a recorded run in ``role`` ("baseline", "candidate", ...)."""
+    return storage.Place(
+        role,
+        f"the {role} path" if role != "baseline" else "--baseline",
+        f"the file is damaged: give another run"
+        f"{' with --baseline' if role == 'baseline' else ''}, or run it again to record a new one",
+    )
+
+
 @dataclass
 class RunRecord:
     """A finished run's trials store, read-only: its identity, models, manifests and cell trials."""
@@ -66,6 +76,7 @@ class RunRecord:
             raise FlipgateError(
                 f"{role} {file}: not a flipgate trials store (SQLite says: {exc})"
             ) from None
+        storage.check(_place(role), file, store.conn)  # a damaged page fails here, not in a cell
         for table, columns in REQUIRED.items():
             missing = [c for c in columns if c not in tables.get(table, [])]
             if missing:
@@ -105,7 +116,16 @@ class RunRecord:
         return {tuple(r) for r in rows}
 
     def trials(self, model_id: str, dataset: str, cell: str) -> pd.DataFrame:
-        return self.store.trials(model_id=model_id, dataset=dataset, facet=cell)
+        try:
+            return storage.call(
+                _place(self.role),
+                self.path,
+                lambda: self.store.trials(model_id=model_id, dataset=dataset, facet=cell),
+            )
+        except (ValueError, TypeError) as exc:  # a row that is not JSON where JSON was stored
+            raise storage.error(
+                _place(self.role), self.path, sqlite3.DatabaseError(f"unreadable trial: {exc}")
+            ) from None
 
     def identity(self, model_id: str) -> dict:
         """What a regression section discloses about the baseline (docs/definitions.md §11, issue:
