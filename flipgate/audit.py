@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from filelock import FileLock
 from tqdm import tqdm
 
 from flipgate import FlipgateError
@@ -52,6 +51,7 @@ class Auditor:
         items_per_dataset: int | None = None,
         progress: bool = True,
         control_salt: str | None = None,
+        allow_ungated: bool = False,
     ):
         self.config = config
         self.run_id = run_id
@@ -61,6 +61,8 @@ class Auditor:
         #: --fresh-controls: control replicates drawn with new seeds (this run's id as salt), so
         #: their cache keys are new and the noise floor is measured again (docs/definitions.md §3.6)
         self.control_salt = control_salt
+        #: --allow-ungated: a cell no threshold can fail is skipped with the reason, not failed
+        self.allow_ungated = allow_ungated
         self.store = TrialStore(paths.store)
         self.source = os.environ.get("PYTEST_XDIST_WORKER", "main")  # this process, in the store
         self.cache = ResponseCache(paths.cache) if paths.cache else None
@@ -344,10 +346,8 @@ class Auditor:
         found = self.cache.get_many(keys)
         if len(found) < len(set(keys)):
             # one worker computes a call's misses; another asking for them waits, then finds
-            # them cached (one lock per model and call label: different cells run in parallel;
-            # hashed, since a backend variant's id has a "/" in it)
-            lock = f".{sha256_json([model_id, label])[:16]}.lock"
-            with FileLock(str(self.paths.cache) + lock):
+            # them cached
+            with self.cache.claim(model_id, label):
                 found = self.cache.get_many(keys)
                 todo = {k: r for k, r in zip(keys, requests) if k not in found}
                 if todo:

@@ -13,7 +13,9 @@ gate does with it). Labels: ``pass``, ``fail``, ``inconclusive`` (the CI straddl
 
 ``on_inconclusive`` (thresholds file): ``by_rule`` (default, as above) or ``warn`` / ``xfail`` /
 ``fail``, which override what a straddling CI does under both rules. Every CI a gate uses is
-computed at the threshold's own ``level`` from the bootstrap draws where they were kept.
+computed at the threshold's own ``level`` from the bootstrap draws where they were kept; for a
+mean of per-item values in [0, 1] it is widened to the Wilson score interval over its items, so
+a handful of items can never prove conformance (flipgate.metrics.proportion).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy.typing as npt
 
 from flipgate.config import Threshold
 from flipgate.metrics import bootstrap_p_value
+from flipgate.metrics.proportion import small_n_hull
 from flipgate.results import Label, MetricEstimate, Outcome, Verdict
 
 #: what a straddling CI does: ``by_rule`` follows the rule (upper fails, lower warns)
@@ -135,6 +138,9 @@ def evaluate(
         draws = None if m is None else m.draws
         est = None if m is None else m.estimate
         ci = ci_at(draws, t.level) if draws is not None else (None if m is None else m.ci)
+        lo, hi = ci if ci else (None, None)
+        if m and m.n_units and lo is not None and hi is not None and est is not None:
+            ci = small_n_hull((lo, hi), float(est), m.n_units, t.level)  # no proof from few items
         p_value = bootstrap_p_value(draws, t.bound, t.direction) if draws is not None else None
         results.append(
             verdict(t, est, ci, on_inconclusive, t.readout or readout, p_value, **context)

@@ -14,6 +14,7 @@ import pytest
 
 from flipgate import FlipgateError
 from flipgate.exitcodes import USAGE_ERROR
+from flipgate.gate_ledger import MODELS_PROPERTY, GateLedger
 from flipgate.session import SESSION_KEY, FlipgateSession, record_calls
 
 CELL_FIXTURE = "flip_cell"
@@ -54,9 +55,21 @@ def pytest_addoption(parser):
         "them",
     )
     g.addoption(
+        "--allow-ungated",
+        action="store_true",
+        help="accept cells that no threshold can fail and declared cells that were skipped (by "
+        "default each makes the run a usage error, exit 4: nothing was checked)",
+    )
+    g.addoption(
         "--cache-dir", default=".flipgate_cache", help="response cache and dequantised models"
     )
     g.addoption("--no-cache", action="store_true", help="do not read or write the response cache")
+    g.addoption(
+        "--reset-cache",
+        action="store_true",
+        help="move the response cache aside (to responses.sqlite.corrupt-<time> when it is "
+        "corrupt, .reset-<time> otherwise) and start a fresh one",
+    )
     g.addoption(
         "--fresh-controls",
         action="store_true",
@@ -141,6 +154,9 @@ def pytest_configure(config):
             config.option.loadgroup = True  # workers parse argv only; tag items with their group
         return
     config.pluginmanager.register(_BadInputStatus(), "flipgate-bad-input")
+    config.pluginmanager.register(
+        GateLedger(allow_ungated=config.getoption("--allow-ungated")), "flipgate-gate-ledger"
+    )
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "flipgate-xdist")
         if getattr(config.option, "numprocesses", None) and getattr(
@@ -306,8 +322,30 @@ def _schedule_rank(item) -> int:
 @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, if it is active
 def pytest_collection_modifyitems(config, items):
     """Every process sorts the collection the same way (:func:`_schedule_rank`, stable), and
-    xdist hands groups out in that order (``loadscopereorder`` off)."""
+    xdist hands groups out in that order (``loadscopereorder`` off). Each cell carries the
+    models it gates (:data:`flipgate.gate_ledger.MODELS_PROPERTY`) to the controller's ledger."""
     items.sort(key=_schedule_rank)
+    for item in items:
+        models = _gated_models(item)
+        if models:
+            item.user_properties.append((MODELS_PROPERTY, models))
+
+
+def _gated_models(item) -> list[str]:
+    """The model a cell gates (none for the panel-wide envelope and ODI cells, and for the
+    placeholder of a suite with nothing to run, whose parameter is None)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    cell = params.get(CELL_FIXTURE)
+    if isinstance(cell, tuple):
+        return [cell[1]]
+    regression = params.get(REGRESSION_FIXTURE)
+    if isinstance(regression, tuple):
+        return [regression[0].candidate]
+    for fixture in (DECOMPOSITION_FIXTURE, JUDGE_FIXTURE, CONTINUITY_FIXTURE):
+        case = params.get(fixture)
+        if isinstance(case, tuple):
+            return [case[0]]
+    return []
 
 
 def _cell_label(cell: str, dataset: str) -> str:
@@ -410,7 +448,12 @@ def pytest_generate_tests(metafunc):
 def flipgate_auditor(request):
     """This process's :class:`~flipgate.audit.Auditor` (models load once per worker); its API call
     counts are stored at teardown."""
-    auditor = FlipgateSession.of(request.config).auditor()
+    try:
+        auditor = FlipgateSession.of(request.config).auditor()
+    except FlipgateError as exc:  # e.g. a trials store or response cache it cannot open
+        from flipgate.suite import fail_input
+
+        fail_input(exc)
     yield auditor
     record_calls(auditor, os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
@@ -504,10 +547,24 @@ def pytest_sessionstart(session):
     state = FlipgateSession.of(session.config)
     if state.is_worker:
         return
+    if not session.config.option.collectonly:
+        _check_storage(session.config, state)
     if session.config.getoption("--budget") is not None:
         _guard(session.config, state)
     if not session.config.option.collectonly:
         state.start_progress()
+
+
+def _check_storage(config, state) -> None:
+    """The directories and the response cache this run writes (:meth:`FlipgateSession.
+    check_storage`), before anything runs; a problem ends the run with one usage-error line."""
+    try:
+        lines = state.check_storage()
+    except FlipgateError as exc:
+        pytest.exit(f"flipgate: {exc}", returncode=USAGE_ERROR)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines if reporter is not None else []:
+        reporter.write_line(line)
 
 
 def _planned(items, config) -> dict:
@@ -630,7 +687,7 @@ def pytest_sessionfinish(session, exitstatus):
     """Controller only: GRID cards from the run's trials store, added to Allure."""
     state = FlipgateSession.of(session.config)
     state.stop_progress()
-    if not state.is_worker and state.store_path.exists() and not state.finish():
+    if not state.is_worker and state.store_path.exists() and not state.finish(exitstatus):
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 

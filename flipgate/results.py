@@ -191,6 +191,9 @@ class MetricEstimate(BaseModel):
     n_items: int | None = None
     level: float | None = Field(default=None, exclude=True)
     draws: np.ndarray | None = Field(default=None, exclude=True, repr=False)
+    #: for a mean of per-item values in [0, 1]: the items behind it, at which a gate widens the
+    #: interval to Wilson's (flipgate.metrics.proportion; valid at small N)
+    n_units: int | None = Field(default=None, exclude=True)
 
     @classmethod
     def from_draws(

@@ -85,6 +85,40 @@ class FlipgateSession:
         return self.path("--runs-dir") / self.run_id / "trials.sqlite"
 
     @property
+    def cache_path(self) -> Path | None:
+        """The response cache (None with ``--no-cache``)."""
+        if self.config.getoption("--no-cache"):
+            return None
+        return self.path("--cache-dir") / "responses.sqlite"
+
+    def check_storage(self) -> list[str]:
+        """Controller, before anything is collected or called: the runs, manifests and GRID
+        cards directories can be written, and the response cache is a sound database
+        (``--reset-cache`` first moves it aside); a problem is one FlipgateError line naming the
+        path and the remedy. Returns lines for the terminal."""
+        from flipgate import storage
+        from flipgate.cache import ResponseCache
+
+        storage.ensure_dir(storage.RUNS, self.path("--runs-dir"))
+        storage.ensure_dir(storage.MANIFEST, self.path("--manifests-dir"))
+        storage.ensure_dir(storage.CARDS, self.path("--grid-cards-dir"))
+        cache = self.cache_path
+        if cache is None:
+            return []
+        storage.ensure_dir(storage.CACHE, cache.parent)
+        lines = []
+        if self.config.getoption("--reset-cache") and cache.exists():
+            try:
+                ResponseCache(cache, check=True).conn.close()
+                why = "reset"
+            except FlipgateError:
+                why = "corrupt"
+            moved = storage.move_aside(cache, why)
+            lines.append(f"flipgate: --reset-cache: {cache} moved aside to {moved}")
+        ResponseCache(cache, check=True).conn.close()
+        return lines
+
+    @property
     def items_override(self) -> int | None:
         """``--items-per-dataset``: one N for every dataset, over models.yaml's."""
         n: int | None = self.config.getoption("--items-per-dataset")
@@ -94,14 +128,15 @@ class FlipgateSession:
     def audit_config(self) -> AuditConfig:
         """models.yaml, checked with the thresholds files and options against the plan (once)."""
         if self._audit is None:
-            from flipgate.config import load_models, load_thresholds
-            from flipgate.threshold_check import check_thresholds, plan_cells
+            from flipgate.config import MAX_ITEMS_PER_DATASET, load_models, load_thresholds
+            from flipgate.threshold_check import check_selection, check_thresholds, plan_cells
 
             n = self.items_override
-            if n is not None and n < 1:
+            if n is not None and not 1 <= n <= MAX_ITEMS_PER_DATASET:
                 raise FlipgateError(
-                    f"option --items-per-dataset: must be a positive number of items (value: "
-                    f"{n!r}); leave it out to use audit.items_per_dataset and per-dataset n"
+                    f"option --items-per-dataset: must be a number of items from 1 to "
+                    f"{MAX_ITEMS_PER_DATASET} (value: {n!r}); leave it out to use "
+                    f"audit.items_per_dataset and per-dataset n"
                 )
             cfg = load_models(self.path("--models"))
             thresholds = self.path("--thresholds")
@@ -111,9 +146,9 @@ class FlipgateSession:
             if self.pairings is None:  # the controller checked them at configure
                 self.pairings = self.load_pairings(cfg)
             compared = sorted({p.candidate for p in self.pairings if not p.skip})
-            self.notes = check_thresholds(
-                thresholds, cfg, plan_cells(cfg, roster, benchmarks, compared)
-            )
+            cells = plan_cells(cfg, roster, benchmarks, compared)
+            check_selection(cfg, cells)
+            self.notes = check_thresholds(thresholds, cfg, cells)
             self._audit = cfg
         return self._audit
 
@@ -183,12 +218,11 @@ class FlipgateSession:
             import torch
 
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // min(workers, len(cfg.models))))
-        cache_dir = self.path("--cache-dir")
         paths = Paths(
             store=self.store_path,
-            cache=None if self.config.getoption("--no-cache") else cache_dir / "responses.sqlite",
+            cache=self.cache_path,
             manifests=self.path("--manifests-dir"),
-            models=cache_dir,
+            models=self.path("--cache-dir"),
         )
         return Auditor(
             cfg,
@@ -198,6 +232,7 @@ class FlipgateSession:
             # per-call bars in a single process with -v; otherwise the controller's live display
             progress=not self.is_worker and self.config.getoption("verbose") > 0,
             control_salt=self.run_id if self.config.getoption("--fresh-controls") else None,
+            allow_ungated=self.config.getoption("--allow-ungated"),
         )
 
     def may_collect(self, suite: Path) -> bool:
@@ -241,17 +276,23 @@ class FlipgateSession:
         return plan
 
     # -- the end -----------------------------------------------------------------------------
-    def finish(self) -> bool:
+    def finish(self, exitstatus: int) -> bool:
         """Controller: GRID cards from the run's trials store, Allure results, the summary lines.
-        False when the cards could not be written (the trials store is kept)."""
+        The store's meta records that the run finished, with pytest's ``exitstatus`` (a baseline
+        is promoted only from a finished, uninterrupted run). False when the cards could not be
+        written (the trials store is kept)."""
         from flipgate.cards.build import write_cards
         from flipgate.regression.runs import run_meta
         from flipgate.store import TrialStore
 
         cfg = self.audit_config()
-        store = TrialStore(self.store_path)
-        store.set_meta(run_meta(self.run_id, cfg, self.items_override, self.root))
+        finished = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         try:
+            store = TrialStore(self.store_path)
+            store.set_meta(
+                run_meta(self.run_id, cfg, self.items_override, self.root)
+                | {"finished": finished, "exit_status": int(exitstatus)}
+            )
             written = write_cards(
                 store,
                 self.path("--grid-cards-dir"),
@@ -263,7 +304,8 @@ class FlipgateSession:
             )
         except Exception as exc:  # report, never lose the trials store
             self.summary_lines = [
-                f"flipgate: writing GRID cards failed: {type(exc).__name__}: {exc}",
+                "flipgate: writing GRID cards failed: "
+                + (str(exc) if isinstance(exc, FlipgateError) else f"{type(exc).__name__}: {exc}"),
                 f"flipgate: trials are kept in {self.store_path}",
             ]
             return False

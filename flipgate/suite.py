@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import pandas as pd
 import pytest
@@ -33,6 +33,21 @@ def fail_input(exc: FlipgateError):
     """Fail the cell with the error's one-line message (no chained traceback); the plugin turns a
     "flipgate: " failure into the run's usage-error status (flipgate.exitcodes)."""
     raise pytest.fail.Exception(f"flipgate: {exc}", pytrace=False) from None
+
+
+#: a skip reason that starts with this is a cell that cannot exist for the model (it takes no
+#: images, an ODI panel of one): reported, and not a reason to withhold GATE_PASSED
+NOT_APPLICABLE = "not applicable: "
+#: a skip reason that starts with this is a cell that ran but that no threshold could fail, let
+#: through by ``--allow-ungated``
+UNGATED = "not gated (--allow-ungated): "
+#: the one-line failure of a cell that no threshold could fail (flipgate.gate_ledger counts it)
+NOTHING_GATED = "flipgate: nothing gated: "
+
+
+def skip_not_applicable(why: str) -> NoReturn:
+    """Skip a cell that cannot exist for this model (:data:`NOT_APPLICABLE`)."""
+    pytest.skip(NOT_APPLICABLE + why)
 
 
 class InconclusiveThreshold(UserWarning):
@@ -89,7 +104,7 @@ class FlipCell:
             thresholds: ThresholdSet = load_thresholds(self.thresholds_dir, self.model_id)
             why = self.auditor.unmeasurable(self.model_id, self.dataset, facet)
             if why:
-                pytest.skip(why)
+                skip_not_applicable(why)
             summaries, items = self.measure()
         except FlipgateError as exc:
             fail_input(exc)
@@ -128,13 +143,30 @@ class FlipCell:
             },
             trend,
         )
-        assert_verdicts(verdicts)
+        assert_verdicts(verdicts, self.auditor.allow_ungated)
         return verdicts
 
 
-def assert_verdicts(verdicts: list[Verdict]) -> None:
+def assert_verdicts(verdicts: list[Verdict], allow_ungated: bool) -> None:
     """Act on each verdict's outcome (flipgate.gate.outcome): fail on any 'fail', else xfail on
-    any 'xfail', and warn on 'warn' (an exceeded ``warn`` bound or a tolerated inconclusive CI)."""
+    any 'xfail', and warn on 'warn' (an exceeded ``warn`` bound or a tolerated inconclusive CI).
+    A cell that no threshold could fail (none applies, or only ``rule: warn`` ones) fails with a
+    usage error, since passing it would say nothing: unless ``allow_ungated``
+    (``--allow-ungated``), which skips it with the reason instead."""
+    if not any(v.rule != "warn" for v in verdicts):
+        warned = [v.threshold for v in verdicts]
+        why = (
+            "no threshold in the thresholds files applies to this cell"
+            if not warned
+            else f"only rule: warn thresholds apply to this cell ({', '.join(warned)})"
+        )
+        if allow_ungated:
+            pytest.skip(UNGATED + why)
+        pytest.fail(
+            f"{NOTHING_GATED}{why}, so nothing could fail it; declare a threshold for it "
+            "(docs/thresholds.md) or pass --allow-ungated to accept ungated cells",
+            pytrace=False,
+        )
     by = {o: [v for v in verdicts if v.outcome == o] for o in ("fail", "xfail", "warn")}
     if by["fail"]:
         pytest.fail(

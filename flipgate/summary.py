@@ -27,7 +27,12 @@ def mean_estimate(
     (``cluster``) when several values belong to one item."""
     values = np.asarray(values, dtype=float)
     draws = M.bootstrap_draws(values, cluster, n_boot, seed)
-    return MetricEstimate.from_draws(_nanmean(values), draws, level)
+    estimate = MetricEstimate.from_draws(_nanmean(values), draws, level)
+    scored = ~np.isnan(values)
+    if scored.any() and values[scored].min() >= 0 and values[scored].max() <= 1:
+        units = np.unique(np.asarray(cluster)[scored]).size if cluster is not None else scored.sum()
+        estimate = estimate.model_copy(update={"n_units": int(units)})
+    return estimate
 
 
 def _nanmean(values: np.ndarray) -> float:

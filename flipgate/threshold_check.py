@@ -104,6 +104,34 @@ def plan_cells(
     return out
 
 
+def check_selection(cfg: AuditConfig, cells: list[PlanCell]) -> None:
+    """Raise a FlipgateError naming every model of models.yaml that the plan gives no cell to
+    (its ``suites:``, ``facets:`` and ``datasets:`` select nothing): its cells would all be
+    skipped and the run would pass without checking it. A model that only judges (``audit.judge``,
+    the decomposition's judge) is exempt."""
+    judges = {cfg.judge} | (
+        {cfg.decomposition.judge_model} if cfg.decomposition is not None else set()
+    )
+    selected = {c.model for c in cells if c.cell != ODI_CELL}
+    unselected = [
+        f"field models[{i}] (id {m!r}): suites {cfg.models[m]['suites']}"
+        + "".join(
+            f", {key} {cfg.models[m][key]}"
+            for key in ("facets", "datasets")
+            if cfg.models[m].get(key)
+        )
+        + " select no cell of the audit plan"
+        for i, m in enumerate(cfg.models)
+        if m not in selected and m not in judges
+    ]
+    if unselected:
+        raise FlipgateError(
+            f"{cfg.path}: models that nothing would check (every cell of theirs would be "
+            "skipped):\n  " + "\n  ".join(unselected) + "\n  (fix the selection, or remove the "
+            "model)"
+        )
+
+
 def matches(t: Threshold, c: PlanCell, order_datasets: set[str]) -> bool:
     """Whether threshold ``t`` gates plan cell ``c``."""
     if t.model not in (None, c.model) or t.vs != c.vs:

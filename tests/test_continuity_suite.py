@@ -33,7 +33,8 @@ def test_continuity_suite_on_a_tiny_model_end_to_end(tmp_path, tiny_model_dir):
         tmp_path / "thresholds" / "default.yaml",
         "thresholds:\n"
         "  - {metric: l_global, facet: continuity, max: 0.5, rule: warn}\n"
-        "  - {metric: abstention_auc, facet: continuity, readout: festa, min: 0.5, rule: warn}\n",
+        "  - {metric: abstention_auc, facet: continuity, readout: festa, min: 0.5, rule: warn}\n"
+        "  - {metric: l_local, facet: continuity, max: 1.0, rule: point}\n",
     ).parent
     proc = run_suite(tmp_path, models, thresholds)
     out = proc.stdout + proc.stderr
@@ -161,7 +162,9 @@ def test_bad_continuity_threshold_names_the_file_and_field(tmp_path, threshold, 
     assert "default.yaml" in str(err.value) and needle in str(err.value), str(err.value)
 
 
-def run_beside_a_text_model(tmp_path, media_dir, text_dir, model_id: str, section: str) -> str:
+def run_beside_a_text_model(
+    tmp_path, media_dir, text_dir, model_id: str, section: str, *extra: str
+) -> str:
     """The suite over a media model ``model_id`` and a text-only model ("text"), with a
     ``continuity`` section; the run's output (it must pass, with no traceback)."""
     models = models_yaml(
@@ -176,9 +179,10 @@ def run_beside_a_text_model(tmp_path, media_dir, text_dir, model_id: str, sectio
     models.write_text(models.read_text().replace("audit:\n", f"audit:\n  continuity: {section}\n"))
     thresholds = write(
         tmp_path / "thresholds" / "default.yaml",
-        "thresholds:\n  - {metric: l_global, facet: continuity, max: 0.5, rule: warn}\n",
+        "thresholds:\n  - {metric: l_global, facet: continuity, max: 0.5, rule: warn}\n"
+        "  - {metric: l_local, facet: continuity, max: 1.0, rule: point}\n",
     ).parent
-    proc = run_suite(tmp_path, models, thresholds, "-rs")
+    proc = run_suite(tmp_path, models, thresholds, "-rs", *extra)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
     return out
@@ -199,8 +203,8 @@ def test_image_sweeps_on_a_tiny_vlm_and_skipped_for_a_text_model(
     )
     assert "8 passed" in out, out[-2000:]
     for sweep in ("spatial_location", "counting_clutter"):  # dse and logprob cells: [2] each
-        assert "[2] flipgate/continuity/cell.py" in out
-        assert f"text takes no images; {sweep} is an image sweep" in out
+        assert f"not applicable: text takes no images; {sweep} is an image sweep" in out
+        assert "[2] flipgate/suite.py" in out
     card = json.loads((tmp_path / "cards/vlm/spatial_location.json").read_text())
     assert set(card["continuity"]["estimators"]) == {"dse", "logprob"}
     assert card["continuity"]["n_inputs"] == 20
@@ -224,8 +228,10 @@ def test_audio_sweeps_on_a_tiny_audio_model_and_skipped_for_a_text_model(
         "alm",
         "{sweeps: [temporal_order, loudness], estimators: [festa, logprob], sources: 2,"
         " samples: 2}",
+        "--allow-ungated",  # the text model takes no audio: none of its cells can be gated
     )
     assert "3 passed" in out, out[-2000:]
+    assert "not checked (allowed by --allow-ungated): model 'text': none of its 4 cells" in out
     for sweep in ("temporal_order", "loudness"):
         assert f"text takes no audio; {sweep} is an audio sweep" in out
     # the random model's tokenizer spells "quieter" with two tokens: no first-token probability

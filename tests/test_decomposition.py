@@ -383,7 +383,10 @@ def test_judge_gate_stops_a_first_position_judge_and_passes_a_faithful_one(tmp_p
         judge_model="first",
         agreement_set=REPO / "fixtures/judge/agreement.jsonl",
     )
-    thresholds = write(tmp_path / "thresholds" / "default.yaml", "thresholds: []\n").parent
+    thresholds = write(
+        tmp_path / "thresholds" / "default.yaml",
+        "thresholds:\n  - {metric: genuine_flip_rate, facet: decomposition, max: 1.0}\n",
+    ).parent
     cell = DecompositionCell(
         auditor, str(thresholds), plan, "planted", "basic_arithmetic", "label_set"
     )

@@ -21,6 +21,7 @@ thresholds:
   - {metric: parse_rate, min: 0.0, rule: point}
   - {metric: flip_rate, max: 1.0, rule: lower}
   - {metric: flip_rate, facet: same_ordering, max: 1.0, rule: upper}
+  - {metric: l_local, facet: continuity, max: 1.0, rule: point}
 """
 
 
@@ -192,7 +193,8 @@ def test_rerun_hits_cache_and_failing_threshold_fails(xdist_run):
     tmp, models, _, _ = xdist_run
     strict = write(
         tmp / "strict" / "default.yaml",
-        "thresholds:\n  - {metric: flip_rate, max: 0.0, rule: lower}\n",
+        "thresholds:\n  - {metric: flip_rate, max: 0.0, rule: lower}\n"
+        "  - {metric: flip_rate, facet: same_ordering, max: 1.0, rule: point}\n",
     ).parent
     proc = run_suite(tmp, models, strict, "-k", "option_order")
     assert proc.returncode == 1, proc.stdout[-2000:]
@@ -267,7 +269,9 @@ def test_groups_are_scheduled_largest_first_and_odi_last():
     from flipgate.plugin import pytest_collection_modifyitems
 
     def item(name, **params):
-        return SimpleNamespace(name=name, callspec=SimpleNamespace(params=params))
+        return SimpleNamespace(
+            name=name, callspec=SimpleNamespace(params=params), user_properties=[]
+        )
 
     items = [
         item("odi", odi_cell="order"),
@@ -279,3 +283,13 @@ def test_groups_are_scheduled_largest_first_and_odi_last():
     ]
     pytest_collection_modifyitems(None, items)
     assert [i.name for i in items] == ["envelope", "control", "chunks", "option", "plain", "odi"]
+    # each cell names the model it gates for the controller's ledger; panel-wide cells none
+    tagged = {i.name: dict(i.user_properties).get("flipgate_models") for i in items}
+    assert tagged == {
+        "envelope": None,
+        "control": ["m"],
+        "chunks": ["m"],
+        "option": ["m"],
+        "plain": None,
+        "odi": None,
+    }

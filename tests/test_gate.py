@@ -151,13 +151,13 @@ def test_inconclusive_is_reported_not_hidden(setting, expected):
     verdicts = [_verdict("inconclusive", "lower", setting)]
     if expected == "xfail":
         with pytest.raises(XFailed, match="inconclusive"):
-            assert_verdicts(verdicts)
+            assert_verdicts(verdicts, allow_ungated=False)
     elif expected == "fail":
         with pytest.raises(Failed, match="flip_rate <= 0.2"):
-            assert_verdicts(verdicts)
+            assert_verdicts(verdicts, allow_ungated=False)
     else:
         with pytest.warns(InconclusiveThreshold, match="CI \\[0.100, 0.300\\]"):
-            assert_verdicts(verdicts)
+            assert_verdicts(verdicts, allow_ungated=False)
 
 
 def test_upper_inconclusive_fails_as_not_proven():
@@ -166,7 +166,7 @@ def test_upper_inconclusive_fails_as_not_proven():
     from flipgate.suite import assert_verdicts
 
     with pytest.raises(Failed, match="not proven"):
-        assert_verdicts([_verdict("inconclusive", "upper")])
+        assert_verdicts([_verdict("inconclusive", "upper")], allow_ungated=False)
 
 
 def test_failed_and_missing_thresholds_fail_warn_rule_warns():
@@ -175,11 +175,26 @@ def test_failed_and_missing_thresholds_fail_warn_rule_warns():
     from flipgate.suite import ThresholdWarning, assert_verdicts
 
     with pytest.raises(Failed, match="-> fail"):
-        assert_verdicts([_verdict("pass"), _verdict("fail")])
+        assert_verdicts([_verdict("pass"), _verdict("fail")], allow_ungated=False)
     with pytest.raises(Failed, match="-> missing"):
-        assert_verdicts([_verdict("missing")])
+        assert_verdicts([_verdict("missing")], allow_ungated=False)
     with pytest.warns(ThresholdWarning):
-        assert_verdicts([_verdict("warn")])
+        assert_verdicts([_verdict("warn", "warn"), _verdict("pass")], allow_ungated=False)
+
+
+def test_a_cell_no_threshold_can_fail_is_not_a_pass():
+    """No verdict, or only ``rule: warn`` ones: nothing could fail the cell, so it fails with the
+    usage-error prefix, or is skipped with the reason under --allow-ungated."""
+    from _pytest.outcomes import Failed, Skipped
+
+    from flipgate.suite import NOTHING_GATED, UNGATED, assert_verdicts
+
+    for verdicts in ([], [_verdict("pass", "warn")], [_verdict("warn", "warn")]):
+        with pytest.raises(Failed, match=NOTHING_GATED) as failed:
+            assert_verdicts(verdicts, allow_ungated=False)
+        assert "--allow-ungated" in str(failed.value)
+        with pytest.raises(Skipped, match=UNGATED.replace("(", "\\(").replace(")", "\\)")):
+            assert_verdicts(verdicts, allow_ungated=True)
 
 
 def test_evaluate_attaches_bootstrap_p_value():

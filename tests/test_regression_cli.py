@@ -120,6 +120,8 @@ def make_run(
             "grammar_version": GRAMMAR_VERSION,
             "seed": 42,
             "k": K,
+            "finished": "2026-01-01T00:10:00+00:00",
+            "exit_status": 1,
             **(meta or {}),
         }
     )
@@ -215,8 +217,8 @@ def test_missing_baseline_cell_is_skipped_not_passed(runs, capsys):
     root, thresholds = runs
     base = make_run(root, "20260101T000000Z-base")
     cand = make_run(root, "20260102T000000Z-cand", datasets=("ds_a", "ds_b"))
-    code, out, _ = compare(capsys, base, cand, "--thresholds", thresholds)
-    assert code == 0
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds)
+    assert code == 2 and "not everything was checked" in err  # nothing may pass unchecked
     assert "skipped: m vs m@20260101T000000Z-base on option_order × ds_b:" in out
     assert "| ds_b |" not in out
 

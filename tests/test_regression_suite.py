@@ -105,7 +105,9 @@ def test_baseline_run_gates_and_regression_fails(pair_run):
     )
     strict = write(
         tmp / "strict" / "default.yaml",
-        "thresholds:\n  - {metric: delta_parse_rate, vs: baseline, min: 0.5, rule: point}\n",
+        "thresholds:\n  - {metric: delta_parse_rate, vs: baseline, min: 0.5, rule: point}\n"
+        "  - {metric: delta_delta_order, vs: baseline, facet: same_ordering, max: 1,"
+        " rule: point}\n",
     ).parent
     proc = run_suite(
         tmp,

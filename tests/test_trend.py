@@ -145,7 +145,10 @@ def test_report_cell_attaches_trend_from_two_runs(runs_dir, monkeypatch):
 
 def test_flip_cell_records_summaries_and_trend(tmp_path, monkeypatch):
     (tmp_path / "thr").mkdir()
-    (tmp_path / "thr" / "default.yaml").write_text("thresholds: []\n")
+    (tmp_path / "thr" / "default.yaml").write_text(
+        "thresholds:\n  - {metric: flip_rate, max: 1.0, rule: point}\n"
+        "  - {metric: flip_rate, facet: same_ordering, max: 1.0, rule: point}\n"
+    )
     captured = []
     monkeypatch.setattr("flipgate.suite.report_cell", lambda *args: captured.append(args))
     backend = ScriptedBackend()

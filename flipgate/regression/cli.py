@@ -4,8 +4,10 @@ docs/regression.md).
 ``compare BASELINE CANDIDATE`` reads two finished runs (``reports/runs/<run_id>``,
 ``reports/baseline`` or their ``trials.sqlite``), pairs each candidate model with its version in the
 baseline run, compares every order cell they share and gates the candidate's ``vs: baseline``
-thresholds. It writes nothing; exit 0: no regression threshold failed, 1: one failed, 2: bad or
-incomparable input (one line on stderr starting ``flipgate: ``).
+thresholds. It writes nothing; exit 0: every baseline cell was compared and gated and no
+regression threshold failed, 1: one failed, 2: bad or incomparable input (one line on stderr
+starting ``flipgate: ``), or something was not checked (a cell of either run the other lacks, or no
+``vs: baseline`` threshold applies) without ``--allow-ungated``.
 
 ``baseline [RUN]`` promotes a run (default: the latest under ``reports/runs``) to
 ``reports/baseline``, the baseline ``scripts/audit`` compares with when it exists.
@@ -20,7 +22,8 @@ import sys
 from pathlib import Path
 
 from flipgate import FlipgateError
-from flipgate.cli import OK, Parser, run_command
+from flipgate.cli import OK, USAGE, Parser, run_command
+from flipgate.exitcodes import INTERNAL_ERROR, INTERRUPTED, MEANING, NO_TESTS
 from flipgate.files import atomic_copy, atomic_write, replace_with
 from flipgate.grammar import GRAMMAR_VERSION
 from flipgate.regression import table
@@ -43,7 +46,14 @@ def _compare_parser() -> Parser:
         prog="python -m flipgate compare",
         description="Paired regression table of a candidate run against a baseline run "
         "(docs/definitions.md §11). "
-        "Exit 0: no regression threshold failed; 1: one failed; 2: bad or incomparable input.",
+        "Exit 0: no regression threshold failed and nothing went unchecked; 1: one failed; 2: "
+        "bad or incomparable input, or a cell not compared or not gated (see --allow-ungated).",
+    )
+    p.add_argument(
+        "--allow-ungated",
+        action="store_true",
+        help="exit 0 even when a cell of either run was not compared or no vs: baseline "
+        "threshold applies (the table still lists them)",
     )
     p.add_argument(
         "baseline",
@@ -113,7 +123,17 @@ def _compare(argv: list[str]) -> int:
         print(result["summary"]["line"], file=sys.stderr)
     else:
         print(_markdown(result, args.level), end="")
-    return REGRESSION if result["summary"]["failed"] else OK
+    if result["summary"]["failed"]:
+        return REGRESSION
+    unchecked = result["summary"]["skipped"] or not result["summary"]["verdicts"]
+    if unchecked and not args.allow_ungated:
+        print(
+            "flipgate: not everything was checked (see the skipped cells above); pass "
+            "--allow-ungated to accept that",
+            file=sys.stderr,
+        )
+        return USAGE
+    return OK
 
 
 def _markdown(result: dict, level: float) -> str:
@@ -187,6 +207,18 @@ def compare_runs(
             )
             continue
         name = f"{base}@{base_run.run_id}"
+        skipped += [
+            {
+                "candidate": cand,
+                "baseline": name,
+                "cell": cell,
+                "dataset": dataset,
+                "reason": f"candidate run {cand_run.run_id} has no {cell} × {dataset} trials of "
+                f"{cand!r}, which the baseline has: not compared (not a pass)",
+            }
+            for cell, dataset in base_run.order_cells(base)
+            if (cell, dataset) not in cand_run.order_cells(cand)
+        ]
         for cell, dataset in cand_run.order_cells(cand):
             base_arm = base_run.arm(base, cell, dataset)
             if base_arm is None:
@@ -334,6 +366,12 @@ def _promote(argv: list[str]) -> int:
         raise FlipgateError(f"run {record.path}: is already the baseline in {to}")
     run_dir, meta, models = record.path.parent, record.meta, sorted(record.models)
     n_trials = record.store.conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+    why = _unfinished(meta, n_trials)
+    if why is not None:
+        raise FlipgateError(
+            f"run {record.run_id} ({record.path}): {why}: not promoted (a baseline it cannot "
+            "compare with would skip every regression cell); promote a finished audit"
+        )
     to.mkdir(parents=True, exist_ok=True)
     _backup(record.store.conn, target)
     record.store.conn.close()
@@ -360,6 +398,20 @@ def _promote(argv: list[str]) -> int:
         f"to {target}"
     )
     return OK
+
+
+def _unfinished(meta: dict, n_trials: int) -> str | None:
+    """Why a run cannot be a baseline (None when it can): it recorded no trial, it has not
+    finished (still running, killed, or made before flipgate recorded the end), or it ended
+    interrupted, in an internal error or with nothing collected."""
+    if not n_trials:
+        return "it recorded 0 trials"
+    if "finished" not in meta:
+        return "it has not finished (still running, or killed before its end)"
+    status = meta.get("exit_status")
+    if status in (INTERRUPTED, INTERNAL_ERROR, NO_TESTS):
+        return f"it ended with exit status {status} ({MEANING[status]})"
+    return None
 
 
 def _backup(source: sqlite3.Connection, target: Path) -> None:
