@@ -54,7 +54,8 @@ class GateLedger:
     cells_of: Counter[str] = field(default_factory=Counter)
     gated_of: Counter[str] = field(default_factory=Counter)
 
-    def kind(self, report: pytest.TestReport) -> str | None:
+    @staticmethod
+    def kind(report: pytest.TestReport) -> str | None:
         """What a cell's final report says happened to it, or None for a report that is not a
         cell's last word (setup that passed, teardown)."""
         if report.skipped:
@@ -63,10 +64,7 @@ class GateLedger:
             reason = _skip_reason(report)
             if reason.startswith(NOT_APPLICABLE):
                 return "not applicable"
-            if reason.startswith(UNGATED):
-                return "ungated"
-            self.skipped.append((report.nodeid, reason))
-            return "skipped"
+            return "ungated" if reason.startswith(UNGATED) else "skipped"
         if report.failed and NOTHING_GATED in str(report.longrepr):
             return "ungated"
         if report.failed and (
@@ -81,10 +79,12 @@ class GateLedger:
             return
         if "flipgate_cell" not in report.keywords:
             return
-        kind = self.kind(report)
+        kind = GateLedger.kind(report)
         if kind is None:
             return
         self.outcomes[kind] += 1
+        if kind == "skipped":
+            self.skipped.append((report.nodeid, _skip_reason(report)))
         models: list[str] = dict(report.user_properties).get(MODELS_PROPERTY, [])  # type: ignore[assignment]
         for model_id in models:
             self.cells_of[model_id] += 1
