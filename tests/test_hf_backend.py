@@ -141,3 +141,60 @@ def test_second_backend_reads_the_stored_fingerprint_and_loads_only_to_answer(
     assert again._loaded
     HFBackend({**cfg, "dtype": "bfloat16"})  # another precision is another fingerprint
     assert len(list((tmp_path / "fingerprints").glob("*.json"))) == 2
+
+
+def test_a_prompt_longer_than_the_context_is_refused_before_any_call(tiny_model_dir, tmp_path):
+    """The tiny model takes 1024 positions: a 3,000-token question is one line naming the model,
+    the item and both lengths, and the model is never run."""
+    backend = HFBackend(tiny_hf_config(tiny_model_dir, tmp_path, max_new_tokens=3))
+    (short, *_) = requests()
+    long = Request(
+        messages=(("user", "word " * 3000 + "\nA. x\nB. y"),),
+        labels=("A", "B"),
+        key=("ds", "ds/item7", "option_order", 0, 0),
+    )
+    assert backend.complete([short])  # loads the model; a short prompt is answered
+    backend.model.forward = None  # any call to the model from here on would raise TypeError
+    with pytest.raises(FlipgateError) as refused:
+        backend.complete([short, long])
+    message = str(refused.value)
+    assert "model 'tiny'" in message and "ds/ds/item7/option_order" in message
+    assert "over the model's context of 1024 positions" in message and "\n" not in message
+
+
+def test_an_over_long_item_ends_the_run_with_one_line(tiny_model_dir, tmp_path, capsys):
+    """End to end: a local mmlu_pro row within the 20,000-character item bound but past the
+    tiny model's context stops its cell with one usage-error line, no traceback."""
+    import json
+
+    from test_bad_input import Case, models_with, run_in_process
+
+    from conftest import REPO
+    from flipgate.exitcodes import USAGE_ERROR
+
+    rows = [
+        {
+            "question_id": i,
+            "question": ("word " * 3000 if i == 1 else f"q{i}"),
+            "options": ["a", "b", "c", "d"],
+            "answer_index": 1,
+            "category": "x",
+        }
+        for i in range(3)
+    ]
+    data = tmp_path / "mmlu_pro.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    model = f'{{id: tiny, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3}}'
+    case = Case(
+        "long-item",
+        models=models_with(
+            f"option_order: {{datasets: [{{name: mmlu_pro, data_files: {data}, n: 3}}]}}",
+            model=model,
+        ),
+    )
+    status, text = run_in_process(
+        tmp_path, case, capsys, str(REPO / "suites" / "facets"), collect_only=False
+    )
+    assert status == USAGE_ERROR, text[-3000:]
+    assert "over the model's context of 1024 positions" in text, text[-3000:]
+    assert "Traceback" not in text and 'File "' not in text, text[-3000:]

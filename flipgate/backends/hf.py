@@ -434,6 +434,7 @@ class HFBackend:
         prompts = [self.render(r) for r in requests]
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         budget = [r.max_new_tokens or self.max_new_tokens for r in requests]
+        self._check_context(requests, ids, budget)
         first = self._first_equal(requests, ids, budget)
         todo = [i for i in range(len(requests)) if first[i] == i]
         todo_ids, todo_budget = [ids[i] for i in todo], [budget[i] for i in todo]
@@ -457,6 +458,35 @@ class HFBackend:
             )
             done = [replace(out, continuation_logprobs=scored[f]) for out, f in zip(done, first)]
         return done
+
+    @property
+    def context_length(self) -> int | None:
+        """The most positions the model takes (its text config's ``max_position_embeddings``),
+        None when the config does not say."""
+        config = self.model.config
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        n = getattr(text, "max_position_embeddings", None)
+        return n if isinstance(n, int) and n > 0 else None
+
+    def _check_context(
+        self, requests: list[Request], ids: list[list[int]], budget: list[int]
+    ) -> None:
+        """Refuse, before any call, a prompt whose tokens and answer budget exceed the model's
+        context: past it a model answers from positions it never learnt (or runs for minutes),
+        and nothing would say so. Images and audio add tokens on top: the text is a lower
+        bound."""
+        limit = self.context_length
+        if limit is None:
+            return
+        for request, tokens, new in zip(requests, ids, budget):
+            if len(tokens) + new > limit:
+                where = "/".join(str(part) for part in request.key[:3]) or "a request"
+                raise FlipgateError(
+                    f"model {self.model_id!r}: {where}: the prompt has {len(tokens)} tokens and "
+                    f"the answer {new} more, over the model's context of {limit} positions "
+                    "(max_position_embeddings); shorten the item (or its dataset's passages) or "
+                    "audit a model with a longer context"
+                )
 
     def _continuation_logprobs(
         self, requests: list[Request], ids: list[list[int]]
