@@ -13,14 +13,14 @@ from pathlib import Path
 
 import jsonschema
 
-from flipgate import FlipgateError
+from flipgate import SHOWN_CHARS, FlipgateError, not_utf8, short
 from flipgate.cell import Cell
 from flipgate.facets import CONTROLS, FACETS
 from flipgate.items.registry import DatasetSpec
 from flipgate.judge.consensus import ConsensusWeights
 from flipgate.redact import refuse_key_as_name
 from flipgate.results import Direction
-from flipgate.yamlio import SHOWN_CHARS, load_strict, short
+from flipgate.yamlio import load_strict
 
 SCHEMAS = Path(__file__).parent / "config_schemas"
 #: the cell name of the configuration-envelope suite in thresholds files (``facet: envelope``)
@@ -159,10 +159,7 @@ def read_yaml(path: Path | str, schema_name: str) -> dict:
     try:
         data = load_strict(path.read_text(encoding="utf-8"), path)
     except UnicodeDecodeError as exc:
-        raise FlipgateError(
-            f"{path}: not UTF-8 text: byte {exc.object[exc.start : exc.start + 1]!r} at offset "
-            f"{exc.start} (save the file as UTF-8)"
-        ) from None
+        raise not_utf8(path, exc) from None
     _check_finite(data, path)
     validator = _Validator(_schema(schema_name))
     # best_match descends into oneOf/anyOf branches to the error that names the real field

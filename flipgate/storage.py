@@ -56,11 +56,6 @@ MANIFEST = Place(
     "delete it to regenerate it: a manifest is redrawn from the grammar (docs/manifests.md)",
 )
 CARDS = Place("GRID card", "--grid-cards-dir", "delete it: the run writes it again")
-BASELINE = Place(
-    "baseline",
-    "--baseline",
-    "give another run with --baseline, or re-run the baseline to record it again",
-)
 
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _DENIED = {errno.EROFS, errno.EACCES, errno.EPERM}

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from flipgate import FlipgateError
+from flipgate import FlipgateError, short
 
 #: at most this many aliases (``*name``) in one file
 MAX_ALIASES = 100
@@ -22,17 +22,9 @@ MAX_ALIASES = 100
 MAX_NODES = 100_000
 #: at most this many levels of nesting, aliases expanded (the configuration files need ~8)
 MAX_DEPTH = 50
-#: what the error messages show of a value
-SHOWN_CHARS = 60
 
 _MERGE = "tag:yaml.org,2002:merge"
 _EXPAND = "write the values out instead"
-
-
-def short(value: object, limit: int = SHOWN_CHARS) -> str:
-    """``repr(value)``, cut to ``limit`` characters (a value in a message stays one short line)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -14,18 +14,12 @@ import io
 from pathlib import Path
 from typing import Any
 
-from flipgate import FlipgateError
+from flipgate import FlipgateError, not_utf8, short
 from flipgate.items.item import Item
 
 #: the most characters of question + options one item may hold: a longer row is refused rather
 #: than rendered into K prompts that take minutes each (one 100,000-character option ran > 400 s)
 MAX_ITEM_CHARS = 20_000
-
-
-def _shown(value: Any) -> str:
-    """``value`` for a message: its repr, cut to 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _at(field: str | tuple[str, ...], *js: int) -> str:
@@ -63,20 +57,20 @@ def option_texts(
     label = field if isinstance(field, str) else ", ".join(field)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
         raise FlipgateError(
-            f"{where}: field {label!r} must be a list of option strings (value: {_shown(value)})"
+            f"{where}: field {label!r} must be a list of option strings (value: {short(value)})"
         )
     for j, text in enumerate(value):
         if not isinstance(text, str) or not text.strip():
             raise FlipgateError(
                 f"{where}: {_at(field, j)} is a null, empty or non-text option "
-                f"(value: {_shown(text)}); every option must be a non-empty string"
+                f"(value: {short(text)}); every option must be a non-empty string"
             )
     pair = repeated(value) if distinct else None
     if pair is not None:
         i, j = pair
         raise FlipgateError(
             f"{where}: {_at(field, i, j)} are the same option "
-            f"(value: {_shown(value[j])}); options must be distinct, or a pick between them "
+            f"(value: {short(value[j])}); options must be distinct, or a pick between them "
             f"counts as a flip"
         )
     return list(value)
@@ -86,7 +80,7 @@ def answer_index(value: Any, n_options: int, where: str, field: str) -> int:
     """A row's gold index: an int (not a bool: ``true`` is no index) in [0, n_options)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n_options:
         raise FlipgateError(
-            f"{where}: field {field!r} value {_shown(value)} is not an index into the "
+            f"{where}: field {field!r} value {short(value)} is not an index into the "
             f"{n_options} options (an integer from 0 to {n_options - 1})"
         )
     return value
@@ -104,7 +98,7 @@ def check_item(
     characters; else a FlipgateError."""
     if not isinstance(item.question, str) or not item.question.strip():
         raise FlipgateError(
-            f"{where}: the question is null, empty or not text (value: {_shown(item.question)})"
+            f"{where}: the question is null, empty or not text (value: {short(item.question)})"
         )
     if item.options:
         option_texts(item.options, where, options_field, distinct)
@@ -115,7 +109,7 @@ def check_item(
         longest = max((item.question, *item.options), key=len)
         raise FlipgateError(
             f"{where}: question and options hold {size:,} characters, over the limit of "
-            f"{MAX_ITEM_CHARS:,} per item (longest value: {_shown(longest)}, {len(longest):,} "
+            f"{MAX_ITEM_CHARS:,} per item (longest value: {short(longest)}, {len(longest):,} "
             f"characters); shorten or drop the row"
         )
     return item
@@ -148,7 +142,7 @@ class RowItems:
         first = self._rows.setdefault(item.item_id, row)
         if first != row:
             raise FlipgateError(
-                f"{where}: field {self.id_field!r} gives item id {_shown(item.item_id)}, as "
+                f"{where}: field {self.id_field!r} gives item id {short(item.item_id)}, as "
                 f"{self.unit} {first} does; item ids must be unique (give each {self.unit} its "
                 f"own id)"
             )
@@ -183,12 +177,7 @@ def check_utf8(path: Path) -> None:
             try:
                 decoder.decode(block, final=not block)
             except UnicodeDecodeError as exc:
-                at = offset - pending + exc.start
-                data = exc.object
-                raise FlipgateError(
-                    f"{path}: not UTF-8 text: byte {data[exc.start : exc.start + 1]!r} at offset "
-                    f"{at} (save the file as UTF-8)"
-                ) from None
+                raise not_utf8(path, exc, offset - pending + exc.start) from None
             if not block:
                 return
             offset += len(block)

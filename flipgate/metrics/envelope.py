@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from flipgate import FlipgateError
+from flipgate import FlipgateError, short
 
 if TYPE_CHECKING:
     from _typeshed import SupportsRichComparison
@@ -81,8 +81,7 @@ IMPL_TERMS = ("template", "decoding", "few_shot")
 
 
 def _short(x: object, limit: int = 80) -> str:
-    text = repr(x.tolist() if isinstance(x, np.ndarray) else x)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return short(x.tolist() if isinstance(x, np.ndarray) else x, limit)
 
 
 def _vector(fn: str, name: str, x: npt.ArrayLike, min_len: int = 1) -> npt.NDArray[np.float64]:
