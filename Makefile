@@ -49,11 +49,12 @@ baseline: $(VENV)/.installed
 report: node_modules/.installed
 	npx --no-install allure generate reports/allure-results --config allurerc.mjs
 
-## Lint, format and type checks (ruff, mypy; configured in pyproject.toml).
+## Lint, format, type and import-layer checks (ruff, mypy, import-linter; configured in pyproject.toml).
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 ## Regenerate flipgate/cards/grid_card.schema.json from the typed card (flipgate/cards/model.py).
 schema: $(VENV)/.installed

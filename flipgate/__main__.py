@@ -25,6 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in COMMANDS:
         print(__doc__.strip(), file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
+    from flipgate import FlipgateError, registry
+
+    try:
+        registry.suites()  # installed suites' metrics and settings, for the files commands read
+    except FlipgateError as exc:
+        print(f"flipgate: {exc}", file=sys.stderr)
+        return 2
     module, _, func = COMMANDS[argv[0]].partition(":")
     return getattr(__import__(module, fromlist=[func]), func)(argv[1:])
 

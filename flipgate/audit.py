@@ -3,6 +3,7 @@ store."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections import Counter
@@ -204,6 +205,21 @@ class Auditor:
         salt = f"#{self.control_salt}" if self.control_salt else ""
         return item_seed(f"{item_id}#{replicate}{salt}", n_units, self.config.k, self.config.seed)
 
+    def trial_maker(
+        self, model_id: str, dataset: str, answered_by: str | None = None
+    ) -> Callable[..., Trial]:
+        """:meth:`Trial.of` with what every trial of one model on one dataset shares bound: this
+        run's id, ``model_id``, the fingerprint of the backend that answered (``answered_by``, a
+        variant of the model, or the model itself) and ``dataset``; the caller gives the rest."""
+        fingerprint = sha256_json(self.backend(answered_by or model_id).fingerprint)
+        return functools.partial(
+            Trial.of,
+            run_id=self.run_id,
+            model_id=model_id,
+            model_fingerprint=fingerprint,
+            dataset=dataset,
+        )
+
     def cell_requests(self, dataset: str, name: str) -> tuple[list[tuple], list[Request]]:
         """A cell's plan (:meth:`cell_plan`) and its rendered requests."""
         plan = self.cell_plan(dataset, name)
@@ -259,21 +275,16 @@ class Auditor:
         outputs, cached = self.outputs(
             model_id, requests, use_cache=True, label=f"{name}/{dataset}", by_seed=cell.is_control
         )
-        backend = self.backend(model_id)
-        fingerprint = sha256_json(backend.fingerprint)
+        trial = self.trial_maker(model_id, dataset)
         trials = []
         for (it, o, perm, s), req, out, hit in zip(plan, requests, outputs, cached):
             labels = {r: read_label(r, out, req.labels, req.answer_prefix) for r in readouts}
             mapped = {r: facet.map_back(lab, it, perm) for r, lab in labels.items()}
             trials.append(
-                Trial.of(
+                trial(
                     req,
                     out,
                     hit,
-                    run_id=self.run_id,
-                    model_id=model_id,
-                    model_fingerprint=fingerprint,
-                    dataset=dataset,
                     item_id=it.item_id,
                     facet=name,
                     condition=o,

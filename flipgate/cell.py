@@ -36,3 +36,10 @@ class Cell:
 
     def __str__(self) -> str:
         return self.name
+
+
+def cell_group(model_id: str, cell: str, dataset: str) -> str:
+    """The xdist group of an order cell: a facet cell, its control and its regression cases share
+    one (the first of them to run measures the facet's trials, the others read them back); groups
+    of one model run on both workers, each loading the model once."""
+    return f"{model_id}/{Cell.parse(cell).facet}/{dataset}"

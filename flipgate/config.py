@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 
@@ -17,7 +18,7 @@ from flipgate import SHOWN_CHARS, FlipgateError, not_utf8, short
 from flipgate.cell import Cell
 from flipgate.facets import CONTROLS, FACETS
 from flipgate.items.registry import DatasetSpec
-from flipgate.judge.consensus import ConsensusWeights
+from flipgate.metrics.consensus import ConsensusSettings
 from flipgate.redact import refuse_key_as_name
 from flipgate.results import Direction
 from flipgate.yamlio import load_strict
@@ -82,8 +83,35 @@ CONTROL_METRICS = ("flip_rate_same", "delta_order", "ordering_excess_share")
 REGRESSION_METRICS = ("delta_flip_rate", "delta_accuracy", "delta_parse_rate", "delta_delta_order")
 
 
+#: suites other packages registered (flipgate.registry declares them here): their ``audit.<key>``
+#: settings, ``suites:`` name and threshold metrics are read through the generic paths below
+EXTERNAL_SUITES: dict[str, Any] = {}  # name -> flipgate.suite_api.Suite (typed there)
+
+
+def declare_external_suite(suite: Any) -> None:
+    EXTERNAL_SUITES[suite.name] = suite
+
+
 def _schema(name: str) -> dict:
-    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    """A shipped JSON Schema, with the declared external suites' parts merged in: their names
+    among a model's ``suites:``, their ``audit.<config_key>`` fragments, their metrics."""
+    schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    if name == "models":
+        model = schema["properties"]["models"]["items"]["properties"]
+        model["suites"]["items"]["enum"] += list(EXTERNAL_SUITES)
+        audit = schema["properties"]["audit"]["properties"]
+        for suite in EXTERNAL_SUITES.values():
+            if suite.config_key is not None:
+                audit[suite.config_key] = suite.schema or {"type": "object"}
+    elif name == "thresholds":
+        metric = schema["properties"]["thresholds"]["items"]["properties"]["metric"]
+        metric["anyOf"][0]["enum"] += [m.name for s in EXTERNAL_SUITES.values() for m in s.metrics]
+    return schema
+
+
+def suite_cells() -> tuple[str, ...]:
+    """Cells named by their suite alone: flipgate's suite cells and every external suite."""
+    return SUITE_CELLS + tuple(EXTERNAL_SUITES)
 
 
 #: the most items per dataset a run may ask for (models.yaml and ``--items-per-dataset``)
@@ -203,6 +231,8 @@ class AuditConfig:
     judge_consensus: ConsensusSettings | None = None
     #: the continuity suite (``audit.continuity``), None when not declared
     continuity: ContinuityPlan | None = None
+    #: external suites' parsed ``audit.<config_key>`` (flipgate.suite_api.Suite.parse), by name
+    plans: dict[str, object] = field(default_factory=dict)
 
     def audited(self, suite: str) -> list[str]:
         """Ids of the models that ``suite`` ("order" or "envelope") audits."""
@@ -289,28 +319,6 @@ class DecompositionPlan:
             if spec.name == name:
                 return spec
         raise FlipgateError(f"dataset {name!r} is not declared under audit.decomposition")
-
-
-@dataclass(frozen=True)
-class ConsensusSettings:
-    """How a judge runs over orderings (docs/definitions.md §9): K, their design
-    (flipgate/judge/orderings.py), the consensus weights and tie tolerance."""
-
-    k: int = 8
-    orderings: str = "balanced"
-    weights: ConsensusWeights = ConsensusWeights()
-    tie_tolerance: float = 1e-6
-
-    @classmethod
-    def parse(cls, spec: dict, where: str, default_k: int) -> ConsensusSettings:
-        return cls(
-            int(spec.get("k", default_k)),
-            spec.get("orderings", "balanced"),
-            ConsensusWeights.parse(spec["weights"], f"{where}.weights")
-            if "weights" in spec
-            else ConsensusWeights(),
-            float(spec.get("tie_tolerance", 1e-6)),
-        )
 
 
 @dataclass(frozen=True)
@@ -500,11 +508,13 @@ def load_models(path: Path | str) -> AuditConfig:
             f"{path}: field audit.decomposition.judge.model: no model with this id (value: "
             f"{judge_model!r}); models: {', '.join(models)}"
         )
-    for suite, section in (
+    external = [(s.name, s.config_key) for s in EXTERNAL_SUITES.values() if s.config_key]
+    for suite, section in [
         ("judges", "judges"),
         ("readouts", "decomposition"),
         ("continuity", "continuity"),
-    ):
+        *external,
+    ]:
         if audit.get(section):
             continue
         for i, m in enumerate(data["models"]):
@@ -517,7 +527,7 @@ def load_models(path: Path | str) -> AuditConfig:
     judge = audit.get("judge")
     if judge is not None and judge not in models:
         raise FlipgateError(f"{path}: field audit.judge: no model with this id (value: {judge!r})")
-    return AuditConfig(
+    cfg = AuditConfig(
         path,
         models,
         audit.get("seed", 42),
@@ -552,6 +562,11 @@ def load_models(path: Path | str) -> AuditConfig:
         ),
         ContinuityPlan.parse(audit["continuity"], path) if audit.get("continuity") else None,
     )
+    for ext in EXTERNAL_SUITES.values():
+        section = ext.config_key
+        if section is not None and audit.get(section) is not None:
+            cfg.plans[ext.name] = ext.parse(audit[section], f"{path}: field audit.{section}", cfg)
+    return cfg
 
 
 @dataclass(frozen=True)
@@ -614,9 +629,8 @@ class Threshold:
         (``same_ordering:option_order``); without it a threshold covers every facet, not
         controls."""
         parsed = Cell.parse(cell)
-        if (
-            cell in SUITE_CELLS or self.facet in SUITE_CELLS
-        ):  # envelope / ODI metrics only where named
+        named = suite_cells()
+        if cell in named or self.facet in named:  # a suite's metrics only where named
             facet_ok = self.facet == cell
         elif self.facet is None:
             facet_ok = not parsed.is_control
@@ -642,19 +656,24 @@ class ThresholdSet:
 
 #: metric -> (lowest, highest) a bound may take; rates are in [0, 1]
 _RATE = (0.0, 1.0)
+#: the rates a facet cell reports per readout (docs/definitions.md §3); a control cell adds
+#: CONTROL_METRICS
+FACET_METRICS = (
+    "flip_rate",
+    "osi",
+    "pairwise_disagreement",
+    "parse_rate",
+    "accuracy",
+    "acc_swing",
+    "sem_flip_rate",
+    "judge_parse_rate",
+)
 METRIC_RANGES: dict[str, tuple[float, float]] = {
     **{
         m: _RATE
         for m in (
-            "flip_rate",
-            "osi",
-            "pairwise_disagreement",
-            "parse_rate",
-            "accuracy",
-            "acc_swing",
+            *FACET_METRICS,
             "flip_rate_same",
-            "sem_flip_rate",
-            "judge_parse_rate",
             "score_min",
             "score_mean",
             "score_max",
@@ -688,7 +707,12 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
 
 def metric_range(metric: str) -> tuple[float, float]:
     """The values a metric can take (``cfr@0.5`` and ``sigma_pi@facet`` by their base name)."""
-    return METRIC_RANGES.get(metric.partition("@")[0], (-math.inf, math.inf))
+    base = metric.partition("@")[0]
+    for suite in EXTERNAL_SUITES.values():
+        for spec in suite.metrics:
+            if spec.name == base:
+                return spec.low, spec.high
+    return METRIC_RANGES.get(base, (-math.inf, math.inf))
 
 
 def _check_bound(path: Path, i: int, t: dict, direction: str) -> float:
@@ -735,12 +759,12 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
         if facet is not None and not (
             facet in FACETS
             or facet in CONTROLS
-            or facet in SUITE_CELLS
+            or facet in suite_cells()
             or (cell.control in CONTROLS and cell.facet in FACETS)
         ):
             raise FlipgateError(
                 f"{path}: field thresholds[{i}].facet: unknown facet (value: {facet!r}); "
-                f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS) + list(SUITE_CELLS)))}"
+                f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS) + list(suite_cells())))}"
             )
         odi_metric = t["metric"].partition("@")[0] in ODI_METRICS
         if odi_metric != (facet == ODI_CELL):
@@ -757,6 +781,19 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                 f"(sdi, cfr@θ, rho_flip_max, ...) go "
                 f"with facet: {ENVELOPE_CELL} and only they do (value: metric {t['metric']!r}, "
                 f"facet {facet!r})"
+            )
+        suite = EXTERNAL_SUITES.get(facet or "")
+        if suite is not None and base not in (m.name for m in suite.metrics):
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}].metric: suite {facet!r} has no such metric "
+                f"(value: {t['metric']!r}); its metrics: "
+                f"{', '.join(m.name for m in suite.metrics)}"
+            )
+        owners = [s.name for s in EXTERNAL_SUITES.values() if base in (m.name for m in s.metrics)]
+        if owners and base not in METRIC_RANGES and facet not in owners:
+            raise FlipgateError(
+                f"{path}: field thresholds[{i}]: {base} is a metric of suite "
+                f"{' / '.join(owners)}: name it with facet: {owners[0]} (value: facet {facet!r})"
             )
         for name, metrics, suite_cell, also, also_text in _SUITE_METRICS:
             if (base in metrics) != (facet == suite_cell) and not (

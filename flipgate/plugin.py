@@ -1,29 +1,36 @@
 """The flipgate pytest plugin: options, suite parametrisation, per-worker auditor, session-end
 cards.
 
-Suite tests declare ``FACET = "<facet or control>"`` at module level and take the ``flip_cell``
-fixture; the plugin parametrises them over every (model, dataset) in models.yaml, one xdist group
-per model, so each worker loads a model once.
+A suite test module names its suite (``SUITE = "<name>"``, and ``PART = "<part>"`` for a suite
+spread over modules, e.g. the order suite's facet) and takes the ``flipgate_cell`` fixture; the
+plugin parametrises it with the suite's cases (flipgate.registry, flipgate.suite_api), one xdist
+group per case group, so each worker loads a model once. The plugin names no suite.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import pytest
 
-from flipgate import FlipgateError
+from flipgate import FlipgateError, registry
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.gate_ledger import MODELS_PROPERTY, GateLedger
 from flipgate.session import SESSION_KEY, FlipgateSession, record_calls
+from flipgate.suite_api import Case, NoCases
 
-CELL_FIXTURE = "flip_cell"
-ENVELOPE_FIXTURE = "envelope_cell"
-ODI_FIXTURE = "odi_cell"
-REGRESSION_FIXTURE = "regression_cell"
-DECOMPOSITION_FIXTURE = "decomposition_cell"
-JUDGE_FIXTURE = "judge_cell"
-CONTINUITY_FIXTURE = "continuity_cell"
+#: the fixture every suite test takes; its module names the suite (``SUITE = "<name>"``) and,
+#: for a suite spread over modules, the part it runs (``PART = "<part>"``)
+CELL_FIXTURE = "flipgate_cell"
+
+
+@dataclass(frozen=True)
+class _Param:
+    """A parametrised suite case: the suite's name and its :class:`~flipgate.suite_api.Case`."""
+
+    suite: str
+    case: Case
 
 
 def pytest_addoption(parser):
@@ -146,6 +153,10 @@ def pytest_configure(config):
         "markers", "flipgate_cell: a flipgate conformance cell (facet/control × model × dataset)"
     )
     session = FlipgateSession.start(config)
+    try:
+        registry.suites()  # flipgate's and the installed packages' (entry points), checked
+    except FlipgateError as exc:
+        raise pytest.UsageError(f"flipgate: {exc}") from None
     if config.getoption("verbose") <= 0:  # model-loading bars (GGUF, weights) only with -v;
         os.environ.setdefault("TQDM_DISABLE", "1")  # workers inherit it when they start
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -182,141 +193,47 @@ def _skipped(case_id: str, reason: str) -> list:
     return [pytest.param(None, id=case_id, marks=pytest.mark.skip(reason=reason))]
 
 
-def _parametrise_envelope(metafunc):
-    cfg = _audit_config(metafunc.config)
+def pytest_generate_tests(metafunc):
+    """A test taking :data:`CELL_FIXTURE` runs the cases of the suite its module names
+    (:meth:`flipgate.suite_api.Suite.cases`), one xdist group per case's group."""
+    if CELL_FIXTURE not in metafunc.fixturenames:
+        return
+    module = metafunc.module
+    name = getattr(module, "SUITE", None)
     try:
-        envelope = FlipgateSession.of(metafunc.config).envelope()
+        suite = registry.get(name) if isinstance(name, str) else None
+        if suite is None:
+            raise FlipgateError(f"SUITE = {name!r}: name the suite this module runs")
+        _audit_config(metafunc.config)
+        cases = suite.cases(FlipgateSession.of(metafunc.config), getattr(module, "PART", None))
     except FlipgateError as exc:
-        raise pytest.Collector.CollectError(f"flipgate: {exc}") from None
-    roster = envelope.roster or cfg.audited("envelope")
-    params = [
-        pytest.param(
-            spec,
-            id=spec.name,
-            # one group per benchmark: the benchmarks of an envelope run on separate workers
-            marks=[pytest.mark.xdist_group(f"envelope-{spec.name}"), pytest.mark.flipgate_cell],
-        )
-        for spec in envelope.benchmarks
-    ]
-    if not roster:
-        params = _skipped(
-            "no-roster",
-            f"no model in {metafunc.config.getoption('--models')} lists suite 'envelope'",
-        )
-    metafunc.parametrize(ENVELOPE_FIXTURE, params, indirect=True)
-
-
-def _parametrise_suite(
-    metafunc, fixture: str, suite: str, section: str, plan, cases: list[tuple], group
-) -> None:
-    """One case per (model with ``suite`` in its suites, ``*case``) for the cases of
-    ``audit.<section>`` (``plan``); ``group(model_id, *case)`` names its xdist group. Nothing to
-    run is one skipped case that says why."""
-    cfg = _audit_config(metafunc.config)
-    params = [
-        pytest.param(
-            (model_id, *case),
-            id="-".join((model_id, *case)),
-            marks=[pytest.mark.xdist_group(group(model_id, *case)), pytest.mark.flipgate_cell],
-        )
-        for model_id in cfg.audited(suite)
-        for case in (cases if plan is not None else ())
-    ]
-    if not params:
-        why = (
-            f"{cfg.path} declares no audit.{section}"
-            if plan is None
-            else f"no model in {cfg.path} lists suite {suite!r}"
-        )
-        params = _skipped("not-declared", why)
-    metafunc.parametrize(fixture, params, indirect=True)
-
-
-def _parametrise_decomposition(metafunc):
-    """(model with suite 'readouts', dataset, axis) of ``audit.decomposition``; the axes of a
-    (model, dataset) share one xdist group (their canonical variant is one call)."""
-    plan = _audit_config(metafunc.config).decomposition
-    cases = [(spec.name, axis) for spec in plan.datasets for axis in plan.axes] if plan else []
-    _parametrise_suite(
-        metafunc,
-        DECOMPOSITION_FIXTURE,
-        "readouts",
-        "decomposition",
-        plan,
-        cases,
-        lambda m, dataset, axis: f"{m}/decomposition/{dataset}",
-    )
-
-
-def _parametrise_judges(metafunc):
-    """(model with suite 'judges', dataset of ``audit.judges``), each its own xdist group
-    (different prompts, nothing shared)."""
-    plan = _audit_config(metafunc.config).judges
-    cases = [(spec.name,) for spec in plan.datasets] if plan else []
-    _parametrise_suite(
-        metafunc, JUDGE_FIXTURE, "judges", "judges", plan, cases, lambda m, d: f"{m}/judge/{d}"
-    )
-
-
-def _parametrise_continuity(metafunc):
-    """(model with suite 'continuity', sweep, estimator); a model's sweep is one xdist group, so
-    its estimators share the greedy answers through the response cache."""
-    plan = _audit_config(metafunc.config).continuity
-    cases = [(sw, est) for sw in plan.sweeps for est in plan.estimators] if plan else []
-    _parametrise_suite(
-        metafunc,
-        CONTINUITY_FIXTURE,
-        "continuity",
-        "continuity",
-        plan,
-        cases,
-        lambda m, sweep, estimator: f"{m}/continuity/{sweep}",
-    )
-
-
-def _parametrise_odi(metafunc):
-    """One ODI fit over every order-suite model: its own xdist group, since it reads every model."""
-    _audit_config(metafunc.config)
-    metafunc.parametrize(
-        ODI_FIXTURE,
-        [
+        raise pytest.Collector.CollectError(f"flipgate: {module.__file__}: {exc}") from None
+    if isinstance(cases, NoCases):
+        params = _skipped(cases.id, cases.reason)
+    else:
+        params = [
             pytest.param(
-                "order",
-                id="order-facets",
-                marks=[pytest.mark.xdist_group("odi"), pytest.mark.flipgate_cell],
+                _Param(suite.name, case),
+                id=case.id,
+                marks=[pytest.mark.xdist_group(case.group), pytest.mark.flipgate_cell],
             )
-        ],
-        indirect=True,
-    )
+            for case in cases
+        ]
+    metafunc.parametrize(CELL_FIXTURE, params, indirect=True)
 
 
-def _group(model_id: str, cell: str, dataset: str) -> str:
-    """The xdist group of a cell: a facet cell, its control and its regression cases share one
-    (the first of them to run measures the facet's trials, the others read them back); groups of
-    one model run on both workers, each loading the model once."""
-    from flipgate.cell import Cell
-
-    return f"{model_id}/{Cell.parse(cell).facet}/{dataset}"
+def _param(item) -> _Param | None:
+    """The suite case an item runs (None for any other test and for a suite's skipped
+    placeholder)."""
+    param = getattr(getattr(item, "callspec", None), "params", {}).get(CELL_FIXTURE)
+    return param if isinstance(param, _Param) else None
 
 
 def _schedule_rank(item) -> int:
-    """Largest work first, so the last group to finish is a small one: envelope benchmarks, then
-    cells of free-form facets (long generations), then the other cells; ODI, which reads every
-    order cell, last."""
-    from flipgate.cell import Cell
-    from flipgate.facets import get_facet
-    from flipgate.facets.short_answer import ShortAnswerFacet
-
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    if ENVELOPE_FIXTURE in params:
-        return 0
-    if ODI_FIXTURE in params:
-        return 3
-    cell = params.get(CELL_FIXTURE)
-    if isinstance(cell, tuple):
-        free_form = isinstance(get_facet(Cell.parse(cell[0]).facet), ShortAnswerFacet)
-        return 1 if free_form else 2
-    return 2
+    """The case's rank (:attr:`flipgate.suite_api.Case.rank`): the largest work first, so the
+    last group to finish is a small one."""
+    param = _param(item)
+    return param.case.rank if param is not None else 2
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, if it is active
@@ -326,122 +243,9 @@ def pytest_collection_modifyitems(config, items):
     models it gates (:data:`flipgate.gate_ledger.MODELS_PROPERTY`) to the controller's ledger."""
     items.sort(key=_schedule_rank)
     for item in items:
-        models = _gated_models(item)
-        if models:
-            item.user_properties.append((MODELS_PROPERTY, models))
-
-
-def _gated_models(item) -> list[str]:
-    """The model a cell gates (none for the panel-wide envelope and ODI cells, and for the
-    placeholder of a suite with nothing to run, whose parameter is None)."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    cell = params.get(CELL_FIXTURE)
-    if isinstance(cell, tuple):
-        return [cell[1]]
-    regression = params.get(REGRESSION_FIXTURE)
-    if isinstance(regression, tuple):
-        return [regression[0].candidate]
-    for fixture in (DECOMPOSITION_FIXTURE, JUDGE_FIXTURE, CONTINUITY_FIXTURE):
-        case = params.get(fixture)
-        if isinstance(case, tuple):
-            return [case[0]]
-    return []
-
-
-def _cell_label(cell: str, dataset: str) -> str:
-    return f"{cell.replace(':', '-')}-{dataset}"
-
-
-def _compared_cells(cfg, pairing) -> list[tuple[str, str]]:
-    """The candidate's cells; in one run only those its baseline is audited on too."""
-    mine = cfg.cells(pairing.candidate)
-    return (
-        mine if pairing.run is not None else [c for c in mine if c in cfg.cells(pairing.baseline)]
-    )
-
-
-def _parametrise_regression(metafunc):
-    """One case per (candidate, baseline, cell), in the xdist group of the candidate's cell (which
-    measures it)."""
-    cfg = _audit_config(metafunc.config)
-    params = [
-        pytest.param(
-            (p, cell, dataset),
-            id=f"{p.label}-{_cell_label(cell, dataset)}",
-            marks=[
-                pytest.mark.xdist_group(_group(p.candidate, cell, dataset)),
-                pytest.mark.flipgate_cell,
-            ],
-        )
-        for p in FlipgateSession.of(metafunc.config).pairings or []
-        for cell, dataset in _compared_cells(cfg, p)
-    ]
-    if not params:
-        params = _skipped(
-            "no-baseline",
-            f"no baseline: name one with `baseline: <model id>` in {cfg.path} or pass "
-            "--baseline PATH",
-        )
-    metafunc.parametrize(REGRESSION_FIXTURE, params, indirect=True)
-
-
-def pytest_generate_tests(metafunc):
-    if REGRESSION_FIXTURE in metafunc.fixturenames:
-        return _parametrise_regression(metafunc)
-    if ENVELOPE_FIXTURE in metafunc.fixturenames:
-        return _parametrise_envelope(metafunc)
-    if ODI_FIXTURE in metafunc.fixturenames:
-        return _parametrise_odi(metafunc)
-    if DECOMPOSITION_FIXTURE in metafunc.fixturenames:
-        return _parametrise_decomposition(metafunc)
-    if JUDGE_FIXTURE in metafunc.fixturenames:
-        return _parametrise_judges(metafunc)
-    if CONTINUITY_FIXTURE in metafunc.fixturenames:
-        return _parametrise_continuity(metafunc)
-    if CELL_FIXTURE not in metafunc.fixturenames:
-        return
-    from flipgate.cell import Cell
-    from flipgate.facets import CONTROLS, FACETS
-
-    name = getattr(metafunc.module, "FACET", None)
-    if name not in FACETS and name not in CONTROLS:
-        raise pytest.Collector.CollectError(
-            f"flipgate: {metafunc.module.__file__}: FACET = {name!r} is not a known facet or "
-            "control "
-            f"(known: {', '.join(sorted(list(FACETS) + list(CONTROLS)))})"
-        )
-    cfg = _audit_config(metafunc.config)
-    if name in CONTROLS:
-        cells = [
-            (Cell(facet=f, control=name).name, f"{f}-{d.name}", d.name)
-            for f, d in cfg.controls.get(name, [])
-        ]
-    else:
-        cells = [(name, d.name, d.name) for d in cfg.facets.get(name, [])]
-    params = [
-        pytest.param(
-            (cell, model_id, dataset),
-            id=f"{model_id}-{label}",
-            marks=[
-                pytest.mark.xdist_group(_group(model_id, cell, dataset)),
-                pytest.mark.flipgate_cell,
-            ],
-        )
-        for model_id in cfg.audited("order")
-        for cell, label, dataset in cells
-        if (cell, dataset) in cfg.cells(model_id)
-    ]
-    if not params:  # e.g. an opt-in facet that models.yaml does not list
-        why = (
-            f"no dataset declared for it in {cfg.path} (audit.facets / audit.controls)"
-            if not cells
-            else f"no model in {cfg.path} lists suite 'order'"
-            if not cfg.audited("order")
-            else f"no order-suite model of {cfg.path} takes it (see the models' facets: / "
-            "datasets:)"
-        )
-        params = _skipped("not-declared", f"{name}: {why}")
-    metafunc.parametrize(CELL_FIXTURE, params, indirect=True)
+        param = _param(item)
+        if param is not None and param.case.models:
+            item.user_properties.append((MODELS_PROPERTY, list(param.case.models)))
 
 
 @pytest.fixture(scope="session")
@@ -456,89 +260,6 @@ def flipgate_auditor(request):
         fail_input(exc)
     yield auditor
     record_calls(auditor, os.environ.get("PYTEST_XDIST_WORKER", "main"))
-
-
-@pytest.fixture
-def envelope_cell(request, flipgate_auditor):
-    """One benchmark of the configuration envelope over the roster; call ``.run()``."""
-    from flipgate.envelope.cell import EnvelopeCell
-
-    return EnvelopeCell(
-        flipgate_auditor,
-        FlipgateSession.of(request.config).thresholds_dir,
-        FlipgateSession.of(request.config).envelope(),
-        request.param,
-        request.config.pluginmanager.getplugin("capturemanager"),
-    )
-
-
-@pytest.fixture
-def regression_cell(request, flipgate_auditor):
-    """A candidate vs its baseline on one cell (docs/definitions.md §11); call ``.run()``."""
-    from flipgate.regression.cell import RegressionCell
-
-    pairing, cell, dataset = request.param
-    return RegressionCell(
-        flipgate_auditor,
-        FlipgateSession.of(request.config).thresholds_dir,
-        pairing,
-        cell,
-        dataset,
-        request.config.getoption("--baseline-partial"),
-        request.config.pluginmanager.getplugin("capturemanager"),
-    )
-
-
-def _suite_cell(request, auditor, make, plan):
-    """``make(auditor, thresholds dir, plan, *case, capture manager)`` for a suite cell whose
-    case is ``request.param`` (parametrised only when ``plan`` is declared)."""
-    assert plan is not None
-    return make(
-        auditor,
-        FlipgateSession.of(request.config).thresholds_dir,
-        plan,
-        *request.param,
-        request.config.pluginmanager.getplugin("capturemanager"),
-    )
-
-
-@pytest.fixture
-def decomposition_cell(request, flipgate_auditor):
-    """One (model, dataset, axis) cell of the readout decomposition; call ``.run()``."""
-    from flipgate.decomposition.cell import DecompositionCell
-
-    plan = FlipgateSession.of(request.config).audit_config().decomposition
-    return _suite_cell(request, flipgate_auditor, DecompositionCell, plan)
-
-
-@pytest.fixture
-def judge_cell(request, flipgate_auditor):
-    """One (judge model, dataset) cell of the judge consensus suite; call ``.run()``."""
-    from flipgate.judge.cell import JudgeCell
-
-    plan = FlipgateSession.of(request.config).audit_config().judges
-    return _suite_cell(request, flipgate_auditor, JudgeCell, plan)
-
-
-@pytest.fixture
-def continuity_cell(request, flipgate_auditor):
-    """One (model, sweep, estimator) cell of the continuity suite; call ``.run()``."""
-    from flipgate.continuity.cell import ContinuityCell
-
-    plan = FlipgateSession.of(request.config).audit_config().continuity
-    return _suite_cell(request, flipgate_auditor, ContinuityCell, plan)
-
-
-@pytest.fixture
-def odi_cell(request, flipgate_auditor):
-    """The ODI fit over the order suites' trials of every model; call ``.run()``."""
-    from flipgate.odi.cell import ODICell
-
-    return ODICell(
-        flipgate_auditor,
-        FlipgateSession.of(request.config).thresholds_dir,
-        request.config.pluginmanager.getplugin("capturemanager"),
-    )
 
 
 def pytest_sessionstart(session):
@@ -569,45 +290,15 @@ def _check_storage(config, state) -> None:
 
 def _planned(items, config) -> dict:
     """Trials the collected cells plan, per (model, dataset, cell) (flipgate/progress.py)."""
-    from flipgate.envelope.run import planned_trials
-    from flipgate.progress import (
-        Plan,
-        cell_plan,
-        continuity_plan,
-        decomposition_plan,
-        judge_plan,
-        odi_plan,
-        without_images,
-    )
+    from flipgate.progress import Plan, without_images
 
     state = FlipgateSession.of(config)
     plan: Plan = {}
     for item in items:
-        if not item.get_closest_marker("flipgate_cell") or item.get_closest_marker("skip"):
+        param = _param(item)
+        if param is None or item.get_closest_marker("skip"):
             continue
-        params = item.callspec.params
-        cfg, n = state.audit_config(), state.items_override
-        if isinstance(params.get(CELL_FIXTURE), tuple):
-            cell, model_id, dataset = params[CELL_FIXTURE]
-            plan |= cell_plan(cfg, n, model_id, cell, dataset)
-        elif isinstance(params.get(REGRESSION_FIXTURE), tuple):
-            pairing, cell, dataset = params[REGRESSION_FIXTURE]
-            models = [pairing.candidate] + ([pairing.baseline] if pairing.run is None else [])
-            for model_id in filter(None, models):
-                plan |= cell_plan(cfg, n, model_id, cell, dataset)
-        elif ODI_FIXTURE in params:
-            plan |= odi_plan(cfg, n)
-        elif isinstance(params.get(DECOMPOSITION_FIXTURE), tuple):
-            plan |= decomposition_plan(cfg, n, *params[DECOMPOSITION_FIXTURE])
-        elif isinstance(params.get(JUDGE_FIXTURE), tuple):
-            plan |= judge_plan(cfg, n, *params[JUDGE_FIXTURE])
-        elif isinstance(params.get(CONTINUITY_FIXTURE), tuple):
-            plan |= continuity_plan(cfg, n, *params[CONTINUITY_FIXTURE])
-        elif params.get(ENVELOPE_FIXTURE) is not None:
-            envelope = state.envelope()
-            roster = envelope.roster or cfg.audited("envelope")
-            roster_models = {m: cfg.models[m] for m in roster if m in cfg.models}
-            plan |= planned_trials(envelope, params[ENVELOPE_FIXTURE], roster_models)
+        plan |= registry.get(param.suite).planned(state, param.case.param)
     return without_images(plan, _text_only_models(state))
 
 
@@ -651,10 +342,10 @@ def _guard(config, state) -> None:
 
     out = state.store_path.parent / "cost_projection.json"
     try:
-        plan = state.guard_plan()
+        suites = state.collected_suites()
         auditor = state.auditor()
         try:
-            table = guard(auditor, plan, budget, config.getoption("--pilot-items"), out)
+            table = guard(auditor, state, suites, budget, out)
         finally:
             record_calls(auditor, "pilot")
     except BudgetRefused as exc:
@@ -668,17 +359,14 @@ def _guard(config, state) -> None:
 
 
 @pytest.fixture
-def flip_cell(request, flipgate_auditor):
-    """A (facet or control, model, dataset) cell; call ``.run()`` to measure and gate it."""
-    from flipgate.suite import FlipCell
-
-    name, model_id, dataset = request.param
-    return FlipCell(
+def flipgate_cell(request, flipgate_auditor):
+    """The cell of the suite case (:meth:`flipgate.suite_api.Suite.cell`); call ``.run()`` to
+    measure, record, report and gate it."""
+    param: _Param = request.param
+    return registry.get(param.suite).cell(
+        FlipgateSession.of(request.config),
+        param.case.param,
         flipgate_auditor,
-        FlipgateSession.of(request.config).thresholds_dir,
-        name,
-        model_id,
-        dataset,
         request.config.pluginmanager.getplugin("capturemanager"),
     )
 

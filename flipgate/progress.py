@@ -3,11 +3,11 @@ drawn by the controller from the run's trials store while the workers measure (d
 "Progress").
 
 Three writers feed it, all through :class:`~flipgate.store.TrialStore`: every process that
-collects writes the plan (:func:`planned_trials`, table ``planned``; a cell's count is made exact
-when its plan is drawn, and 0 when the model cannot take it); a worker notes how many outputs of a
-backend call in flight it has (table ``live``); a finished cell's trials land in ``trials``. The
-controller's :class:`LiveProgress` thread polls the three and draws one bar on a terminal, or one
-line every ``interval`` seconds in a log; workers draw nothing.
+collects writes the plan (each collected cell's ``Suite.planned``, table ``planned``; a cell's
+count is made exact when its plan is drawn, and 0 when the model cannot take it); a worker notes
+how many outputs of a backend call in flight it has (table ``live``); a finished cell's trials
+land in ``trials``. The controller's :class:`LiveProgress` thread polls the three and draws one
+bar on a terminal, or one line every ``interval`` seconds in a log; workers draw nothing.
 """
 
 from __future__ import annotations
@@ -27,9 +27,7 @@ from tqdm import tqdm
 
 from flipgate.cell import Cell
 from flipgate.config import AuditConfig
-
-#: (model id, dataset, cell) -> trials planned
-Plan = dict[tuple[str, str, str], int]
+from flipgate.suite_api import Plan
 
 
 @dataclass(frozen=True)
@@ -230,55 +228,3 @@ def without_images(plan: Plan, text_only: set[str]) -> Plan:
         return facet is None or not facet.needs_images
 
     return {key: n if takes(*key) else 0 for key, n in plan.items()}
-
-
-def odi_plan(cfg: AuditConfig, n_override: int | None) -> Plan:
-    """The ODI panel: every order-facet cell of every order-suite model."""
-    plan: Plan = {}
-    for model_id in cfg.audited("order"):
-        for cell, dataset in cfg.cells(model_id):
-            if not Cell.parse(cell).is_control:
-                plan |= cell_plan(cfg, n_override, model_id, cell, dataset)
-    return plan
-
-
-def decomposition_plan(
-    cfg: AuditConfig, n_override: int | None, model_id: str, dataset: str, axis: str
-) -> Plan:
-    """A decomposition cell: every item under every variant of its axis (docs/definitions.md
-    §8); the paraphrase axis counts the store's checked rewrites."""
-    from flipgate.decomposition.run import axis_cell, planned_trials
-    from flipgate.paraphrases import ParaphraseStore
-
-    plan = cfg.decomposition
-    assert plan is not None  # asked only for declared cells
-    store = ParaphraseStore.load(plan.paraphrases)
-    n = planned_trials(plan, plan.dataset(dataset), axis, store, cfg.seed, n_override)
-    return {(model_id, dataset, axis_cell(axis)): n}
-
-
-def judge_plan(cfg: AuditConfig, n_override: int | None, model_id: str, dataset: str) -> Plan:
-    """A judge consensus cell: every candidate set under each of its K orderings
-    (docs/definitions.md §9)."""
-    from flipgate.config import JUDGE_CELL
-    from flipgate.judge.run import planned_calls
-
-    plan = cfg.judges
-    assert plan is not None  # asked only for declared cells
-    n = planned_calls(plan, plan.dataset(dataset), cfg.seed, n_override)
-    return {(model_id, dataset, JUDGE_CELL): n}
-
-
-def continuity_plan(
-    cfg: AuditConfig, n_override: int | None, model_id: str, sweep: str, estimator: str
-) -> Plan:
-    """A continuity cell: the greedy answer on every sweep input, plus the estimator's samples
-    (docs/definitions.md §10)."""
-    from flipgate.continuity.run import planned
-
-    plan = cfg.continuity
-    assert plan is not None  # asked only for declared cells
-    return {
-        (model_id, sweep, part): n
-        for part, n in planned(plan, sweep, estimator, n_override, cfg.seed).items()
-    }

@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from flipgate.audit import Auditor
     from flipgate.cards.build import WrittenCard
     from flipgate.config import AuditConfig
-    from flipgate.cost import GuardPlan
     from flipgate.envelope.spec import Envelope
     from flipgate.progress import LiveProgress, Plan
     from flipgate.regression.plan import Pairing
     from flipgate.store import TrialStore
+    from flipgate.suite_api import Suite
 
 SESSION_KEY = pytest.StashKey["FlipgateSession"]()
 
@@ -48,6 +48,7 @@ class FlipgateSession:
     _audit: AuditConfig | None = None
     _envelope: Envelope | None = None
     _progress: LiveProgress | None = None
+    _memo: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def start(cls, config: pytest.Config) -> FlipgateSession:
@@ -124,6 +125,18 @@ class FlipgateSession:
         n: int | None = self.config.getoption("--items-per-dataset")
         return n
 
+    def option(self, name: str) -> Any:
+        return self.config.getoption(name)
+
+    def memo(self, key: str, make: Any) -> Any:
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    def plan(self, suite: str) -> Any:
+        """An external suite's parsed ``audit.<config_key>`` (None: not declared)."""
+        return self.audit_config().plans.get(suite)
+
     # -- inputs, checked once ----------------------------------------------------------------
     def audit_config(self) -> AuditConfig:
         """models.yaml, checked with the thresholds files and options against the plan (once)."""
@@ -146,11 +159,27 @@ class FlipgateSession:
             if self.pairings is None:  # the controller checked them at configure
                 self.pairings = self.load_pairings(cfg)
             compared = sorted({p.candidate for p in self.pairings if not p.skip})
-            cells = plan_cells(cfg, roster, benchmarks, compared)
+            self._audit = cfg  # the external suites' cases read it
+            try:
+                cells = plan_cells(cfg, roster, benchmarks, compared, self._external_cells())
+            finally:
+                self._audit = None
             check_selection(cfg, cells)
             self.notes = check_thresholds(thresholds, cfg, cells)
             self._audit = cfg
         return self._audit
+
+    def _external_cells(self) -> list:
+        """The gated cells of the suites other packages registered (every part of each)."""
+        from flipgate import registry
+        from flipgate.threshold_check import PlanCell
+
+        out = []
+        for suite in registry.external():
+            cases = suite.cases(self, None)
+            for case in cases if isinstance(cases, list) else []:
+                out += [PlanCell(m, suite.name, case.dataset, ()) for m in case.models]
+        return out
 
     def check_baseline(self) -> None:
         """A bad ``--baseline`` / ``--candidate`` is one usage-error line (exit status 4) before
@@ -251,29 +280,16 @@ class FlipgateSession:
                 return True
         return False
 
-    def guard_plan(self) -> GuardPlan:
-        """What this session will call (:class:`flipgate.cost.GuardPlan`), from the suites it may
-        collect."""
-        from flipgate.cell import Cell
-        from flipgate.cost import GuardPlan
-        from flipgate.facets import get_facet
+    def collected_suites(self) -> list[Suite]:
+        """The registered suites this session may run (:meth:`may_collect` one of their test
+        folders): what the cost guard prices."""
+        from flipgate import registry
 
-        cfg, suites = self.audit_config(), self.root / "suites"
-        plan = GuardPlan()
-        if any(self.may_collect(suites / d) for d in ("facets", "controls")):
-            plan.order = cfg.audited("order")
-            judged = any(get_facet(Cell.parse(name).facet).judged for name, _ in cfg.cells())
-            plan.judge = [cfg.judge] if cfg.judge and judged else []
-        if self.may_collect(suites / "benchmarks") and self.path("--envelope").exists():
-            plan.envelope = self.envelope()
-            plan.roster = plan.envelope.roster or cfg.audited("envelope")
-        if self.may_collect(suites / "judges") and cfg.judges is not None:
-            plan.judges, plan.judge_models = cfg.judges, cfg.audited("judges")
-        if self.may_collect(suites / "readouts") and cfg.decomposition is not None:
-            plan.decomposition, plan.readout_models = cfg.decomposition, cfg.audited("readouts")
-        if self.may_collect(suites / "continuity") and cfg.continuity is not None:
-            plan.continuity, plan.continuity_models = cfg.continuity, cfg.audited("continuity")
-        return plan
+        return [
+            s
+            for s in registry.suites()
+            if any(self.may_collect(self.root / d) for d in s.test_dirs)
+        ]
 
     # -- the end -----------------------------------------------------------------------------
     def finish(self, exitstatus: int) -> bool:
@@ -281,6 +297,7 @@ class FlipgateSession:
         The store's meta records that the run finished, with pytest's ``exitstatus`` (a baseline
         is promoted only from a finished, uninterrupted run). False when the cards could not be
         written (the trials store is kept)."""
+        from flipgate import registry
         from flipgate.cards.build import write_cards
         from flipgate.regression.runs import run_meta
         from flipgate.store import TrialStore
@@ -301,6 +318,7 @@ class FlipgateSession:
                 cfg.level,
                 cfg.seed,
                 self.root,
+                registry.suites(),
             )
         except Exception as exc:  # report, never lose the trials store
             self.summary_lines = [
@@ -369,13 +387,10 @@ class FlipgateSession:
                 f"{sum(q <= alpha for q in failed)} of {len(failed)} failed ones stay "
                 f"significant at FDR {alpha:.2f}"
             )
-        odi = store.odi()
-        if odi:
-            lines.append(
-                f"flipgate: ODI ({odi['profile']}, panel {', '.join(odi['roster'])}, diagnostics "
-                f"{'passed' if odi['passed'] else 'FAILED'}): σ_π "
-                + ", ".join(f"{f} {v['sigma_pi']['median']:.3f}" for f, v in odi["facets"].items())
-            )
+        from flipgate import registry
+
+        for suite in registry.suites():
+            lines += suite.summary_lines(store)
         return lines
 
     def _call_lines(self, store: TrialStore) -> list[str]:

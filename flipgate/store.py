@@ -17,7 +17,7 @@ import pandas as pd
 from flipgate import storage
 from flipgate.continuity.record import ContinuityRecord
 from flipgate.decomposition.record import DecompositionRecord
-from flipgate.judge.record import JudgeRecord
+from flipgate.judges.record import JudgeRecord
 from flipgate.results import TRIAL_COLUMNS, CellSummary, Trial, Verdict
 
 SCHEMA = """
@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS planned (model_id TEXT, dataset TEXT, cell TEXT, tria
 CREATE TABLE IF NOT EXISTS live (source TEXT, model_id TEXT, label TEXT, done INTEGER,
     PRIMARY KEY (source, model_id, label));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS suite_records (suite TEXT, model_id TEXT, dataset TEXT, key TEXT,
+    record TEXT, PRIMARY KEY (suite, model_id, dataset, key));
 CREATE TABLE IF NOT EXISTS comparisons (model_id TEXT, dataset TEXT, cell TEXT, baseline TEXT,
     result TEXT, PRIMARY KEY (model_id, dataset, cell, baseline));
 CREATE TABLE IF NOT EXISTS summaries (model_id TEXT, dataset TEXT, cell TEXT, readout TEXT,
@@ -318,6 +320,34 @@ class TrialStore:
     def odi(self, name: str = "order") -> dict | None:
         row = self.conn.execute("SELECT analysis FROM odi WHERE name = ?", (name,)).fetchone()
         return json.loads(row[0]) if row else None
+
+    def add_suite_record(
+        self, suite: str, model_id: str, dataset: str, record: dict, key: str = ""
+    ) -> None:
+        """A result of a suite another package registered (flipgate.suite_api), as JSON data:
+        one per (suite, model, dataset, ``key``), a rerun replacing it."""
+        with self.writing():
+            self.conn.execute(
+                "INSERT OR REPLACE INTO suite_records VALUES (?, ?, ?, ?, ?)",
+                (suite, model_id, dataset, key, json.dumps(record)),
+            )
+
+    def suite_records(
+        self, suite: str, model_id: str | None = None, dataset: str | None = None
+    ) -> list[dict]:
+        """The records :meth:`add_suite_record` stored for ``suite`` (of one model and dataset
+        when given), in key order; none from a store written before suites could add records."""
+        known = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'suite_records'"
+        ).fetchone()
+        if known is None:
+            return []
+        rows = self.conn.execute(
+            "SELECT record FROM suite_records WHERE suite = ? AND model_id = COALESCE(?, model_id) "
+            "AND dataset = COALESCE(?, dataset) ORDER BY model_id, dataset, key",
+            (suite, model_id, dataset),
+        )
+        return [json.loads(r[0]) for r in rows]
 
     def set_meta(self, values: dict) -> None:
         """Run identity (run id, git commit, date, seed, K, grammar version): what a later run that

@@ -26,10 +26,10 @@ from flipgate.config import (
     ENVELOPE_CELL,
     JUDGE_CELL,
     ODI_CELL,
-    SUITE_CELLS,
     AuditConfig,
     Threshold,
     parse_thresholds,
+    suite_cells,
     threshold_files,
 )
 from flipgate.facets import readouts_for
@@ -52,7 +52,7 @@ class PlanCell:
 def _suite(cell_or_facet: str | None, vs: str | None = None) -> str:
     if vs is not None:
         return "regression"
-    return cell_or_facet if cell_or_facet in SUITE_CELLS else "order"
+    return cell_or_facet if cell_or_facet in suite_cells() else "order"
 
 
 def plan_cells(
@@ -60,9 +60,10 @@ def plan_cells(
     envelope_roster: Sequence[str] = (),
     envelope_benchmarks: Sequence[str] = (),
     compared: Sequence[str] = (),
+    external: Sequence[PlanCell] = (),
 ) -> list[PlanCell]:
     """Every cell the plan gates (see module docstring); ``compared``: the candidates of the
-    regression suite."""
+    regression suite; ``external``: the cells of suites other packages registered."""
     out = []
     for model_id in cfg.audited("order"):
         model = cfg.models[model_id]
@@ -101,7 +102,7 @@ def plan_cells(
             for m in cfg.audited("continuity")
             for sweep in sweeps.sweeps
         ]
-    return out
+    return out + list(external)
 
 
 def check_selection(cfg: AuditConfig, cells: list[PlanCell]) -> None:
@@ -158,7 +159,7 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
     run."""
     directory = Path(directory)
     roster = sorted(cfg.models)
-    order_datasets = {c.dataset for c in cells if c.cell not in SUITE_CELLS}
+    order_datasets = {c.dataset for c in cells if c.cell not in suite_cells()}
     suites_run = {_suite(c.cell, c.vs) for c in cells}
     errors, notes = [], []
     files: list[tuple[Path, str | None]] = [(directory / "default.yaml", None)]

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
+from flipgate.plotting import png, pyplot
+
 log = logging.getLogger(__name__)
 
 
@@ -80,12 +82,7 @@ def short_run_id(run_id: str) -> str:
 def trend_plot(points: list[TrendPoint], title: str) -> bytes:
     """PNG: the estimate per run (oldest left) with its CI as error bars; the newest run
     highlighted."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from flipgate.report import _png
+    plt = pyplot()
 
     nan = float("nan")
     val = lambda x: nan if x is None else x  # noqa: E731
@@ -108,4 +105,4 @@ def trend_plot(points: list[TrendPoint], title: str) -> bytes:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("estimate (CI)")
     ax.set_title(title, fontsize=9)
-    return _png(fig)
+    return png(fig)

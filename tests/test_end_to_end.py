@@ -263,33 +263,56 @@ def test_bad_thresholds_file_is_a_clear_collection_error(tmp_path, tiny_model_di
 
 
 def test_groups_are_scheduled_largest_first_and_odi_last():
-    """The collection is sorted envelope → free-form facet cells → other cells → ODI (stable)."""
+    """The collection is sorted envelope → free-form facet cells → other cells → ODI (stable):
+    the ranks the suites give their cases (flipgate.suite_api.Case.rank)."""
     from types import SimpleNamespace
 
-    from flipgate.plugin import pytest_collection_modifyitems
+    from flipgate.config import load_models
+    from flipgate.envelope.suite import SUITE as ENVELOPE
+    from flipgate.odi.suite import SUITE as ODI
+    from flipgate.order.suite import SUITE as ORDER
+    from flipgate.plugin import CELL_FIXTURE, _Param, pytest_collection_modifyitems
 
-    def item(name, **params):
+    MODEL = "smollm2-135m-instruct"
+
+    cfg = load_models(REPO / "models.yaml")
+    ctx = SimpleNamespace(
+        audit_config=lambda: cfg,
+        memo=lambda key, make: make(),
+        path=lambda option: REPO / "suites/benchmarks/envelopes/default.yaml",
+        option=lambda name: "models.yaml",
+    )
+
+    def item(name, suite=None, part=None, cell=None):
+        params = {}
+        if suite is not None:
+            case = next(
+                c
+                for c in suite.cases(ctx, part)
+                if cell is None or (c.param[0] == cell and c.models == (MODEL,))
+            )
+            params = {CELL_FIXTURE: _Param(suite.name, case)}
         return SimpleNamespace(
             name=name, callspec=SimpleNamespace(params=params), user_properties=[]
         )
 
     items = [
-        item("odi", odi_cell="order"),
-        item("option", flip_cell=("option_order", "m", "mmlu")),
-        item("control", flip_cell=("same_ordering:document_rank_order", "m", "synthetic_rag")),
+        item("odi", ODI),
+        item("option", ORDER, "option_order", "option_order"),
+        item("control", ORDER, "same_ordering", "same_ordering:option_order"),
         item("plain"),
-        item("envelope", envelope_cell="spec"),
-        item("chunks", flip_cell=("evidence_chunk_order", "m", "synthetic_multihop")),
+        item("envelope", ENVELOPE),
+        item("chunks", ORDER, "evidence_chunk_order", "evidence_chunk_order"),
     ]
     pytest_collection_modifyitems(None, items)
-    assert [i.name for i in items] == ["envelope", "control", "chunks", "option", "plain", "odi"]
+    assert [i.name for i in items] == ["envelope", "chunks", "option", "control", "plain", "odi"]
     # each cell names the model it gates for the controller's ledger; panel-wide cells none
     tagged = {i.name: dict(i.user_properties).get("flipgate_models") for i in items}
     assert tagged == {
         "envelope": None,
-        "control": ["m"],
-        "chunks": ["m"],
-        "option": ["m"],
+        "control": [MODEL],
+        "chunks": [MODEL],
+        "option": [MODEL],
         "plain": None,
         "odi": None,
     }

@@ -117,7 +117,7 @@ def test_text_only_model_skips_image_facet(tmp_path):
     from test_audit_runner import make_auditor
 
     from conftest import ScriptedBackend
-    from flipgate.suite import FlipCell
+    from flipgate.order.cell import FlipCell
 
     auditor = make_auditor(tmp_path, ScriptedBackend())
     (tmp_path / "thr").mkdir()

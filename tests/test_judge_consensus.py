@@ -16,13 +16,19 @@ from flipgate import FlipgateError
 from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Output, Request
 from flipgate.cards.build import card_markdown, write_cards
-from flipgate.config import AuditConfig, ConsensusSettings, JudgePlan, parse_thresholds
+from flipgate.config import AuditConfig, JudgePlan, parse_thresholds
 from flipgate.items import DatasetSpec, load_items
-from flipgate.judge.cell import JudgeCell
-from flipgate.judge.consensus import ConsensusWeights, RunJudgement, consensus, majority_bound
 from flipgate.judge.listwise import listwise_request, parse_listwise, run_judgement
 from flipgate.judge.orderings import judge_orderings
-from flipgate.judge.run import JudgeRunner
+from flipgate.judges.cell import JudgeCell
+from flipgate.judges.run import JudgeRunner
+from flipgate.metrics.consensus import (
+    ConsensusSettings,
+    ConsensusWeights,
+    RunJudgement,
+    consensus,
+    majority_bound,
+)
 from flipgate.metrics.judging import JudgedItem, judge_consensus, sign_test
 
 
@@ -283,7 +289,7 @@ thresholds:
     ).parent
     reported = []
     monkeypatch.setattr(
-        "flipgate.judge.cell.report_judge", lambda record, verdicts: reported.append(verdicts)
+        "flipgate.judges.cell.report_judge", lambda record, verdicts: reported.append(verdicts)
     )
     cell = JudgeCell(auditor, str(thresholds), plan, "judge", "arc_easy_answers")
     assert plan.consensus.k == 8
@@ -403,7 +409,7 @@ def test_decomposition_judge_gate_uses_the_consensus_judge(tmp_path):
 def test_the_cost_guard_counts_k_calls_per_consensus_judgement(tmp_path):
     from dataclasses import replace
 
-    from flipgate.cost import judge_runs
+    from flipgate.judge.permuted import judge_runs
 
     cfg = AuditConfig(tmp_path / "models.yaml", {})
     assert judge_runs(cfg, 6) == 1

@@ -14,9 +14,9 @@ from flipgate.audit import Auditor, Paths
 from flipgate.cards.build import card_markdown, validate_card, write_cards
 from flipgate.config import AuditConfig, load_thresholds
 from flipgate.items import DatasetSpec, load_items
+from flipgate.odi.allure import odi_plot
 from flipgate.odi.cell import ODICell
 from flipgate.odi.gate import diagnostic_bounds, gate
-from flipgate.report import odi_plot
 
 
 def thresholds(tmp_path, body: str, name: str = "default"):

@@ -270,9 +270,9 @@ def test_no_regression_md_without_comparisons(tmp_path):
 
 
 def test_report_regression_without_allure_is_a_noop(compared, monkeypatch):
-    import flipgate.report as report
+    import flipgate.regression.allure as report
 
-    monkeypatch.setattr(report, "_allure", lambda: None)
+    monkeypatch.setattr("flipgate.report.allure_module", lambda: None)
     monkeypatch.setattr(
         report, "regression_plot", lambda record: pytest.fail("plotted without allure")
     )
@@ -280,7 +280,7 @@ def test_report_regression_without_allure_is_a_noop(compared, monkeypatch):
 
 
 def test_report_regression_outside_an_allure_test(compared):
-    from flipgate.report import report_regression
+    from flipgate.regression.allure import report_regression
 
     report_regression(
         compared["control"]
@@ -288,7 +288,7 @@ def test_report_regression_outside_an_allure_test(compared):
 
 
 def test_report_regression_labels_and_attachments(compared, monkeypatch):
-    import flipgate.report as report
+    import flipgate.regression.allure as report
 
     calls = []
 
@@ -306,7 +306,7 @@ def test_report_regression_labels_and_attachments(compared, monkeypatch):
         def attach(body, name, attachment_type, extension=None):
             calls.append(("attach", (name, body)))
 
-    monkeypatch.setattr(report, "_allure", lambda: Fake)
+    monkeypatch.setattr("flipgate.report.allure_module", lambda: Fake)
     report.report_regression(compared["partial"], level=0.95)
     labels = {name: args[0] for name, args in calls if name in ("epic", "feature", "story")}
     assert labels == {
@@ -322,7 +322,7 @@ def test_report_regression_labels_and_attachments(compared, monkeypatch):
 
 @pytest.mark.parametrize("which", ["partial", "control"])
 def test_regression_plot_is_a_png(compared, which):
-    from flipgate.report import regression_plot
+    from flipgate.regression.allure import regression_plot
 
     record = compared[which].to_dict()
     png = regression_plot(record)

@@ -9,9 +9,9 @@ import pytest
 from test_audit_runner import make_auditor
 
 from conftest import ScriptedBackend
+from flipgate.order.cell import FlipCell
 from flipgate.results import CellSummary, MetricEstimate
 from flipgate.store import TrialStore
-from flipgate.suite import FlipCell
 from flipgate.trend import TrendPoint, metric_trend, short_run_id, trend_plot
 
 RUNS = ["20261120T090000Z-aaaaaa", "20261121T090000Z-bbbbbb", "20261122T090000Z-cccccc"]
@@ -114,10 +114,10 @@ class FakeAllure:
 
 
 def test_report_cell_attaches_trend_from_two_runs(runs_dir, monkeypatch):
-    from flipgate.report import report_cell
+    from flipgate.order.allure import report_cell
 
     fake = FakeAllure()
-    monkeypatch.setattr("flipgate.report._allure", lambda: fake)
+    monkeypatch.setattr("flipgate.report.allure_module", lambda: fake)
     points = metric_trend(runs_dir, *CELL, "regex", "flip_rate")
     shown = ("flip_rate", "pairwise_disagreement", "parse_rate", "accuracy")
     summaries = {
@@ -150,7 +150,7 @@ def test_flip_cell_records_summaries_and_trend(tmp_path, monkeypatch):
         "  - {metric: flip_rate, facet: same_ordering, max: 1.0, rule: point}\n"
     )
     captured = []
-    monkeypatch.setattr("flipgate.suite.report_cell", lambda *args: captured.append(args))
+    monkeypatch.setattr("flipgate.order.cell.report_cell", lambda *args: captured.append(args))
     backend = ScriptedBackend()
     for run_id in RUNS[:2]:
         auditor = make_auditor(tmp_path, backend, run_id=run_id)

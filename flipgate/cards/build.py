@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import subprocess
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,8 @@ from flipgate.config import CONTINUITY_CELL, JUDGE_CELL
 from flipgate.continuity.record import ContinuityRecord
 from flipgate.facets import FACETS, readouts_for
 from flipgate.hashing import sha256_text
-from flipgate.judge.record import JudgeRecord
+from flipgate.judges.record import JudgeRecord
+from flipgate.markdown_text import md_escape
 from flipgate.results import CellSummary, Verdict
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
@@ -749,31 +751,6 @@ def _num(x) -> str:
     return "–" if x is None or x != x else f"{x:.3f}"
 
 
-_MD_ESCAPES = str.maketrans(
-    {
-        "&": "&amp;",
-        "<": "&lt;",
-        ">": "&gt;",
-        "\\": "\\\\",
-        "`": "\\`",
-        "|": "\\|",
-        "[": "\\[",
-        "]": "\\]",
-    }
-)
-
-
-def md_escape(value) -> str:
-    """``value`` as inert Markdown text, safe in a table cell: HTML (``& < >``) as entities,
-    backslash, backtick, ``|`` and ``[ ]`` backslash-escaped (no code span, no column break, no
-    link), line breaks as ``<br>``. Every user-supplied string (ids, names, labels, ``why`` texts,
-    receipt values) goes through here before it reaches a card's Markdown; None is rendered as –."""
-    if value is None:
-        return "–"
-    text = str(value).translate(_MD_ESCAPES)
-    return "<br>".join(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
-
-
 def _ci_text(verdict: dict) -> str:
     """A verdict's interval as ``[lo, hi]`` with the level it was computed at, or – where it has
     none."""
@@ -1206,10 +1183,12 @@ def write_cards(
     level: float = 0.95,
     seed: int = 42,
     root: Path | None = None,
+    suites: Sequence[Any] = (),
 ) -> WrittenCards:
     """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model. The
     index is rebuilt from every card on disk in the model's directory, so a partial run (``-k arc``)
-    keeps the datasets it did not audit; it returns what this run wrote."""
+    keeps the datasets it did not audit; it returns what this run wrote. Each of ``suites``
+    (flipgate.suite_api.Suite) adds its section to the cards it has one for (``suites``)."""
     pairs = store.conn.execute(
         "SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2"
     ).fetchall()
@@ -1217,10 +1196,19 @@ def write_cards(
     store.adjust_q_values()
     for model_id, dataset in pairs:
         card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
+        markdown = card_markdown(card.to_data())
+        sections = {s: s.card_section(store, model_id, dataset) for s in suites}
+        sections = {s: section for s, section in sections.items() if section is not None}
+        if sections:
+            card = card.model_copy(update={"suites": {s.name: x for s, x in sections.items()}})
+            validate_card(card.to_data())
+            markdown += "\n" + "\n".join(
+                line for s, x in sections.items() for line in s.card_markdown(x)
+            )
         base = Path(out_dir) / model_id / dataset
         done = WrittenCard(card, base.with_suffix(".json"), base.with_suffix(".md"))
         storage.write_text(storage.CARDS, done.json_path, card.to_json())
-        storage.write_text(storage.CARDS, done.markdown_path, card_markdown(card.to_data()))
+        storage.write_text(storage.CARDS, done.markdown_path, markdown)
         written.cards.append(done)
         written.paths += [done.json_path, done.markdown_path]
     for model_id in dict.fromkeys(m for m, _ in pairs):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flipgate.cards.model import Estimate, JudgeConsensusSection, JudgeSignTest
-from flipgate.judge.record import JudgeRecord
+from flipgate.judges.record import JudgeRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -699,6 +699,9 @@ class GridCard(CardModel):
     readout_decomposition: DecompositionSection | Absent = None
     judge_consensus: JudgeConsensusSection | Absent = None
     continuity: ContinuitySection | Absent = None
+    #: sections of the suites other packages registered (flipgate.suite_api.Suite.card_section),
+    #: by suite name
+    suites: dict[str, dict[str, Any]] | Absent = None
 
     def to_data(self) -> dict[str, Any]:
         """The card as JSON data (what the JSON file holds and the Markdown is rendered from)."""

@@ -7,17 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flipgate import FlipgateError
 from flipgate.audit import Auditor
-from flipgate.config import CONTINUITY_CELL, ContinuityPlan, ThresholdSet, load_thresholds
+from flipgate.config import CONTINUITY_CELL, ContinuityPlan, ThresholdSet
+from flipgate.continuity.allure import report_continuity
 from flipgate.continuity.record import ContinuityRecord
 from flipgate.continuity.run import EstimatorUnavailable, SweepRunner
 from flipgate.continuity.sweeps import SWEEPS
 from flipgate.gate import evaluate
 from flipgate.metrics.continuity import continuity
-from flipgate.report import report_continuity
 from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, fail_input, live_output, skip_not_applicable
+from flipgate.suite import assert_verdicts, live_output, measure_cell, skip_not_applicable
 
 
 def gate(record: ContinuityRecord, ts: ThresholdSet) -> list[Verdict]:
@@ -80,20 +79,22 @@ class ContinuityCell:
             result=continuity(points, cfg.bootstrap_n, cfg.level, cfg.seed),
         )
 
-    def run(self) -> list[Verdict]:
+    def measurable(self) -> ContinuityRecord:
+        """:meth:`measure`, or a skip (not applicable) where the model cannot take the sweep or
+        the estimator is unavailable to it."""
+        why = self.unmeasurable()
+        if why is not None:
+            for part in ("greedy", self.estimator):
+                cell = f"{CONTINUITY_CELL}[{part}]"
+                self.auditor.store.set_planned(self.model_id, self.sweep, cell, 0)
+            skip_not_applicable(why)
         try:
-            thresholds = load_thresholds(self.thresholds_dir, self.model_id)
-            why = self.unmeasurable()
-            if why is not None:
-                for part in ("greedy", self.estimator):
-                    cell = f"{CONTINUITY_CELL}[{part}]"
-                    self.auditor.store.set_planned(self.model_id, self.sweep, cell, 0)
-                skip_not_applicable(why)
-            record = self.measure()
+            return self.measure()
         except EstimatorUnavailable as exc:
             skip_not_applicable(str(exc))
-        except FlipgateError as exc:
-            fail_input(exc)
+
+    def run(self) -> list[Verdict]:
+        thresholds, record = measure_cell(self.thresholds_dir, self.model_id, self.measurable)
         store = self.auditor.store
         store.add_continuity_record(record)
         verdicts = gate(record, thresholds)

@@ -5,13 +5,12 @@ marked, and the greedy answer's accuracy per position."""
 from __future__ import annotations
 
 from flipgate.metrics.continuity import PLUS, ContinuityResult
+from flipgate.plotting import png, pyplot
 
 
 def trajectory_plot(title: str, results: dict[str, ContinuityResult]) -> bytes:
     """One line per estimator (name -> result) over the sweep positions."""
-    from flipgate.decomposition.plots import _png, _pyplot
-
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 4.0), dpi=100)
     first = next(iter(results.values()))
     xs = list(range(len(first.trajectory)))
@@ -37,4 +36,4 @@ def trajectory_plot(title: str, results: dict[str, ContinuityResult]) -> bytes:
     ax.set_ylabel("mean uncertainty u (95% CI)")
     ax.set_title(f"{title} (N={first.n_sources} sweeps)", fontsize=9)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-    return _png(fig)
+    return png(fig)

@@ -23,9 +23,8 @@ from flipgate.continuity.estimators import (
 )
 from flipgate.continuity.sweeps import SWEEPS, SweepInput, SweepSpec, generate
 from flipgate.files import atomic_write
-from flipgate.hashing import sha256_bytes, sha256_json, sha256_text
+from flipgate.hashing import sha256_bytes, sha256_text
 from flipgate.metrics.continuity import SweepPoint
-from flipgate.results import Trial
 
 ANSWER_PREFIX = "Answer:"
 
@@ -190,18 +189,17 @@ class SweepRunner:
             model_id, [c.request for c in calls], use_cache=True, label=label
         )
         spec = SWEEPS[calls[0].x.sweep] if calls else None
-        fingerprint = sha256_json(self.auditor.backend(model_id).fingerprint)
+        stored_as = self.auditor.model(model_id).get("variant_of", model_id)
+        sweep = calls[0].x.sweep if calls else ""
+        trial = self.auditor.trial_maker(stored_as, sweep, answered_by=model_id)
         trials = []
         answers = [spec.parse(out.text) if spec else None for out in outputs]
         for c, out, hit, answer in zip(calls, outputs, cached, answers):
             trials.append(
-                Trial.of(
+                trial(
                     c.request,
                     out,
                     hit,
-                    run_id=self.auditor.run_id,
-                    model_id=self.auditor.model(model_id).get("variant_of", model_id),
-                    model_fingerprint=fingerprint,
                     dataset=c.x.sweep,
                     item_id=input_id(c.x),
                     facet=f"{CONTINUITY_CELL}[{c.part}]",

@@ -8,18 +8,17 @@ from typing import Any
 
 import pytest
 
-from flipgate import FlipgateError
 from flipgate.audit import Auditor
-from flipgate.config import DECOMPOSITION_CELL, DecompositionPlan, load_thresholds
+from flipgate.config import DECOMPOSITION_CELL, DecompositionPlan
+from flipgate.decomposition.allure import report_decomposition
 from flipgate.decomposition.gate import gate
 from flipgate.decomposition.record import DecompositionRecord
 from flipgate.decomposition.run import DecompositionRunner, axis_cell
 from flipgate.judge.choice import judge_gate, load_agreement_set
 from flipgate.metrics.decomposition import decompose
 from flipgate.paraphrases import ParaphraseStore
-from flipgate.report import report_decomposition
 from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, fail_input, live_output
+from flipgate.suite import assert_verdicts, live_output, measure_cell
 
 
 @dataclass
@@ -83,11 +82,7 @@ class DecompositionCell:
         )
 
     def run(self) -> list[Verdict]:
-        try:
-            thresholds = load_thresholds(self.thresholds_dir, self.model_id)
-            record = self.measure()
-        except FlipgateError as exc:
-            fail_input(exc)
+        thresholds, record = measure_cell(self.thresholds_dir, self.model_id, self.measure)
         store = self.auditor.store
         store.add_decomposition(record)
         if record.decomposition is None:

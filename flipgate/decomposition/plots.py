@@ -6,27 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from flipgate.metrics.decomposition import AxisDecomposition
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig) -> bytes:
-    from flipgate.report import _png as png
-
-    return png(fig)
+from flipgate.plotting import png, pyplot
 
 
 def split_plot(title: str, result: AxisDecomposition) -> bytes:
     """Per readout: the genuine flip rate (the reference's, blue) with the readout's artifact
     stacked on it (orange, negative when the readout is steadier), total CI as an error bar."""
-    plt = _pyplot()
+    plt = pyplot()
     readouts = list(result.readouts)
     fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(readouts), 3.4), dpi=100)
     genuine = result.genuine.estimate or 0.0
@@ -46,12 +32,12 @@ def split_plot(title: str, result: AxisDecomposition) -> bytes:
     ax.set_title(title, fontsize=9)
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(dict(zip(labels, handles)).values(), dict(zip(labels, handles)).keys(), fontsize=7)
-    return _png(fig)
+    return png(fig)
 
 
 def surface_plot(title: str, results: list[AxisDecomposition]) -> bytes:
     """Items × axes, one panel per readout: 1 flipped (bright), 0 stable, grey unparsed."""
-    plt = _pyplot()
+    plt = pyplot()
     readouts = list(dict.fromkeys(r for res in results for r in res.surface))
     items = sorted({i for res in results for s in res.surface.values() for i in s})
     fig, axes = plt.subplots(
@@ -85,4 +71,4 @@ def surface_plot(title: str, results: list[AxisDecomposition]) -> bytes:
     )
     fig.suptitle(title, fontsize=9)
     fig.subplots_adjust(bottom=0.2)
-    return _png(fig)
+    return png(fig)

@@ -18,7 +18,7 @@ from flipgate.items import DatasetSpec, Item, load_items
 from flipgate.judge.choice import choice_requests, choices
 from flipgate.paraphrases import ParaphraseStore
 from flipgate.readouts import read_label
-from flipgate.results import Trial, trials_frame
+from flipgate.results import trials_frame
 
 #: the readouts each backend kind can give besides regex
 CAPABLE = {
@@ -129,7 +129,7 @@ class DecompositionRunner:
         outputs, cached = self.auditor.outputs(
             model_id, requests, use_cache=True, label=f"{cell}/{spec.name}"
         )
-        fingerprint = sha256_json(self.auditor.backend(model_id).fingerprint)
+        trial = self.auditor.trial_maker(model_id, spec.name)
         judged = (
             self.judged(
                 model_id, spec.name, cell, [(*p, r) for p, r in zip(plan, requests)], outputs
@@ -145,14 +145,10 @@ class DecompositionRunner:
             }
             mapped = {r: v.map_back(label, it) for r, label in labels.items()}
             trials.append(
-                Trial.of(
+                trial(
                     req,
                     out,
                     hit,
-                    run_id=self.auditor.run_id,
-                    model_id=model_id,
-                    model_fingerprint=fingerprint,
-                    dataset=spec.name,
                     item_id=it.item_id,
                     facet=cell,
                     condition=v.condition,

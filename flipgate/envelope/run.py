@@ -18,7 +18,6 @@ from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.envelope.render import render
 from flipgate.envelope.spec import Config, Envelope
-from flipgate.hashing import sha256_json
 from flipgate.items import DatasetSpec, Item, load_items
 from flipgate.items.item import LETTERS
 from flipgate.readouts import read_label
@@ -124,20 +123,16 @@ class EnvelopeRunner:
                 grammar_version=None,
             )
             readout = READOUT[cfg.scoring]
-            fingerprint = sha256_json(self.auditor.backend(variant).fingerprint)
+            trial = self.auditor.trial_maker(model_id, spec.name, answered_by=variant)
             trials: list[Trial] = []
             for (it, s), req, out, hit in zip(plan, requests, outputs, cached):
                 label = read_label(readout, out, req.labels, req.answer_prefix)
                 chosen = None if label is None else LETTERS.index(label)
                 trials.append(
-                    Trial.of(
+                    trial(
                         req,
                         out,
                         hit,
-                        run_id=self.auditor.run_id,
-                        model_id=model_id,
-                        model_fingerprint=fingerprint,
-                        dataset=spec.name,
                         item_id=it.item_id,
                         facet=envelope_cell(cfg),
                         condition=0,

@@ -23,11 +23,10 @@ from flipgate import FlipgateError
 from flipgate.backends.base import Request
 from flipgate.items.item import Item
 from flipgate.items.validate import RowItems, check_data_file, option_texts
-from flipgate.judge.permuted import consensus_labels, permuted_requests
+from flipgate.judge.permuted import JudgeCaller, consensus_labels, permuted_requests
 
 if TYPE_CHECKING:
-    from flipgate.audit import Auditor
-    from flipgate.config import ConsensusSettings
+    from flipgate.metrics.consensus import ConsensusSettings
 
 NONE = "none"
 TEMPLATE = (
@@ -147,7 +146,7 @@ def choice_requests(
 
 
 def choices(
-    auditor: Auditor,
+    auditor: JudgeCaller,
     judge_id: str,
     groups: list[list[Request]],
     settings: ConsensusSettings | None,
@@ -160,7 +159,7 @@ def choices(
 
 
 def judge_gate(
-    auditor: Auditor,
+    auditor: JudgeCaller,
     judge_id: str,
     replies: list[LabelledReply],
     min_agreement: float = 0.9,

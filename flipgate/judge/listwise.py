@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from flipgate.backends.base import Output, Request
-from flipgate.judge.consensus import RunJudgement
+from flipgate.metrics.consensus import RunJudgement
 from flipgate.readouts import label_probabilities
 
 READOUTS = ("listwise", "label_logprob")

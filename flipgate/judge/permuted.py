@@ -7,24 +7,40 @@ calls (the cost guard projects them).
 The judge's verdict labels are the candidates: per run, ``letter_logprob`` scores are the label
 probabilities (normalised over the request's labels), any other readout gives 1 to the label it
 read and 0 to the others; an unread verdict is a parse failure. The consensus label is the
-winner of C (:func:`flipgate.judge.consensus.consensus`); a tie or no parsed run gives None.
+winner of C (:func:`flipgate.metrics.consensus.consensus`); a tie or no parsed run gives None.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from flipgate.backends.base import Output, Request
-from flipgate.judge.consensus import RunJudgement, consensus
 from flipgate.judge.orderings import judge_orderings
+from flipgate.metrics.consensus import RunJudgement, consensus
 from flipgate.readouts import label_probabilities, read_label
 
 if TYPE_CHECKING:
-    from flipgate.audit import Auditor
-    from flipgate.config import ConsensusSettings
+    from flipgate.metrics.consensus import ConsensusSettings
 
 T = TypeVar("T")
+
+
+class JudgeCaller(Protocol):
+    """What a judgement needs of the auditor (:class:`flipgate.audit.Auditor` is one): a model's
+    settings and the outputs of requests to it. A protocol, so that this module does not import
+    :mod:`flipgate.audit`, which imports it."""
+
+    @property
+    def config(self) -> Any:
+        """The run's AuditConfig (its ``seed`` draws the shown orderings)."""
+        ...
+
+    def model(self, model_id: str) -> dict[str, Any]: ...
+
+    def outputs(
+        self, model_id: str, requests: list[Request], use_cache: bool, label: str
+    ) -> tuple[list[Output], list[bool]]: ...
 
 
 def label_run(output: Output, request: Request, readout: str) -> RunJudgement:
@@ -44,6 +60,13 @@ def shown_orders(n: int, settings: ConsensusSettings, seed: int) -> list[tuple[i
     return judge_orderings(n, settings.k, seed, settings.orderings)
 
 
+def judge_runs(cfg: Any, n_shown: int) -> int:
+    """Calls per judgement of an answer-reading judge shown ``n_shown`` things: 1, or the
+    number of orderings under ``audit.judge_consensus`` (``cfg`` is the AuditConfig)."""
+    settings = cfg.judge_consensus
+    return 1 if settings is None else len(shown_orders(n_shown, settings, cfg.seed))
+
+
 def permuted_requests(
     things: Sequence[T],
     build: Callable[[list[T], int], Request],
@@ -61,7 +84,7 @@ def permuted_requests(
 
 
 def consensus_labels(
-    auditor: Auditor,
+    auditor: JudgeCaller,
     judge_id: str,
     groups: list[list[Request]],
     settings: ConsensusSettings | None,

@@ -4,7 +4,7 @@ Per item the judge ran over K orderings of its candidates (``RunJudgement`` per 
 0 the canonical one). Accuracy is exact top-1: a verdict is right when its single winner is the
 gold candidate; a tie or a parse failure is a miss (counted, never broken by guessing).
 
-- ``direct`` = ordering 0 alone; ``consensus`` = :func:`flipgate.judge.consensus.consensus` over
+- ``direct`` = ordering 0 alone; ``consensus`` = :func:`flipgate.metrics.consensus.consensus` over
   all K; ``consensus_gain`` = consensus − direct accuracy, item-paired bootstrap;
 - improved / regressed = items only consensus / only direct gets right, with the exact two-sided
   sign test on them (binomial, p = ½);
@@ -25,8 +25,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy.stats import binomtest
 
-from flipgate.judge.consensus import ConsensusWeights, RunJudgement, consensus, majority_bound
 from flipgate.metrics.bootstrap import bootstrap_draws, paired_bootstrap_draws
+from flipgate.metrics.consensus import ConsensusWeights, RunJudgement, consensus, majority_bound
 from flipgate.results import MetricEstimate
 
 

@@ -15,9 +15,9 @@ from flipgate import FlipgateError
 from flipgate.analysis_cache import AnalysisCache, analysis_key, table_sha256
 from flipgate.audit import Auditor
 from flipgate.config import load_thresholds
+from flipgate.odi.allure import report_odi
 from flipgate.odi.fit import odi
 from flipgate.odi.gate import diagnostic_bounds, gate, gate_levels
-from flipgate.report import report_odi
 from flipgate.results import Verdict
 from flipgate.suite import assert_verdicts, fail_input, skip_not_applicable
 

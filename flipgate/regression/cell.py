@@ -136,7 +136,7 @@ class RegressionCell:
         return comparison
 
     def run(self) -> list[Verdict]:
-        from flipgate.report import report_regression
+        from flipgate.regression.allure import report_regression
 
         p = self.pairing
         if p.skip:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from flipgate.cards.build import md_escape
+from flipgate.markdown_text import md_escape
 from flipgate.regression.compare import DELTA_METRICS
 
 #: arrows for a delta's direction judged by its CI: ▲ worse, ▼ better, ≈ CI covers 0

@@ -2,6 +2,8 @@
 per-facet ordering noise σ_π, per-cell offsets |δ| and per-model θ; a fit that fails its diagnostics
 fails, and thresholds naming ``facet: odi`` (e.g. ``sigma_pi@option_order``) are gated."""
 
+SUITE = "odi"
 
-def test_odi(odi_cell):
-    odi_cell.run()
+
+def test_odi(flipgate_cell):
+    flipgate_cell.run()

@@ -1,6 +1,8 @@
 """Configuration envelope (docs/definitions.md §7): every valid configuration × roster model, per
 benchmark; SDI, CFR, ρ_flip and τ_R gated by the thresholds that name ``facet: envelope``."""
 
+SUITE = "envelope"
 
-def test_config_grid(envelope_cell):
-    envelope_cell.run()
+
+def test_config_grid(flipgate_cell):
+    flipgate_cell.run()

@@ -3,6 +3,8 @@ uncertainty estimator, seeded sweeps of 10 inputs (5 growing more ambiguous, 5 g
 L_local and L_global (does uncertainty peak at the most ambiguous input?), the abstention AUC
 (does it predict errors?) and the greedy answer's accuracy, with CIs over sweeps."""
 
+SUITE = "continuity"
 
-def test_continuity(continuity_cell):
-    continuity_cell.run()
+
+def test_continuity(flipgate_cell):
+    flipgate_cell.run()

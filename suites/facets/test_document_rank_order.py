@@ -1,8 +1,9 @@
 """document_rank_order facet (docs/definitions.md §3.3): flip of the normalised short answer across
 document ranks."""
 
-FACET = "document_rank_order"
+SUITE = "order"
+PART = "document_rank_order"
 
 
-def test_document_rank_order(flip_cell):
-    flip_cell.run()
+def test_document_rank_order(flipgate_cell):
+    flipgate_cell.run()

@@ -1,8 +1,9 @@
 """image_set_order facet (docs/definitions.md §3.4): flip of the chosen option across image orders
 (VLMs only; position-referencing items screened out)."""
 
-FACET = "image_set_order"
+SUITE = "order"
+PART = "image_set_order"
 
 
-def test_image_set_order(flip_cell):
-    flip_cell.run()
+def test_image_set_order(flipgate_cell):
+    flipgate_cell.run()

@@ -1,8 +1,9 @@
 """mixed_modality_order facet (docs/definitions.md §3.5): text-flip and judge sem-flip across orders
 of a mixed text + image sequence (VLMs only)."""
 
-FACET = "mixed_modality_order"
+SUITE = "order"
+PART = "mixed_modality_order"
 
 
-def test_mixed_modality_order(flip_cell):
-    flip_cell.run()
+def test_mixed_modality_order(flipgate_cell):
+    flipgate_cell.run()

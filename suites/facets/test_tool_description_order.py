@@ -1,8 +1,9 @@
 """tool_description_order facet (demoted, opt-in; Facet-Probe App. F): runs only when models.yaml
 lists it under audit.facets."""
 
-FACET = "tool_description_order"
+SUITE = "order"
+PART = "tool_description_order"
 
 
-def test_tool_description_order(flip_cell):
-    flip_cell.run()
+def test_tool_description_order(flipgate_cell):
+    flipgate_cell.run()

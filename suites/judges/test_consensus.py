@@ -3,6 +3,8 @@ dataset, the judge runs over K predetermined orderings of each set; judge flip r
 (canonical ordering) vs permutation-consensus accuracy with a paired CI, improved / regressed
 items and the exact sign test, and the majority-vote bound next to the observed error."""
 
+SUITE = "judges"
 
-def test_judge_consensus(judge_cell):
-    judge_cell.run()
+
+def test_judge_consensus(flipgate_cell):
+    flipgate_cell.run()

@@ -3,6 +3,8 @@ readout's flip rate split into the genuine part (regex over the generated text, 
 readout artifact, with paired bootstrap CIs; the paraphrase gate stops cells with unchecked
 rewrites."""
 
+SUITE = "readouts"
 
-def test_decomposition(decomposition_cell):
-    decomposition_cell.run()
+
+def test_decomposition(flipgate_cell):
+    flipgate_cell.run()

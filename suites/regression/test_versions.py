@@ -1,6 +1,8 @@
 """Regression between model versions (docs/definitions.md §11): each candidate against its baseline,
 per cell."""
 
+SUITE = "regression"
 
-def test_versions(regression_cell):
-    regression_cell.run()
+
+def test_versions(flipgate_cell):
+    flipgate_cell.run()

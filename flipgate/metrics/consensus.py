@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
@@ -35,7 +36,7 @@ class ConsensusWeights:
     top: float = 0.15
     uncertainty: float = 0.05
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -181,3 +182,25 @@ def majority_bound(k: int, p: float) -> float | None:
     if not p > 0.5:
         return None
     return math.exp(-2 * k * (p - 0.5) ** 2)
+
+
+@dataclass(frozen=True)
+class ConsensusSettings:
+    """How a judge runs over orderings (docs/definitions.md §9): K, their design
+    (flipgate/judge/orderings.py), the consensus weights and tie tolerance."""
+
+    k: int = 8
+    orderings: str = "balanced"
+    weights: ConsensusWeights = ConsensusWeights()
+    tie_tolerance: float = 1e-6
+
+    @classmethod
+    def parse(cls, spec: dict[str, Any], where: str, default_k: int) -> ConsensusSettings:
+        return cls(
+            int(spec.get("k", default_k)),
+            spec.get("orderings", "balanced"),
+            ConsensusWeights.parse(spec["weights"], f"{where}.weights")
+            if "weights" in spec
+            else ConsensusWeights(),
+            float(spec.get("tie_tolerance", 1e-6)),
+        )

@@ -8,16 +8,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from flipgate import FlipgateError
 from flipgate.audit import Auditor
-from flipgate.config import JUDGE_CELL, JudgePlan, ThresholdSet, load_thresholds
+from flipgate.config import JUDGE_CELL, JudgePlan, ThresholdSet
 from flipgate.gate import evaluate
-from flipgate.judge.record import JudgeRecord
-from flipgate.judge.run import JudgeRunner
+from flipgate.judges.allure import report_judge
+from flipgate.judges.record import JudgeRecord
+from flipgate.judges.run import JudgeRunner
 from flipgate.metrics.judging import judge_consensus
-from flipgate.report import report_judge
 from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, fail_input, live_output
+from flipgate.suite import assert_verdicts, live_output, measure_cell
 
 
 def gate(record: JudgeRecord, ts: ThresholdSet) -> list[Verdict]:
@@ -63,11 +62,7 @@ class JudgeCell:
         )
 
     def run(self) -> list[Verdict]:
-        try:
-            thresholds = load_thresholds(self.thresholds_dir, self.model_id)
-            record = self.measure()
-        except FlipgateError as exc:
-            fail_input(exc)
+        thresholds, record = measure_cell(self.thresholds_dir, self.model_id, self.measure)
         store = self.auditor.store
         store.add_judge_record(record)
         verdicts = gate(record, thresholds)

@@ -8,13 +8,11 @@ from flipgate.audit import Auditor
 from flipgate.backends.base import Request
 from flipgate.config import JUDGE_CELL, JudgePlan
 from flipgate.grammar import Manifest
-from flipgate.hashing import sha256_json
 from flipgate.items import DatasetSpec, Item, load_items
-from flipgate.judge.consensus import RunJudgement
 from flipgate.judge.listwise import listwise_request, run_judgement
 from flipgate.judge.orderings import judge_orderings
+from flipgate.metrics.consensus import RunJudgement
 from flipgate.metrics.judging import JudgedItem
-from flipgate.results import Trial
 
 #: candidate numbers are single digits (one token each for the logprob readout)
 MAX_CANDIDATES = 9
@@ -88,7 +86,7 @@ class JudgeRunner:
         outputs, cached = self.auditor.outputs(
             model_id, [c[3] for c in calls], use_cache=True, label=f"{JUDGE_CELL}/{spec.name}"
         )
-        fingerprint = sha256_json(self.auditor.backend(model_id).fingerprint)
+        trial = self.auditor.trial_maker(model_id, spec.name)
         runs: dict[str, list[RunJudgement]] = {it.item_id: [] for it in items}
         trials = []
         for (it, o, perm, req), out, hit in zip(calls, outputs, cached):
@@ -96,14 +94,10 @@ class JudgeRunner:
             runs[it.item_id].append(run)
             pick = run.pick()
             trials.append(
-                Trial.of(
+                trial(
                     req,
                     out,
                     hit,
-                    run_id=self.auditor.run_id,
-                    model_id=model_id,
-                    model_fingerprint=fingerprint,
-                    dataset=spec.name,
                     item_id=it.item_id,
                     facet=JUDGE_CELL,
                     condition=o,

@@ -4,12 +4,11 @@ its CI, the direct (canonical ordering) accuracy and the per-run accuracy p."""
 from __future__ import annotations
 
 from flipgate.metrics.judging import JudgeConsensusResult
+from flipgate.plotting import png, pyplot
 
 
 def accuracy_vs_k_plot(title: str, result: JudgeConsensusResult) -> bytes:
-    from flipgate.decomposition.plots import _png, _pyplot
-
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.6, 3.2), dpi=100)
     ks = list(range(1, len(result.accuracy_at_k) + 1))
     est = [e.estimate if e.estimate is not None else float("nan") for e in result.accuracy_at_k]
@@ -29,4 +28,4 @@ def accuracy_vs_k_plot(title: str, result: JudgeConsensusResult) -> bytes:
     ax.set_ylim(0, 1)
     ax.set_title(f"{title} (N={result.n_items})", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
-    return _png(fig)
+    return png(fig)

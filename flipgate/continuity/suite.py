@@ -1,0 +1,54 @@
+"""The continuity suite (docs/definitions.md §10): one cell per (model, sweep, uncertainty
+estimator) of ``audit.continuity``; models opt in with ``suites: [continuity]``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flipgate.config import CONTINUITY_METRICS, metric_range
+from flipgate.suite_api import Case, MetricSpec, Plan, SuiteContext
+from flipgate.suite_base import DeclaredPlanSuite
+
+
+class ContinuitySuite(DeclaredPlanSuite):
+    name = "continuity"
+    config_key = "continuity"
+    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in CONTINUITY_METRICS)
+    test_dirs = ("suites/continuity",)
+
+    def plan_of(self, config: Any) -> Any:
+        return config.continuity
+
+    def keys(self, plan: Any) -> list[tuple[str, ...]]:
+        return [(sweep, est) for sweep in plan.sweeps for est in plan.estimators]
+
+    def case(self, model_id: str, key: tuple[str, ...]) -> Case:
+        sweep, estimator = key  # a model's sweep is one group: its estimators share the greedy
+        group = f"{model_id}/continuity/{sweep}"  # answers (through the response cache)
+        case_id = f"{model_id}-{sweep}-{estimator}"
+        return Case((model_id, sweep, estimator), case_id, group, (model_id,), sweep)
+
+    def cell_class(self) -> Any:
+        from flipgate.continuity.cell import ContinuityCell
+
+        return ContinuityCell
+
+    def planned_trials(self, ctx: SuiteContext, plan: Any, param: Any) -> Plan:
+        """The greedy answer on every sweep input, plus the estimator's samples
+        (docs/definitions.md §10)."""
+        from flipgate.continuity.run import planned
+
+        model_id, sweep, estimator = param
+        seed = ctx.audit_config().seed
+        return {
+            (model_id, sweep, part): n
+            for part, n in planned(plan, sweep, estimator, ctx.items_override, seed).items()
+        }
+
+    def project_model(self, auditor: Any, plan: Any, model_id: str) -> list:
+        from flipgate.continuity.cost import project_continuity
+
+        return [project_continuity(auditor, plan, model_id)]
+
+
+SUITE = ContinuitySuite()

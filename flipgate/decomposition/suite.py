@@ -1,0 +1,54 @@
+"""The readout decomposition suite (docs/definitions.md §8): one cell per (model, dataset,
+perturbation axis) of ``audit.decomposition``; models opt in with ``suites: [readouts]``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flipgate.config import DECOMPOSITION_METRICS, metric_range
+from flipgate.suite_api import Case, MetricSpec, Plan, SuiteContext
+from flipgate.suite_base import DeclaredPlanSuite
+
+
+class DecompositionSuite(DeclaredPlanSuite):
+    name = "readouts"
+    config_key = "decomposition"
+    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in DECOMPOSITION_METRICS)
+    test_dirs = ("suites/readouts",)
+
+    def plan_of(self, config: Any) -> Any:
+        return config.decomposition
+
+    def keys(self, plan: Any) -> list[tuple[str, ...]]:
+        return [(spec.name, axis) for spec in plan.datasets for axis in plan.axes]
+
+    def case(self, model_id: str, key: tuple[str, ...]) -> Case:
+        dataset, axis = key  # the axes of a (model, dataset) share one group: their canonical
+        group = f"{model_id}/decomposition/{dataset}"  # variant is one call
+        case_id = f"{model_id}-{dataset}-{axis}"
+        return Case((model_id, dataset, axis), case_id, group, (model_id,), dataset)
+
+    def cell_class(self) -> Any:
+        from flipgate.decomposition.cell import DecompositionCell
+
+        return DecompositionCell
+
+    def planned_trials(self, ctx: SuiteContext, plan: Any, param: Any) -> Plan:
+        """Every item under every variant of the cell's axis (docs/definitions.md §8); the
+        paraphrase axis counts the store's checked rewrites."""
+        from flipgate.decomposition.run import axis_cell, planned_trials
+        from flipgate.paraphrases import ParaphraseStore
+
+        model_id, dataset, axis = param
+        store = ParaphraseStore.load(plan.paraphrases)
+        seed = ctx.audit_config().seed
+        n = planned_trials(plan, plan.dataset(dataset), axis, store, seed, ctx.items_override)
+        return {(model_id, dataset, axis_cell(axis)): n}
+
+    def project_model(self, auditor: Any, plan: Any, model_id: str) -> list:
+        from flipgate.decomposition.cost import project_decomposition
+
+        return project_decomposition(auditor, plan, model_id)
+
+
+SUITE = DecompositionSuite()

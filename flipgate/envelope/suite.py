@@ -1,0 +1,70 @@
+"""The configuration envelope suite (docs/definitions.md §7): one cell per benchmark of the
+envelope file (``--envelope``) over its roster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flipgate.config import ENVELOPE_METRICS, metric_range
+from flipgate.suite_api import Case, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_base import TypedCardSection
+
+
+def envelope(ctx: SuiteContext):
+    """The envelope file (``--envelope``), parsed once per process."""
+    from flipgate.envelope.spec import load_envelope
+
+    return ctx.memo(
+        "envelope",
+        lambda: load_envelope(ctx.path("--envelope"), list(ctx.audit_config().models)),
+    )
+
+
+def roster(ctx: SuiteContext) -> list[str]:
+    return envelope(ctx).roster or ctx.audit_config().audited("envelope")
+
+
+class EnvelopeSuite(TypedCardSection):
+    name = "envelope"
+    config_key = None  # its own file, --envelope (flipgate/config_schemas/envelope.schema.json)
+    schema = None
+    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in ENVELOPE_METRICS)
+    test_dirs = ("suites/benchmarks",)
+    piloted = False
+
+    def parse(self, spec: dict, where: str, config) -> Any:
+        return None
+
+    def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
+        if not roster(ctx):
+            return NoCases(
+                "no-roster", f"no model in {ctx.option('--models')} lists suite 'envelope'"
+            )
+        # one group per benchmark: the benchmarks of an envelope run on separate workers; the
+        # largest work, scheduled first
+        return [
+            Case(spec, spec.name, f"envelope-{spec.name}", dataset=spec.name, rank=0)
+            for spec in envelope(ctx).benchmarks
+        ]
+
+    def cell(self, ctx: SuiteContext, param: Any, auditor, capture_manager: Any):
+        from flipgate.envelope.cell import EnvelopeCell
+
+        return EnvelopeCell(auditor, ctx.thresholds_dir, envelope(ctx), param, capture_manager)
+
+    def planned(self, ctx: SuiteContext, param: Any) -> Plan:
+        from flipgate.envelope.run import planned_trials
+
+        cfg = ctx.audit_config()
+        models = {m: cfg.models[m] for m in roster(ctx) if m in cfg.models}
+        return planned_trials(envelope(ctx), param, models)
+
+    def project(self, ctx: SuiteContext, auditor, ledger) -> list:
+        from flipgate.envelope.cost import project_envelope
+
+        if not ctx.path("--envelope").exists():
+            return []
+        return [project_envelope(auditor, envelope(ctx), m) for m in roster(ctx)]
+
+
+SUITE = EnvelopeSuite()

@@ -1,0 +1,50 @@
+"""The judge consensus suite (docs/definitions.md §9): one cell per (judge model, candidate-set
+dataset) of ``audit.judges``; models opt in with ``suites: [judges]``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flipgate.config import JUDGE_CELL, JUDGE_METRICS, metric_range
+from flipgate.suite_api import Case, MetricSpec, Plan, SuiteContext
+from flipgate.suite_base import DeclaredPlanSuite
+
+
+class JudgesSuite(DeclaredPlanSuite):
+    name = "judges"
+    config_key = "judges"
+    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in JUDGE_METRICS)
+    test_dirs = ("suites/judges",)
+
+    def plan_of(self, config: Any) -> Any:
+        return config.judges
+
+    def keys(self, plan: Any) -> list[tuple[str, ...]]:
+        return [(spec.name,) for spec in plan.datasets]
+
+    def case(self, model_id: str, key: tuple[str, ...]) -> Case:
+        (dataset,) = key  # each its own group: different prompts, nothing shared
+        group = f"{model_id}/judge/{dataset}"
+        return Case((model_id, dataset), f"{model_id}-{dataset}", group, (model_id,), dataset)
+
+    def cell_class(self) -> Any:
+        from flipgate.judges.cell import JudgeCell
+
+        return JudgeCell
+
+    def planned_trials(self, ctx: SuiteContext, plan: Any, param: Any) -> Plan:
+        """Every candidate set under each of its K orderings (docs/definitions.md §9)."""
+        from flipgate.judges.run import planned_calls
+
+        model_id, dataset = param
+        seed = ctx.audit_config().seed
+        n = planned_calls(plan, plan.dataset(dataset), seed, ctx.items_override)
+        return {(model_id, dataset, JUDGE_CELL): n}
+
+    def project_model(self, auditor: Any, plan: Any, model_id: str) -> list:
+        from flipgate.judges.cost import project_judges
+
+        return [project_judges(auditor, plan, model_id)]
+
+
+SUITE = JudgesSuite()

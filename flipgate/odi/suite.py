@@ -1,0 +1,59 @@
+"""The ODI suite (docs/definitions.md §4): one Bayesian fit over every order-suite model's facet
+trials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flipgate.cell import Cell
+from flipgate.config import ODI_METRICS, metric_range
+from flipgate.progress import cell_plan
+from flipgate.suite_api import Case, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_base import TypedCardSection
+
+
+class ODISuite(TypedCardSection):
+    name = "odi"
+    config_key = None  # audit.odi, described by the shipped schema
+    schema = None
+    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in ODI_METRICS)
+    test_dirs = ("suites/analysis",)
+    piloted = False
+
+    def parse(self, spec: dict, where: str, config) -> Any:
+        return None
+
+    def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
+        ctx.audit_config()  # a bad models.yaml is the collection error
+        # its own group, since it reads every model; scheduled last
+        return [Case("order", "order-facets", "odi", rank=3)]
+
+    def cell(self, ctx: SuiteContext, param: Any, auditor, capture_manager: Any):
+        from flipgate.odi.cell import ODICell
+
+        return ODICell(auditor, ctx.thresholds_dir, capture_manager)
+
+    def planned(self, ctx: SuiteContext, param: Any) -> Plan:
+        """The ODI panel: every order-facet cell of every order-suite model."""
+        cfg, plan = ctx.audit_config(), Plan()
+        for model_id in cfg.audited("order"):
+            for cell, dataset in cfg.cells(model_id):
+                if not Cell.parse(cell).is_control:
+                    plan |= cell_plan(cfg, ctx.items_override, model_id, cell, dataset)
+        return plan
+
+    def project(self, ctx: SuiteContext, auditor, ledger) -> list:
+        return []  # it reads the order suite's trials and calls no model
+
+    def summary_lines(self, store) -> list[str]:
+        odi = store.odi()
+        if not odi:
+            return []
+        return [
+            f"flipgate: ODI ({odi['profile']}, panel {', '.join(odi['roster'])}, diagnostics "
+            f"{'passed' if odi['passed'] else 'FAILED'}): σ_π "
+            + ", ".join(f"{f} {v['sigma_pi']['median']:.3f}" for f, v in odi["facets"].items())
+        ]
+
+
+SUITE = ODISuite()

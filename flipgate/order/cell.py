@@ -1,0 +1,109 @@
+"""What one order suite test does: run a (facet or control, model, dataset) cell, record it,
+report it to Allure and gate it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from flipgate import FlipgateError
+from flipgate.audit import Auditor
+from flipgate.cell import Cell
+from flipgate.config import ThresholdSet, load_thresholds
+from flipgate.facets import get_facet
+from flipgate.gate import evaluate
+from flipgate.order.allure import report_cell
+from flipgate.results import CellSummary, Verdict
+from flipgate.suite import assert_verdicts, fail_input, live_output, skip_not_applicable
+from flipgate.summary import control_summary, facet_summary
+from flipgate.trend import metric_trend
+
+
+@dataclass
+class FlipCell:
+    """One parametrised suite case; ``run()`` measures, records, reports and asserts."""
+
+    auditor: Auditor
+    thresholds_dir: str
+    name: str
+    model_id: str
+    dataset: str
+    capture_manager: object = None
+
+    def measure(self) -> tuple[dict[str, CellSummary], pd.DataFrame]:
+        cfg = self.auditor.config
+        cell = Cell.parse(self.name)
+        control, facet = cell.control, cell.facet
+        readouts = self.auditor.readouts(self.model_id, facet)[0]
+        with live_output(self.capture_manager):
+            trials, perm = self.auditor.cell_trials(self.model_id, self.dataset, self.name)
+            judged = get_facet(facet).judged and not control
+            verdicts = (
+                self.auditor.judgements(self.model_id, self.dataset, self.name, trials)
+                if judged
+                else None
+            )
+        summaries: dict[str, CellSummary] = {}
+        items: pd.DataFrame | None = None
+        for r in readouts:
+            if perm is not None:
+                summaries[r], table = control_summary(
+                    perm, trials, r, cfg.bootstrap_n, cfg.level, cfg.seed
+                )
+            else:
+                summaries[r], table = facet_summary(
+                    trials, r, cfg.bootstrap_n, cfg.level, cfg.seed, verdicts
+                )
+            table = table.add_prefix(f"{r}:").rename(columns={f"{r}:item_id": "item_id"})
+            items = table if items is None else items.merge(table, on="item_id")
+        assert items is not None  # a facet has at least one readout
+        return summaries, items
+
+    def run(self) -> list[Verdict]:
+        facet = Cell.parse(self.name).facet
+        try:
+            thresholds: ThresholdSet = load_thresholds(self.thresholds_dir, self.model_id)
+            why = self.auditor.unmeasurable(self.model_id, self.dataset, facet)
+            if why:
+                skip_not_applicable(why)
+            summaries, items = self.measure()
+        except FlipgateError as exc:
+            fail_input(exc)
+        primary = self.auditor.readouts(self.model_id, facet)[1]
+        verdicts = evaluate(
+            thresholds.for_cell(self.name, self.dataset),
+            {r: s.metrics for r, s in summaries.items()},
+            primary,
+            thresholds.on_inconclusive,
+            facet=self.name,
+        )
+        store = self.auditor.store
+        store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
+        store.add_summaries(self.model_id, self.dataset, self.name, summaries)
+        store.add_item_table(self.model_id, self.dataset, self.name, items)
+        # the runs directory holds every run's store: this cell's flip rate across them, this run
+        # last
+        trend = metric_trend(
+            store.path.parent.parent, self.model_id, self.dataset, self.name, primary, "flip_rate"
+        )
+        report_cell(
+            self.name,
+            self.dataset,
+            self.model_id,
+            summaries,
+            items,
+            verdicts,
+            {
+                "model": self.model_id,
+                "dataset": self.dataset,
+                "facet": self.name,
+                "K": self.auditor.config.k,
+                "N": summaries[primary].n_items,
+                "primary_readout": primary,
+                "thresholds": ", ".join(thresholds.files),
+            },
+            trend,
+        )
+        assert_verdicts(verdicts, self.auditor.allow_ungated)
+        return verdicts

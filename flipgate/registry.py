@@ -1,0 +1,131 @@
+"""The suites the core iterates: flipgate's own, then those other packages register through the
+``flipgate.suites`` entry-point group (docs/architecture.md).
+
+Entries are ``"module:attribute"`` strings imported on first use, so reading models.yaml does not
+import every suite's runner. An entry point's object must satisfy :class:`flipgate.suite_api.
+Suite` (every member declared) and bring a name no other suite has; a broken one is a one-line
+error naming its distribution and entry point.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from importlib.metadata import entry_points
+
+from flipgate import FlipgateError
+from flipgate.config import EXTERNAL_SUITES, declare_external_suite
+from flipgate.suite_api import Suite
+
+#: entry-point group through which an installed package adds a suite
+ENTRY_POINT_GROUP = "flipgate.suites"
+
+#: flipgate's suites, in the order the core visits them (parametrisation, guard, cards)
+BUILTIN: dict[str, str] = {
+    "order": "flipgate.order.suite:SUITE",
+    "envelope": "flipgate.envelope.suite:SUITE",
+    "odi": "flipgate.odi.suite:SUITE",
+    "readouts": "flipgate.decomposition.suite:SUITE",
+    "judges": "flipgate.judges.suite:SUITE",
+    "continuity": "flipgate.continuity.suite:SUITE",
+    "regression": "flipgate.regression.suite:SUITE",
+}
+
+NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
+#: the Suite protocol's members, every one of which a suite must declare
+MEMBERS = (
+    "name",
+    "config_key",
+    "schema",
+    "metrics",
+    "test_dirs",
+    "piloted",
+    "parse",
+    "cases",
+    "cell",
+    "planned",
+    "project",
+    "card_section",
+    "card_markdown",
+    "summary_lines",
+)
+
+_loaded: dict[str, Suite] | None = None
+
+
+def _check(suite: object, where: str) -> Suite:
+    missing = [m for m in MEMBERS if not hasattr(suite, m)]
+    if missing or not isinstance(suite, Suite):
+        raise FlipgateError(
+            f"{where}: not a flipgate suite: it lacks {', '.join(missing) or 'a member'} of "
+            "flipgate.suite_api.Suite"
+        )
+    if not isinstance(suite.name, str) or not NAME.match(suite.name):
+        raise FlipgateError(
+            f"{where}: field name: a suite name is 1-32 of a-z, 0-9 and _, starting with a letter "
+            f"(value: {suite.name!r})"
+        )
+    return suite
+
+
+def _import(target: str, where: str) -> object:
+    module, _, attr = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise FlipgateError(f"{where}: cannot load {target!r}: {exc}") from None
+
+
+def _load() -> dict[str, Suite]:
+    found: dict[str, Suite] = {}
+    for name, target in BUILTIN.items():
+        found[name] = _check(_import(target, f"flipgate suite {name!r}"), target)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else "?"
+        where = f"entry point {ep.name!r} of {dist} (group {ENTRY_POINT_GROUP})"
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a third party's import error, whatever its type
+            raise FlipgateError(f"{where}: cannot load {ep.value!r}: {exc}") from None
+        suite = _check(obj, where)
+        if suite.name in found:
+            raise FlipgateError(
+                f"{where}: field name: suite {suite.name!r} is already registered "
+                f"(by {BUILTIN.get(suite.name, 'another entry point')})"
+            )
+        found[suite.name] = suite
+        declare_external_suite(suite)  # models.yaml and the thresholds files accept its parts
+    return found
+
+
+def suites() -> list[Suite]:
+    """Every registered suite, flipgate's first (loaded once per process)."""
+    global _loaded
+    if _loaded is None:
+        _loaded = _load()
+    return list(_loaded.values())
+
+
+def names() -> list[str]:
+    return [s.name for s in suites()]
+
+
+def get(name: str) -> Suite:
+    """The suite called ``name``; a one-line error listing the known ones otherwise."""
+    for suite in suites():
+        if suite.name == name:
+            return suite
+    raise FlipgateError(f"unknown suite {name!r}; known: {', '.join(names())}")
+
+
+def external() -> list[Suite]:
+    """The suites other packages registered (their settings, thresholds and card sections go
+    through the generic paths of config, thresholds and cards)."""
+    return [s for s in suites() if s.name not in BUILTIN]
+
+
+def reset() -> None:
+    """Forget the loaded suites (a test that installs an entry point loads them again)."""
+    global _loaded
+    _loaded = None
+    EXTERNAL_SUITES.clear()

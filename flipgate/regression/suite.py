@@ -1,0 +1,74 @@
+"""The regression suite (docs/definitions.md §11): one cell per (candidate, baseline, order
+cell) of each pairing, in the xdist group of the candidate's cell (which measures it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flipgate.cell import cell_group
+from flipgate.config import REGRESSION_METRICS, metric_range
+from flipgate.progress import cell_plan
+from flipgate.suite_api import Case, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_base import TypedCardSection
+
+
+def compared_cells(cfg, pairing) -> list[tuple[str, str]]:
+    """The candidate's cells; in one run only those its baseline is audited on too."""
+    mine = cfg.cells(pairing.candidate)
+    return (
+        mine if pairing.run is not None else [c for c in mine if c in cfg.cells(pairing.baseline)]
+    )
+
+
+class RegressionSuite(TypedCardSection):
+    name = "regression"
+    config_key = None  # models.yaml baseline: and --baseline
+    schema = None
+    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in REGRESSION_METRICS)
+    test_dirs = ("suites/regression",)
+    piloted = False
+
+    def parse(self, spec: dict, where: str, config) -> Any:
+        return None
+
+    def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
+        cfg = ctx.audit_config()
+        cases = [
+            Case(
+                (p, cell, dataset),
+                f"{p.label}-{cell.replace(':', '-')}-{dataset}",
+                cell_group(p.candidate, cell, dataset),
+                models=(p.candidate,),
+                dataset=dataset,
+            )
+            for p in ctx.pairings or []
+            for cell, dataset in compared_cells(cfg, p)
+        ]
+        return cases or NoCases(
+            "no-baseline",
+            f"no baseline: name one with `baseline: <model id>` in {cfg.path} or pass "
+            "--baseline PATH",
+        )
+
+    def cell(self, ctx: SuiteContext, param: Any, auditor, capture_manager: Any):
+        from flipgate.regression.cell import RegressionCell
+
+        pairing, cell, dataset = param
+        partial = ctx.option("--baseline-partial")
+        return RegressionCell(
+            auditor, ctx.thresholds_dir, pairing, cell, dataset, partial, capture_manager
+        )
+
+    def planned(self, ctx: SuiteContext, param: Any) -> Plan:
+        pairing, cell, dataset = param
+        cfg, plan = ctx.audit_config(), Plan()
+        models = [pairing.candidate] + ([pairing.baseline] if pairing.run is None else [])
+        for model_id in filter(None, models):
+            plan |= cell_plan(cfg, ctx.items_override, model_id, cell, dataset)
+        return plan
+
+    def project(self, ctx: SuiteContext, auditor, ledger) -> list:
+        return []  # its cells are the order suite's, priced with it
+
+
+SUITE = RegressionSuite()

@@ -1,0 +1,176 @@
+"""The Suite protocol: everything a suite gives the core, and nothing else.
+
+The core (the pytest plugin, the session, the cost guard, the progress display, the cards and the
+thresholds and models.yaml checks) iterates :mod:`flipgate.registry` and never names a suite. A
+suite is one object with the members of :class:`Suite`; a package outside flipgate adds one
+through the ``flipgate.suites`` entry-point group (docs/architecture.md). Every member is
+declared by every suite: the registry refuses an object that lacks one, and nothing reads a
+member with a default.
+
+No suite is imported here; this module sits with the core services (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from flipgate.audit import Auditor
+    from flipgate.config import AuditConfig
+    from flipgate.cost import Ledger, Projection
+    from flipgate.store import TrialStore
+
+#: planned trials per (model id, dataset, cell), the live progress display's unit
+Plan = dict[tuple[str, str, str], int]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One parametrised cell of a suite: ``param`` is what :meth:`Suite.cell` and
+    :meth:`Suite.planned` get back; ``id`` its pytest id; ``group`` its xdist group (cells that
+    share work share a group, so one worker loads the model and answers once); ``models`` the
+    models whose gate it decides (none for a panel-wide cell) on ``dataset`` (what a threshold's
+    ``dataset:`` selects: a dataset, benchmark or sweep); ``rank`` when it is scheduled (lower
+    first: the largest work first, so the last group to finish is a small one)."""
+
+    param: Any
+    id: str
+    group: str
+    models: tuple[str, ...] = ()
+    dataset: str = ""
+    rank: int = 2
+
+
+@dataclass(frozen=True)
+class NoCases:
+    """A suite with nothing to run in this configuration: one skipped case named ``id`` that
+    says ``reason`` (the gate ledger counts it as skipped, never as passed)."""
+
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A metric a threshold may name with ``facet: <suite name>``, and the range its values
+    take (a bound outside it is refused when the thresholds file is read)."""
+
+    name: str
+    low: float = -math.inf
+    high: float = math.inf
+
+
+class Cell(Protocol):
+    """What one parametrised test calls: measure, record, report and assert."""
+
+    def run(self) -> Any: ...
+
+
+class SuiteContext(Protocol):
+    """What the core hands a suite (flipgate.session builds it): the checked inputs of this
+    run, without pytest."""
+
+    @property
+    def root(self) -> Path:
+        """The project directory (models.yaml, thresholds/, suites/ resolve against it)."""
+        ...
+
+    @property
+    def thresholds_dir(self) -> str:
+        """The thresholds directory of this run (``--thresholds``)."""
+        ...
+
+    @property
+    def items_override(self) -> int | None:
+        """``--items-per-dataset``, None when not given."""
+        ...
+
+    @property
+    def pairings(self) -> list | None:
+        """Candidate/baseline pairs (models.yaml ``baseline:``, ``--baseline``), resolved before
+        collection so that a bad ``--baseline`` is a usage error (flipgate.regression.plan)."""
+        ...
+
+    def audit_config(self) -> AuditConfig:
+        """models.yaml, parsed and checked once."""
+        ...
+
+    def plan(self, suite: str) -> Any:
+        """The parsed ``audit.<config_key>`` of ``suite`` (:meth:`Suite.parse`), None when
+        models.yaml does not declare it."""
+        ...
+
+    def option(self, name: str) -> Any:
+        """A command-line option's value (``--envelope``, ``--baseline-partial``, ...)."""
+        ...
+
+    def path(self, option: str) -> Path:
+        """A path option, resolved against :attr:`root`."""
+        ...
+
+    def memo(self, key: str, make: Any) -> Any:
+        """``make()`` once per process for ``key`` (e.g. a suite's parsed input file)."""
+        ...
+
+
+@runtime_checkable
+class Suite(Protocol):
+    """A suite (docs/architecture.md). One ``name`` everywhere: a model lists it under
+    ``suites:`` in models.yaml, a test module names it with ``SUITE = "<name>"`` (and takes the
+    ``flipgate_cell`` fixture), the gate ledger and the progress plan count its cells under it."""
+
+    #: the suite's one name
+    name: str
+    #: the key of its settings under ``audit:`` in models.yaml (None: it has none)
+    config_key: str | None
+    #: JSON Schema of ``audit.<config_key>``, merged into models.yaml's schema (None: the
+    #: shipped schema already describes it)
+    schema: dict | None
+    #: the metrics thresholds may name with ``facet: <name>``
+    metrics: tuple[MetricSpec, ...]
+    #: the folders under the project root whose test modules run it; the cost guard prices a
+    #: suite only when the run may collect one of them (every suite when none exists)
+    test_dirs: tuple[str, ...]
+    #: True when :meth:`project` pays for a pilot (it is projected after the suites that only
+    #: reserve, so the pilot knows what is left of the budget)
+    piloted: bool
+
+    def parse(self, spec: dict, where: str, config: AuditConfig) -> Any:
+        """``audit.<config_key>`` (already valid against :attr:`schema`) as the suite's plan;
+        ``where`` names the file and field for a one-line error."""
+        ...
+
+    def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
+        """Its parametrisation: every cell this run would measure. A suite whose tests are
+        spread over several modules gets the module's ``PART`` (e.g. the order suite's facet;
+        None when the module declares none) and returns that part's cells; an unknown part is a
+        FlipgateError. ``part=None`` asks for every part (the thresholds check)."""
+        ...
+
+    def cell(self, ctx: SuiteContext, param: Any, auditor: Auditor, capture_manager: Any) -> Cell:
+        """The cell of a case (``param`` of one of :meth:`cases`); the test calls its ``run()``."""
+        ...
+
+    def planned(self, ctx: SuiteContext, param: Any) -> Plan:
+        """Trials the case will record, for the live progress display."""
+        ...
+
+    def project(self, ctx: SuiteContext, auditor: Auditor, ledger: Ledger) -> list[Projection]:
+        """The paid calls this run would make, priced (flipgate.cost): the cost guard sums them
+        against ``--budget`` before any cell runs."""
+        ...
+
+    def card_section(self, store: TrialStore, model_id: str, dataset: str) -> dict | None:
+        """Its section of the (model, dataset) GRID card (JSON data), None when it has none."""
+        ...
+
+    def card_markdown(self, section: dict) -> list[str]:
+        """The Markdown lines of :meth:`card_section`'s section."""
+        ...
+
+    def summary_lines(self, store: TrialStore) -> list[str]:
+        """Lines for the terminal summary at the end of the run."""
+        ...

@@ -1,0 +1,93 @@
+"""What flipgate's own suites share behind the Suite protocol (flipgate/suite_api.py): the card
+sections they keep as typed GridCard fields, and the skeleton of a suite driven by one declared
+``audit.<key>`` plan of models.yaml. A suite from another package needs neither."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from flipgate.suite_api import Case, NoCases, Plan, SuiteContext
+
+
+class TypedCardSection:
+    """A built-in suite whose card section is a typed field of the GRID card
+    (flipgate/cards/model.py, built by flipgate.cards.build), so it adds nothing through the
+    protocol's generic ``suites`` section, and prints no lines of its own."""
+
+    def card_section(self, store: Any, model_id: str, dataset: str) -> dict | None:
+        return None
+
+    def card_markdown(self, section: dict) -> list[str]:
+        return []
+
+    def summary_lines(self, store: Any) -> list[str]:
+        return []
+
+
+class DeclaredPlanSuite(TypedCardSection, ABC):
+    """An opt-in suite: models list it under ``suites:``, and its plan is ``audit.<config_key>``,
+    parsed by flipgate.config with the rest of models.yaml (:meth:`plan_of`). It runs one case
+    per (audited model, key of the plan); a subclass names the keys, how a case is named and
+    grouped, the cell that runs it, its planned trials and how one model is priced."""
+
+    name: str
+    config_key: str
+    schema = None  # described by the shipped models.yaml schema
+    piloted = False
+
+    @abstractmethod
+    def plan_of(self, config: Any) -> Any:
+        """The suite's plan in the AuditConfig, None when models.yaml does not declare it."""
+
+    @abstractmethod
+    def keys(self, plan: Any) -> list[tuple[str, ...]]:
+        """What one model's cases run on (datasets, axes, sweeps, ...)."""
+
+    @abstractmethod
+    def case(self, model_id: str, key: tuple[str, ...]) -> Case:
+        """The case of one model on one key."""
+
+    @abstractmethod
+    def cell_class(self) -> Any:
+        """The class of its cells, called as ``(auditor, thresholds dir, plan, *case parameter,
+        capture manager)`` (imported when a cell is first made)."""
+
+    @abstractmethod
+    def planned_trials(self, ctx: SuiteContext, plan: Any, param: Any) -> Plan:
+        """The trials a case records (the live progress display)."""
+
+    @abstractmethod
+    def project_model(self, auditor: Any, plan: Any, model_id: str) -> list:
+        """The priced projections of one model's calls (flipgate.cost.Projection)."""
+
+    def parse(self, spec: dict, where: str, config: Any) -> Any:
+        return self.plan_of(config)
+
+    def declared(self, ctx: SuiteContext) -> Any:
+        """The plan, asked for by a case that was parametrised (so it is declared)."""
+        plan = self.plan_of(ctx.audit_config())
+        assert plan is not None, f"audit.{self.config_key} is not declared"
+        return plan
+
+    def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
+        cfg = ctx.audit_config()
+        plan = self.plan_of(cfg)
+        if plan is None:
+            return NoCases("not-declared", f"{cfg.path} declares no audit.{self.config_key}")
+        cases = [self.case(m, key) for m in cfg.audited(self.name) for key in self.keys(plan)]
+        return cases or NoCases("not-declared", f"no model in {cfg.path} lists suite {self.name!r}")
+
+    def cell(self, ctx: SuiteContext, param: Any, auditor: Any, capture_manager: Any) -> Any:
+        plan = self.declared(ctx)
+        return self.cell_class()(auditor, ctx.thresholds_dir, plan, *param, capture_manager)
+
+    def planned(self, ctx: SuiteContext, param: Any) -> Plan:
+        return self.planned_trials(ctx, self.declared(ctx), param)
+
+    def project(self, ctx: SuiteContext, auditor: Any, ledger: Any) -> list:
+        cfg = ctx.audit_config()
+        plan = self.plan_of(cfg)
+        if plan is None:
+            return []
+        return [p for m in cfg.audited(self.name) for p in self.project_model(auditor, plan, m)]
