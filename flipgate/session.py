@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from flipgate.audit import Auditor
     from flipgate.cards.build import WrittenCard
     from flipgate.config import AuditConfig
-    from flipgate.envelope.spec import Envelope
     from flipgate.progress import LiveProgress, Plan
     from flipgate.regression.plan import Pairing
     from flipgate.store import TrialStore
@@ -46,7 +45,6 @@ class FlipgateSession:
     cost_lines: list[str] = field(default_factory=list)  # the cost guard's projection table
     summary_lines: list[str] = field(default_factory=list)  # printed at the end of the session
     _audit: AuditConfig | None = None
-    _envelope: Envelope | None = None
     _progress: LiveProgress | None = None
     _memo: dict[str, Any] = field(default_factory=dict)
 
@@ -217,24 +215,13 @@ class FlipgateSession:
     def _envelope_plan(self, cfg: AuditConfig) -> tuple[list[str], list[str]]:
         """(roster, benchmark names) of the configuration envelope; none when its file cannot be
         read (the envelope suite reports that itself when it is collected)."""
-        from flipgate.envelope.spec import load_envelope
+        from flipgate.envelope.suite import envelope
 
         try:
-            self._envelope = load_envelope(self.path("--envelope"), list(cfg.models))
+            spec = envelope(self, list(cfg.models))
         except FlipgateError:
             return [], []
-        return self._envelope.roster or cfg.audited("envelope"), [
-            b.name for b in self._envelope.benchmarks
-        ]
-
-    def envelope(self) -> Envelope:
-        if self._envelope is None:
-            from flipgate.envelope.spec import load_envelope
-
-            self._envelope = load_envelope(
-                self.path("--envelope"), list(self.audit_config().models)
-            )
-        return self._envelope
+        return spec.roster or cfg.audited("envelope"), [b.name for b in spec.benchmarks]
 
     # -- running -----------------------------------------------------------------------------
     def auditor(self) -> Auditor:

@@ -257,3 +257,12 @@ def test_a_model_listing_a_registered_suite_needs_its_settings(entry_points, tmp
     entry_points.clear()
     with pytest.raises(FlipgateError, match=r"field models\[0\].suites\[1\]"):
         load_models(path)
+
+
+def test_a_broken_entry_point_stops_a_command_with_one_line(entry_points, capsys):
+    from flipgate.__main__ import main
+
+    entry_points.append(_EntryPoint("bad", object()))
+    assert main(["compare", "a", "b"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flipgate: entry point 'bad' of some-dist") and err.count("\n") == 1

@@ -10,14 +10,13 @@ from flipgate.suite_api import Case, MetricSpec, NoCases, Plan, SuiteContext
 from flipgate.suite_base import TypedCardSection
 
 
-def envelope(ctx: SuiteContext):
-    """The envelope file (``--envelope``), parsed once per process."""
+def envelope(ctx: SuiteContext, models: list[str] | None = None):
+    """The envelope file (``--envelope``), parsed once per process; ``models``: the ids of
+    models.yaml, when it is asked for while models.yaml is being checked."""
     from flipgate.envelope.spec import load_envelope
 
-    return ctx.memo(
-        "envelope",
-        lambda: load_envelope(ctx.path("--envelope"), list(ctx.audit_config().models)),
-    )
+    ids = models if models is not None else list(ctx.audit_config().models)
+    return ctx.memo("envelope", lambda: load_envelope(ctx.path("--envelope"), ids))
 
 
 def roster(ctx: SuiteContext) -> list[str]:
