@@ -468,38 +468,32 @@ def _judge_card(
     the score its direct (ordering 0) and per-run accuracy over all K orderings."""
     from flipgate.judge.listwise import INSTRUCTION
 
-    fp, cfg = model["fingerprint"], model["config"]
     r = record.result
     hits = [[float(p is not None and p == v.gold) for p in v.picks] for v in r.items.values()]
     per_run = M.bootstrap_ci(
         [h for row in hits for h in row], cluster=[i for i, row in enumerate(hits) for _ in row]
     )
     template = Template(id="pcfjudge-listwise-v1", sha256=sha256_text(INSTRUCTION))
-    card = GridCard(
-        schema_version=SCHEMA_VERSION,
-        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
-        dataset=DatasetInfo(
-            name=dataset,
-            n_items=r.n_items,
-            sampling="seed-42 uniform shuffle of the candidate sets with a gold candidate, first N",
-            screens={},
-        ),
-        run=_run_info(store, model_id, run_id),
-        axis_receipt=AxisReceipt(
-            template_id=template.id,
-            template_sha256=template.sha256,
-            templates={template.id: template},
-            decoding=_decoding(cfg),
-            few_shot=FewShot(count=0, exemplar_ids=[]),
-            scoring_path=ScoringPath(
+    return _suite_card(
+        store,
+        model_id,
+        dataset,
+        run_id,
+        model,
+        root,
+        n_items=r.n_items,
+        sampling="seed-42 uniform shuffle of the candidate sets with a gold candidate, first N",
+        receipt=_plain_receipt(
+            model,
+            template.id,
+            template.sha256,
+            {template.id: template},
+            ScoringPath(
                 primary_readout={JUDGE_CELL: record.readout},
                 readouts=[record.readout],
                 map_back={JUDGE_CELL: "candidate number -> source candidate index"},
             ),
-            quantization=fp.get("quantization"),
-            manifest_sha256={JUDGE_CELL: record.manifest_sha256} if record.manifest_sha256 else {},
-            envelope_rules_sha256=None,
-            **_identity(fp, root),
+            {JUDGE_CELL: record.manifest_sha256} if record.manifest_sha256 else {},
         ),
         scores=Scores(
             facet=JUDGE_CELL,
@@ -509,9 +503,6 @@ def _judge_card(
             ),
             accuracy_all_orderings=Estimate(estimate=per_run[0], ci=(per_run[1], per_run[2])),
         ),
-        order_robustness={},
-        controls={},
-        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, dataset)],
         scope=Scope(
             varied=[f"candidate order (K={r.k} orderings shared by every set)"],
             not_varied=["judge prompt", "decoding", "model weights and precision"],
@@ -519,8 +510,6 @@ def _judge_card(
         readout_decomposition=decomposition,
         judge_consensus=judge_section(record),
     )
-    validate_card(card.to_data())
-    return card
 
 
 def _continuity_card(
@@ -537,37 +526,31 @@ def _continuity_card(
     from flipgate.continuity.run import ANSWER_PREFIX
     from flipgate.continuity.sweeps import SWEEPS
 
-    fp, cfg = model["fingerprint"], model["config"]
     section = continuity_section(records)
     accuracy = section.estimators[records[0].estimator].accuracy
     spec = SWEEPS[sweep]
     template = Template(id=f"continuity-{sweep}-v1", sha256=sha256_text(spec.question))
     cell = CONTINUITY_CELL
-    card = GridCard(
-        schema_version=SCHEMA_VERSION,
-        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
-        dataset=DatasetInfo(
-            name=sweep,
-            n_items=section.n_inputs,
-            sampling=f"{section.n_sources} seeded sweeps (flipgate/continuity/sweeps.py)",
-            screens={},
-        ),
-        run=_run_info(store, model_id, run_id),
-        axis_receipt=AxisReceipt(
-            template_id=template.id,
-            template_sha256=template.sha256,
-            templates={template.id: template},
-            decoding=_decoding(cfg),
-            few_shot=FewShot(count=0, exemplar_ids=[]),
-            scoring_path=ScoringPath(
+    return _suite_card(
+        store,
+        model_id,
+        sweep,
+        run_id,
+        model,
+        root,
+        n_items=section.n_inputs,
+        sampling=f"{section.n_sources} seeded sweeps (flipgate/continuity/sweeps.py)",
+        receipt=_plain_receipt(
+            model,
+            template.id,
+            template.sha256,
+            {template.id: template},
+            ScoringPath(
                 primary_readout={cell: "regex"},
                 readouts=["regex"],
                 map_back={cell: f"the answer after {ANSWER_PREFIX!r} -> {', '.join(spec.answers)}"},
             ),
-            quantization=fp.get("quantization"),
-            manifest_sha256={cell: section.manifest_sha256} if section.manifest_sha256 else {},
-            envelope_rules_sha256=None,
-            **_identity(fp, root),
+            {cell: section.manifest_sha256} if section.manifest_sha256 else {},
         ),
         scores=Scores(
             facet=cell,
@@ -575,17 +558,12 @@ def _continuity_card(
             accuracy_canonical=accuracy,
             accuracy_all_orderings=accuracy,
         ),
-        order_robustness={},
-        controls={},
-        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, sweep)],
         scope=Scope(
             varied=["the input along the sweep (its distance d to the most ambiguous input)"],
             not_varied=["prompt template within a sweep", "model weights and precision"],
         ),
         continuity=section,
     )
-    validate_card(card.to_data())
-    return card
 
 
 def _decomposition_card(
@@ -602,7 +580,6 @@ def _decomposition_card(
     """A card for a dataset only the readout decomposition audited: the receipt is the canonical
     variant (Facet-Probe's template, A–D, options in source order), the score its accuracy under
     the reference readout."""
-    fp, cfg = model["fingerprint"], model["config"]
     ref = section.reference_readout
     canonical = trials[trials["condition"] == 0].drop_duplicates("item_id")
     correct = lambda rows: [  # noqa: E731
@@ -610,31 +587,26 @@ def _decomposition_card(
     ]
     acc = M.bootstrap_ci(correct(canonical), level=level)
     acc_all = M.bootstrap_ci(correct(trials), cluster=list(trials["item_id"]), level=level)
-    card = GridCard(
-        schema_version=SCHEMA_VERSION,
-        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
-        dataset=DatasetInfo(
-            name=dataset,
-            n_items=int(trials["item_id"].nunique()),
-            sampling="seed-42 uniform shuffle of the text multiple-choice items, first N",
-            screens={},
-        ),
-        run=_run_info(store, model_id, run_id),
-        axis_receipt=AxisReceipt(
-            template_id=FORMATS[0].id,
-            template_sha256=FORMATS[0].sha256,
-            templates={f.id: Template(id=f.id, sha256=f.sha256) for f in FORMATS},
-            decoding=_decoding(cfg),
-            few_shot=FewShot(count=0, exemplar_ids=[]),
-            scoring_path=ScoringPath(
+    return _suite_card(
+        store,
+        model_id,
+        dataset,
+        run_id,
+        model,
+        root,
+        n_items=int(trials["item_id"].nunique()),
+        sampling="seed-42 uniform shuffle of the text multiple-choice items, first N",
+        receipt=_plain_receipt(
+            model,
+            FORMATS[0].id,
+            FORMATS[0].sha256,
+            {f.id: Template(id=f.id, sha256=f.sha256) for f in FORMATS},
+            ScoringPath(
                 primary_readout={"decomposition": ref},
                 readouts=sorted({r for a in section.axes for r in a.readouts}) or [ref],
                 map_back={"decomposition": "displayed label -> source option index"},
             ),
-            quantization=fp.get("quantization"),
-            manifest_sha256={a.axis: a.manifest_sha256 for a in section.axes if a.manifest_sha256},
-            envelope_rules_sha256=None,
-            **_identity(fp, root),
+            {a.axis: a.manifest_sha256 for a in section.axes if a.manifest_sha256},
         ),
         scores=Scores(
             facet="decomposition",
@@ -642,9 +614,6 @@ def _decomposition_card(
             accuracy_canonical=Estimate(estimate=acc[0], ci=(acc[1], acc[2])),
             accuracy_all_orderings=Estimate(estimate=acc_all[0], ci=(acc_all[1], acc_all[2])),
         ),
-        order_robustness={},
-        controls={},
-        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, dataset)],
         scope=Scope(
             varied=[f"{a.axis} ({a.n_conditions or 0} variants per item)" for a in section.axes]
             + ["readout: " + ", ".join(sorted({r for a in section.axes for r in a.readouts}))],
@@ -652,8 +621,6 @@ def _decomposition_card(
         ),
         readout_decomposition=section,
     )
-    validate_card(card.to_data())
-    return card
 
 
 def _envelope_card(
@@ -671,21 +638,20 @@ def _envelope_card(
         raise ValueError(
             f"{store.path}: {model_id}/{dataset} has envelope trials but no envelope analysis"
         )
-    fp, anchor = model["fingerprint"], envelope["anchor"]
+    anchor = envelope["anchor"]
     section = envelope_section(envelope, model_id)
     point = section.point_score
     readout = "letter_logprob" if anchor["scoring"] == "logprob" else "regex"
-    card = GridCard(
-        schema_version=SCHEMA_VERSION,
-        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
-        dataset=DatasetInfo(
-            name=dataset,
-            n_items=envelope["n_items"],
-            sampling="seed-42 uniform shuffle, first N; the next items are the few-shot exemplars",
-            screens={},
-        ),
-        run=_run_info(store, model_id, run_id),
-        axis_receipt=AxisReceipt(
+    return _suite_card(
+        store,
+        model_id,
+        dataset,
+        run_id,
+        model,
+        root,
+        n_items=envelope["n_items"],
+        sampling="seed-42 uniform shuffle, first N; the next items are the few-shot exemplars",
+        receipt=dict(
             template_id=f"sr-{anchor['template']}",
             template_sha256=envelope["template_sha256"][anchor["template"]],
             templates={},
@@ -700,7 +666,6 @@ def _envelope_card(
             quantization=anchor["quantization"],
             manifest_sha256={},
             envelope_rules_sha256=envelope["envelope_sha256"],
-            **_identity(fp, root),
         ),
         scores=Scores(
             facet="envelope",
@@ -708,9 +673,6 @@ def _envelope_card(
             accuracy_canonical=Estimate(estimate=point, ci=None),
             accuracy_all_orderings=Estimate(estimate=section.score_neighbourhood.mean, ci=None),
         ),
-        order_robustness={},
-        controls={},
-        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, dataset)],
         scope=Scope(
             varied=[
                 f"{axis}: {', '.join(map(str, values))}"
@@ -720,8 +682,66 @@ def _envelope_card(
         ),
         envelope=section,
     )
+
+
+def _suite_card(
+    store: TrialStore,
+    model_id: str,
+    dataset: str,
+    run_id: str,
+    model: dict,
+    root: Path | None,
+    *,
+    n_items: int,
+    sampling: str,
+    receipt: dict[str, Any],
+    scores: Scores,
+    scope: Scope,
+    **sections: Any,
+) -> GridCard:
+    """The card of a dataset that one suite alone audited (judge, continuity, decomposition,
+    envelope): what every card holds (model, dataset, run, the receipt with the model's identity,
+    the threshold verdicts), around the suite's receipt, score, scope and ``sections``; checked
+    against the schema."""
+    fp = model["fingerprint"]
+    card = GridCard(
+        schema_version=SCHEMA_VERSION,
+        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
+        dataset=DatasetInfo(name=dataset, n_items=n_items, sampling=sampling, screens={}),
+        run=_run_info(store, model_id, run_id),
+        axis_receipt=AxisReceipt(**receipt, **_identity(fp, root)),
+        scores=scores,
+        order_robustness={},
+        controls={},
+        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, dataset)],
+        scope=scope,
+        **sections,
+    )
     validate_card(card.to_data())
     return card
+
+
+def _plain_receipt(
+    model: dict,
+    template_id: str,
+    template_sha256: str | None,
+    templates: dict[str, Template],
+    scoring_path: ScoringPath,
+    manifest_sha256: dict[str, str],
+) -> dict[str, Any]:
+    """A suite card's receipt for a model run as models.yaml configures it: its decoding, no
+    few-shot exemplars, no envelope rules."""
+    return dict(
+        template_id=template_id,
+        template_sha256=template_sha256,
+        templates=templates,
+        decoding=_decoding(model["config"]),
+        few_shot=FewShot(count=0, exemplar_ids=[]),
+        scoring_path=scoring_path,
+        quantization=model["fingerprint"].get("quantization"),
+        manifest_sha256=manifest_sha256,
+        envelope_rules_sha256=None,
+    )
 
 
 def _decoding(model: dict) -> Decoding:
