@@ -1,11 +1,12 @@
 """The Suite protocol: everything a suite gives the core, and nothing else.
 
 The core (the pytest plugin, the session, the cost guard, the progress display, the cards and the
-thresholds and models.yaml checks) iterates :mod:`flipgate.registry` and never names a suite. A
-suite is one object with the members of :class:`Suite`; a package outside flipgate adds one
-through the ``flipgate.suites`` entry-point group (docs/architecture.md). Every member is
-declared by every suite: the registry refuses an object that lacks one, and nothing reads a
-member with a default.
+thresholds and models.yaml checks) iterates :mod:`flipgate.registry`. A suite is one object with
+the members of :class:`Suite`; a package outside flipgate adds one through the
+``flipgate.suites`` entry-point group (docs/architecture.md). Every member is declared by every
+suite: the registry refuses an object that lacks one, and nothing reads a member with a default.
+(flipgate's own seven suites are still named by config, the store and the cards for their typed
+plans, records and card fields: the import contract in pyproject.toml lists each such import.)
 
 No suite is imported here; this module sits with the core services (docs/architecture.md).
 """
