@@ -7,17 +7,16 @@ them at session end to build cards. Every number in a card is recomputable from 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import pandas as pd
 
 from flipgate import storage
-from flipgate.continuity.record import ContinuityRecord
-from flipgate.decomposition.record import DecompositionRecord
-from flipgate.judges.record import JudgeRecord
 from flipgate.results import TRIAL_COLUMNS, CellSummary, Trial, Verdict
 
 SCHEMA = """
@@ -39,12 +38,6 @@ CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, th
     result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
 CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS odi (name TEXT PRIMARY KEY, analysis TEXT);
-CREATE TABLE IF NOT EXISTS decompositions (model_id TEXT, dataset TEXT, axis TEXT, record TEXT,
-    PRIMARY KEY (model_id, dataset, axis));
-CREATE TABLE IF NOT EXISTS judge_consensus (model_id TEXT, dataset TEXT, record TEXT,
-    PRIMARY KEY (model_id, dataset));
-CREATE TABLE IF NOT EXISTS continuity (model_id TEXT, sweep TEXT, estimator TEXT, record TEXT,
-    PRIMARY KEY (model_id, sweep, estimator));
 CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER,
     timeouts INTEGER, failures INTEGER, PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS model_calls (model_id TEXT, source TEXT, prompts INTEGER,
@@ -67,6 +60,35 @@ CREATE TABLE IF NOT EXISTS item_tables (model_id TEXT, dataset TEXT, cell TEXT, 
     PRIMARY KEY (model_id, dataset, cell));
 """
 CALL_COUNTS = ("requests", "retries", "timeouts", "failures")
+
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,62}\Z")
+
+
+class StoredRecord(Protocol):
+    """A suite's typed record (e.g. flipgate.judges.record.JudgeRecord): the store keeps one per
+    key in the table the type names, as its JSON, and reads it back through ``from_json``."""
+
+    #: its table in the store
+    TABLE: ClassVar[str]
+    #: the fields that key a row, ``model_id`` first (each a column of the table)
+    KEY: ClassVar[tuple[str, ...]]
+
+    def to_json(self) -> str: ...
+
+    @classmethod
+    def from_json(cls, text: str) -> Any: ...
+
+
+R = TypeVar("R", bound=StoredRecord)
+
+
+def _record_table(kind: type[StoredRecord]) -> tuple[str, tuple[str, ...]]:
+    """The table and key columns of a record type, checked (they become SQL identifiers)."""
+    names = (kind.TABLE, *kind.KEY)
+    bad = [n for n in names if not _IDENTIFIER.match(n)]
+    if bad or kind.KEY[:1] != ("model_id",):
+        raise ValueError(f"{kind.__name__}: TABLE and KEY must be identifiers, KEY model_id first")
+    return kind.TABLE, kind.KEY
 
 
 class TrialStore:
@@ -251,56 +273,39 @@ class TrialStore:
         ).fetchone()
         return json.loads(row[0]) if row else None
 
-    def add_decomposition(self, record: DecompositionRecord) -> None:
-        """A readout decomposition cell's record (docs/definitions.md §8)."""
+    def add_record(self, record: StoredRecord) -> None:
+        """A suite's typed record, one row of its own table (``TABLE``, created on the first
+        write), keyed by its ``KEY`` fields: a rerun of the same key replaces it."""
+        table, key = _record_table(type(record))
         with self.writing():
             self.conn.execute(
-                "INSERT OR REPLACE INTO decompositions VALUES (?, ?, ?, ?)",
-                (record.model_id, record.dataset, record.axis, record.to_json()),
+                f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(f'{k} TEXT' for k in key)}, "
+                f"record TEXT, PRIMARY KEY ({', '.join(key)}))"
             )
-
-    def decompositions(self, model_id: str | None = None) -> list[DecompositionRecord]:
-        """Every decomposition record (of ``model_id``), by model, dataset and axis."""
-        rows = self.conn.execute(
-            "SELECT record FROM decompositions WHERE ? IS NULL OR model_id = ? "
-            "ORDER BY model_id, dataset, axis",
-            (model_id, model_id),
-        )
-        return [DecompositionRecord.from_json(r[0]) for r in rows]
-
-    def add_judge_record(self, record: JudgeRecord) -> None:
-        """A judge consensus cell's record (docs/definitions.md §9)."""
-        with self.writing():
             self.conn.execute(
-                "INSERT OR REPLACE INTO judge_consensus VALUES (?, ?, ?)",
-                (record.model_id, record.dataset, record.to_json()),
+                f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * (len(key) + 1))})",
+                (*(getattr(record, k) for k in key), record.to_json()),
             )
 
-    def judge_records(self, model_id: str | None = None) -> list[JudgeRecord]:
-        """Every judge consensus record (of ``model_id``), by model and dataset."""
+    def records(self, kind: type[R], model_id: str | None = None) -> list[R]:
+        """Every record of type ``kind`` (of ``model_id``), in key order; none when this store
+        holds none (its table was never written)."""
+        table, key = _record_table(kind)
+        if not self._has_table(table):
+            return []
         rows = self.conn.execute(
-            "SELECT record FROM judge_consensus WHERE ? IS NULL OR model_id = ? "
-            "ORDER BY model_id, dataset",
+            f"SELECT record FROM {table} WHERE ? IS NULL OR model_id = ? ORDER BY {', '.join(key)}",
             (model_id, model_id),
         )
-        return [JudgeRecord.from_json(r[0]) for r in rows]
+        return [kind.from_json(r[0]) for r in rows]
 
-    def add_continuity_record(self, record: ContinuityRecord) -> None:
-        """A continuity cell's record (docs/definitions.md §10)."""
-        with self.writing():
+    def _has_table(self, table: str) -> bool:
+        return (
             self.conn.execute(
-                "INSERT OR REPLACE INTO continuity VALUES (?, ?, ?, ?)",
-                (record.model_id, record.sweep, record.estimator, record.to_json()),
-            )
-
-    def continuity_records(self, model_id: str | None = None) -> list[ContinuityRecord]:
-        """Every continuity record (of ``model_id``), by model, sweep and estimator."""
-        rows = self.conn.execute(
-            "SELECT record FROM continuity WHERE ? IS NULL OR model_id = ? "
-            "ORDER BY model_id, sweep, estimator",
-            (model_id, model_id),
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            is not None
         )
-        return [ContinuityRecord.from_json(r[0]) for r in rows]
 
     def answered(self) -> dict[str, tuple[int, int]]:
         """Per model: (trials a model answered, trials the response cache answered)."""
@@ -337,10 +342,7 @@ class TrialStore:
     ) -> list[dict]:
         """The records :meth:`add_suite_record` stored for ``suite`` (of one model and dataset
         when given), in key order; none from a store written before suites could add records."""
-        known = self.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'suite_records'"
-        ).fetchone()
-        if known is None:
+        if not self._has_table("suite_records"):
             return []
         rows = self.conn.execute(
             "SELECT record FROM suite_records WHERE suite = ? AND model_id = COALESCE(?, model_id) "

@@ -18,6 +18,7 @@ from flipgate.cards.build import card_markdown, write_cards
 from flipgate.config import AuditConfig, DecompositionPlan, ThresholdSet, parse_thresholds
 from flipgate.decomposition.cell import DecompositionCell
 from flipgate.decomposition.gate import gate
+from flipgate.decomposition.record import DecompositionRecord
 from flipgate.decomposition.run import DecompositionRunner
 from flipgate.items import DatasetSpec, load_items
 from flipgate.metrics import decompose, item_flips, paired_artifact
@@ -235,7 +236,7 @@ def test_cell_records_reports_and_the_card_shows_the_section(tmp_path, monkeypat
     for axis in PLANTED:
         DecompositionCell(auditor, str(thresholds), plan, "planted", "basic_arithmetic", axis).run()
     assert surfaces[-1] == sorted(PLANTED) and [len(s) for s in surfaces] == [1, 2, 3, 4]
-    records = auditor.store.decompositions("planted")
+    records = auditor.store.records(DecompositionRecord, "planted")
     assert [r.axis for r in records] == sorted(PLANTED)
     assert records[2].gates["paraphrase"]["usable"] == 20  # label_set, option_order, paraphrase
     write_cards(auditor.store, tmp_path / "cards", "r1", 200)
@@ -264,7 +265,7 @@ def test_paraphrase_gate_stops_the_cell_with_the_reason(tmp_path):
         pytest.fail.Exception, match=r"paraphrase gate: 1 rewrite\(s\) in .* are not checked"
     ):
         cell.run()
-    (record,) = auditor.store.decompositions()
+    (record,) = auditor.store.records(DecompositionRecord)
     assert record.decomposition is None and record.gates["paraphrase"]["unchecked"] == 1
     assert backend.calls == 0  # stopped before any model call
 
@@ -394,7 +395,7 @@ def test_judge_gate_stops_a_first_position_judge_and_passes_a_faithful_one(tmp_p
     with pytest.raises(pytest.fail.Exception, match=r"judge gate: judge 'first': agreement"):
         cell.run()
     assert first.calls == calls  # the gate's calls came from the cache; no trial was judged
-    (record,) = auditor.store.decompositions()
+    (record,) = auditor.store.records(DecompositionRecord)
     assert set(record.decomposition.readouts) == {"regex", "cloze"}
     assert record.not_measured["judge"].startswith("judge gate: ")
 
@@ -412,7 +413,7 @@ def test_judge_gate_stops_a_first_position_judge_and_passes_a_faithful_one(tmp_p
     DecompositionCell(
         auditor, str(thresholds), plan, "planted", "basic_arithmetic", "label_set"
     ).run()
-    record = auditor.store.decompositions()[0]
+    record = auditor.store.records(DecompositionRecord)[0]
     assert "judge" in record.decomposition.readouts and record.gates["judge"]["passed"]
 
 

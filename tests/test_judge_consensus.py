@@ -21,6 +21,7 @@ from flipgate.items import DatasetSpec, load_items
 from flipgate.judge.listwise import listwise_request, parse_listwise, run_judgement
 from flipgate.judge.orderings import judge_orderings
 from flipgate.judges.cell import JudgeCell
+from flipgate.judges.record import JudgeRecord
 from flipgate.judges.run import JudgeRunner
 from flipgate.metrics.consensus import (
     ConsensusSettings,
@@ -295,7 +296,7 @@ thresholds:
     assert plan.consensus.k == 8
     with pytest.raises(pytest.fail.Exception, match="judge_flip_rate"):
         cell.run()
-    [record] = auditor.store.judge_records("judge")
+    [record] = auditor.store.records(JudgeRecord, "judge")
     assert record.readout == "listwise" and record.manifest_sha256
     assert [(v.metric, v.outcome) for v in reported[0]] == [
         ("judge_flip_rate", "fail"),

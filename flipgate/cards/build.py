@@ -54,6 +54,7 @@ from flipgate.cards.model import (
 from flipgate.cell import Cell
 from flipgate.config import CONTINUITY_CELL, JUDGE_CELL
 from flipgate.continuity.record import ContinuityRecord
+from flipgate.decomposition.record import DecompositionRecord
 from flipgate.facets import FACETS, readouts_for
 from flipgate.hashing import sha256_text
 from flipgate.judges.record import JudgeRecord
@@ -151,9 +152,11 @@ def build_card(
     )
     axis_trials = trials[trials["facet"].str.startswith("axis[")]
     trials = trials[~suite_trials]
-    records = [r for r in store.decompositions(model_id) if r.dataset == dataset]
+    records = [r for r in store.records(DecompositionRecord, model_id) if r.dataset == dataset]
     decomposition = decomposition_section(records) if records else None
-    judge_record = next((r for r in store.judge_records(model_id) if r.dataset == dataset), None)
+    judge_record = next(
+        (r for r in store.records(JudgeRecord, model_id) if r.dataset == dataset), None
+    )
     envelope = store.envelope(dataset)
     envelope = envelope if envelope and model_id in envelope["models"] else None
     model = store.models().get(model_id, {"fingerprint": {}, "config": {}})
@@ -187,7 +190,7 @@ def build_card(
             for r in readouts
         }
         (order if control is None else controls)[cell] = summaries
-    sweep_records = [r for r in store.continuity_records(model_id) if r.sweep == dataset]
+    sweep_records = [r for r in store.records(ContinuityRecord, model_id) if r.sweep == dataset]
     if not order and not controls and envelope is None and sweep_records:
         return _continuity_card(store, model_id, dataset, run_id, sweep_records, model, root)
     if not order and not controls and envelope is None and judge_record is not None:

@@ -96,7 +96,7 @@ class ContinuityCell:
     def run(self) -> list[Verdict]:
         thresholds, record = measure_cell(self.thresholds_dir, self.model_id, self.measurable)
         store = self.auditor.store
-        store.add_continuity_record(record)
+        store.add_record(record)
         verdicts = gate(record, thresholds)
         store.add_verdicts(
             self.model_id, self.sweep, f"{CONTINUITY_CELL}[{self.estimator}]", verdicts

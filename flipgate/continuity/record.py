@@ -3,6 +3,8 @@ the manifest and every number — read by the card, Allure and the terminal alik
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, ConfigDict
 
 from flipgate.metrics.continuity import ContinuityResult
@@ -10,6 +12,9 @@ from flipgate.metrics.continuity import ContinuityResult
 
 class ContinuityRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
+    #: its table in the trials store (flipgate.store.StoredRecord), one row per key
+    TABLE: ClassVar[str] = "continuity"
+    KEY: ClassVar[tuple[str, ...]] = ("model_id", "sweep", "estimator")
 
     model_id: str
     sweep: str

@@ -84,7 +84,7 @@ class DecompositionCell:
     def run(self) -> list[Verdict]:
         thresholds, record = measure_cell(self.thresholds_dir, self.model_id, self.measure)
         store = self.auditor.store
-        store.add_decomposition(record)
+        store.add_record(record)
         if record.decomposition is None:
             report_decomposition(record, [])
             pytest.fail(f"{record.stopped} (no numbers recorded for this cell)", pytrace=False)
@@ -94,7 +94,7 @@ class DecompositionCell:
         )
         measured = [
             r.decomposition
-            for r in store.decompositions(self.model_id)
+            for r in store.records(DecompositionRecord, self.model_id)
             if r.dataset == self.dataset and r.decomposition is not None
         ]
         report_decomposition(record, verdicts, measured)

@@ -4,7 +4,7 @@ terminal alike."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,6 +13,9 @@ from flipgate.metrics.decomposition import AxisDecomposition
 
 class DecompositionRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
+    #: its table in the trials store (flipgate.store.StoredRecord), one row per key
+    TABLE: ClassVar[str] = "decompositions"
+    KEY: ClassVar[tuple[str, ...]] = ("model_id", "dataset", "axis")
 
     model_id: str
     dataset: str

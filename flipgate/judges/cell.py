@@ -64,7 +64,7 @@ class JudgeCell:
     def run(self) -> list[Verdict]:
         thresholds, record = measure_cell(self.thresholds_dir, self.model_id, self.measure)
         store = self.auditor.store
-        store.add_judge_record(record)
+        store.add_record(record)
         verdicts = gate(record, thresholds)
         store.add_verdicts(self.model_id, self.dataset, JUDGE_CELL, verdicts)
         report_judge(record, verdicts)

@@ -3,6 +3,8 @@ why runs did not parse — read by the card, Allure and the terminal alike."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, ConfigDict
 
 from flipgate.metrics.judging import JudgeConsensusResult
@@ -10,6 +12,9 @@ from flipgate.metrics.judging import JudgeConsensusResult
 
 class JudgeRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
+    #: its table in the trials store (flipgate.store.StoredRecord), one row per key
+    TABLE: ClassVar[str] = "judge_consensus"
+    KEY: ClassVar[tuple[str, ...]] = ("model_id", "dataset")
 
     model_id: str
     dataset: str
