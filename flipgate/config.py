@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import jsonschema
 
 from flipgate import SHOWN_CHARS, FlipgateError, not_utf8, short
+from flipgate.axes import AXIS_NAMES
 from flipgate.cell import Cell
 from flipgate.facets import CONTROLS, FACETS
 from flipgate.items.registry import DatasetSpec
@@ -83,24 +85,55 @@ CONTROL_METRICS = ("flip_rate_same", "delta_order", "ordering_excess_share")
 REGRESSION_METRICS = ("delta_flip_rate", "delta_accuracy", "delta_parse_rate", "delta_delta_order")
 
 
-#: suites other packages registered (flipgate.registry declares them here): their ``audit.<key>``
-#: settings, ``suites:`` name and threshold metrics are read through the generic paths below
+#: suites other packages registered (flipgate.registry declares them here): their ``suites:`` name
+#: and threshold metrics are read through the generic paths below
 EXTERNAL_SUITES: dict[str, Any] = {}  # name -> flipgate.suite_api.Suite (typed there)
+#: every registered suite, flipgate's own too, in the registry's order (flipgate.registry declares
+#: them here when it loads them): models.yaml takes each one's ``audit.<config_key>`` settings,
+#: checked against its schema fragment and parsed by the suite itself
+SUITES: dict[str, Any] = {}
+#: loads the registry (flipgate.registry sets it when imported), so that reading models.yaml
+#: through this module alone still knows every suite
+_suite_loader: Callable[[], object] | None = None
 
 
-def declare_external_suite(suite: Any) -> None:
-    EXTERNAL_SUITES[suite.name] = suite
+def declare_suite(suite: Any, external: bool) -> None:
+    SUITES[suite.name] = suite
+    if external:
+        EXTERNAL_SUITES[suite.name] = suite
+
+
+def set_suite_loader(load: Callable[[], object] | None) -> None:
+    global _suite_loader
+    _suite_loader = load
+
+
+def declared_suites() -> list[Any]:
+    """Every registered suite (flipgate.registry loads them on first use)."""
+    if not SUITES and _suite_loader is not None:
+        _suite_loader()
+    if not SUITES:
+        raise FlipgateError(
+            "no suite is registered: import flipgate.registry before reading models.yaml "
+            "(python -m flipgate and the pytest plugin do)"
+        )
+    return list(SUITES.values())
+
+
+def _shipped_schema(name: str) -> dict:
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
 
 
 def _schema(name: str) -> dict:
-    """A shipped JSON Schema, with the declared external suites' parts merged in: their names
-    among a model's ``suites:``, their ``audit.<config_key>`` fragments, their metrics."""
-    schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    """A shipped JSON Schema with the suites' parts merged in: every suite's ``audit.<config_key>``
+    fragment (:attr:`flipgate.suite_api.Suite.schema`), and the external suites' names among a
+    model's ``suites:`` and their metrics."""
+    schema = _shipped_schema(name)
     if name == "models":
         model = schema["properties"]["models"]["items"]["properties"]
         model["suites"]["items"]["enum"] += list(EXTERNAL_SUITES)
         audit = schema["properties"]["audit"]["properties"]
-        for suite in EXTERNAL_SUITES.values():
+        for suite in declared_suites():
             if suite.config_key is not None:
                 audit[suite.config_key] = suite.schema or {"type": "object"}
     elif name == "thresholds":
@@ -115,7 +148,7 @@ def suite_cells() -> tuple[str, ...]:
 
 
 #: the most items per dataset a run may ask for (models.yaml and ``--items-per-dataset``)
-MAX_ITEMS_PER_DATASET: int = _schema("models")["properties"]["audit"]["properties"][
+MAX_ITEMS_PER_DATASET: int = _shipped_schema("models")["properties"]["audit"]["properties"][
     "items_per_dataset"
 ]["maximum"]
 
@@ -222,17 +255,12 @@ class AuditConfig:
     judge: str | None = None
     #: ODI fit settings (``audit.odi``): profile name, seed and profile field overrides
     odi: dict = field(default_factory=dict)
-    #: the readout decomposition suite (``audit.decomposition``), None when not declared
-    decomposition: DecompositionPlan | None = None
-    #: the judge consensus suite (``audit.judges``), None when not declared
-    judges: JudgePlan | None = None
     #: answer-reading judges (sem-flip, the decomposition's judge readout) answer with the
     #: consensus of K orderings of what they are shown (``audit.judge_consensus``); None: one call
     judge_consensus: ConsensusSettings | None = None
-    #: the continuity suite (``audit.continuity``), None when not declared
-    continuity: ContinuityPlan | None = None
-    #: external suites' parsed ``audit.<config_key>`` (flipgate.suite_api.Suite.parse), by name
-    plans: dict[str, object] = field(default_factory=dict)
+    #: each suite's parsed ``audit.<config_key>`` (flipgate.suite_api.Suite.parse), by suite
+    #: name; a suite whose settings models.yaml does not declare has none
+    plans: dict[str, Any] = field(default_factory=dict)
 
     def audited(self, suite: str) -> list[str]:
         """Ids of the models that ``suite`` ("order" or "envelope") audits."""
@@ -274,139 +302,6 @@ class AuditConfig:
     def datasets(self) -> list[str]:
         """Every dataset declared under audit.facets, in declaration order."""
         return list(dict.fromkeys(spec.name for specs in self.facets.values() for spec in specs))
-
-
-@dataclass(frozen=True)
-class DecompositionPlan:
-    """``audit.decomposition`` (docs/definitions.md §8): datasets, axes, readouts (the reference
-    ``regex`` first), items per dataset and the paraphrase store's folder."""
-
-    datasets: tuple[DatasetSpec, ...]
-    axes: tuple[str, ...]
-    readouts: tuple[str, ...]
-    n_items: int
-    paraphrases: Path
-    #: the judge readout's judge (None: ``audit.judge``, else the audited model) and its gate
-    judge_model: str | None = None
-    min_agreement: float = 0.9
-    min_swap_consistency: float = 0.9
-    agreement_set: Path = Path("fixtures/judge/agreement.jsonl")
-
-    @classmethod
-    def parse(cls, spec: dict, path: Path, default_n: int) -> DecompositionPlan:
-        where = f"{path}: field audit.decomposition"
-        datasets = tuple(
-            DatasetSpec.parse(d, f"{where}.datasets[{j}]") for j, d in enumerate(spec["datasets"])
-        )
-        readouts = ["regex"] + [
-            r for r in spec.get("readouts", DECOMPOSITION_READOUTS) if r != "regex"
-        ]
-        judge = spec.get("judge") or {}
-        return cls(
-            datasets,
-            tuple(spec.get("axes", DECOMPOSITION_AXES)),
-            tuple(readouts),
-            int(spec.get("items_per_dataset", default_n)),
-            (path.parent / spec.get("paraphrases", "fixtures/paraphrases")).resolve(),
-            judge.get("model"),
-            float(judge.get("min_agreement", 0.9)),
-            float(judge.get("min_swap_consistency", 0.9)),
-            (path.parent / judge.get("agreement_set", "fixtures/judge/agreement.jsonl")).resolve(),
-        )
-
-    def dataset(self, name: str) -> DatasetSpec:
-        for spec in self.datasets:
-            if spec.name == name:
-                return spec
-        raise FlipgateError(f"dataset {name!r} is not declared under audit.decomposition")
-
-
-@dataclass(frozen=True)
-class JudgePlan:
-    """``audit.judges`` (docs/definitions.md §9): candidate-set datasets, the judge's readout
-    (None: ``label_logprob`` for local models, ``listwise`` for API models), items per dataset
-    and the consensus settings."""
-
-    datasets: tuple[DatasetSpec, ...]
-    readout: str | None
-    n_items: int
-    consensus: ConsensusSettings = ConsensusSettings()
-
-    @classmethod
-    def parse(cls, spec: dict, path: Path, default_k: int, default_n: int) -> JudgePlan:
-        where = f"{path}: field audit.judges"
-        return cls(
-            tuple(
-                DatasetSpec.parse(d, f"{where}.datasets[{j}]")
-                for j, d in enumerate(spec["datasets"])
-            ),
-            spec.get("readout"),
-            int(spec.get("items_per_dataset", default_n)),
-            ConsensusSettings.parse(spec, where, default_k),
-        )
-
-    def dataset(self, name: str) -> DatasetSpec:
-        for spec in self.datasets:
-            if spec.name == name:
-                return spec
-        raise FlipgateError(f"dataset {name!r} is not declared under audit.judges")
-
-    def readout_for(self, model: dict) -> str:
-        return self.readout or ("listwise" if model["backend"] == "litellm" else "label_logprob")
-
-
-@dataclass(frozen=True)
-class ContinuityPlan:
-    """``audit.continuity`` (docs/definitions.md §10): the sweeps, sources per sweep, the
-    uncertainty estimators, samples per estimate and how they are drawn."""
-
-    sweeps: tuple[str, ...]
-    estimators: tuple[str, ...]
-    n_sources: int = 4
-    samples: int = 10
-    temperature: float = 1.0
-    top_p: float = 0.95
-    n_equivalent: int = 2
-    n_complementary: int = 2
-    max_new_tokens: int = 3
-
-    @classmethod
-    def parse(cls, spec: dict, path: Path) -> ContinuityPlan:
-        from flipgate.continuity.estimators import ESTIMATORS
-        from flipgate.continuity.sweeps import SWEEPS
-
-        where = f"{path}: field audit.continuity"
-        for key, known in (("sweeps", SWEEPS), ("estimators", ESTIMATORS)):
-            for j, name in enumerate(spec.get(key) or ()):
-                if name not in known:
-                    raise FlipgateError(
-                        f"{where}.{key}[{j}]: unknown (value: {name!r}); known: {', '.join(known)}"
-                    )
-        plan = cls(
-            tuple(spec["sweeps"]),
-            tuple(spec.get("estimators") or ESTIMATORS),
-            int(spec.get("sources", 4)),
-            int(spec.get("samples", 10)),
-            float(spec.get("temperature", 1.0)),
-            float(spec.get("top_p", 0.95)),
-            int(spec.get("equivalent", 2)),
-            int(spec.get("complementary", 2)),
-            int(spec.get("max_new_tokens", 3)),
-        )
-        for name, value in (
-            ("equivalent", plan.n_equivalent),
-            ("complementary", plan.n_complementary),
-        ):
-            if plan.samples % value:
-                raise FlipgateError(
-                    f"{where}.{name}: samples ({plan.samples}) must split evenly over the "
-                    f"{name} inputs (value: {value})"
-                )
-        return plan
-
-
-DECOMPOSITION_AXES = ("option_order", "label_set", "prompt_format", "paraphrase")
-DECOMPOSITION_READOUTS = ("regex", "letter_logprob", "cloze")  # judge: opt-in (its own calls)
 
 
 def default_readouts(model: dict) -> list[str]:
@@ -502,26 +397,16 @@ def load_models(path: Path | str) -> AuditConfig:
                 raise FlipgateError(
                     f"{where}: {who!r} must list suite 'order' to be compared (value: {base!r})"
                 )
-    judge_model = ((audit.get("decomposition") or {}).get("judge") or {}).get("model")
-    if judge_model is not None and judge_model not in models:
-        raise FlipgateError(
-            f"{path}: field audit.decomposition.judge.model: no model with this id (value: "
-            f"{judge_model!r}); models: {', '.join(models)}"
-        )
-    external = [(s.name, s.config_key) for s in EXTERNAL_SUITES.values() if s.config_key]
-    for suite, section in [
-        ("judges", "judges"),
-        ("readouts", "decomposition"),
-        ("continuity", "continuity"),
-        *external,
-    ]:
-        if audit.get(section):
+    suites = declared_suites()
+    for suite in suites:
+        section = suite.config_key
+        if section is None or audit.get(section):
             continue
         for i, m in enumerate(data["models"]):
-            if suite in (m.get("suites") or []):
+            if suite.name in (m.get("suites") or []):
                 raise FlipgateError(
-                    f"{path}: field models[{i}].suites: suite {suite!r} needs audit.{section} "
-                    f"(its datasets) (value: {m['suites']!r})"
+                    f"{path}: field models[{i}].suites: suite {suite.name!r} needs "
+                    f"audit.{section} (its datasets) (value: {m['suites']!r})"
                 )
     boot = audit.get("bootstrap") or {}
     judge = audit.get("judge")
@@ -540,32 +425,19 @@ def load_models(path: Path | str) -> AuditConfig:
         judge,
         audit.get("odi") or {},
         (
-            DecompositionPlan.parse(
-                audit["decomposition"], path, audit.get("items_per_dataset", 30)
-            )
-            if audit.get("decomposition")
-            else None
-        ),
-        (
-            JudgePlan.parse(
-                audit["judges"], path, audit.get("k", 6), audit.get("items_per_dataset", 30)
-            )
-            if audit.get("judges")
-            else None
-        ),
-        (
             ConsensusSettings.parse(
                 audit["judge_consensus"], f"{path}: field audit.judge_consensus", audit.get("k", 6)
             )
             if audit.get("judge_consensus")
             else None
         ),
-        ContinuityPlan.parse(audit["continuity"], path) if audit.get("continuity") else None,
     )
-    for ext in EXTERNAL_SUITES.values():
-        section = ext.config_key
+    for suite in suites:
+        section = suite.config_key
         if section is not None and audit.get(section) is not None:
-            cfg.plans[ext.name] = ext.parse(audit[section], f"{path}: field audit.{section}", cfg)
+            cfg.plans[suite.name] = suite.parse(
+                audit[section], f"{path}: field audit.{section}", cfg
+            )
     return cfg
 
 
@@ -805,10 +677,10 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                     f"{t['metric']!r}, facet {facet!r})"
                 )
         axis = t["metric"].partition("@")[2] if facet == DECOMPOSITION_CELL else ""
-        if axis and axis not in DECOMPOSITION_AXES:
+        if axis and axis not in AXIS_NAMES:
             raise FlipgateError(
                 f"{path}: field thresholds[{i}].metric: unknown axis after '@' (value: "
-                f"{t['metric']!r}); known: {', '.join(DECOMPOSITION_AXES)}"
+                f"{t['metric']!r}); known: {', '.join(AXIS_NAMES)}"
             )
         if (base in REGRESSION_METRICS) != (t.get("vs") == "baseline"):
             raise FlipgateError(

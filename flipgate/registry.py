@@ -13,8 +13,7 @@ import importlib
 import re
 from importlib.metadata import entry_points
 
-from flipgate import FlipgateError
-from flipgate.config import EXTERNAL_SUITES, declare_external_suite
+from flipgate import FlipgateError, config
 from flipgate.suite_api import Suite
 
 #: entry-point group through which an installed package adds a suite
@@ -80,6 +79,7 @@ def _load() -> dict[str, Suite]:
     found: dict[str, Suite] = {}
     for name, target in BUILTIN.items():
         found[name] = _check(_import(target, f"flipgate suite {name!r}"), target)
+        config.declare_suite(found[name], external=False)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist.name if ep.dist is not None else "?"
         where = f"entry point {ep.name!r} of {dist} (group {ENTRY_POINT_GROUP})"
@@ -94,7 +94,7 @@ def _load() -> dict[str, Suite]:
                 f"(by {BUILTIN.get(suite.name, 'another entry point')})"
             )
         found[suite.name] = suite
-        declare_external_suite(suite)  # models.yaml and the thresholds files accept its parts
+        config.declare_suite(suite, external=True)  # models.yaml and thresholds accept its parts
     return found
 
 
@@ -128,4 +128,8 @@ def reset() -> None:
     """Forget the loaded suites (a test that installs an entry point loads them again)."""
     global _loaded
     _loaded = None
-    EXTERNAL_SUITES.clear()
+    config.SUITES.clear()
+    config.EXTERNAL_SUITES.clear()
+
+
+config.set_suite_loader(suites)  # reading models.yaml through flipgate.config loads the suites

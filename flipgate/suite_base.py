@@ -4,7 +4,9 @@ sections they keep as typed GridCard fields, and the skeleton of a suite driven 
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any
 
 from flipgate.suite_api import Case, NoCases, Plan, SuiteContext
@@ -25,20 +27,31 @@ class TypedCardSection:
         return []
 
 
+def schema_beside(module_file: str) -> dict:
+    """The JSON Schema fragment ``schema.json`` in the folder of ``module_file`` (a suite's
+    ``audit.<config_key>``, merged into models.yaml's schema by flipgate.config)."""
+    return json.loads((Path(module_file).parent / "schema.json").read_text(encoding="utf-8"))
+
+
 class DeclaredPlanSuite(TypedCardSection, ABC):
-    """An opt-in suite: models list it under ``suites:``, and its plan is ``audit.<config_key>``,
-    parsed by flipgate.config with the rest of models.yaml (:meth:`plan_of`). It runs one case
-    per (audited model, key of the plan); a subclass names the keys, how a case is named and
-    grouped, the cell that runs it, its planned trials and how one model is priced."""
+    """An opt-in suite: models list it under ``suites:``, and its plan is ``audit.<config_key>``
+    (described by the ``schema`` fragment, parsed by :meth:`parse` when flipgate.config reads
+    models.yaml). It runs one case per (audited model, key of the plan); a subclass names the
+    keys, how a case is named and grouped, the cell that runs it, its planned trials and how
+    one model is priced."""
 
     name: str
     config_key: str
-    schema = None  # described by the shipped models.yaml schema
+    schema: dict
     piloted = False
 
     @abstractmethod
+    def parse(self, spec: dict, where: str, config: Any) -> Any:
+        """``audit.<config_key>`` as the suite's plan (its own plan.py)."""
+
     def plan_of(self, config: Any) -> Any:
         """The suite's plan in the AuditConfig, None when models.yaml does not declare it."""
+        return config.plans.get(self.name)
 
     @abstractmethod
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
@@ -60,9 +73,6 @@ class DeclaredPlanSuite(TypedCardSection, ABC):
     @abstractmethod
     def project_model(self, auditor: Any, plan: Any, model_id: str) -> list:
         """The priced projections of one model's calls (flipgate.cost.Projection)."""
-
-    def parse(self, spec: dict, where: str, config: Any) -> Any:
-        return self.plan_of(config)
 
     def declared(self, ctx: SuiteContext) -> Any:
         """The plan, asked for by a case that was parametrised (so it is declared)."""

@@ -80,7 +80,7 @@ def plan_cells(
         out.append(PlanCell(model_id, ODI_CELL, ODI_CELL, ()))
     for model_id in envelope_roster:
         out += [PlanCell(model_id, ENVELOPE_CELL, b, ()) for b in envelope_benchmarks]
-    plan = cfg.decomposition
+    plan = cfg.plans.get("readouts")
     if plan is not None:
         out += [
             PlanCell(model_id, DECOMPOSITION_CELL, spec.name, plan.readouts, axis=axis)
@@ -88,14 +88,14 @@ def plan_cells(
             for spec in plan.datasets
             for axis in plan.axes
         ]
-    judges = cfg.judges
+    judges = cfg.plans.get("judges")
     if judges is not None:
         out += [
             PlanCell(m, JUDGE_CELL, spec.name, (judges.readout_for(cfg.models[m]),))
             for m in cfg.audited("judges")
             for spec in judges.datasets
         ]
-    sweeps = cfg.continuity
+    sweeps = cfg.plans.get("continuity")
     if sweeps is not None:  # an estimator is the cell's "readout"
         out += [
             PlanCell(m, CONTINUITY_CELL, sweep, sweeps.estimators)
@@ -110,9 +110,8 @@ def check_selection(cfg: AuditConfig, cells: list[PlanCell]) -> None:
     (its ``suites:``, ``facets:`` and ``datasets:`` select nothing): its cells would all be
     skipped and the run would pass without checking it. A model that only judges (``audit.judge``,
     the decomposition's judge) is exempt."""
-    judges = {cfg.judge} | (
-        {cfg.decomposition.judge_model} if cfg.decomposition is not None else set()
-    )
+    decomposition = cfg.plans.get("readouts")
+    judges = {cfg.judge} | ({decomposition.judge_model} if decomposition is not None else set())
     selected = {c.model for c in cells if c.cell != ODI_CELL}
     unselected = [
         f"field models[{i}] (id {m!r}): suites {cfg.models[m]['suites']}"

@@ -130,7 +130,7 @@ def test_shipped_store_is_checked_and_covers_the_default_items():
     from flipgate.decomposition.run import decomposable
     from flipgate.items import load_items
 
-    plan = load_models(REPO / "models.yaml").decomposition
+    plan = load_models(REPO / "models.yaml").plans["readouts"]
     store = ParaphraseStore.load(plan.paraphrases)
     for spec in plan.datasets:
         ids = [it.item_id for it in load_items(spec, 40, 42, keep=decomposable)]

@@ -10,8 +10,9 @@ from test_end_to_end import models_yaml, run_suite, write
 
 from conftest import ScriptedBackend
 from flipgate.audit import Auditor, Paths
-from flipgate.config import AuditConfig, ContinuityPlan, load_models
+from flipgate.config import AuditConfig, load_models
 from flipgate.continuity.estimators import ESTIMATORS
+from flipgate.continuity.plan import ContinuityPlan
 from flipgate.continuity.run import SweepRunner, planned
 
 CONTINUITY = (
@@ -64,7 +65,9 @@ def scripted_auditor(tmp_path, rule) -> tuple[Auditor, ContinuityPlan]:
         ("numeric_comparison", "counting_distractors"), ESTIMATORS, 2, 2, 1.0, 0.95, 2, 1
     )
     model = {"id": "m", "backend": "hf", "suites": ["continuity"]}
-    cfg = AuditConfig(tmp_path / "models.yaml", {"m": model}, bootstrap_n=200, continuity=plan)
+    cfg = AuditConfig(
+        tmp_path / "models.yaml", {"m": model}, bootstrap_n=200, plans={"continuity": plan}
+    )
     paths = Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path / "models")
     auditor = Auditor(cfg, "r1", paths, progress=False)
     backend = ScriptedBackend("m", rule)

@@ -403,8 +403,8 @@ def test_the_shipped_datasets_still_load():
     cfg = load_models(REPO / "models.yaml")
     specs = [
         *(s for specs in cfg.facets.values() for s in specs),
-        *cfg.decomposition.datasets,
-        *cfg.judges.datasets,
+        *cfg.plans["readouts"].datasets,
+        *cfg.plans["judges"].datasets,
     ]
     for spec in specs:
         assert load_items(spec, 3), spec.name

@@ -15,9 +15,10 @@ from conftest import ScriptedBackend, write
 from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Output, Request
 from flipgate.cards.build import card_markdown, write_cards
-from flipgate.config import AuditConfig, DecompositionPlan, ThresholdSet, parse_thresholds
+from flipgate.config import AuditConfig, ThresholdSet, parse_thresholds
 from flipgate.decomposition.cell import DecompositionCell
 from flipgate.decomposition.gate import gate
+from flipgate.decomposition.plan import DecompositionPlan
 from flipgate.decomposition.record import DecompositionRecord
 from flipgate.decomposition.run import DecompositionRunner
 from flipgate.items import DatasetSpec, load_items
@@ -165,7 +166,7 @@ def planted_auditor(tmp_path, n: int, thresholds: str | None = None):
         "suites": ["readouts"],
     }
     cfg = AuditConfig(
-        tmp_path / "models.yaml", {"planted": model}, bootstrap_n=1000, decomposition=plan
+        tmp_path / "models.yaml", {"planted": model}, bootstrap_n=1000, plans={"readouts": plan}
     )
     paths = Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path / "models")
     auditor = Auditor(cfg, "r1", paths, progress=False)
@@ -328,7 +329,7 @@ def test_decomposition_thresholds_select_declared_axes(tmp_path):
     from flipgate.threshold_check import check_thresholds, plan_cells
 
     cfg = load_models(write(tmp_path / "models.yaml", DECOMPOSED))
-    assert cfg.decomposition.readouts == ("regex", "letter_logprob", "cloze")
+    assert cfg.plans["readouts"].readouts == ("regex", "letter_logprob", "cloze")
     write(
         tmp_path / "th" / "default.yaml",
         "thresholds:\n  - {metric: artifact_share@label_set, facet: decomposition, max: 0.5}\n"
@@ -427,7 +428,7 @@ def test_committed_axis_manifests_are_current():
     from flipgate.decomposition.run import axis_manifest, decomposable
 
     root = Path(__file__).resolve().parents[1]
-    plan = load_models(root / "models.yaml").decomposition
+    plan = load_models(root / "models.yaml").plans["readouts"]
     store = ParaphraseStore.load(plan.paraphrases)
     files = sorted((root / "fixtures" / "manifests" / "axes").glob("*.json"))
     assert len(files) == len(plan.axes) * len(plan.datasets)

@@ -16,11 +16,12 @@ from flipgate import FlipgateError
 from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Output, Request
 from flipgate.cards.build import card_markdown, write_cards
-from flipgate.config import AuditConfig, JudgePlan, parse_thresholds
+from flipgate.config import AuditConfig, parse_thresholds
 from flipgate.items import DatasetSpec, load_items
 from flipgate.judge.listwise import listwise_request, parse_listwise, run_judgement
 from flipgate.judge.orderings import judge_orderings
 from flipgate.judges.cell import JudgeCell
+from flipgate.judges.plan import JudgePlan
 from flipgate.judges.record import JudgeRecord
 from flipgate.judges.run import JudgeRunner
 from flipgate.metrics.consensus import (
@@ -243,7 +244,9 @@ def judge_auditor(
         "primary_readout": "letter_logprob",
         "suites": ["judges"],
     }
-    cfg = AuditConfig(tmp_path / "models.yaml", {"judge": model}, bootstrap_n=500, judges=plan)
+    cfg = AuditConfig(
+        tmp_path / "models.yaml", {"judge": model}, bootstrap_n=500, plans={"judges": plan}
+    )
     paths = Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path / "models")
     auditor = Auditor(cfg, "r1", paths, progress=False)
     backend = PositionBiasedJudge({it.item_id: it for it in items}, biased, k, design)

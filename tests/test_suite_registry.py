@@ -266,3 +266,20 @@ def test_a_broken_entry_point_stops_a_command_with_one_line(entry_points, capsys
     assert main(["compare", "a", "b"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("flipgate: entry point 'bad' of some-dist") and err.count("\n") == 1
+
+
+def test_flipgates_own_suites_describe_and_parse_their_settings_themselves():
+    """models.yaml's shipped schema names no suite's ``audit.<key>``: each opt-in suite brings
+    its fragment (schema.json in its package) and its parser (plan.py), like an external one."""
+    from flipgate.config import SCHEMAS, _schema, load_models
+
+    shipped = json.loads((SCHEMAS / "models.schema.json").read_text())["properties"]["audit"]
+    merged = _schema("models")["properties"]["audit"]["properties"]
+    cfg = load_models(REPO / "models.yaml")
+    keyed = [s for s in registry.suites() if s.config_key is not None]
+    assert {s.name for s in keyed} == {"readouts", "judges", "continuity"}
+    for suite in keyed:
+        assert suite.config_key not in shipped["properties"]
+        assert merged[suite.config_key] == suite.schema
+        plan = cfg.plans[suite.name]
+        assert type(plan).__module__ == f"{type(suite).__module__.rpartition('.')[0]}.plan"

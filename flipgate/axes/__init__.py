@@ -18,7 +18,6 @@ from flipgate.axes.option_shift import OptionShiftAxis
 from flipgate.axes.paraphrase import ParaphraseAxis
 from flipgate.axes.prompt_format import PromptFormatAxis
 from flipgate.axes.variant import Variant
-from flipgate.config import DECOMPOSITION_AXES
 from flipgate.items.item import Item
 from flipgate.paraphrases import ParaphraseStore
 
@@ -32,7 +31,7 @@ class Axis(Protocol):
 
 
 #: the axes audit.decomposition may name (one module each)
-AXIS_NAMES = DECOMPOSITION_AXES
+AXIS_NAMES = ("option_order", "label_set", "prompt_format", "paraphrase")
 
 
 def get_axis(name: str, paraphrases: ParaphraseStore | None = None, where: str = "") -> Axis:

@@ -7,17 +7,20 @@ from typing import Any
 
 from flipgate.config import CONTINUITY_METRICS, metric_range
 from flipgate.suite_api import Case, MetricSpec, Plan, SuiteContext
-from flipgate.suite_base import DeclaredPlanSuite
+from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
 
 class ContinuitySuite(DeclaredPlanSuite):
     name = "continuity"
     config_key = "continuity"
     metrics = tuple(MetricSpec(m, *metric_range(m)) for m in CONTINUITY_METRICS)
+    schema = schema_beside(__file__)
     test_dirs = ("suites/continuity",)
 
-    def plan_of(self, config: Any) -> Any:
-        return config.continuity
+    def parse(self, spec: dict, where: str, config: Any) -> Any:
+        from flipgate.continuity.plan import ContinuityPlan
+
+        return ContinuityPlan.parse(spec, where, config)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(sweep, est) for sweep in plan.sweeps for est in plan.estimators]

@@ -12,6 +12,7 @@ from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Request
 from flipgate.cli import OK, Parser, run_command
 from flipgate.config import load_models
+from flipgate.decomposition.plan import SUITE_NAME
 from flipgate.decomposition.run import decomposable
 from flipgate.hashing import sha256_json
 from flipgate.items import load_items
@@ -44,9 +45,10 @@ def generate(
     """Rewrite the first ``n`` items of ``dataset`` (audit.decomposition) with ``model_id``;
     append them to ``out`` unchecked; return (written, outputs that gave no rewrite)."""
     cfg = load_models(models)
-    if cfg.decomposition is None:
+    plan = cfg.plans.get(SUITE_NAME)
+    if plan is None:
         raise FlipgateError(f"{cfg.path}: no audit.decomposition (its datasets and store)")
-    items = load_items(cfg.decomposition.dataset(dataset), n, cfg.seed, keep=decomposable)
+    items = load_items(plan.dataset(dataset), n, cfg.seed, keep=decomposable)
     cache = Path(cache_dir)
     # the audit's model calls (batching, API concurrency and retries, the response cache); the
     # rewrites are no trials, so the run store is an in-memory one
@@ -56,7 +58,7 @@ def generate(
         Paths(Path(":memory:"), cache / "responses.sqlite", cache / "manifests", cache),
         progress=False,
     )
-    store = ParaphraseStore.load(cfg.decomposition.paraphrases)
+    store = ParaphraseStore.load(plan.paraphrases)
     generator = f"model:{model_id}@{sha256_json(auditor.backend(model_id).fingerprint)[:12]}"
     requests = [rewrite_request(it.question, (dataset, it.item_id)) for it in items]
     outputs, _ = auditor.outputs(model_id, requests, use_cache=True, label="paraphrases")
@@ -88,7 +90,7 @@ def _generate(argv: list[str]) -> int:
     p.add_argument("--models", default="models.yaml")
     p.add_argument("--cache-dir", default=".flipgate_cache")
     args = p.parse_args(argv)
-    plan = load_models(args.models).decomposition
+    plan = load_models(args.models).plans.get(SUITE_NAME)
     folder = plan.paraphrases if plan else Path("fixtures/paraphrases")
     out = Path(args.out) if args.out else folder / f"{args.dataset}.generated.jsonl"
     written, failed = generate(args.models, args.model, args.dataset, args.n, out, args.cache_dir)

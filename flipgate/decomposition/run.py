@@ -11,7 +11,7 @@ from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.axes import Axis, Variant, get_axis
 from flipgate.axes.formats import FORMATS
-from flipgate.config import DecompositionPlan
+from flipgate.decomposition.plan import DecompositionPlan
 from flipgate.files import atomic_write
 from flipgate.hashing import sha256_json
 from flipgate.items import DatasetSpec, Item, load_items

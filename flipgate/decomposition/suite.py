@@ -6,18 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from flipgate.config import DECOMPOSITION_METRICS, metric_range
+from flipgate.decomposition.plan import SUITE_NAME
 from flipgate.suite_api import Case, MetricSpec, Plan, SuiteContext
-from flipgate.suite_base import DeclaredPlanSuite
+from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
 
 class DecompositionSuite(DeclaredPlanSuite):
-    name = "readouts"
+    name = SUITE_NAME
     config_key = "decomposition"
     metrics = tuple(MetricSpec(m, *metric_range(m)) for m in DECOMPOSITION_METRICS)
+    schema = schema_beside(__file__)
     test_dirs = ("suites/readouts",)
 
-    def plan_of(self, config: Any) -> Any:
-        return config.decomposition
+    def parse(self, spec: dict, where: str, config: Any) -> Any:
+        from flipgate.decomposition.plan import DecompositionPlan
+
+        return DecompositionPlan.parse(spec, where, config)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(spec.name, axis) for spec in plan.datasets for axis in plan.axes]

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from flipgate.audit import Auditor
-from flipgate.config import JUDGE_CELL, JudgePlan, ThresholdSet
+from flipgate.config import JUDGE_CELL, ThresholdSet
 from flipgate.gate import evaluate
 from flipgate.judges.allure import report_judge
+from flipgate.judges.plan import JudgePlan
 from flipgate.judges.record import JudgeRecord
 from flipgate.judges.run import JudgeRunner
 from flipgate.metrics.judging import judge_consensus

@@ -7,17 +7,20 @@ from typing import Any
 
 from flipgate.config import JUDGE_CELL, JUDGE_METRICS, metric_range
 from flipgate.suite_api import Case, MetricSpec, Plan, SuiteContext
-from flipgate.suite_base import DeclaredPlanSuite
+from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
 
 class JudgesSuite(DeclaredPlanSuite):
     name = "judges"
     config_key = "judges"
     metrics = tuple(MetricSpec(m, *metric_range(m)) for m in JUDGE_METRICS)
+    schema = schema_beside(__file__)
     test_dirs = ("suites/judges",)
 
-    def plan_of(self, config: Any) -> Any:
-        return config.judges
+    def parse(self, spec: dict, where: str, config: Any) -> Any:
+        from flipgate.judges.plan import JudgePlan
+
+        return JudgePlan.parse(spec, where, config)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(spec.name,) for spec in plan.datasets]
