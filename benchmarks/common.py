@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from flipgate import registry
 from flipgate.backends.base import Request
 from flipgate.config import load_models
 from flipgate.facets import get_facet
@@ -31,6 +32,7 @@ def parser(doc: str, n: int) -> argparse.ArgumentParser:
 
 
 def model_config(args) -> dict:
+    registry.suites()  # declares every suite to flipgate.config, which reads their settings
     return {**load_models(args.models).models[args.model], "_cache_dir": args.cache_dir}
 
 
