@@ -299,26 +299,7 @@ def _planned(items, config) -> dict:
         if param is None or item.get_closest_marker("skip"):
             continue
         plan |= registry.get(param.suite).planned(state, param.case.param)
-    return without_images(plan, _text_only_models(state))
-
-
-def _text_only_models(state: FlipgateSession) -> set[str]:
-    """Local models whose stored fingerprint (``python -m flipgate prepare``, or an earlier
-    run) says they take no images, known before any model is loaded."""
-    from flipgate.backends.hf import stored_fingerprint
-
-    cache_dir = state.path("--cache-dir")
-    found = set()
-    for model_id, model in state.audit_config().models.items():
-        if model.get("backend") != "hf":
-            continue
-        try:
-            fingerprint = stored_fingerprint(model, cache_dir)
-        except FlipgateError:  # a missing package is reported by the cells themselves
-            continue
-        if fingerprint is not None and not fingerprint.get("vision", True):
-            found.add(model_id)
-    return found
+    return without_images(plan, state.text_only_models())
 
 
 def pytest_collection_finish(session):

@@ -213,18 +213,15 @@ def cell_plan(
 
 
 def without_images(plan: Plan, text_only: set[str]) -> Plan:
-    """``plan`` with 0 trials for the image-facet cells (and image sweeps) of models known to take
-    no images
-    (``Auditor.unmeasurable`` skips them): the first ETA counts only what will run."""
-    from flipgate.continuity.sweeps import SWEEPS
+    """``plan`` with 0 trials for the image-facet cells of models known to take no images
+    (``Auditor.unmeasurable`` skips them): the first ETA counts only what will run. (A suite
+    with image inputs of its own plans them with ``SuiteContext.text_only_models``.)"""
     from flipgate.facets import FACETS
 
     def takes(model_id: str, dataset: str, cell: str) -> bool:
         if model_id not in text_only:
             return True
-        if cell.startswith("continuity["):
-            return SWEEPS[dataset].modality != "image"
-        facet = FACETS.get(Cell.parse(cell).facet)  # None for an envelope configuration
+        facet = FACETS.get(Cell.parse(cell).facet)  # None for a suite's own cell
         return facet is None or not facet.needs_images
 
     return {key: n if takes(*key) else 0 for key, n in plan.items()}

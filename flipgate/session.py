@@ -131,6 +131,27 @@ class FlipgateSession:
             self._memo[key] = make()
         return self._memo[key]
 
+    def text_only_models(self) -> set[str]:
+        """Local models whose stored fingerprint (``python -m flipgate prepare``, or an earlier
+        run) says they take no images, known before any model is loaded (once per process)."""
+        return set(self.memo("text_only_models", self._text_only_models))
+
+    def _text_only_models(self) -> frozenset[str]:
+        from flipgate.backends.hf import stored_fingerprint
+
+        cache_dir = self.path("--cache-dir")
+        found = set()
+        for model_id, model in self.audit_config().models.items():
+            if model.get("backend") != "hf":
+                continue
+            try:
+                fingerprint = stored_fingerprint(model, cache_dir)
+            except FlipgateError:  # a missing package is reported by the cells themselves
+                continue
+            if fingerprint is not None and not fingerprint.get("vision", True):
+                found.add(model_id)
+        return frozenset(found)
+
     def plan(self, suite: str) -> Any:
         """An external suite's parsed ``audit.<config_key>`` (None: not declared)."""
         return self.audit_config().plans.get(suite)

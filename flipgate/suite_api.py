@@ -104,6 +104,11 @@ class SuiteContext(Protocol):
         models.yaml does not declare it."""
         ...
 
+    def text_only_models(self) -> set[str]:
+        """Models known before any is loaded to take no images (their stored fingerprint says
+        so): a suite plans no trials for their image inputs (they are skipped as unmeasurable)."""
+        ...
+
     def option(self, name: str) -> Any:
         """A command-line option's value (``--envelope``, ``--baseline-partial``, ...)."""
         ...

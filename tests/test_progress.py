@@ -125,3 +125,25 @@ def test_bar_mode_draws_one_bar(tmp_path):
     progress.update()
     progress.stop()
     assert "flipgate 100%|" in out.getvalue() and "10/10 trials (100%) · m 10/10" in out.getvalue()
+
+
+def test_image_sweeps_of_a_text_only_model_plan_nothing_from_the_start(tmp_path):
+    """The continuity suite plans its own image sweeps with the context's text-only models."""
+    from types import SimpleNamespace
+
+    from flipgate.config import AuditConfig
+    from flipgate.continuity.plan import ContinuityPlan
+    from flipgate.continuity.suite import SUITE
+
+    plan = ContinuityPlan(("scale", "numeric_comparison"), ("dse",), n_sources=2, samples=4)
+    cfg = AuditConfig(tmp_path / "models.yaml", {}, plans={"continuity": plan})
+    ctx = SimpleNamespace(
+        audit_config=lambda: cfg, items_override=None, text_only_models=lambda: {"text"}
+    )
+    for model_id, sweep, runs in [
+        ("text", "scale", False),
+        ("text", "numeric_comparison", True),
+        ("vlm", "scale", True),
+    ]:
+        planned = SUITE.planned(ctx, (model_id, sweep, "dse"))
+        assert planned and all((n > 0) == runs for n in planned.values()), (model_id, planned)

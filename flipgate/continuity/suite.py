@@ -40,11 +40,13 @@ class ContinuitySuite(DeclaredPlanSuite):
         """The greedy answer on every sweep input, plus the estimator's samples
         (docs/definitions.md §10)."""
         from flipgate.continuity.run import planned
+        from flipgate.continuity.sweeps import SWEEPS
 
         model_id, sweep, estimator = param
         seed = ctx.audit_config().seed
-        return {
-            (model_id, sweep, part): n
+        runs = SWEEPS[sweep].modality != "image" or model_id not in ctx.text_only_models()
+        return {  # an image sweep of a model that takes no images is skipped as unmeasurable
+            (model_id, sweep, part): n if runs else 0
             for part, n in planned(plan, sweep, estimator, ctx.items_override, seed).items()
         }
 
