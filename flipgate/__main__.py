@@ -15,7 +15,7 @@ COMMANDS = {
     "compare": "flipgate.regression.cli:compare_main",
     "baseline": "flipgate.regression.cli:promote_main",
     "card": "flipgate.cards.cli:card_main",
-    "prepare": "flipgate.backends.prepare:prepare_main",
+    "prepare": "flipgate.prepare:prepare_main",
     "generate-paraphrases": "flipgate.decomposition.generate:generate_main",
 }
 
