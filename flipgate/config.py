@@ -16,7 +16,6 @@ from typing import Any
 import jsonschema
 
 from flipgate import SHOWN_CHARS, FlipgateError, not_utf8, short
-from flipgate.axes import AXIS_NAMES
 from flipgate.cell import Cell
 from flipgate.facets import CONTROLS, FACETS
 from flipgate.items.registry import DatasetSpec
@@ -26,63 +25,8 @@ from flipgate.results import Direction
 from flipgate.yamlio import load_strict
 
 SCHEMAS = Path(__file__).parent / "config_schemas"
-#: the cell name of the configuration-envelope suite in thresholds files (``facet: envelope``)
-ENVELOPE_CELL = "envelope"
-#: the cell name of the ODI fit over the order suites (``facet: odi``; suites/analysis,
-#: docs/definitions.md §4)
-ODI_CELL = "odi"
-#: the cell name of the readout decomposition suite (``facet: decomposition``; suites/readouts,
-#: docs/definitions.md §8)
-DECOMPOSITION_CELL = "decomposition"
-#: the cell name of the judge consensus suite (``facet: judge``; suites/judges,
-#: docs/definitions.md §9)
-JUDGE_CELL = "judge"
-#: the cell name of the continuity suite (``facet: continuity``; suites/continuity,
-#: docs/definitions.md §10)
-CONTINUITY_CELL = "continuity"
-#: thresholds that only the suite-level cells take (their metrics exist nowhere else)
-SUITE_CELLS = (ENVELOPE_CELL, ODI_CELL, DECOMPOSITION_CELL, JUDGE_CELL, CONTINUITY_CELL)
-#: continuity metrics (``facet: continuity`` only; ``accuracy`` and ``parse_rate`` there too)
-CONTINUITY_METRICS = ("l_local", "l_global", "abstention_auc")
-#: judge consensus metrics (``facet: judge`` only; ``parse_rate`` there too)
-JUDGE_METRICS = (
-    "judge_flip_rate",
-    "direct_accuracy",
-    "consensus_accuracy",
-    "consensus_gain",
-    "direct_macro_accuracy",
-    "consensus_macro_accuracy",
-)
-#: decomposition metrics (``facet: decomposition`` only; ``@<axis>`` selects one axis)
-DECOMPOSITION_METRICS = ("genuine_flip_rate", "artifact", "artifact_share")
-#: ODI metrics: posterior quantities (``@<facet>`` selects one facet) and fit diagnostics
-ODI_METRICS = (
-    "sigma_pi",
-    "sigma_delta",
-    "mean_abs_delta",
-    "rhat_max",
-    "ess_bulk_min",
-    "ess_tail_min",
-    "divergences",
-)
-#: envelope metrics (``facet: envelope`` only; ``cfr@θ`` by its base name)
-ENVELOPE_METRICS = (
-    "sdi",
-    "cfr",
-    "score_min",
-    "score_mean",
-    "score_max",
-    "rho_flip_max",
-    "strict_disagreement_max",
-    "tau_r",
-    "total_order_mismatch",
-    "orderings_reached",
-)
 #: metrics only a control cell (e.g. ``facet: same_ordering``) has
 CONTROL_METRICS = ("flip_rate_same", "delta_order", "ordering_excess_share")
-#: paired candidate − baseline deltas (``vs: baseline`` only, docs/definitions.md §11);
-#: delta_delta_order: control cells
-REGRESSION_METRICS = ("delta_flip_rate", "delta_accuracy", "delta_parse_rate", "delta_delta_order")
 
 
 #: suites other packages registered (flipgate.registry declares them here): their ``suites:`` name
@@ -120,6 +64,10 @@ def declared_suites() -> list[Any]:
     return list(SUITES.values())
 
 
+#: what may follow "@" in a metric whose MetricSpec says ``at="number"``: a number in [0, 1]
+_NUMBER_0_1 = r"(0(\.[0-9]+)?|1(\.0+)?)"
+
+
 def _shipped_schema(name: str) -> dict:
     return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
 
@@ -138,13 +86,19 @@ def _schema(name: str) -> dict:
                 audit[suite.config_key] = suite.schema or {"type": "object"}
     elif name == "thresholds":
         metric = schema["properties"]["thresholds"]["items"]["properties"]["metric"]
-        metric["anyOf"][0]["enum"] += [m.name for s in EXTERNAL_SUITES.values() for m in s.metrics]
+        specs = [m for s in declared_suites() for m in s.metrics]
+        metric["anyOf"][0]["enum"] = list(dict.fromkeys(m.name for m in specs if m.at != "number"))
+        for m in specs:
+            if m.at is not None:
+                at = _NUMBER_0_1 if m.at == "number" else "[a-z0-9_]+"
+                metric["anyOf"].append({"type": "string", "pattern": f"^{m.name}@{at}$"})
     return schema
 
 
 def suite_cells() -> tuple[str, ...]:
-    """Cells named by their suite alone: flipgate's suite cells and every external suite."""
-    return SUITE_CELLS + tuple(EXTERNAL_SUITES)
+    """The ``facet:`` values that name a suite's own cells (``odi``, ``envelope``, ...), every
+    registered suite's; facets and controls are not among them."""
+    return tuple(s.facet for s in declared_suites() if s.facet is not None)
 
 
 #: the most items per dataset a run may ask for (models.yaml and ``--items-per-dataset``)
@@ -258,9 +212,16 @@ class AuditConfig:
     #: answer-reading judges (sem-flip, the decomposition's judge readout) answer with the
     #: consensus of K orderings of what they are shown (``audit.judge_consensus``); None: one call
     judge_consensus: ConsensusSettings | None = None
+    #: models a suite's settings name as a judge of other models' answers (besides
+    #: ``audit.judge``), e.g. ``audit.decomposition.judge.model``: they need no cell of their own
+    suite_judges: set[str] = field(default_factory=set)
     #: each suite's parsed ``audit.<config_key>`` (flipgate.suite_api.Suite.parse), by suite
     #: name; a suite whose settings models.yaml does not declare has none
     plans: dict[str, Any] = field(default_factory=dict)
+
+    def judge_models(self) -> set[str]:
+        """Models that judge other models' answers (``audit.judge`` and the suites' judges)."""
+        return self.suite_judges | ({self.judge} if self.judge is not None else set())
 
     def audited(self, suite: str) -> list[str]:
         """Ids of the models that ``suite`` ("order" or "envelope") audits."""
@@ -540,51 +501,29 @@ FACET_METRICS = (
     "sem_flip_rate",
     "judge_parse_rate",
 )
-METRIC_RANGES: dict[str, tuple[float, float]] = {
-    **{
-        m: _RATE
-        for m in (
-            *FACET_METRICS,
-            "flip_rate_same",
-            "score_min",
-            "score_mean",
-            "score_max",
-            "rho_flip_max",
-            "strict_disagreement_max",
-            "total_order_mismatch",
-            "cfr",
-        )
-    },
+#: the range of each facet and control metric (the order suite's; every other suite declares its
+#: metrics' ranges itself, flipgate.suite_api.MetricSpec)
+FACET_METRIC_RANGES: dict[str, tuple[float, float]] = {
+    **{m: _RATE for m in (*FACET_METRICS, "flip_rate_same")},
     "delta_order": (-1.0, 1.0),
-    "genuine_flip_rate": (0.0, 1.0),
-    "artifact": (-1.0, 1.0),
-    "artifact_share": (0.0, 1.0),
-    **{m: _RATE for m in JUDGE_METRICS},
-    **{m: _RATE for m in CONTINUITY_METRICS},
-    "consensus_gain": (-1.0, 1.0),
-    **{m: (-1.0, 1.0) for m in REGRESSION_METRICS},
     "ordering_excess_share": (-math.inf, 1.0),
-    "tau_r": (-1.0, 1.0),
-    "sdi": (0.0, math.inf),
-    "orderings_reached": (1.0, math.inf),
-    "sigma_pi": (0.0, math.inf),
-    "sigma_delta": (0.0, math.inf),
-    "mean_abs_delta": (0.0, math.inf),
-    "rhat_max": (1.0, math.inf),
-    "ess_bulk_min": (0.0, math.inf),
-    "ess_tail_min": (0.0, math.inf),
-    "divergences": (0.0, math.inf),
 }
 
 
 def metric_range(metric: str) -> tuple[float, float]:
-    """The values a metric can take (``cfr@0.5`` and ``sigma_pi@facet`` by their base name)."""
-    base = metric.partition("@")[0]
-    for suite in EXTERNAL_SUITES.values():
-        for spec in suite.metrics:
+    """The values a metric can take (``cfr@0.5`` and ``sigma_pi@facet`` by their base name), as
+    the suite that reports it declares."""
+    spec = _metric_spec(metric.partition("@")[0])
+    return (spec.low, spec.high) if spec is not None else (-math.inf, math.inf)
+
+
+def _metric_spec(base: str, suite: Any = None) -> Any:
+    """The MetricSpec called ``base`` of ``suite`` (else of the first suite with it)."""
+    for s in [suite] if suite is not None else declared_suites():
+        for spec in s.metrics:
             if spec.name == base:
-                return spec.low, spec.high
-    return METRIC_RANGES.get(base, (-math.inf, math.inf))
+                return spec
+    return None
 
 
 def _check_bound(path: Path, i: int, t: dict, direction: str) -> float:
@@ -600,25 +539,46 @@ def _check_bound(path: Path, i: int, t: dict, direction: str) -> float:
     return float(value)
 
 
-#: metrics only a suite cell has: (name, metrics, its cell, other metrics it also takes, and how
-#: the error message names those)
-_SUITE_METRICS = (
-    (
-        "decomposition",
-        DECOMPOSITION_METRICS,
-        DECOMPOSITION_CELL,
-        ("flip_rate", "parse_rate"),
-        "flip_rate / parse_rate per readout",
-    ),
-    ("judge consensus", JUDGE_METRICS, JUDGE_CELL, ("parse_rate",), "parse_rate"),
-    (
-        "continuity",
-        CONTINUITY_METRICS,
-        CONTINUITY_CELL,
-        ("accuracy", "parse_rate"),
-        "accuracy / parse_rate",
-    ),
-)
+def _check_suite_metric(path: Path, i: int, t: dict, facet: str | None, base: str) -> None:
+    """A suite's own metrics go with its ``facet:`` and only they do (with the metrics of other
+    cells it reports too); a metric that must carry a ``vs:`` carries it, and only it does."""
+    for suite in declared_suites():
+        own = [m.name for m in suite.metrics if not m.shared and m.vs is None]
+        shared = [m.name for m in suite.metrics if m.shared]
+        if suite.facet is not None and (base in own) != (facet == suite.facet):
+            if not (facet == suite.facet and base in shared):
+                also = f", and {' / '.join(shared)}" if shared else ""
+                raise FlipgateError(
+                    f"{path}: field thresholds[{i}]: {suite.facet} metrics ({', '.join(own)}"
+                    f"{also}) go with facet: {suite.facet} and only they do (value: metric "
+                    f"{t['metric']!r}, facet {facet!r})"
+                )
+        for vs in {m.vs for m in suite.metrics if m.vs is not None}:
+            paired = [m.name for m in suite.metrics if m.vs == vs]
+            if (base in paired) != (t.get("vs") == vs):
+                raise FlipgateError(
+                    f"{path}: field thresholds[{i}]: {suite.name} metrics ({', '.join(paired)}) "
+                    f"go with vs: {vs} and only they do (value: metric {t['metric']!r}, vs "
+                    f"{t.get('vs')!r})"
+                )
+
+
+def _check_at(path: Path, i: int, t: dict, facet: str | None, base: str, at: str) -> None:
+    """What follows ``@`` in a metric is one its suite declares (an axis, a facet, θ)."""
+    owner = next((s for s in declared_suites() if s.facet is not None and s.facet == facet), None)
+    spec = _metric_spec(base, owner)
+    where = f"{path}: field thresholds[{i}].metric"
+    if spec is None or spec.at is None:
+        raise FlipgateError(
+            f"{where}: {base} takes no '@' part"
+            + (f" with facet: {facet}" if facet else "")
+            + f" (value: {t['metric']!r})"
+        )
+    if spec.at != "number" and at not in spec.at:
+        raise FlipgateError(
+            f"{where}: unknown {spec.at_name} after '@' (value: {t['metric']!r}); known: "
+            f"{', '.join(spec.at)}"
+        )
 
 
 def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
@@ -638,57 +598,8 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                 f"{path}: field thresholds[{i}].facet: unknown facet (value: {facet!r}); "
                 f"known: {', '.join(sorted(list(FACETS) + list(CONTROLS) + list(suite_cells())))}"
             )
-        odi_metric = t["metric"].partition("@")[0] in ODI_METRICS
-        if odi_metric != (facet == ODI_CELL):
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}]: ODI metrics "
-                f"(sigma_pi, mean_abs_delta, rhat_max, ...) "
-                f"go with facet: {ODI_CELL} and only they do (value: metric {t['metric']!r}, "
-                f"facet {facet!r})"
-            )
-        base = t["metric"].partition("@")[0]
-        if (base in ENVELOPE_METRICS) != (facet == ENVELOPE_CELL):
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}]: envelope metrics "
-                f"(sdi, cfr@θ, rho_flip_max, ...) go "
-                f"with facet: {ENVELOPE_CELL} and only they do (value: metric {t['metric']!r}, "
-                f"facet {facet!r})"
-            )
-        suite = EXTERNAL_SUITES.get(facet or "")
-        if suite is not None and base not in (m.name for m in suite.metrics):
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}].metric: suite {facet!r} has no such metric "
-                f"(value: {t['metric']!r}); its metrics: "
-                f"{', '.join(m.name for m in suite.metrics)}"
-            )
-        owners = [s.name for s in EXTERNAL_SUITES.values() if base in (m.name for m in s.metrics)]
-        if owners and base not in METRIC_RANGES and facet not in owners:
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}]: {base} is a metric of suite "
-                f"{' / '.join(owners)}: name it with facet: {owners[0]} (value: facet {facet!r})"
-            )
-        for name, metrics, suite_cell, also, also_text in _SUITE_METRICS:
-            if (base in metrics) != (facet == suite_cell) and not (
-                facet == suite_cell and base in also
-            ):
-                raise FlipgateError(
-                    f"{path}: field thresholds[{i}]: {name} metrics ({', '.join(metrics)}, and "
-                    f"{also_text}) go with facet: {suite_cell} and only they do (value: metric "
-                    f"{t['metric']!r}, facet {facet!r})"
-                )
-        axis = t["metric"].partition("@")[2] if facet == DECOMPOSITION_CELL else ""
-        if axis and axis not in AXIS_NAMES:
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}].metric: unknown axis after '@' (value: "
-                f"{t['metric']!r}); known: {', '.join(AXIS_NAMES)}"
-            )
-        if (base in REGRESSION_METRICS) != (t.get("vs") == "baseline"):
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}]: regression deltas "
-                f"(delta_flip_rate, delta_accuracy, "
-                f"...) go with vs: baseline and only they do (value: metric {t['metric']!r}, "
-                f"vs {t.get('vs')!r})"
-            )
+        base, at_sign, at = t["metric"].partition("@")
+        _check_suite_metric(path, i, t, facet, base)
         if base == "delta_delta_order" and not cell.is_control and facet not in CONTROLS:
             raise FlipgateError(
                 f"{path}: field thresholds[{i}].facet: "
@@ -700,12 +611,8 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
                 f"{path}: field thresholds[{i}].facet: {t['metric']} exists only in control cells; "
                 f"name one, e.g. facet: same_ordering (value: {facet!r})"
             )
-        of = t["metric"].partition("@")[2] if odi_metric else ""
-        if of and of not in FACETS:
-            raise FlipgateError(
-                f"{path}: field thresholds[{i}].metric: unknown facet after '@' (value: "
-                f"{t['metric']!r}); known: {', '.join(sorted(FACETS))}"
-            )
+        if at_sign:
+            _check_at(path, i, t, facet, base, at)
         direction: Direction = "max" if "max" in t else "min"
         new = Threshold(
             t["metric"],

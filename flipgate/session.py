@@ -160,8 +160,9 @@ class FlipgateSession:
     def audit_config(self) -> AuditConfig:
         """models.yaml, checked with the thresholds files and options against the plan (once)."""
         if self._audit is None:
+            from flipgate import registry
             from flipgate.config import MAX_ITEMS_PER_DATASET, load_models, load_thresholds
-            from flipgate.threshold_check import check_selection, check_thresholds, plan_cells
+            from flipgate.threshold_check import check_selection, check_thresholds, gated_cells
 
             n = self.items_override
             if n is not None and not 1 <= n <= MAX_ITEMS_PER_DATASET:
@@ -174,31 +175,17 @@ class FlipgateSession:
             thresholds = self.path("--thresholds")
             for model_id in cfg.models:  # fail at collection on a malformed thresholds file
                 load_thresholds(thresholds, model_id)
-            roster, benchmarks = self._envelope_plan(cfg)
             if self.pairings is None:  # the controller checked them at configure
                 self.pairings = self.load_pairings(cfg)
-            compared = sorted({p.candidate for p in self.pairings if not p.skip})
-            self._audit = cfg  # the external suites' cases read it
+            self._audit = cfg  # the suites' gated cells read it
             try:
-                cells = plan_cells(cfg, roster, benchmarks, compared, self._external_cells())
+                cells = gated_cells(registry.suites(), self)
             finally:
                 self._audit = None
             check_selection(cfg, cells)
-            self.notes = check_thresholds(thresholds, cfg, cells)
+            self.notes = check_thresholds(thresholds, cfg, cells, registry.suites())
             self._audit = cfg
         return self._audit
-
-    def _external_cells(self) -> list:
-        """The gated cells of the suites other packages registered (every part of each)."""
-        from flipgate import registry
-        from flipgate.threshold_check import PlanCell
-
-        out = []
-        for suite in registry.external():
-            cases = suite.cases(self, None)
-            for case in cases if isinstance(cases, list) else []:
-                out += [PlanCell(m, suite.name, case.dataset, ()) for m in case.models]
-        return out
 
     def check_baseline(self) -> None:
         """A bad ``--baseline`` / ``--candidate`` is one usage-error line (exit status 4) before
@@ -232,17 +219,6 @@ class FlipgateSession:
             )
             record.check_grammar(cfg.seed)
         return pairings(cfg.models, cfg.audited("order"), record, candidate, str(cfg.path))
-
-    def _envelope_plan(self, cfg: AuditConfig) -> tuple[list[str], list[str]]:
-        """(roster, benchmark names) of the configuration envelope; none when its file cannot be
-        read (the envelope suite reports that itself when it is collected)."""
-        from flipgate.envelope.suite import envelope
-
-        try:
-            spec = envelope(self, list(cfg.models))
-        except FlipgateError:
-            return [], []
-        return spec.roster or cfg.audited("envelope"), [b.name for b in spec.benchmarks]
 
     # -- running -----------------------------------------------------------------------------
     def auditor(self) -> Auditor:

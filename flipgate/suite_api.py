@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from flipgate.audit import Auditor
@@ -56,12 +56,42 @@ class NoCases:
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """A metric a threshold may name with ``facet: <suite name>``, and the range its values
-    take (a bound outside it is refused when the thresholds file is read)."""
+    """A metric thresholds may name on a suite's cells (``facet:`` :attr:`Suite.facet`), and
+    the range its values take (a bound outside it is refused when the thresholds file is read).
+    """
 
     name: str
     low: float = -math.inf
     high: float = math.inf
+    #: what may follow ``@`` in a threshold's metric: the values it may take (e.g. the axes:
+    #: ``genuine_flip_rate@paraphrase``), ``"number"`` for a number in [0, 1] that it must have
+    #: (``cfr@0.5``), None when nothing may
+    at: tuple[str, ...] | Literal["number"] | None = None
+    #: what the ``@`` part names, for messages ("axis", "facet", "θ")
+    at_name: str = ""
+    #: a metric other cells report too (``parse_rate``): thresholds may name it with this
+    #: suite's facet, but it is not the suite's own
+    shared: bool = False
+    #: the ``vs:`` a threshold on this metric must carry, and only it may (the regression
+    #: suite's paired deltas: ``baseline``)
+    vs: str | None = None
+
+
+@dataclass(frozen=True)
+class GatedCell:
+    """A cell of models.yaml's whole plan that thresholds may select (the collection-time check
+    that no threshold gates nothing): ``cell`` is what a threshold's ``facet:`` names, ``part``
+    what a metric's ``@`` selects (a decomposition axis; None: ``@`` selects no cell)."""
+
+    model: str
+    cell: str
+    dataset: str
+    readouts: tuple[str, ...] = ()
+    #: "baseline" for a regression comparison of the cell (docs/definitions.md §11)
+    vs: str | None = None
+    part: str | None = None
+    #: a panel-wide cell (the ODI fit): it alone does not give a model a check
+    panel: bool = False
 
 
 class Cell(Protocol):
@@ -135,7 +165,10 @@ class Suite(Protocol):
     #: JSON Schema of ``audit.<config_key>``, merged into models.yaml's schema (None: the
     #: shipped schema already describes it)
     schema: dict | None
-    #: the metrics thresholds may name with ``facet: <name>``
+    #: the value of a threshold's ``facet:`` that selects its cells; None when thresholds name
+    #: its metrics on the facets' cells (the order suite; the regression suite's ``vs: baseline``)
+    facet: str | None
+    #: the metrics thresholds may name on its cells
     metrics: tuple[MetricSpec, ...]
     #: the folders under the project root whose test modules run it; the cost guard prices a
     #: suite only when the run may collect one of them (every suite when none exists)
@@ -154,6 +187,11 @@ class Suite(Protocol):
         spread over several modules gets the module's ``PART`` (e.g. the order suite's facet;
         None when the module declares none) and returns that part's cells; an unknown part is a
         FlipgateError. ``part=None`` asks for every part (the thresholds check)."""
+        ...
+
+    def gated(self, ctx: SuiteContext) -> list[GatedCell]:
+        """Its cells over models.yaml's whole plan (not the ``-k`` selection), for the
+        collection-time check of the thresholds files: a threshold must select one of them."""
         ...
 
     def cell(self, ctx: SuiteContext, param: Any, auditor: Auditor, capture_manager: Any) -> Cell:

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from flipgate.suite_api import Case, NoCases, Plan, SuiteContext
+from flipgate.suite_api import Case, GatedCell, NoCases, Plan, SuiteContext
 
 
 class TypedCardSection:
@@ -67,6 +67,10 @@ class DeclaredPlanSuite(TypedCardSection, ABC):
         capture manager)`` (imported when a cell is first made)."""
 
     @abstractmethod
+    def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
+        """One model's cells that thresholds may select."""
+
+    @abstractmethod
     def planned_trials(self, ctx: SuiteContext, plan: Any, param: Any) -> Plan:
         """The trials a case records (the live progress display)."""
 
@@ -94,6 +98,13 @@ class DeclaredPlanSuite(TypedCardSection, ABC):
 
     def planned(self, ctx: SuiteContext, param: Any) -> Plan:
         return self.planned_trials(ctx, self.declared(ctx), param)
+
+    def gated(self, ctx: SuiteContext) -> list[GatedCell]:
+        cfg = ctx.audit_config()
+        plan = self.plan_of(cfg)
+        if plan is None:
+            return []
+        return [c for m in cfg.audited(self.name) for c in self.gated_cells(cfg, plan, m)]
 
     def project(self, ctx: SuiteContext, auditor: Any, ledger: Any) -> list:
         cfg = ctx.audit_config()

@@ -2,68 +2,28 @@
 
 A threshold whose selectors (``facet``, ``dataset``, ``readout``, ``model``) match no cell of the
 plan would gate nothing, so the run would pass however bad the model: a typo must never silently
-disable a gate. The plan is models.yaml's (not the ``-k`` selection): every model's order cells
-(facets and controls × datasets × the readouts the model gives on that facet), the ODI panel, the
-envelope's benchmarks for its roster, the decomposition, judge consensus and continuity cells,
-and each
-regression candidate's order cells (``vs: baseline``). Thresholds of a whole suite the plan does
-not run (e.g. ``facet: envelope`` when no model is in the envelope roster) are not errors: nothing
-runs that they could gate. Override files must be named after a model of the roster.
+disable a gate. The plan is models.yaml's (not the ``-k`` selection): every registered suite's
+gated cells (flipgate.suite_api.Suite.gated). Thresholds of a whole suite the plan does not run
+(e.g. ``facet: envelope`` when no model is in the envelope roster) are not errors: nothing runs
+that they could gate. Override files must be named after a model of the roster.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.cell import Cell
-from flipgate.config import (
-    CONTINUITY_CELL,
-    DECOMPOSITION_CELL,
-    ENVELOPE_CELL,
-    JUDGE_CELL,
-    ODI_CELL,
-    AuditConfig,
-    Threshold,
-    parse_thresholds,
-    suite_cells,
-    threshold_files,
-)
+from flipgate.config import AuditConfig, Threshold, parse_thresholds, threshold_files
 from flipgate.facets import readouts_for
+from flipgate.suite_api import GatedCell, Suite
 
 
-@dataclass(frozen=True)
-class PlanCell:
-    """One gated cell of the plan: a model's facet/control/suite cell on a dataset."""
-
-    model: str
-    cell: str
-    dataset: str
-    readouts: tuple[str, ...]
-    #: "baseline" for a regression comparison of the cell (docs/definitions.md §11)
-    vs: str | None = None
-    #: the perturbation axis of a decomposition cell (docs/definitions.md §8)
-    axis: str | None = None
-
-
-def _suite(cell_or_facet: str | None, vs: str | None = None) -> str:
-    if vs is not None:
-        return "regression"
-    return cell_or_facet if cell_or_facet in suite_cells() else "order"
-
-
-def plan_cells(
-    cfg: AuditConfig,
-    envelope_roster: Sequence[str] = (),
-    envelope_benchmarks: Sequence[str] = (),
-    compared: Sequence[str] = (),
-    external: Sequence[PlanCell] = (),
-) -> list[PlanCell]:
-    """Every cell the plan gates (see module docstring); ``compared``: the candidates of the
-    regression suite; ``external``: the cells of suites other packages registered."""
+def facet_cells(cfg: AuditConfig) -> list[GatedCell]:
+    """Every facet and control cell of every order-suite model, with the readouts the model
+    gives on that facet (the order suite's gated cells, and the regression suite's)."""
     out = []
     for model_id in cfg.audited("order"):
         model = cfg.models[model_id]
@@ -74,45 +34,38 @@ def plan_cells(
                 )[0]
             except FlipgateError:  # the cell itself reports this when it runs
                 readouts = model["readouts"]
-            out.append(PlanCell(model_id, cell, dataset, tuple(readouts)))
-            if model_id in compared:
-                out.append(PlanCell(model_id, cell, dataset, tuple(readouts), "baseline"))
-        out.append(PlanCell(model_id, ODI_CELL, ODI_CELL, ()))
-    for model_id in envelope_roster:
-        out += [PlanCell(model_id, ENVELOPE_CELL, b, ()) for b in envelope_benchmarks]
-    plan = cfg.plans.get("readouts")
-    if plan is not None:
-        out += [
-            PlanCell(model_id, DECOMPOSITION_CELL, spec.name, plan.readouts, axis=axis)
-            for model_id in cfg.audited("readouts")
-            for spec in plan.datasets
-            for axis in plan.axes
-        ]
-    judges = cfg.plans.get("judges")
-    if judges is not None:
-        out += [
-            PlanCell(m, JUDGE_CELL, spec.name, (judges.readout_for(cfg.models[m]),))
-            for m in cfg.audited("judges")
-            for spec in judges.datasets
-        ]
-    sweeps = cfg.plans.get("continuity")
-    if sweeps is not None:  # an estimator is the cell's "readout"
-        out += [
-            PlanCell(m, CONTINUITY_CELL, sweep, sweeps.estimators)
-            for m in cfg.audited("continuity")
-            for sweep in sweeps.sweeps
-        ]
-    return out + list(external)
+            out.append(GatedCell(model_id, cell, dataset, tuple(readouts)))
+    return out
 
 
-def check_selection(cfg: AuditConfig, cells: list[PlanCell]) -> None:
+def suite_of(t: Threshold, suites: Sequence[Suite]) -> str:
+    """The suite whose cells ``t`` names: the one with its ``vs:`` metric, else the one whose
+    ``facet:`` it is, else the one that owns its metric (the facets' metrics: the order suite)."""
+    base = t.metric.partition("@")[0]
+    for suite in suites:
+        if t.vs is not None and any(m.name == base and m.vs == t.vs for m in suite.metrics):
+            return suite.name
+    for suite in suites:
+        if t.vs is None and suite.facet is not None and suite.facet == t.facet:
+            return suite.name
+    for suite in suites:
+        if any(m.name == base and not m.shared and m.vs == t.vs for m in suite.metrics):
+            return suite.name
+    return "?"
+
+
+def gated_cells(suites: Sequence[Suite], ctx) -> list[tuple[str, GatedCell]]:
+    """Every cell the plan gates, with the suite it belongs to."""
+    return [(s.name, c) for s in suites for c in s.gated(ctx)]
+
+
+def check_selection(cfg: AuditConfig, cells: list[tuple[str, GatedCell]]) -> None:
     """Raise a FlipgateError naming every model of models.yaml that the plan gives no cell to
     (its ``suites:``, ``facets:`` and ``datasets:`` select nothing): its cells would all be
     skipped and the run would pass without checking it. A model that only judges (``audit.judge``,
     the decomposition's judge) is exempt."""
-    decomposition = cfg.plans.get("readouts")
-    judges = {cfg.judge} | ({decomposition.judge_model} if decomposition is not None else set())
-    selected = {c.model for c in cells if c.cell != ODI_CELL}
+    judges = cfg.judge_models()
+    selected = {c.model for _, c in cells if not c.panel}
     unselected = [
         f"field models[{i}] (id {m!r}): suites {cfg.models[m]['suites']}"
         + "".join(
@@ -132,34 +85,37 @@ def check_selection(cfg: AuditConfig, cells: list[PlanCell]) -> None:
         )
 
 
-def matches(t: Threshold, c: PlanCell, order_datasets: set[str]) -> bool:
+def matches(t: Threshold, c: GatedCell) -> bool:
     """Whether threshold ``t`` gates plan cell ``c``."""
     if t.model not in (None, c.model) or t.vs != c.vs:
         return False
-    if t.facet == ODI_CELL:  # ODI narrows by dataset inside the fit (mean |δ| per cell)
-        return c.cell == ODI_CELL and (t.dataset is None or t.dataset in order_datasets)
-    if t.facet == DECOMPOSITION_CELL and t.metric.partition("@")[2] not in ("", c.axis):
+    at = t.metric.partition("@")[2]
+    if at and c.part is not None and at != c.part:  # e.g. genuine_flip_rate@paraphrase: one axis
         return False
     return t.applies(c.cell, c.dataset) and (
         t.readout is None or not c.readouts or t.readout in c.readouts
     )
 
 
-def _cells_text(cells: list[PlanCell]) -> str:
+def _cells_text(cells: list[GatedCell]) -> str:
     by_cell = defaultdict(set)
     for c in cells:
         by_cell[c.cell].add(c.dataset)
     return "; ".join(f"{cell} × {', '.join(sorted(ds))}" for cell, ds in sorted(by_cell.items()))
 
 
-def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCell]) -> list[str]:
+def check_thresholds(
+    directory: Path | str,
+    cfg: AuditConfig,
+    cells: list[tuple[str, GatedCell]],
+    suites: Sequence[Suite],
+) -> list[str]:
     """Raise a FlipgateError naming every threshold that selects nothing, every ``model:`` and
     override file naming no roster model; return notes on thresholds of suites the plan does not
     run."""
     directory = Path(directory)
     roster = sorted(cfg.models)
-    order_datasets = {c.dataset for c in cells if c.cell not in suite_cells()}
-    suites_run = {_suite(c.cell, c.vs) for c in cells}
+    suites_run = {name for name, _ in cells}
     errors, notes = [], []
     files: list[tuple[Path, str | None]] = [(directory / "default.yaml", None)]
     for path in threshold_files(directory):
@@ -180,13 +136,12 @@ def check_thresholds(directory: Path | str, cfg: AuditConfig, cells: list[PlanCe
                     f"models: {', '.join(roster)}"
                 )
                 continue
-            if _suite(t.facet, t.vs) not in suites_run:
-                notes.append(
-                    f"{where}: not applicable, the plan runs no {_suite(t.facet, t.vs)} suite"
-                )
+            suite = suite_of(t, suites)
+            if suite not in suites_run:
+                notes.append(f"{where}: not applicable, the plan runs no {suite} suite")
                 continue
-            mine = [c for c in cells if owner in (None, c.model)]
-            if not any(matches(t, c, order_datasets) for c in mine):
+            mine = [c for _, c in cells if owner in (None, c.model)]
+            if not any(matches(t, c) for c in mine):
                 errors.append(
                     f"{where}: selects no cell of this audit (selectors: "
                     f"{', '.join(f'{k}={v!r}' for k, v in t.selectors.items()) or 'none'}); "

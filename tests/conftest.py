@@ -269,3 +269,32 @@ def serve():
     yield start
     for server in started:
         server.stop()
+
+
+class PlanOnly:
+    """A SuiteContext of models.yaml alone, without a pytest session: no envelope file, no
+    baseline (what the thresholds check sees of a run without --envelope or --baseline)."""
+
+    def __init__(self, cfg):
+        self.cfg, self.pairings, self._memo = cfg, [], {}
+
+    def audit_config(self):
+        return self.cfg
+
+    def memo(self, key, make):
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    def path(self, option):
+        from flipgate import FlipgateError
+
+        raise FlipgateError(f"option {option}: not given")
+
+
+def threshold_plan(cfg) -> tuple[list, list]:
+    """(gated cells, suites) of ``cfg``'s plan, for flipgate.threshold_check.check_thresholds."""
+    from flipgate import registry
+    from flipgate.threshold_check import gated_cells
+
+    return gated_cells(registry.suites(), PlanOnly(cfg)), registry.suites()

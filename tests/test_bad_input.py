@@ -415,13 +415,14 @@ def test_suites_the_plan_does_not_run_leave_their_thresholds_inert(tmp_path, cap
 
 
 def test_thresholds_of_suites_not_run_are_noted(tmp_path):
+    from conftest import threshold_plan
     from flipgate.config import load_models
-    from flipgate.threshold_check import check_thresholds, plan_cells
+    from flipgate.threshold_check import check_thresholds
 
     (tmp_path / "models.yaml").write_text(MODELS)
     cfg = load_models(tmp_path / "models.yaml")
-    notes = check_thresholds(REPO / "thresholds", cfg, plan_cells(cfg))  # no envelope roster
-    suites = ("no envelope", "no regression", "no decomposition", "no judge", "no continuity")
+    notes = check_thresholds(REPO / "thresholds", cfg, *threshold_plan(cfg))  # no envelope roster
+    suites = ("no envelope", "no regression", "no readouts", "no judges", "no continuity")
     assert notes and all(any(s in n for s in suites) for n in notes)
     assert any("rho_flip_max" in n for n in notes) and any("delta_flip_rate" in n for n in notes)
 

@@ -154,3 +154,40 @@ def test_threshold_without_facet_skips_controls(tmp_path):
     assert ts.for_cell("option_order", "mmlu") and not ts.for_cell(
         "same_ordering:option_order", "mmlu"
     )
+
+
+@pytest.mark.parametrize(
+    "threshold,message",
+    [
+        # a facet metric takes no '@' part: it would select nothing
+        ("{metric: flip_rate@paraphrase, facet: option_order, max: 0.5}", "takes no '@' part"),
+        ("{metric: tau_r@x, facet: envelope, min: 0.5}", "'tau_r@x' is not valid"),  # schema
+        ("{metric: sigma_pi@colour_order, facet: odi, max: 0.5}", "unknown facet after '@'"),
+        ("{metric: artifact@label_sets, facet: decomposition, max: 0.5}", "unknown axis after '@'"),
+        ("{metric: cfr, facet: envelope, max: 0.5}", "field thresholds[0].metric"),  # cfr@θ only
+        ("{metric: consensus_gain, facet: judge, max: 1.5}", "outside the range of consensus_gain"),
+        ("{metric: delta_flip_rate, max: 0.1}", "go with vs: baseline and only they do"),
+        ("{metric: sdi, facet: odi, max: 0.1}", "envelope metrics (sdi, cfr,"),
+    ],
+)
+def test_thresholds_are_checked_against_the_suites_metric_specs(tmp_path, threshold, message):
+    """Every suite declares its metrics (range, what may follow '@', its facet or vs:); the
+    thresholds files are checked against those declarations alone."""
+    write(tmp_path / "default.yaml", f"thresholds:\n  - {threshold}\n")
+    with pytest.raises(FlipgateError) as err:
+        load_thresholds(tmp_path, "m1")
+    assert str(err.value).startswith(str(tmp_path / "default.yaml")), str(err.value)
+    assert message in str(err.value), str(err.value)
+
+
+def test_the_thresholds_schema_takes_every_suites_metrics():
+    from flipgate import registry
+    from flipgate.config import _schema
+
+    metric = _schema("thresholds")["properties"]["thresholds"]["items"]["properties"]["metric"]
+    names = set(metric["anyOf"][0]["enum"])
+    for suite in registry.suites():
+        for spec in suite.metrics:
+            assert spec.at == "number" or spec.name in names, (suite.name, spec.name)
+    patterns = [p["pattern"] for p in metric["anyOf"][1:]]
+    assert r"^cfr@(0(\.[0-9]+)?|1(\.0+)?)$" in patterns and "^sigma_pi@[a-z0-9_]+$" in patterns

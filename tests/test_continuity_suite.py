@@ -150,8 +150,9 @@ def test_bad_continuity_configuration_names_the_field(tmp_path, section, needle)
     ],
 )
 def test_bad_continuity_threshold_names_the_file_and_field(tmp_path, threshold, needle):
+    from conftest import threshold_plan
     from flipgate import FlipgateError
-    from flipgate.threshold_check import check_thresholds, plan_cells
+    from flipgate.threshold_check import check_thresholds
 
     models = models_yaml(
         tmp_path / "models.yaml",
@@ -161,7 +162,7 @@ def test_bad_continuity_threshold_names_the_file_and_field(tmp_path, threshold, 
     write(tmp_path / "thresholds" / "default.yaml", f"thresholds:\n  - {threshold}\n")
     cfg = load_models(models)
     with pytest.raises(FlipgateError) as err:
-        check_thresholds(tmp_path / "thresholds", cfg, plan_cells(cfg))
+        check_thresholds(tmp_path / "thresholds", cfg, *threshold_plan(cfg))
     assert "default.yaml" in str(err.value) and needle in str(err.value), str(err.value)
 
 

@@ -312,21 +312,23 @@ models:
     ],
 )
 def test_bad_decomposition_config_names_file_and_field(tmp_path, models, thresholds, needle):
+    from conftest import threshold_plan
     from flipgate import FlipgateError
     from flipgate.config import load_models
-    from flipgate.threshold_check import check_thresholds, plan_cells
+    from flipgate.threshold_check import check_thresholds
 
     path = write(tmp_path / "models.yaml", models)
     write(tmp_path / "th" / "default.yaml", f"thresholds: {thresholds}\n")
     with pytest.raises(FlipgateError) as err:
         cfg = load_models(path)
-        check_thresholds(tmp_path / "th", cfg, plan_cells(cfg))
+        check_thresholds(tmp_path / "th", cfg, *threshold_plan(cfg))
     assert needle in str(err.value)
 
 
 def test_decomposition_thresholds_select_declared_axes(tmp_path):
+    from conftest import threshold_plan
     from flipgate.config import load_models
-    from flipgate.threshold_check import check_thresholds, plan_cells
+    from flipgate.threshold_check import check_thresholds
 
     cfg = load_models(write(tmp_path / "models.yaml", DECOMPOSED))
     assert cfg.plans["readouts"].readouts == ("regex", "letter_logprob", "cloze")
@@ -336,7 +338,7 @@ def test_decomposition_thresholds_select_declared_axes(tmp_path):
         "  - {metric: parse_rate, facet: decomposition, readout: regex, min: 0.8}\n"
         "  - {metric: flip_rate, max: 0.3}\n",
     )
-    assert check_thresholds(tmp_path / "th", cfg, plan_cells(cfg)) == []
+    assert check_thresholds(tmp_path / "th", cfg, *threshold_plan(cfg)) == []
 
 
 def test_judge_gate_stops_a_first_position_judge_and_passes_a_faithful_one(tmp_path):

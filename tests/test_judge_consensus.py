@@ -541,8 +541,9 @@ models:
     ],
 )
 def test_bad_judge_config_names_file_and_field(tmp_path, audit, thresholds, needle):
+    from conftest import threshold_plan
     from flipgate.config import load_models
-    from flipgate.threshold_check import check_thresholds, plan_cells
+    from flipgate.threshold_check import check_thresholds
 
     path = write(
         tmp_path / "models.yaml", f"audit:\n  {audit}\n" + JUDGE_MODEL if audit else JUDGE_MODEL
@@ -550,5 +551,5 @@ def test_bad_judge_config_names_file_and_field(tmp_path, audit, thresholds, need
     write(tmp_path / "th" / "default.yaml", f"thresholds: {thresholds}\n")
     with pytest.raises(FlipgateError) as err:
         cfg = load_models(path)
-        check_thresholds(tmp_path / "th", cfg, plan_cells(cfg))
+        check_thresholds(tmp_path / "th", cfg, *threshold_plan(cfg))
     assert needle in str(err.value) and str(tmp_path) in str(err.value)

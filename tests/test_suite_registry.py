@@ -208,8 +208,8 @@ def test_a_threshold_naming_a_metric_the_suite_lacks_is_a_usage_error(tiny_model
     proc, out = _run(project, "--items-per-dataset", "2", "--collect-only")
     assert proc.returncode == USAGE_ERROR, out[-3000:]
     assert (
-        "field thresholds[3].metric: suite 'first_label' has no such metric (value: 'flip_rate'); "
-        "its metrics: first_label_rate"
+        "field thresholds[3]: first_label metrics (first_label_rate) go with facet: first_label "
+        "and only they do (value: metric 'flip_rate', facet 'first_label')"
     ) in out
     assert "Traceback" not in out
 

@@ -52,12 +52,13 @@ from flipgate.cards.model import (
     Template,
 )
 from flipgate.cell import Cell
-from flipgate.config import CONTINUITY_CELL, JUDGE_CELL
 from flipgate.continuity.record import ContinuityRecord
+from flipgate.continuity.suite import CONTINUITY_CELL
 from flipgate.decomposition.record import DecompositionRecord
 from flipgate.facets import FACETS, readouts_for
 from flipgate.hashing import sha256_text
 from flipgate.judges.record import JudgeRecord
+from flipgate.judges.suite import JUDGE_CELL
 from flipgate.markdown_text import md_escape
 from flipgate.results import CellSummary, Verdict
 from flipgate.store import TrialStore

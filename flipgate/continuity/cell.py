@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from flipgate.audit import Auditor
-from flipgate.config import CONTINUITY_CELL, ThresholdSet
+from flipgate.config import ThresholdSet
 from flipgate.continuity.allure import report_continuity
 from flipgate.continuity.plan import ContinuityPlan
 from flipgate.continuity.record import ContinuityRecord
 from flipgate.continuity.run import EstimatorUnavailable, SweepRunner
+from flipgate.continuity.suite import CONTINUITY_CELL
 from flipgate.continuity.sweeps import SWEEPS
 from flipgate.gate import evaluate
 from flipgate.metrics.continuity import continuity

@@ -13,7 +13,6 @@ from filelock import FileLock
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.backends.base import Output, Request
-from flipgate.config import CONTINUITY_CELL
 from flipgate.continuity.estimators import (
     answer_probabilities,
     cluster_key,
@@ -22,6 +21,7 @@ from flipgate.continuity.estimators import (
     logprob_uncertainty,
 )
 from flipgate.continuity.plan import ContinuityPlan
+from flipgate.continuity.suite import CONTINUITY_CELL
 from flipgate.continuity.sweeps import SWEEPS, SweepInput, SweepSpec, generate
 from flipgate.files import atomic_write
 from flipgate.hashing import sha256_bytes, sha256_text

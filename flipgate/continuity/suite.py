@@ -5,15 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from flipgate.config import CONTINUITY_METRICS, metric_range
-from flipgate.suite_api import Case, MetricSpec, Plan, SuiteContext
+from flipgate.suite_api import Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
+
+#: the continuity cells' name (``facet: continuity`` in thresholds; trials: continuity[...])
+CONTINUITY_CELL = "continuity"
+CONTINUITY_METRICS = (
+    MetricSpec("l_local", 0.0, 1.0),
+    MetricSpec("l_global", 0.0, 1.0),
+    MetricSpec("abstention_auc", 0.0, 1.0),
+    MetricSpec("accuracy", 0.0, 1.0, shared=True),
+    MetricSpec("parse_rate", 0.0, 1.0, shared=True),
+)
 
 
 class ContinuitySuite(DeclaredPlanSuite):
     name = "continuity"
     config_key = "continuity"
-    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in CONTINUITY_METRICS)
+    facet = CONTINUITY_CELL
+    metrics = CONTINUITY_METRICS
     schema = schema_beside(__file__)
     test_dirs = ("suites/continuity",)
 
@@ -30,6 +40,10 @@ class ContinuitySuite(DeclaredPlanSuite):
         group = f"{model_id}/continuity/{sweep}"  # answers (through the response cache)
         case_id = f"{model_id}-{sweep}-{estimator}"
         return Case((model_id, sweep, estimator), case_id, group, (model_id,), sweep)
+
+    def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
+        # an estimator is the cell's "readout"
+        return [GatedCell(model_id, CONTINUITY_CELL, s, plan.estimators) for s in plan.sweeps]
 
     def cell_class(self) -> Any:
         from flipgate.continuity.cell import ContinuityCell

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from flipgate.audit import Auditor
-from flipgate.config import DECOMPOSITION_CELL
 from flipgate.decomposition.allure import report_decomposition
 from flipgate.decomposition.gate import gate
 from flipgate.decomposition.plan import DecompositionPlan
 from flipgate.decomposition.record import DecompositionRecord
 from flipgate.decomposition.run import DecompositionRunner, axis_cell
+from flipgate.decomposition.suite import DECOMPOSITION_CELL
 from flipgate.judge.choice import judge_gate, load_agreement_set
 from flipgate.metrics.decomposition import decompose
 from flipgate.paraphrases import ParaphraseStore

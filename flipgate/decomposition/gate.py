@@ -6,7 +6,8 @@ names). ``<metric>@<axis>`` gates one axis only."""
 
 from __future__ import annotations
 
-from flipgate.config import DECOMPOSITION_CELL, ThresholdSet
+from flipgate.config import ThresholdSet
+from flipgate.decomposition.suite import DECOMPOSITION_CELL
 from flipgate.gate import evaluate
 from flipgate.metrics.decomposition import AxisDecomposition
 from flipgate.results import Verdict

@@ -48,6 +48,8 @@ class DecompositionPlan:
                 f"{where}.judge.model: no model with this id (value: {judge_model!r}); "
                 f"models: {', '.join(config.models)}"
             )
+        if judge_model is not None:
+            config.suite_judges.add(judge_model)  # it judges, so it needs no cell of its own
         datasets = tuple(
             DatasetSpec.parse(d, f"{where}.datasets[{j}]") for j, d in enumerate(spec["datasets"])
         )

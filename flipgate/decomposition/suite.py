@@ -5,16 +5,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from flipgate.config import DECOMPOSITION_METRICS, metric_range
+from flipgate.axes import AXIS_NAMES
 from flipgate.decomposition.plan import SUITE_NAME
-from flipgate.suite_api import Case, MetricSpec, Plan, SuiteContext
+from flipgate.suite_api import Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
+
+#: the decomposition cells' name (``facet: decomposition`` in thresholds)
+DECOMPOSITION_CELL = "decomposition"
+DECOMPOSITION_METRICS = (
+    MetricSpec("genuine_flip_rate", 0.0, 1.0, at=AXIS_NAMES, at_name="axis"),
+    MetricSpec("artifact", -1.0, 1.0, at=AXIS_NAMES, at_name="axis"),
+    MetricSpec("artifact_share", 0.0, 1.0, at=AXIS_NAMES, at_name="axis"),
+    MetricSpec("flip_rate", 0.0, 1.0, shared=True, at=AXIS_NAMES, at_name="axis"),  # per readout
+    MetricSpec("parse_rate", 0.0, 1.0, shared=True, at=AXIS_NAMES, at_name="axis"),
+)
 
 
 class DecompositionSuite(DeclaredPlanSuite):
     name = SUITE_NAME
     config_key = "decomposition"
-    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in DECOMPOSITION_METRICS)
+    facet = DECOMPOSITION_CELL
+    metrics = DECOMPOSITION_METRICS
     schema = schema_beside(__file__)
     test_dirs = ("suites/readouts",)
 
@@ -31,6 +42,13 @@ class DecompositionSuite(DeclaredPlanSuite):
         group = f"{model_id}/decomposition/{dataset}"  # variant is one call
         case_id = f"{model_id}-{dataset}-{axis}"
         return Case((model_id, dataset, axis), case_id, group, (model_id,), dataset)
+
+    def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
+        return [
+            GatedCell(model_id, DECOMPOSITION_CELL, spec.name, plan.readouts, part=axis)
+            for spec in plan.datasets
+            for axis in plan.axes
+        ]
 
     def cell_class(self) -> Any:
         from flipgate.decomposition.cell import DecompositionCell

@@ -3,11 +3,27 @@ envelope file (``--envelope``) over its roster."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from flipgate.config import ENVELOPE_METRICS, metric_range
-from flipgate.suite_api import Case, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate import FlipgateError
+from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
 from flipgate.suite_base import TypedCardSection
+
+#: the envelope's cell name (``facet: envelope`` in thresholds)
+ENVELOPE_CELL = "envelope"
+ENVELOPE_METRICS = (
+    MetricSpec("sdi", 0.0, math.inf),
+    MetricSpec("cfr", 0.0, 1.0, at="number", at_name="θ"),  # cfr@θ, e.g. cfr@0.5
+    MetricSpec("score_min", 0.0, 1.0),
+    MetricSpec("score_mean", 0.0, 1.0),
+    MetricSpec("score_max", 0.0, 1.0),
+    MetricSpec("rho_flip_max", 0.0, 1.0),
+    MetricSpec("strict_disagreement_max", 0.0, 1.0),
+    MetricSpec("tau_r", -1.0, 1.0),
+    MetricSpec("total_order_mismatch", 0.0, 1.0),
+    MetricSpec("orderings_reached", 1.0, math.inf),
+)
 
 
 def envelope(ctx: SuiteContext, models: list[str] | None = None):
@@ -27,7 +43,8 @@ class EnvelopeSuite(TypedCardSection):
     name = "envelope"
     config_key = None  # its own file, --envelope (flipgate/config_schemas/envelope.schema.json)
     schema = None
-    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in ENVELOPE_METRICS)
+    facet = ENVELOPE_CELL
+    metrics = ENVELOPE_METRICS
     test_dirs = ("suites/benchmarks",)
     piloted = False
 
@@ -45,6 +62,17 @@ class EnvelopeSuite(TypedCardSection):
             Case(spec, spec.name, f"envelope-{spec.name}", dataset=spec.name, rank=0)
             for spec in envelope(ctx).benchmarks
         ]
+
+    def gated(self, ctx: SuiteContext) -> list[GatedCell]:
+        """Each benchmark of the envelope file for each model of its roster; none when the file
+        cannot be read (the suite reports that itself when it is collected)."""
+        cfg = ctx.audit_config()
+        try:
+            spec = envelope(ctx, list(cfg.models))
+        except FlipgateError:
+            return []
+        models = spec.roster or cfg.audited("envelope")
+        return [GatedCell(m, ENVELOPE_CELL, b.name) for m in models for b in spec.benchmarks]
 
     def cell(self, ctx: SuiteContext, param: Any, auditor, capture_manager: Any):
         from flipgate.envelope.cell import EnvelopeCell

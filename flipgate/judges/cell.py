@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from flipgate.audit import Auditor
-from flipgate.config import JUDGE_CELL, ThresholdSet
+from flipgate.config import ThresholdSet
 from flipgate.gate import evaluate
 from flipgate.judges.allure import report_judge
 from flipgate.judges.plan import JudgePlan
 from flipgate.judges.record import JudgeRecord
 from flipgate.judges.run import JudgeRunner
+from flipgate.judges.suite import JUDGE_CELL
 from flipgate.metrics.judging import judge_consensus
 from flipgate.results import Verdict
 from flipgate.suite import assert_verdicts, live_output, measure_cell

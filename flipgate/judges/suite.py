@@ -5,15 +5,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from flipgate.config import JUDGE_CELL, JUDGE_METRICS, metric_range
-from flipgate.suite_api import Case, MetricSpec, Plan, SuiteContext
+from flipgate.suite_api import Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
+
+#: the judge consensus cell's name (``facet: judge`` in thresholds, the trials' facet)
+JUDGE_CELL = "judge"
+JUDGE_METRICS = (
+    MetricSpec("judge_flip_rate", 0.0, 1.0),
+    MetricSpec("direct_accuracy", 0.0, 1.0),
+    MetricSpec("consensus_accuracy", 0.0, 1.0),
+    MetricSpec("consensus_gain", -1.0, 1.0),
+    MetricSpec("direct_macro_accuracy", 0.0, 1.0),
+    MetricSpec("consensus_macro_accuracy", 0.0, 1.0),
+    MetricSpec("parse_rate", 0.0, 1.0, shared=True),
+)
 
 
 class JudgesSuite(DeclaredPlanSuite):
     name = "judges"
     config_key = "judges"
-    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in JUDGE_METRICS)
+    facet = JUDGE_CELL
+    metrics = JUDGE_METRICS
     schema = schema_beside(__file__)
     test_dirs = ("suites/judges",)
 
@@ -29,6 +41,10 @@ class JudgesSuite(DeclaredPlanSuite):
         (dataset,) = key  # each its own group: different prompts, nothing shared
         group = f"{model_id}/judge/{dataset}"
         return Case((model_id, dataset), f"{model_id}-{dataset}", group, (model_id,), dataset)
+
+    def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
+        readout = plan.readout_for(config.models[model_id])  # the cell's one readout
+        return [GatedCell(model_id, JUDGE_CELL, s.name, (readout,)) for s in plan.datasets]
 
     def cell_class(self) -> Any:
         from flipgate.judges.cell import JudgeCell

@@ -5,8 +5,9 @@ declares its own."""
 
 from __future__ import annotations
 
-from flipgate.config import ODI_CELL, Threshold, ThresholdSet
+from flipgate.config import Threshold, ThresholdSet
 from flipgate.gate import evaluate
+from flipgate.odi.suite import ODI_CELL
 from flipgate.results import Direction, Verdict, estimates
 
 #: diagnostic metric -> (direction, docs/definitions.md §4 default bound)

@@ -3,20 +3,37 @@ trials."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from flipgate.cell import Cell
-from flipgate.config import ODI_METRICS, metric_range
+from flipgate.facets import FACETS
 from flipgate.progress import cell_plan
-from flipgate.suite_api import Case, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
 from flipgate.suite_base import TypedCardSection
+
+#: the ODI fit's cell name (``facet: odi`` in thresholds)
+ODI_CELL = "odi"
+_INF = math.inf
+_FACETS = tuple(sorted(FACETS))  # e.g. sigma_pi@option_order
+#: posterior quantities (``@<facet>`` selects one facet) and fit diagnostics
+ODI_METRICS = (
+    MetricSpec("sigma_pi", 0.0, _INF, at=_FACETS, at_name="facet"),
+    MetricSpec("sigma_delta", 0.0, _INF, at=_FACETS, at_name="facet"),
+    MetricSpec("mean_abs_delta", 0.0, _INF, at=_FACETS, at_name="facet"),
+    MetricSpec("rhat_max", 1.0, _INF),
+    MetricSpec("ess_bulk_min", 0.0, _INF),
+    MetricSpec("ess_tail_min", 0.0, _INF),
+    MetricSpec("divergences", 0.0, _INF),
+)
 
 
 class ODISuite(TypedCardSection):
     name = "odi"
     config_key = None  # audit.odi, described by the shipped schema
     schema = None
-    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in ODI_METRICS)
+    facet = ODI_CELL
+    metrics = ODI_METRICS
     test_dirs = ("suites/analysis",)
     piloted = False
 
@@ -27,6 +44,14 @@ class ODISuite(TypedCardSection):
         ctx.audit_config()  # a bad models.yaml is the collection error
         # its own group, since it reads every model; scheduled last
         return [Case("order", "order-facets", "odi", rank=3)]
+
+    def gated(self, ctx: SuiteContext) -> list[GatedCell]:
+        """The panel's fit, per order-suite model on every dataset of the order plan (a
+        threshold's ``dataset:`` narrows it to that dataset's cells)."""
+        cfg = ctx.audit_config()
+        models = cfg.audited("order")
+        datasets = sorted({d for m in models for _, d in cfg.cells(m)})
+        return [GatedCell(m, ODI_CELL, d, panel=True) for m in models for d in datasets]
 
     def cell(self, ctx: SuiteContext, param: Any, auditor, capture_manager: Any):
         from flipgate.odi.cell import ODICell

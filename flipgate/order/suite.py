@@ -7,19 +7,21 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.cell import Cell, cell_group
-from flipgate.config import CONTROL_METRICS, FACET_METRICS, metric_range
+from flipgate.config import CONTROL_METRICS, FACET_METRIC_RANGES, FACET_METRICS
 from flipgate.facets import CONTROLS, FACETS, get_facet
 from flipgate.facets.short_answer import ShortAnswerFacet
 from flipgate.progress import cell_plan
-from flipgate.suite_api import Case, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
 from flipgate.suite_base import TypedCardSection
+from flipgate.threshold_check import facet_cells
 
 
 class OrderSuite(TypedCardSection):
     name = "order"
     config_key = None  # audit.facets and audit.controls, described by the shipped schema
     schema = None
-    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in FACET_METRICS + CONTROL_METRICS)
+    facet = None  # thresholds name its facets and controls (facet: option_order, ...)
+    metrics = tuple(MetricSpec(m, *FACET_METRIC_RANGES[m]) for m in FACET_METRICS + CONTROL_METRICS)
     test_dirs = ("suites/facets", "suites/controls")
     piloted = True
 
@@ -74,6 +76,9 @@ class OrderSuite(TypedCardSection):
 
         name, model_id, dataset = param
         return FlipCell(auditor, ctx.thresholds_dir, name, model_id, dataset, capture_manager)
+
+    def gated(self, ctx: SuiteContext) -> list[GatedCell]:
+        return facet_cells(ctx.audit_config())
 
     def planned(self, ctx: SuiteContext, param: Any) -> Plan:
         cell, model_id, dataset = param

@@ -6,10 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from flipgate.cell import cell_group
-from flipgate.config import REGRESSION_METRICS, metric_range
 from flipgate.progress import cell_plan
-from flipgate.suite_api import Case, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
 from flipgate.suite_base import TypedCardSection
+
+#: paired candidate − baseline deltas (docs/definitions.md §11), on the order suite's cells with
+#: ``vs: baseline``; delta_delta_order: control cells
+REGRESSION_METRICS = tuple(
+    MetricSpec(m, -1.0, 1.0, vs="baseline")
+    for m in ("delta_flip_rate", "delta_accuracy", "delta_parse_rate", "delta_delta_order")
+)
 
 
 def compared_cells(cfg, pairing) -> list[tuple[str, str]]:
@@ -24,7 +30,8 @@ class RegressionSuite(TypedCardSection):
     name = "regression"
     config_key = None  # models.yaml baseline: and --baseline
     schema = None
-    metrics = tuple(MetricSpec(m, *metric_range(m)) for m in REGRESSION_METRICS)
+    facet = None  # the candidate's order cells, with vs: baseline
+    metrics = REGRESSION_METRICS
     test_dirs = ("suites/regression",)
     piloted = False
 
@@ -49,6 +56,17 @@ class RegressionSuite(TypedCardSection):
             f"no baseline: name one with `baseline: <model id>` in {cfg.path} or pass "
             "--baseline PATH",
         )
+
+    def gated(self, ctx: SuiteContext) -> list[GatedCell]:
+        """Every order cell of each candidate (``vs: baseline``), as the order suite gates it."""
+        from flipgate.threshold_check import facet_cells
+
+        compared = {p.candidate for p in ctx.pairings or [] if not p.skip}
+        return [
+            GatedCell(c.model, c.cell, c.dataset, c.readouts, vs="baseline")
+            for c in facet_cells(ctx.audit_config())
+            if c.model in compared
+        ]
 
     def cell(self, ctx: SuiteContext, param: Any, auditor, capture_manager: Any):
         from flipgate.regression.cell import RegressionCell

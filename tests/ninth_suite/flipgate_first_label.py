@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from flipgate.suite_api import Case, MetricSpec, NoCases
+from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases
 
 NAME = "first_label"
 METRIC = "first_label_rate"
@@ -81,6 +81,7 @@ class FirstLabelSuite:
         "required": ["datasets"],
         "properties": {"datasets": {"type": "array", "minItems": 1, "items": {"type": "string"}}},
     }
+    facet = NAME  # thresholds name its cells with facet: first_label
     metrics = (MetricSpec(METRIC, 0.0, 1.0),)
     test_dirs = ("suites/first_label",)
     piloted = False
@@ -103,6 +104,14 @@ class FirstLabelSuite:
             for m in cfg.audited(NAME)
             for d in plan.datasets
         ] or NoCases("not-declared", f"no model lists suite {NAME!r}")
+
+    def gated(self, ctx: Any) -> list[GatedCell]:
+        cases = self.cases(ctx, None)
+        return [
+            GatedCell(m, NAME, case.dataset)
+            for case in (cases if isinstance(cases, list) else [])
+            for m in case.models
+        ]
 
     def cell(self, ctx: Any, param: Any, auditor: Any, capture_manager: Any) -> FirstLabelCell:
         return FirstLabelCell(auditor, ctx.thresholds_dir, *param)
