@@ -48,6 +48,7 @@ def audit(tmp: Path, bootstrap: int) -> Path:
 
 def timed(store_path: Path, out: Path, bootstrap: int, repeats: int) -> float:
     """Best-of-``repeats`` seconds for write_cards on the store."""
+    from flipgate import registry
     from flipgate.cards import write_cards
     from flipgate.store import TrialStore
 
@@ -55,7 +56,7 @@ def timed(store_path: Path, out: Path, bootstrap: int, repeats: int) -> float:
     for _ in range(repeats):
         store = TrialStore(store_path)
         start = time.perf_counter()
-        write_cards(store, out, "bench", n_boot=bootstrap)
+        write_cards(store, out, "bench", n_boot=bootstrap, suites=registry.suites())
         best = min(best, time.perf_counter() - start)
         store.conn.close()
     return best

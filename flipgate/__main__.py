@@ -18,6 +18,8 @@ COMMANDS = {
     "prepare": "flipgate.prepare:prepare_main",
     "generate-paraphrases": "flipgate.decomposition.generate:generate_main",
 }
+#: the commands that take the registered suites too (a core module cannot import the registry)
+WITH_SUITES = {"card"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,12 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     from flipgate import FlipgateError, registry
 
     try:
-        registry.suites()  # installed suites' metrics and settings, for the files commands read
+        suites = registry.suites()  # installed suites' metrics and settings, for the files read
     except FlipgateError as exc:
         print(f"flipgate: {exc}", file=sys.stderr)
         return 2
     module, _, func = COMMANDS[argv[0]].partition(":")
-    return getattr(__import__(module, fromlist=[func]), func)(argv[1:])
+    command = getattr(__import__(module, fromlist=[func]), func)
+    return command(argv[1:], suites) if argv[0] in WITH_SUITES else command(argv[1:])
 
 
 if __name__ == "__main__":

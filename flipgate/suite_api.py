@@ -5,8 +5,9 @@ thresholds and models.yaml checks) iterates :mod:`flipgate.registry`. A suite is
 the members of :class:`Suite`; a package outside flipgate adds one through the
 ``flipgate.suites`` entry-point group (docs/architecture.md). Every member is declared by every
 suite: the registry refuses an object that lacks one, and nothing reads a member with a default.
-(flipgate's own seven suites are still named by config, the store and the cards for their typed
-plans, records and card fields: the import contract in pyproject.toml lists each such import.)
+flipgate's own suites also give :class:`TypedCardSuite`, the typed fields of the GRID card that
+they fill (the cards name no suite). (flipgate's own seven suites are still named by config for
+their typed plans: the import contract in pyproject.toml lists each such import.)
 
 No suite is imported here; this module sits with the core services (docs/architecture.md).
 """
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from flipgate.audit import Auditor
+    from flipgate.cards.build import CardContext
+    from flipgate.cards.model import GridCard
     from flipgate.config import AuditConfig
     from flipgate.cost import Ledger, Projection
     from flipgate.store import TrialStore
@@ -217,4 +220,51 @@ class Suite(Protocol):
 
     def summary_lines(self, store: TrialStore) -> list[str]:
         """Lines for the terminal summary at the end of the run."""
+        ...
+
+
+@runtime_checkable
+class TypedCardSuite(Protocol):
+    """What flipgate's own suites give the GRID cards besides :class:`Suite`'s generic
+    ``suites`` section: their sections are typed fields of :class:`~flipgate.cards.model.GridCard`
+    (its checked-in schema names them), so only they give these members, and a suite from another
+    package, which cannot add a typed field, need not (flipgate.cards builds with what a suite that
+    is one gives, and skips one that is not). flipgate/suite_base.py's ``TypedCardSection`` holds
+    the defaults: no cells, fields, card, lines or pages."""
+
+    #: where its card comes in the search for the card of a dataset no facet or control cell ran
+    #: on (:meth:`own_card`): lower first
+    own_card_rank: int
+
+    def owns_cell(self, cell: str) -> bool:
+        """True for a trials-store cell (``facet`` column) that it records: not a facet cell of
+        the card."""
+        ...
+
+    def card_fields(self, ctx: CardContext) -> dict[str, Any]:
+        """The GridCard fields it fills on the card of ``ctx.model_id`` on ``ctx.dataset`` (e.g.
+        ``{"judge_consensus": JudgeConsensusSection}``), and any axis-receipt fields (e.g.
+        ``envelope_rules_sha256``); empty where it has none."""
+        ...
+
+    def own_card(self, ctx: CardContext, sections: dict[str, Any]) -> GridCard | None:
+        """The card of a dataset that no facet or control cell ran on, where it audited it (built
+        with :meth:`CardContext.suite_card`), else None; ``sections`` are the GridCard fields every
+        suite's :meth:`card_fields` gave the card."""
+        ...
+
+    def card_fields_markdown(self, card: dict) -> list[str]:
+        """The Markdown lines of its typed sections of ``card`` (JSON data); none where the card
+        has none."""
+        ...
+
+    def model_pages(
+        self, store: TrialStore, model_id: str, run_id: str, level: float
+    ) -> dict[str, str]:
+        """Pages it writes next to a model's cards: file name in ``grid_cards/<model>/`` -> text."""
+        ...
+
+    def model_card_lines(self, cards: list[dict]) -> list[str]:
+        """Its Markdown lines in the flipgate section of a Hugging Face model card
+        (``python -m flipgate card``), from the model's cards (JSON data)."""
         ...

@@ -4,6 +4,7 @@ sections they keep as typed GridCard fields, and the skeleton of a suite driven 
 
 from __future__ import annotations
 
+import importlib
 import json
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -14,8 +15,19 @@ from flipgate.suite_api import Case, GatedCell, NoCases, Plan, SuiteContext
 
 class TypedCardSection:
     """A built-in suite whose card section is a typed field of the GRID card
-    (flipgate/cards/model.py, built by flipgate.cards.build), so it adds nothing through the
-    protocol's generic ``suites`` section, and prints no lines of its own."""
+    (flipgate/cards/model.py), so it adds nothing through the protocol's generic ``suites``
+    section, and prints no lines of its own. It gives its typed fields through
+    flipgate.suite_api.TypedCardSuite: each member it gives is the function of the same name and
+    arguments in :attr:`card_module` (imported on first use, so that reading models.yaml does not
+    load the card code); a member that module does not define gives nothing (no fields, no card
+    of its own, no lines, no pages)."""
+
+    #: the module of its card code (``flipgate.<suite>.card``); None: it gives no card fields
+    card_module: str | None = None
+    #: the prefix of its cells in the trials store; None: it records none of its own
+    cell_prefix: str | None = None
+    #: where its own card comes in the search for a dataset's card (last: it has none)
+    own_card_rank = 100
 
     def card_section(self, store: Any, model_id: str, dataset: str) -> dict | None:
         return None
@@ -25,6 +37,31 @@ class TypedCardSection:
 
     def summary_lines(self, store: Any) -> list[str]:
         return []
+
+    def owns_cell(self, cell: str) -> bool:
+        return self.cell_prefix is not None and cell.startswith(self.cell_prefix)
+
+    def _give(self, member: str, nothing: Any, *args: Any) -> Any:
+        """What :attr:`card_module`'s function ``member`` returns for ``args``; ``nothing`` where
+        the module does not define it."""
+        module = importlib.import_module(self.card_module) if self.card_module else None
+        function = getattr(module, member, None)
+        return nothing if function is None else function(*args)
+
+    def card_fields(self, ctx: Any) -> dict[str, Any]:
+        return self._give("card_fields", {}, ctx)
+
+    def own_card(self, ctx: Any, sections: dict[str, Any]) -> Any:
+        return self._give("own_card", None, ctx, sections)
+
+    def card_fields_markdown(self, card: dict) -> list[str]:
+        return self._give("card_fields_markdown", [], card)
+
+    def model_pages(self, store: Any, model_id: str, run_id: str, level: float) -> dict[str, str]:
+        return self._give("model_pages", {}, store, model_id, run_id, level)
+
+    def model_card_lines(self, cards: list[dict]) -> list[str]:
+        return self._give("model_card_lines", [], cards)
 
 
 def schema_beside(module_file: str) -> dict:

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import ScriptedBackend, write
+from flipgate import registry
 from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Output, Request
 from flipgate.cards.build import card_markdown, write_cards
@@ -240,14 +241,14 @@ def test_cell_records_reports_and_the_card_shows_the_section(tmp_path, monkeypat
     records = auditor.store.records(DecompositionRecord, "planted")
     assert [r.axis for r in records] == sorted(PLANTED)
     assert records[2].gates["paraphrase"]["usable"] == 20  # label_set, option_order, paraphrase
-    write_cards(auditor.store, tmp_path / "cards", "r1", 200)
+    write_cards(auditor.store, tmp_path / "cards", "r1", 200, suites=registry.suites())
     card = json.loads((tmp_path / "cards/planted/basic_arithmetic.json").read_text())
     section = card["readout_decomposition"]
     assert card["scores"]["facet"] == "decomposition" and section["reference_readout"] == "regex"
     assert {a["axis"] for a in section["axes"]} == set(PLANTED)
     assert set(section["formats"]) >= {"fp-mcq-v1"} and len(section["formats"]) >= 4
     assert card["scores"]["accuracy_canonical"]["estimate"] == 1.0  # the gold in variant 0
-    md = card_markdown(card)
+    md = card_markdown(card, registry.suites())
     assert "## Readout decomposition" in md and "| option_order | letter_logprob | 20 |" in md
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO, ScriptedBackend, write
-from flipgate import FlipgateError
+from flipgate import FlipgateError, registry
 from flipgate.audit import Auditor, Paths
 from flipgate.cards.build import card_markdown, write_cards
 from flipgate.config import AuditConfig
@@ -188,14 +188,16 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
         ("t3fan", "rho_flip_max"): "fail",
         ("t3fan", "cfr@0.5"): "pass",
     }  # flip_rate: not envelope
-    written = write_cards(cell.auditor.store, tmp_path / "cards", "r1", 200)
+    written = write_cards(
+        cell.auditor.store, tmp_path / "cards", "r1", 200, suites=registry.suites()
+    )
     card = json.loads((tmp_path / "cards/t1fan/arc_easy.json").read_text())
     env = card["envelope"]
     assert card["axis_receipt"]["envelope_rules_sha256"] == cell.envelope.sha256
     assert card["scores"]["accuracy_canonical"]["estimate"] == 1.0 and len(env["configs"]) == 8
     assert env["ranking_stability"]["models"] == ["good", "t1fan", "t3fan"]
     assert math.isclose(env["score_neighbourhood"]["sdi"]["estimate"], 2.0)
-    md = card_markdown(card)
+    md = card_markdown(card, registry.suites())
     assert "## Configuration envelope" in md and "t1fan vs t3fan | 4 | 4 | 0 | 0.500" in md
     assert len([p for p in written.paths if p.suffix == ".json"]) == 3
     from huggingface_hub import ModelCardData

@@ -13,14 +13,10 @@ import pytest
 from test_envelope_suite import roster_cell  # noqa: F401  (fixture: planted good / t1fan / t3fan roster)
 
 from flipgate import metrics as M
-from flipgate.cards.build import (
-    SCHEMA_PATH,
-    card_markdown,
-    envelope_markdown,
-    envelope_section,
-    write_cards,
-)
+from flipgate import registry
+from flipgate.cards.build import SCHEMA_PATH, card_markdown, write_cards
 from flipgate.envelope.analysis import analyse, version_deltas
+from flipgate.envelope.card import envelope_markdown, envelope_section
 
 CONFIGS = [
     "T1|greedy|0shot|free_form|fp32",
@@ -223,13 +219,15 @@ def test_suite_compares_a_roster_model_with_its_baseline(roster_cell):  # noqa: 
         "ceiling"
     ]
     assert v["mean_delta"]["estimate"] == 0.0 and v["min_delta"] == -1.0 and v["max_delta"] == 1.0
-    write_cards(cell.auditor.store, tmp_path / "cards", "r1", 200)  # schema-validated
+    write_cards(
+        cell.auditor.store, tmp_path / "cards", "r1", 200, suites=registry.suites()
+    )  # schema-validated
     card = json.loads((tmp_path / "cards/t1fan/arc_easy.json").read_text())
     assert card["envelope"]["versions"][0]["baseline"] == "t3fan"
     assert (
         "versions"
         not in json.loads((tmp_path / "cards/good/arc_easy.json").read_text())["envelope"]
     )
-    md = card_markdown(card)
+    md = card_markdown(card, registry.suites())
     assert "vs baseline t3fan over 8 shared configurations" in md
     assert "worse on 4, better on 4, equal on 0; ρ_flip 0.500 (ceiling 0.500)" in md

@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import binomtest
 
 from conftest import ScriptedBackend, write
-from flipgate import FlipgateError
+from flipgate import FlipgateError, registry
 from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Output, Request
 from flipgate.cards.build import card_markdown, write_cards
@@ -311,13 +311,13 @@ thresholds:
     assert set(map(tuple, next(iter(manifest["entries"].values())))) == set(
         judge_orderings(4, 8, 42)
     )
-    write_cards(auditor.store, tmp_path / "cards", "r1", 200)
+    write_cards(auditor.store, tmp_path / "cards", "r1", 200, suites=registry.suites())
     card = json.loads((tmp_path / "cards/judge/arc_easy_answers.json").read_text())
     section = card["judge_consensus"]
     assert card["scores"]["facet"] == "judge" and section["k"] == 8
     assert section["consensus_accuracy"]["estimate"] == 1.0
     assert card["scores"]["accuracy_canonical"] == section["direct_accuracy"]
-    md = card_markdown(card)
+    md = card_markdown(card, registry.suites())
     assert "## Judge consensus" in md and "| improved / regressed |" in md
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import ScriptedBackend, write
-from flipgate import FlipgateError
+from flipgate import FlipgateError, registry
 from flipgate.audit import Auditor, Paths
 from flipgate.cards.build import card_markdown, validate_card, write_cards
 from flipgate.config import AuditConfig, load_thresholds
@@ -277,7 +277,7 @@ def test_a_rerun_on_the_same_panel_replays_the_stored_fits(planted, monkeypatch)
 
 def test_planted_panel_card_section_markdown_and_plot(planted):
     cell, _, tmp_path = planted
-    write_cards(cell.auditor.store, tmp_path / "cards", "r1", 200)
+    write_cards(cell.auditor.store, tmp_path / "cards", "r1", 200, suites=registry.suites())
     card = json.loads((tmp_path / "cards/first/arc_easy.json").read_text())
     validate_card(card)
     odi = card["odi"]
@@ -289,7 +289,7 @@ def test_planted_panel_card_section_markdown_and_plot(planted):
         "modal",
         "correct",
     }
-    md = card_markdown(card)
+    md = card_markdown(card, registry.suites())
     assert (
         "## ODI: ordering-decomposed IRT" in md
         and "| option_order/arc_easy |" in md

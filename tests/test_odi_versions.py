@@ -14,8 +14,9 @@ import pytest
 from jax import random
 from numpyro import handlers
 
-from flipgate.cards.build import SCHEMA_PATH, odi_markdown, odi_section
+from flipgate.cards.build import SCHEMA_PATH
 from flipgate.odi import fit, odi, simulate, summarize
+from flipgate.odi.card import odi_markdown, odi_section
 from flipgate.odi.model import odi_model, sum_zero_basis
 
 #: planted θ (sum zero): m1 is m0 + 1.0, m2 sits between them

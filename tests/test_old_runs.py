@@ -18,6 +18,7 @@ import pytest
 from test_end_to_end import models_yaml, run_suite
 
 from conftest import write
+from flipgate import registry
 from flipgate.__main__ import main
 from flipgate.exitcodes import GATE_PASSED
 from flipgate.grammar import GRAMMAR_VERSION
@@ -191,7 +192,7 @@ def test_trial_store_reads_the_old_store(tmp_path):
     assert store.comparisons() == [] and store.model_calls() == {"tiny": 24}
     assert store.suite_records("first_label") == []  # written before suites could add records
     # its GRID card rebuilt from the old store alone, under the current schema
-    card = build_card(store, "tiny", "arc_challenge", OLD_RUN, n_boot=200)
+    card = build_card(store, "tiny", "arc_challenge", OLD_RUN, n_boot=200, suites=registry.suites())
     validate_card(card.to_data())
     store.conn.close()
     untouched(old)

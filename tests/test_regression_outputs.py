@@ -8,12 +8,15 @@ import pytest
 import yaml
 from test_audit_runner import ScriptedBackend, make_auditor
 
+from flipgate import registry
 from flipgate.cards import validate_card, write_cards
-from flipgate.cards.build import ITEMS_SHOWN, card_markdown, regression_markdown
-from flipgate.cards.cli import BEGIN, END, card_main
+from flipgate.cards.build import card_markdown
+from flipgate.cards.cli import BEGIN, END
+from flipgate.cards.cli import card_main as cli_card_main
 from flipgate.config import Threshold
 from flipgate.items import DatasetSpec, load_items
 from flipgate.regression import Arm, compare_cell
+from flipgate.regression.card import ITEMS_SHOWN, regression_markdown
 from flipgate.regression.cell import apply_thresholds
 
 READOUTS = ("letter_logprob", "regex")
@@ -29,6 +32,11 @@ IDENTITY = {
 }
 ITEMS = {it.item_id: it for it in load_items(DatasetSpec("arc_challenge"), 5)}
 IDS = sorted(ITEMS)
+
+
+def card_main(argv: list[str]) -> int:
+    """``python -m flipgate card`` as flipgate.__main__ runs it: with the registered suites."""
+    return cli_card_main(argv, registry.suites())
 
 
 def stable_on(ids):
@@ -105,7 +113,9 @@ def compared(tmp_path_factory):
 @pytest.fixture(scope="module")
 def written(compared):
     out = compared["tmp"] / "grid_cards"
-    return out, write_cards(compared["store"], out, "cand-run", n_boot=200).paths
+    return out, write_cards(
+        compared["store"], out, "cand-run", n_boot=200, suites=registry.suites()
+    ).paths
 
 
 def test_comparison_planted_items_and_per_item_values(compared):
@@ -182,7 +192,9 @@ def test_schema_rejects_bad_regression_sections(written, mutate):
 def test_card_markdown_regression_section(written):
     out, _ = written
     md = (out / "scripted/arc_challenge.md").read_text()
-    assert md == card_markdown(json.loads((out / "scripted/arc_challenge.json").read_text()))
+    assert md == card_markdown(
+        json.loads((out / "scripted/arc_challenge.json").read_text()), registry.suites()
+    )
     section = md.split("## Regression vs baseline", 1)[1].split("## Threshold verdicts")[0]
     assert (
         f"Baseline scripted-v1: model scripted-v1, weights sha256 {WEIGHTS[:12]}, run base-run, "
@@ -258,7 +270,9 @@ def test_regression_md_written(written):
 def test_no_regression_md_without_comparisons(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
     auditor.trials("scripted", "arc_challenge", "option_order")
-    paths = write_cards(auditor.store, tmp_path / "cards", "r1", n_boot=200).paths
+    paths = write_cards(
+        auditor.store, tmp_path / "cards", "r1", n_boot=200, suites=registry.suites()
+    ).paths
     assert {p.name for p in paths} == {
         "arc_challenge.json",
         "arc_challenge.md",
@@ -495,3 +509,5 @@ def test_python_m_flipgate_card(written, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert readme.read_text().count(BEGIN) == 1
+    # the command hands the registered suites to the cards: the regression suite's table
+    assert "### Regression vs baseline" in readme.read_text()

@@ -19,32 +19,19 @@ import yaml
 from flipgate import metrics as M
 from flipgate import storage
 from flipgate.analysis_cache import package_versions
-from flipgate.axes.formats import FORMATS
-from flipgate.cards.continuity import continuity_markdown, continuity_section
-from flipgate.cards.decomposition import decomposition_markdown, decomposition_section
-from flipgate.cards.judge import judge_markdown, judge_section
 from flipgate.cards.model import (
     SCHEMA_PATH,
     SCHEMA_VERSION,
     AxisReceipt,
     Calls,
     CardVerdict,
-    Comparison,
-    CoreTier,
     DatasetInfo,
     Decoding,
-    DecompositionSection,
-    EnvelopeSection,
     Estimate,
     FewShot,
     GridCard,
     MetricBlock,
     ModelInfo,
-    Neighbourhood,
-    OdiSection,
-    ParseClean,
-    RankingStability,
-    RegressionSection,
     RunInfo,
     Scope,
     Scores,
@@ -52,16 +39,11 @@ from flipgate.cards.model import (
     Template,
 )
 from flipgate.cell import Cell
-from flipgate.continuity.record import ContinuityRecord
-from flipgate.continuity.suite import CONTINUITY_CELL
-from flipgate.decomposition.record import DecompositionRecord
 from flipgate.facets import FACETS, readouts_for
-from flipgate.hashing import sha256_text
-from flipgate.judges.record import JudgeRecord
-from flipgate.judges.suite import JUDGE_CELL
 from flipgate.markdown_text import md_escape
 from flipgate.results import CellSummary, Verdict
 from flipgate.store import TrialStore
+from flipgate.suite_api import TypedCardSuite
 from flipgate.summary import answers_frame, control_summary, facet_summary
 
 LIBRARIES = [
@@ -135,6 +117,83 @@ def threshold_entry(v: Verdict) -> CardVerdict:
     return CardVerdict.model_validate({**v.model_dump(), "q_value": v.q_value})
 
 
+@dataclass(frozen=True)
+class CardContext:
+    """What a suite gets to fill its part of the card of ``model_id`` on ``dataset``
+    (flipgate.suite_api.TypedCardSuite): the store, every trial of the pair (the suites' cells
+    included), the store's entry of the model (its ``fingerprint`` and models.yaml ``config``) and
+    the run's bootstrap settings; :meth:`suite_card` builds the card of a dataset that one suite
+    alone audited."""
+
+    store: TrialStore
+    model_id: str
+    dataset: str
+    run_id: str
+    trials: Any  # pandas.DataFrame of TrialStore.trials
+    model: dict
+    root: Path | None = None
+    n_boot: int = 1000
+    level: float = 0.95
+    seed: int = 42
+
+    def suite_card(
+        self,
+        *,
+        n_items: int,
+        sampling: str,
+        receipt: dict[str, Any],
+        scores: Scores,
+        scope: Scope,
+        **sections: Any,
+    ) -> GridCard:
+        """The card of a dataset that one suite alone audited (its ``own_card``): what every card
+        holds (model, dataset, run, the receipt with the model's identity, the threshold
+        verdicts), around the suite's receipt, score, scope and ``sections``; checked against the
+        schema."""
+        fp = self.model["fingerprint"]
+        card = GridCard(
+            schema_version=SCHEMA_VERSION,
+            model=ModelInfo(
+                id=self.model_id, backend=fp.get("backend", "?"), source=fp.get("source")
+            ),
+            dataset=DatasetInfo(name=self.dataset, n_items=n_items, sampling=sampling, screens={}),
+            run=_run_info(self.store, self.model_id, self.run_id),
+            axis_receipt=AxisReceipt(**receipt, **_identity(fp, self.root)),
+            scores=scores,
+            order_robustness={},
+            controls={},
+            thresholds=[
+                threshold_entry(v) for v in self.store.verdicts(self.model_id, self.dataset)
+            ],
+            scope=scope,
+            **sections,
+        )
+        validate_card(card.to_data())
+        return card
+
+    def plain_receipt(
+        self,
+        template_id: str,
+        template_sha256: str | None,
+        templates: dict[str, Template],
+        scoring_path: ScoringPath,
+        manifest_sha256: dict[str, str],
+    ) -> dict[str, Any]:
+        """A suite card's receipt for a model run as models.yaml configures it: its decoding, no
+        few-shot exemplars, no envelope rules."""
+        return dict(
+            template_id=template_id,
+            template_sha256=template_sha256,
+            templates=templates,
+            decoding=_decoding(self.model["config"]),
+            few_shot=FewShot(count=0, exemplar_ids=[]),
+            scoring_path=scoring_path,
+            quantization=self.model["fingerprint"].get("quantization"),
+            manifest_sha256=manifest_sha256,
+            envelope_rules_sha256=None,
+        )
+
+
 def build_card(
     store: TrialStore,
     model_id: str,
@@ -144,24 +203,29 @@ def build_card(
     level: float = 0.95,
     seed: int = 42,
     root: Path | None = None,
+    suites: Sequence[Any] = (),
 ) -> GridCard:
-    """The card of ``model_id`` on ``dataset``: a facet card, or an envelope card for a benchmark
-    audited only by the configuration envelope; checked against the shipped schema."""
-    trials = store.trials(model_id=model_id, dataset=dataset)
-    suite_trials = trials["facet"].str.startswith(("envelope[", "axis[", "continuity[")) | (
-        trials["facet"] == JUDGE_CELL
-    )
-    axis_trials = trials[trials["facet"].str.startswith("axis[")]
-    trials = trials[~suite_trials]
-    records = [r for r in store.records(DecompositionRecord, model_id) if r.dataset == dataset]
-    decomposition = decomposition_section(records) if records else None
-    judge_record = next(
-        (r for r in store.records(JudgeRecord, model_id) if r.dataset == dataset), None
-    )
-    envelope = store.envelope(dataset)
-    envelope = envelope if envelope and model_id in envelope["models"] else None
+    """The card of ``model_id`` on ``dataset``: a facet card with the typed sections ``suites``
+    (the registered suites, flipgate.registry.suites(); each a flipgate.suite_api.TypedCardSuite
+    or not) fill, or, where no facet or control cell ran on it, the card of the suite that alone
+    audited it (:meth:`TypedCardSuite.own_card`, lowest ``own_card_rank`` first); checked against
+    the shipped schema. The suites' cells (:meth:`TypedCardSuite.owns_cell`) are not facet cells."""
+    typed = [s for s in suites if isinstance(s, TypedCardSuite)]
+    everything = store.trials(model_id=model_id, dataset=dataset)
+    theirs = [c for c in everything["facet"].unique() if any(s.owns_cell(c) for s in typed)]
+    trials = everything[~everything["facet"].isin(theirs)]
     model = store.models().get(model_id, {"fingerprint": {}, "config": {}})
     fp, cfg = model["fingerprint"], model["config"]
+    ctx = CardContext(
+        store, model_id, dataset, run_id, everything, model, root, n_boot, level, seed
+    )
+    fields: dict[str, Any] = {}
+    for suite in typed:
+        fields |= suite.card_fields(ctx)
+    receipt = {"envelope_rules_sha256": None} | {
+        k: v for k, v in fields.items() if k in AxisReceipt.model_fields
+    }
+    sections = {k: v for k, v in fields.items() if k not in AxisReceipt.model_fields}
     model_readouts = cfg.get("readouts", ["letter_logprob"])
     model_primary = cfg.get("primary_readout", model_readouts[0])
     order: dict[str, dict[str, MetricBlock]] = {}
@@ -191,19 +255,15 @@ def build_card(
             for r in readouts
         }
         (order if control is None else controls)[cell] = summaries
-    sweep_records = [r for r in store.records(ContinuityRecord, model_id) if r.sweep == dataset]
-    if not order and not controls and envelope is None and sweep_records:
-        return _continuity_card(store, model_id, dataset, run_id, sweep_records, model, root)
-    if not order and not controls and envelope is None and judge_record is not None:
-        return _judge_card(
-            store, model_id, dataset, run_id, judge_record, model, root, decomposition
+    if not order and not controls:  # a dataset that one suite alone audited
+        for suite in sorted(typed, key=lambda s: s.own_card_rank):
+            own = suite.own_card(ctx, sections)
+            if own is not None:
+                return own
+        raise ValueError(
+            f"{store.path}: {model_id}/{dataset} has only suites' trials, and no suite has a card "
+            "of them (its record or analysis is missing)"
         )
-    if not order and not controls and envelope is None and decomposition is not None:
-        return _decomposition_card(
-            store, model_id, dataset, run_id, decomposition, axis_trials, model, root, level
-        )
-    if not order and not controls:  # an envelope-only benchmark (suites/benchmarks)
-        return _envelope_card(store, model_id, dataset, run_id, envelope, model, root)
     main = sorted(order)[0] if order else Cell.parse(sorted(controls)[0]).facet
     primary = primaries[main]
     scored = trials[trials["facet"] == main]
@@ -229,11 +289,6 @@ def build_card(
     templates = {
         f: Template(id=FACETS[f].template_id, sha256=FACETS[f].template_sha256) for f in primaries
     }
-    odi = store.odi()
-    if odi and (
-        model_id not in odi["roster"] or all(c["dataset"] != dataset for c in odi["cells"].values())
-    ):
-        odi = None  # the panel's fit has no cell of this card
     card = GridCard(
         schema_version=SCHEMA_VERSION,
         model=ModelInfo(
@@ -263,8 +318,8 @@ def build_card(
             ),
             quantization=fp.get("quantization"),
             manifest_sha256=manifests,
-            envelope_rules_sha256=envelope["envelope_sha256"] if envelope else None,
             **_identity(fp, root),
+            **receipt,
         ),
         scores=Scores(
             facet=main,
@@ -284,468 +339,10 @@ def build_card(
             + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
             not_varied=NOT_VARIED,
         ),
-        envelope=envelope_section(envelope, model_id) if envelope else None,
-        odi=odi_section(odi, model_id, dataset, store.verdicts(model_id, "odi")) if odi else None,
-        regression=regression_section(store.comparisons(model_id), dataset, level),
-        readout_decomposition=decomposition,
-        judge_consensus=judge_section(judge_record) if judge_record else None,
-    )
-    validate_card(card.to_data())
-    return card
-
-
-def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[Verdict]) -> OdiSection:
-    """docs/definitions.md §4 for one card: σ_π / σ_δ of the card's facets and mean |δ| of its cells
-    from the panel's modal fit, the model's θ and its Δθ against its baselines
-    (docs/definitions.md §11) from the correct fit, both fits' diagnostics and the ODI verdicts."""
-    cells = {c: v for c, v in analysis["cells"].items() if v["dataset"] == dataset}
-    facets = sorted({v["facet"] for v in cells.values()})
-    return OdiSection(
-        profile=analysis["profile"],
-        panel=analysis["roster"],
-        hdi_prob=analysis["hdi_prob"],
-        ci_level=analysis.get("ci_level"),
-        readouts=analysis["readouts"].get(model_id, {}),
-        sizes=analysis["sizes"],
-        draws_per_chain=analysis.get("draws_per_chain"),
-        facets={f: analysis["facets"][f] for f in facets},
-        cells=cells,
-        theta=(analysis["models"].get(model_id) or {}).get("theta"),
-        versions=[v for v in analysis.get("versions", []) if v["candidate"] == model_id],
-        diagnostics=analysis["diagnostics"],
-        passed=analysis["passed"],
-        unmeasured=analysis.get("unmeasured", []),
-        verdicts=[
-            Verdict.model_validate(v.model_dump(exclude={"q_value"}))  # ODI estimates: no p-value
-            for v in verdicts
-            if v.target in {*facets, *cells, *analysis["diagnostics"]}
-        ],
-    )
-
-
-def regression_section(
-    comparisons: list[dict], dataset: str, level: float | None
-) -> RegressionSection | None:
-    """docs/definitions.md §11 for one card: the stored comparisons of this model (the candidate)
-    with its baseline(s) on the dataset's cells, without their per-item values, and the comparison
-    table; None when there are none."""
-    from flipgate.regression.table import markdown
-
-    mine = [_without_per_item(c) for c in comparisons if c["dataset"] == dataset]
-    if not mine:
-        return None
-    return RegressionSection(
-        level=level,
-        comparisons=[Comparison.model_validate(c) for c in mine],
-        markdown=markdown(mine, level),
-    )
-
-
-def _without_per_item(comparison: dict) -> dict:
-    return {
-        **comparison,
-        "readouts": {
-            r: {k: v for k, v in block.items() if k != "per_item"}
-            for r, block in comparison["readouts"].items()
-        },
-    }
-
-
-def _short(sha, n: int = 12) -> str | None:
-    return sha[:n] if isinstance(sha, str) and len(sha) > n else sha
-
-
-#: at most this many item ids per list in a regression section's Markdown
-ITEMS_SHOWN = 20
-
-
-def regression_markdown(
-    comparisons: list[dict],
-    level: float | None = None,
-    heading: str | None = "## Regression vs baseline",
-) -> list[str]:
-    """Comparisons (:meth:`CellComparison.to_dict` records) as Markdown: each baseline's identity,
-    the comparison table, the overlap where a comparison used only the shared (item, ordering)
-    pairs, and the items whose flip state or correctness changed (primary readout)."""
-    from flipgate.regression.table import markdown
-
-    esc = md_escape
-    lines = ["", heading, ""] if heading else [""]
-    identities: dict[str, dict] = {}
-    for c in comparisons:
-        identities.setdefault(c["baseline"], c.get("baseline_identity") or {})
-    for name, ident in identities.items():
-        lines.append(
-            f"Baseline {esc(name)}: model {esc(ident.get('model_id', name))}, weights sha256 "
-            f"{esc(_short(ident.get('weights_sha256')))}, run {esc(ident.get('run_id'))}, git "
-            "commit "
-            f"{esc(_short(ident.get('git_commit')))}, {esc(ident.get('date'))}."
-        )
-    lines += [
-        "",
-        "Δ = candidate − baseline, paired per item; ▲ worse / ▼ better where the CI excludes 0; "
-        "McNemar p on the discordant items.",
-        "",
-        markdown(comparisons, level).rstrip("\n"),
-    ]
-    for c in comparisons:
-        what = f"{esc(c['cell'])} × {esc(c['dataset'])} vs {esc(c['baseline'])}"
-        o = c["overlap"]
-        if o.get("partial") and not (
-            o["baseline_pairs"] == o["candidate_pairs"] == o["shared_pairs"]
-        ):
-            union = o["baseline_pairs"] + o["candidate_pairs"] - o["shared_pairs"]
-            lines += [
-                "",
-                f"{what}: compared on {o['shared_pairs']} of {union} (item, ordering) pairs "
-                f"(baseline {o['baseline_pairs']}, candidate {o['candidate_pairs']}; "
-                f"{o['shared_items']} "
-                f"shared items of {o['baseline_items']} / {o['candidate_items']}).",
-            ]
-        block = c["readouts"][c["primary_readout"]]
-        lists = [(label.replace("_", " "), ids) for label, ids in block["items"].items() if ids]
-        if lists:
-            lines += ["", f"{what} ({esc(block['readout'])}):"]
-            for label, ids in lists:
-                shown = ", ".join(esc(i) for i in ids[:ITEMS_SHOWN])
-                more = f", … and {len(ids) - ITEMS_SHOWN} more" if len(ids) > ITEMS_SHOWN else ""
-                lines.append(f"- {label} ({len(ids)}): {shown}{more}")
-    return lines
-
-
-def envelope_section(analysis: dict, model_id: str) -> EnvelopeSection:
-    """SafetyRepro App. B (iii)–(vi) for one model: score neighbourhood, verdict and ranking
-    stability, scope; ``versions``: its envelope deltas against its baseline, where it names one in
-    the roster."""
-    mine = analysis["models"][model_id]
-    versions = [v for v in analysis.get("versions", []) if v["candidate"] == model_id]
-    clean, core = analysis["parse_clean"], analysis.get("core_tier")
-    return EnvelopeSection(
-        name=analysis["envelope"],
-        sha256=analysis["envelope_sha256"],
-        tier=analysis["tier"],
-        n_configs=analysis["n_configs"],
-        n_items=analysis["n_items"],
-        anchor=analysis["anchor"],
-        point_score=mine["point_score"],
-        score_neighbourhood=Neighbourhood.model_validate(
-            {k: mine[k] for k in ("min", "mean", "max", "sdi", "n_configs", "parse_rate_mean")}
-        ),
-        verdict_stability={
-            k: Estimate.model_validate(v) for k, v in mine.items() if k.startswith("cfr@")
-        },
-        ranking_stability=RankingStability.model_validate(analysis["roster"]),
-        variance=analysis["variance"],
-        headline_max=analysis.get("headline_max", {}),
-        parse_clean=ParseClean(
-            min_parse_rate=clean["min_parse_rate"],
-            cells_dropped=clean["cells_dropped"],
-            model=clean["models"].get(model_id),
-            roster=clean["roster"],
-        ),
-        by_scoring_path={
-            path: models.get(model_id) for path, models in analysis["by_scoring_path"].items()
-        },
-        core_tier=CoreTier(model=core["models"].get(model_id), roster=core["roster"])
-        if core is not None
-        else None,
-        configs=[c for c in analysis["configs"] if c["model"] == model_id],
-        axes=analysis["axes"],
-        exemplar_ids=analysis["exemplar_ids"],
-        scope_not_varied=analysis["scope_not_varied"],
-        # docs/definitions.md §11: this model vs its baseline (left out where it names none)
-        versions=versions or None,
-    )
-
-
-def _judge_card(
-    store: TrialStore,
-    model_id: str,
-    dataset: str,
-    run_id: str,
-    record: JudgeRecord,
-    model: dict,
-    root: Path | None,
-    decomposition: DecompositionSection | None,
-) -> GridCard:
-    """A card for a candidate-set dataset only the judge suite audited: the model is the judge,
-    the score its direct (ordering 0) and per-run accuracy over all K orderings."""
-    from flipgate.judge.listwise import INSTRUCTION
-
-    r = record.result
-    hits = [[float(p is not None and p == v.gold) for p in v.picks] for v in r.items.values()]
-    per_run = M.bootstrap_ci(
-        [h for row in hits for h in row], cluster=[i for i, row in enumerate(hits) for _ in row]
-    )
-    template = Template(id="pcfjudge-listwise-v1", sha256=sha256_text(INSTRUCTION))
-    return _suite_card(
-        store,
-        model_id,
-        dataset,
-        run_id,
-        model,
-        root,
-        n_items=r.n_items,
-        sampling="seed-42 uniform shuffle of the candidate sets with a gold candidate, first N",
-        receipt=_plain_receipt(
-            model,
-            template.id,
-            template.sha256,
-            {template.id: template},
-            ScoringPath(
-                primary_readout={JUDGE_CELL: record.readout},
-                readouts=[record.readout],
-                map_back={JUDGE_CELL: "candidate number -> source candidate index"},
-            ),
-            {JUDGE_CELL: record.manifest_sha256} if record.manifest_sha256 else {},
-        ),
-        scores=Scores(
-            facet=JUDGE_CELL,
-            primary_readout=record.readout,
-            accuracy_canonical=Estimate(
-                estimate=r.direct_accuracy.estimate, ci=r.direct_accuracy.ci
-            ),
-            accuracy_all_orderings=Estimate(estimate=per_run[0], ci=(per_run[1], per_run[2])),
-        ),
-        scope=Scope(
-            varied=[f"candidate order (K={r.k} orderings shared by every set)"],
-            not_varied=["judge prompt", "decoding", "model weights and precision"],
-        ),
-        readout_decomposition=decomposition,
-        judge_consensus=judge_section(record),
-    )
-
-
-def _continuity_card(
-    store: TrialStore,
-    model_id: str,
-    sweep: str,
-    run_id: str,
-    records: list[ContinuityRecord],
-    model: dict,
-    root: Path | None,
-) -> GridCard:
-    """A card for a continuity sweep (docs/definitions.md §10): the score is the greedy answer's
-    accuracy over the sweep's inputs, the section every estimator's losses."""
-    from flipgate.continuity.run import ANSWER_PREFIX
-    from flipgate.continuity.sweeps import SWEEPS
-
-    section = continuity_section(records)
-    accuracy = section.estimators[records[0].estimator].accuracy
-    spec = SWEEPS[sweep]
-    template = Template(id=f"continuity-{sweep}-v1", sha256=sha256_text(spec.question))
-    cell = CONTINUITY_CELL
-    return _suite_card(
-        store,
-        model_id,
-        sweep,
-        run_id,
-        model,
-        root,
-        n_items=section.n_inputs,
-        sampling=f"{section.n_sources} seeded sweeps (flipgate/continuity/sweeps.py)",
-        receipt=_plain_receipt(
-            model,
-            template.id,
-            template.sha256,
-            {template.id: template},
-            ScoringPath(
-                primary_readout={cell: "regex"},
-                readouts=["regex"],
-                map_back={cell: f"the answer after {ANSWER_PREFIX!r} -> {', '.join(spec.answers)}"},
-            ),
-            {cell: section.manifest_sha256} if section.manifest_sha256 else {},
-        ),
-        scores=Scores(
-            facet=cell,
-            primary_readout="regex",
-            accuracy_canonical=accuracy,
-            accuracy_all_orderings=accuracy,
-        ),
-        scope=Scope(
-            varied=["the input along the sweep (its distance d to the most ambiguous input)"],
-            not_varied=["prompt template within a sweep", "model weights and precision"],
-        ),
-        continuity=section,
-    )
-
-
-def _decomposition_card(
-    store: TrialStore,
-    model_id: str,
-    dataset: str,
-    run_id: str,
-    section: DecompositionSection,
-    trials,
-    model: dict,
-    root: Path | None,
-    level: float,
-) -> GridCard:
-    """A card for a dataset only the readout decomposition audited: the receipt is the canonical
-    variant (Facet-Probe's template, A–D, options in source order), the score its accuracy under
-    the reference readout."""
-    ref = section.reference_readout
-    canonical = trials[trials["condition"] == 0].drop_duplicates("item_id")
-    correct = lambda rows: [  # noqa: E731
-        float("nan") if c.get(ref) is None else float(c[ref]) for c in rows["correct"]
-    ]
-    acc = M.bootstrap_ci(correct(canonical), level=level)
-    acc_all = M.bootstrap_ci(correct(trials), cluster=list(trials["item_id"]), level=level)
-    return _suite_card(
-        store,
-        model_id,
-        dataset,
-        run_id,
-        model,
-        root,
-        n_items=int(trials["item_id"].nunique()),
-        sampling="seed-42 uniform shuffle of the text multiple-choice items, first N",
-        receipt=_plain_receipt(
-            model,
-            FORMATS[0].id,
-            FORMATS[0].sha256,
-            {f.id: Template(id=f.id, sha256=f.sha256) for f in FORMATS},
-            ScoringPath(
-                primary_readout={"decomposition": ref},
-                readouts=sorted({r for a in section.axes for r in a.readouts}) or [ref],
-                map_back={"decomposition": "displayed label -> source option index"},
-            ),
-            {a.axis: a.manifest_sha256 for a in section.axes if a.manifest_sha256},
-        ),
-        scores=Scores(
-            facet="decomposition",
-            primary_readout=ref,
-            accuracy_canonical=Estimate(estimate=acc[0], ci=(acc[1], acc[2])),
-            accuracy_all_orderings=Estimate(estimate=acc_all[0], ci=(acc_all[1], acc_all[2])),
-        ),
-        scope=Scope(
-            varied=[f"{a.axis} ({a.n_conditions or 0} variants per item)" for a in section.axes]
-            + ["readout: " + ", ".join(sorted({r for a in section.axes for r in a.readouts}))],
-            not_varied=["decoding", "model weights and precision", "few-shot exemplars (none)"],
-        ),
-        readout_decomposition=section,
-    )
-
-
-def _envelope_card(
-    store: TrialStore,
-    model_id: str,
-    dataset: str,
-    run_id: str,
-    envelope: dict | None,
-    model: dict,
-    root: Path | None,
-) -> GridCard:
-    """A card for a benchmark audited only by the configuration envelope: the receipt is the anchor
-    configuration, the point score its score; the neighbourhood is the envelope's."""
-    if envelope is None:
-        raise ValueError(
-            f"{store.path}: {model_id}/{dataset} has envelope trials but no envelope analysis"
-        )
-    anchor = envelope["anchor"]
-    section = envelope_section(envelope, model_id)
-    point = section.point_score
-    readout = "letter_logprob" if anchor["scoring"] == "logprob" else "regex"
-    return _suite_card(
-        store,
-        model_id,
-        dataset,
-        run_id,
-        model,
-        root,
-        n_items=envelope["n_items"],
-        sampling="seed-42 uniform shuffle, first N; the next items are the few-shot exemplars",
-        receipt=dict(
-            template_id=f"sr-{anchor['template']}",
-            template_sha256=envelope["template_sha256"][anchor["template"]],
-            templates={},
-            decoding=Decoding(name=anchor["decoding"], greedy=anchor["decoding"] == "greedy"),
-            few_shot=FewShot(
-                count=anchor["few_shot"],
-                exemplar_ids=envelope["exemplar_ids"][: anchor["few_shot"]],
-            ),
-            scoring_path=ScoringPath(
-                primary_readout={"envelope": readout}, readouts=[readout], map_back={}
-            ),
-            quantization=anchor["quantization"],
-            manifest_sha256={},
-            envelope_rules_sha256=envelope["envelope_sha256"],
-        ),
-        scores=Scores(
-            facet="envelope",
-            primary_readout=readout,
-            accuracy_canonical=Estimate(estimate=point, ci=None),
-            accuracy_all_orderings=Estimate(estimate=section.score_neighbourhood.mean, ci=None),
-        ),
-        scope=Scope(
-            varied=[
-                f"{axis}: {', '.join(map(str, values))}"
-                for axis, values in envelope["axes"].items()
-            ],
-            not_varied=envelope["scope_not_varied"],
-        ),
-        envelope=section,
-    )
-
-
-def _suite_card(
-    store: TrialStore,
-    model_id: str,
-    dataset: str,
-    run_id: str,
-    model: dict,
-    root: Path | None,
-    *,
-    n_items: int,
-    sampling: str,
-    receipt: dict[str, Any],
-    scores: Scores,
-    scope: Scope,
-    **sections: Any,
-) -> GridCard:
-    """The card of a dataset that one suite alone audited (judge, continuity, decomposition,
-    envelope): what every card holds (model, dataset, run, the receipt with the model's identity,
-    the threshold verdicts), around the suite's receipt, score, scope and ``sections``; checked
-    against the schema."""
-    fp = model["fingerprint"]
-    card = GridCard(
-        schema_version=SCHEMA_VERSION,
-        model=ModelInfo(id=model_id, backend=fp.get("backend", "?"), source=fp.get("source")),
-        dataset=DatasetInfo(name=dataset, n_items=n_items, sampling=sampling, screens={}),
-        run=_run_info(store, model_id, run_id),
-        axis_receipt=AxisReceipt(**receipt, **_identity(fp, root)),
-        scores=scores,
-        order_robustness={},
-        controls={},
-        thresholds=[threshold_entry(v) for v in store.verdicts(model_id, dataset)],
-        scope=scope,
         **sections,
     )
     validate_card(card.to_data())
     return card
-
-
-def _plain_receipt(
-    model: dict,
-    template_id: str,
-    template_sha256: str | None,
-    templates: dict[str, Template],
-    scoring_path: ScoringPath,
-    manifest_sha256: dict[str, str],
-) -> dict[str, Any]:
-    """A suite card's receipt for a model run as models.yaml configures it: its decoding, no
-    few-shot exemplars, no envelope rules."""
-    return dict(
-        template_id=template_id,
-        template_sha256=template_sha256,
-        templates=templates,
-        decoding=_decoding(model["config"]),
-        few_shot=FewShot(count=0, exemplar_ids=[]),
-        scoring_path=scoring_path,
-        quantization=model["fingerprint"].get("quantization"),
-        manifest_sha256=manifest_sha256,
-        envelope_rules_sha256=None,
-    )
 
 
 def _decoding(model: dict) -> Decoding:
@@ -771,11 +368,12 @@ def _run_info(store: TrialStore, model_id: str, run_id: str) -> RunInfo:
     )
 
 
-def _num(x) -> str:
+def num(x) -> str:
+    """A number as the cards print it (3 decimals), – where it is missing or NaN."""
     return "–" if x is None or x != x else f"{x:.3f}"
 
 
-def _ci_text(verdict: dict) -> str:
+def ci_text(verdict: dict) -> str:
     """A verdict's interval as ``[lo, hi]`` with the level it was computed at, or – where it has
     none."""
     ci = verdict.get("ci")
@@ -783,7 +381,7 @@ def _ci_text(verdict: dict) -> str:
     return "–" if not ci or ci[0] is None else f"{level}[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _verdict_text(v: dict) -> str:
+def verdict_text(v: dict) -> str:
     """The label, and what the gate did with it where that differs (docs/thresholds.md):
     e.g. "**inconclusive** → fail" for an unproven ``upper`` bound."""
     label, outcome = v["verdict"], v.get("outcome")
@@ -792,16 +390,20 @@ def _verdict_text(v: dict) -> str:
     )
 
 
-def card_markdown(card: dict) -> str:
+def fmt_estimate(m: dict | None) -> str:
+    """An estimate (JSON data) as the cards print it: the value and its CI, – where it has none."""
+    if m is None or m["estimate"] is None:
+        return "–"
+    ci = m.get("ci")
+    tail = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
+    return f"{m['estimate']:.3f}{tail}"
+
+
+def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
+    """The card (JSON data) as Markdown; each of ``suites`` (the registered suites, in their
+    order) that is a flipgate.suite_api.TypedCardSuite adds the lines of its typed sections."""
     r = card["axis_receipt"]
-
-    def fmt(m: dict | None) -> str:
-        if m is None or m["estimate"] is None:
-            return "–"
-        ci = m.get("ci")
-        tail = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
-        return f"{m['estimate']:.3f}{tail}"
-
+    fmt = fmt_estimate
     # every string below that came from models.yaml, thresholds, envelopes or the store
     esc = md_escape
     lines = [
@@ -883,34 +485,23 @@ def card_markdown(card: dict) -> str:
             "",
             f"### K-policies: {esc(facet)} ({esc(primary)})",
             "",
-            f"K=2 screen recall against K={m['k']} flip: {_num(m.get('k2_screen_recall'))}; "
+            f"K=2 screen recall against K={m['k']} flip: {num(m.get('k2_screen_recall'))}; "
             "flip rate by K: "
-            + ", ".join(f"K={k}: {_num(v)}" for k, v in m["k_ablation"].items())
+            + ", ".join(f"K={k}: {num(v)}" for k, v in m["k_ablation"].items())
             + ".",
             "",
             "| policy | cost (calls/item) | accuracy | selective accuracy | coverage |",
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {esc(r['policy'])} | {r['cost']} | {_num(r['accuracy'])} | "
-            f"{_num(r['selective_accuracy'])} "
-            f"| {_num(r['coverage'])} |"
+            f"| {esc(r['policy'])} | {r['cost']} | {num(r['accuracy'])} | "
+            f"{num(r['selective_accuracy'])} "
+            f"| {num(r['coverage'])} |"
             for r in m["k_policies"]
         ]
-    if card.get("envelope"):
-        lines += envelope_markdown(card["envelope"], fmt)
-    if card.get("odi"):
-        lines += odi_markdown(card["odi"])
-    if card.get("readout_decomposition"):
-        lines += decomposition_markdown(card["readout_decomposition"], fmt, esc)
-    if card.get("judge_consensus"):
-        lines += judge_markdown(card["judge_consensus"], fmt, esc)
-    if card.get("continuity"):
-        lines += continuity_markdown(card["continuity"], fmt, esc)
-    if card.get("regression"):
-        lines += regression_markdown(
-            card["regression"]["comparisons"], card["regression"].get("level")
-        )
+    for suite in suites:
+        if isinstance(suite, TypedCardSuite):
+            lines += suite.card_fields_markdown(card)
     lines += [
         "",
         "## Threshold verdicts",
@@ -920,9 +511,9 @@ def card_markdown(card: dict) -> str:
     ]
     for v in card["thresholds"]:
         lines.append(
-            f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {_num(v.get('estimate'))} | "
-            f"{_ci_text(v)} "
-            f"| {_num(v.get('p_value'))} | {_num(v.get('q_value'))} | {_verdict_text(v)} "
+            f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {num(v.get('estimate'))} | "
+            f"{ci_text(v)} "
+            f"| {num(v.get('p_value'))} | {num(v.get('q_value'))} | {verdict_text(v)} "
             f"| {esc(v.get('why') or '')} |"
         )
     lines += [
@@ -935,157 +526,6 @@ def card_markdown(card: dict) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def envelope_markdown(env: dict, fmt) -> list[str]:
-    """SafetyRepro App. B (iii)–(vi) as Markdown."""
-    n = env["score_neighbourhood"]
-    r = env["ranking_stability"]
-    esc = md_escape
-    lines = [
-        "",
-        "## Configuration envelope",
-        "",
-        f"Envelope {esc(env['name'])} (sha256 {esc(env['sha256'])}), tier {esc(env['tier'])}: "
-        f"{env['n_configs']} valid "
-        f"configurations, N = {env['n_items']} items. Anchor (receipt) configuration "
-        f"{esc(env['anchor']['id'])}: "
-        f"point score {_num(env['point_score'])}.",
-        "",
-        "| score min | mean | max | SDI | " + " | ".join(map(esc, env["verdict_stability"])) + " |",
-        "|---|---|---|---|" + "---|" * len(env["verdict_stability"]),
-        f"| {_num(n['min'])} | {_num(n['mean'])} | {_num(n['max'])} | {fmt(n['sdi'])} | "
-        + " | ".join(fmt(v) for v in env["verdict_stability"].values())
-        + " |",
-        "",
-        f"Ranking stability over roster {', '.join(map(esc, r['models']))} ({r['n_configs']} "
-        "shared configurations): "
-        + (
-            f"τ_R {fmt(r['tau_r'])}, total-order mismatch {fmt(r['total_order_mismatch'])}, "
-            "orderings reached "
-            f"{fmt(r['orderings_reached'])}."
-            if "tau_r" in r
-            else esc(r.get("note", "")) + "."
-        ),
-    ]
-    if r["pairs"]:
-        lines += [
-            "",
-            "| pair | N+ | N− | N0 | ρ_flip | ceiling | strict disagreement |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {esc(p['model_a'])} vs {esc(p['model_b'])} | {p['n_plus']} | {p['n_minus']} | "
-            f"{p['n_zero']} "
-            f"| {_num(p['rho_flip'])} | {_num(p['ceiling'])} | {_num(p['strict_disagreement'])} |"
-            for p in r["pairs"]
-        ]
-    signed = lambda x: "–" if x is None or x != x else f"{x:+.3f}" if x else "0.000"  # noqa: E731
-    # docs/definitions.md §11: this model (candidate) vs its baseline over the envelope
-    for v in env.get("versions", []):
-        if "missing" in v:
-            lines += ["", f"vs baseline {esc(v['baseline'])}: not compared ({esc(v['missing'])})."]
-            continue
-        lines += [
-            "",
-            f"vs baseline {esc(v['baseline'])} over {v['n_configs']} shared configurations "
-            f"(Δ = candidate − baseline): mean Δ {fmt(v['mean_delta'])} (configuration bootstrap), "
-            f"min {signed(v['min_delta'])}, max {signed(v['max_delta'])}; worse on {v['n_worse']}, "
-            "better on "
-            f"{v['n_better']}, equal on {v['n_equal']}; ρ_flip {_num(v['rho_flip'])} "
-            f"(ceiling {_num(v['ceiling'])}).",
-            "",
-            "| configuration | candidate | baseline | Δ |",
-            "|---|---|---|---|",
-        ]
-        lines += [
-            f"| {esc(d['config'])} | {_num(d['candidate'])} | {_num(d['baseline'])} | "
-            f"{signed(d['delta'])} |"
-            for d in v["deltas"]
-        ]
-    variance = env.get("variance") or {}
-    lines += [
-        "",
-        "Variance shares (Type-II ANOVA, SafetyRepro App. F): "
-        + (
-            f"η² model {_num(variance['eta_model'])}, implementation {_num(variance['eta_impl'])}, "
-            f"ρ = {_num(variance['rho'])}."
-            if "eta_model" in variance
-            else esc(variance.get("not_estimable", "–"))
-        ),
-    ]
-    lines += ["", "| configuration | score | parse rate |", "|---|---|---|"]
-    lines += [
-        f"| {esc(c['config'])} | {_num(c['score'])} | {_num(c['parse_rate'])} |"
-        for c in env["configs"]
-    ]
-    lines += ["", "Not varied: " + "; ".join(map(esc, env["scope_not_varied"])) + "."]
-    return lines
-
-
-def odi_markdown(odi: dict) -> list[str]:
-    """The card's ODI section (docs/definitions.md §4) as Markdown."""
-
-    def hdi(m: dict) -> str:
-        median = _num(m.get("median", m.get("estimate")))
-        return f"{median} [{_num(m['hdi'][0])}, {_num(m['hdi'][1])}]"
-
-    pct = f"{odi['hdi_prob']:.0%}"
-    esc = md_escape
-    lines = [
-        "",
-        "## ODI: ordering-decomposed IRT",
-        "",
-        f"Panel {', '.join(map(esc, odi['panel']))}; profile {esc(odi['profile'])} (draws per "
-        "chain "
-        f"{json.dumps(odi.get('draws_per_chain'))}); posterior medians with {pct} HDIs. "
-        "σ_π is per-item ordering noise pooled within the facet (median over its items), σ_δ the "
-        "facet's "
-        "scale of per-ordering offsets, mean |δ| the cell's average offset (centred within the "
-        "cell).",
-        "",
-        f"| facet | σ_π [{pct} HDI] | σ_δ [{pct} HDI] |",
-        "|---|---|---|",
-    ]
-    lines += [
-        f"| {esc(f)} | {hdi(v['sigma_pi'])} | {hdi(v['sigma_delta'])} |"
-        for f, v in odi["facets"].items()
-    ]
-    lines += ["", f"| cell | mean abs δ [{pct} HDI] |", "|---|---|"]
-    lines += [f"| {esc(c)} | {hdi(v['mean_abs_delta'])} |" for c, v in odi["cells"].items()]
-    if odi.get("theta"):
-        lines += ["", f"θ (correct outcome, centred over the panel): {hdi(odi['theta'])}."]
-    for v in odi.get("versions", []):
-        d = v.get("delta_theta")
-        lines += [
-            "",
-            f"Δθ vs {esc(v['baseline'])} (correct outcome): "
-            + (
-                f"median {_num(d['median'])}, {pct} HDI [{_num(d['hdi'][0])}, {_num(d['hdi'][1])}]."
-                if d
-                else f"not estimated: {esc(v.get('missing'))}."
-            ),
-        ]
-    lines += [
-        "",
-        "Diagnostics: "
-        + "; ".join(
-            f"{esc(o)}: R̂ max {_num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail "
-            f"min {d['ess_tail_min']:.0f}, "
-            f"{d['divergences']} divergences"
-            for o, d in odi["diagnostics"].items()
-        )
-        + f" → {'passed' if odi['passed'] else 'FAILED'}.",
-    ]
-    if odi["verdicts"]:
-        lines += ["", "| ODI threshold | estimate | CI | verdict | why |", "|---|---|---|---|---|"]
-        for v in odi["verdicts"]:
-            lines.append(
-                f"| {esc(v['threshold'])} | {_num(v.get('estimate'))} | {_ci_text(v)} | "
-                f"{_verdict_text(v)} "
-                f"| {esc(v.get('why') or '')} |"
-            )
-    return lines
 
 
 def model_index(model_id: str, cards: list[dict]) -> dict:
@@ -1211,16 +651,18 @@ def write_cards(
 ) -> WrittenCards:
     """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model. The
     index is rebuilt from every card on disk in the model's directory, so a partial run (``-k arc``)
-    keeps the datasets it did not audit; it returns what this run wrote. Each of ``suites``
-    (flipgate.suite_api.Suite) adds its section to the cards it has one for (``suites``)."""
+    keeps the datasets it did not audit; it returns what this run wrote. ``suites`` are the
+    registered suites (flipgate.registry.suites()): flipgate's own fill their typed card fields
+    and write their pages next to a model's cards (flipgate.suite_api.TypedCardSuite); every suite
+    adds its section to the cards it has one for (the card's ``suites``)."""
     pairs = store.conn.execute(
         "SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2"
     ).fetchall()
     written = WrittenCards()
     store.adjust_q_values()
     for model_id, dataset in pairs:
-        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root)
-        markdown = card_markdown(card.to_data())
+        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root, suites)
+        markdown = card_markdown(card.to_data(), suites)
         sections = {s: s.card_section(store, model_id, dataset) for s in suites}
         sections = {s: section for s, section in sections.items() if section is not None}
         if sections:
@@ -1241,27 +683,11 @@ def write_cards(
         index = yaml.safe_dump(model_index(model_id, cards), sort_keys=False)
         storage.write_text(storage.CARDS, path, index)
         written.paths.append(path)
-        comparisons = store.comparisons(model_id)
-        if comparisons:
-            path = Path(out_dir) / model_id / "regression.md"
-            page = regression_page(model_id, comparisons, run_id, level)
-            storage.write_text(storage.CARDS, path, page)
-            written.paths.append(path)
+        for suite in suites:
+            if not isinstance(suite, TypedCardSuite):
+                continue
+            for name, page in suite.model_pages(store, model_id, run_id, level).items():
+                path = Path(out_dir) / model_id / name
+                storage.write_text(storage.CARDS, path, page)
+                written.paths.append(path)
     return written
-
-
-def regression_page(
-    model_id: str, comparisons: list[dict], run_id: str, level: float | None
-) -> str:
-    """``grid_cards/<model>/regression.md``: the run's whole comparison table, every dataset."""
-    return (
-        "\n".join(
-            [
-                f"# Regression: {md_escape(model_id)} vs baseline",
-                "",
-                f"Run {md_escape(run_id)}; {len(comparisons)} compared cells.",
-            ]
-            + regression_markdown(comparisons, level, heading=None)
-        )
-        + "\n"
-    )

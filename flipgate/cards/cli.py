@@ -13,14 +13,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from flipgate import FlipgateError, storage
-from flipgate.cards.build import cards_on_disk, md_escape, model_index, regression_markdown
+from flipgate.cards.build import cards_on_disk, md_escape, model_index
 from flipgate.cell import Cell
 from flipgate.cli import OK, Parser, one_line, run_command
+from flipgate.suite_api import TypedCardSuite
 
 MODEL_CARD = storage.Place("model card", "--into", "delete it or give another --into")
 BEGIN, END = "<!-- flipgate:begin -->", "<!-- flipgate:end -->"
@@ -30,12 +33,14 @@ NOTE = (
 )
 
 
-def card_main(argv: list[str] | None = None) -> int:
-    """``python -m flipgate card --into README.md ...``; returns the exit status."""
-    return run_command(_card, argv)
+def card_main(argv: list[str] | None = None, suites: Sequence[Any] = ()) -> int:
+    """``python -m flipgate card --into README.md ...``; returns the exit status. ``suites``: the
+    registered suites (flipgate.__main__ passes flipgate.registry.suites()), whose lines the
+    section carries (flipgate.suite_api.TypedCardSuite.model_card_lines)."""
+    return run_command(lambda args: _card(args, suites), argv)
 
 
-def _card(argv: list[str]) -> int:
+def _card(argv: list[str], suites: Sequence[Any]) -> int:
     parser = Parser(
         prog="python -m flipgate card",
         description="Merge a model's GRID cards and model-index into a Hugging Face model card.",
@@ -47,7 +52,7 @@ def _card(argv: list[str]) -> int:
     parser.add_argument("--grid-cards-dir", type=Path, default=Path("grid_cards"))
     args = parser.parse_args(argv)
     model, cards, index = load_model(args.grid_cards_dir, args.model)
-    merge_into(args.into, model, cards, index, args.grid_cards_dir)
+    merge_into(args.into, model, cards, index, args.grid_cards_dir, suites)
     print(
         f"flipgate: {args.into}: GRID section of {model} ({len(cards)} dataset"
         f"{'s' if len(cards) != 1 else ''}) and model-index merged"
@@ -118,9 +123,10 @@ def _fmt(m: dict | None) -> str:
     )
 
 
-def grid_section(model: str, cards: list[dict], grid_dir: Path) -> str:
-    """The Markdown between the markers: per dataset the key metrics with CIs, the verdicts and,
-    where the cards carry one, the regression table against the baseline."""
+def grid_section(model: str, cards: list[dict], grid_dir: Path, suites: Sequence[Any] = ()) -> str:
+    """The Markdown between the markers: per dataset the key metrics with CIs, the verdicts and
+    the lines of ``suites`` (e.g. the regression table against the baseline, where the cards carry
+    one)."""
     esc = md_escape
     lines = [
         "## Ordering robustness (flipgate GRID cards)",
@@ -184,12 +190,9 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path) -> str:
                 f"| {estimate} | {ci} "
                 f"| {verdict} |"
             )
-    comparisons = [
-        c for card in cards for c in (card.get("regression") or {}).get("comparisons", [])
-    ]
-    if comparisons:
-        level = next(card["regression"].get("level") for card in cards if card.get("regression"))
-        lines += regression_markdown(comparisons, level, heading="### Regression vs baseline")
+    for suite in suites:
+        if isinstance(suite, TypedCardSuite):
+            lines += suite.model_card_lines(cards)
     return "\n".join(lines) + "\n"
 
 
@@ -221,8 +224,16 @@ def _quiet_hub():
         logger.setLevel(level)
 
 
-def merge_into(path: Path, model: str, cards: list[dict], index: dict, grid_dir: Path) -> None:
-    """Create or update the model card at ``path`` (written atomically)."""
+def merge_into(
+    path: Path,
+    model: str,
+    cards: list[dict],
+    index: dict,
+    grid_dir: Path,
+    suites: Sequence[Any] = (),
+) -> None:
+    """Create or update the model card at ``path`` (written atomically), with the lines of
+    ``suites`` in its flipgate section."""
     from huggingface_hub import ModelCard
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
@@ -251,6 +262,6 @@ def merge_into(path: Path, model: str, cards: list[dict], index: dict, grid_dir:
             name,
             results,
         )  # the model-index key, replaced
-        card.text = merge_section(card.text, grid_section(model, cards, grid_dir), path)
+        card.text = merge_section(card.text, grid_section(model, cards, grid_dir, suites), path)
         content = str(card)
     storage.write_text(MODEL_CARD, path, content)

@@ -18,6 +18,9 @@ CONTINUITY_METRICS = (
     MetricSpec("parse_rate", 0.0, 1.0, shared=True),
 )
 
+#: the prefix of its cells in the trials store (``continuity[<sweep>]``)
+CELL_PREFIX = "continuity["
+
 
 class ContinuitySuite(DeclaredPlanSuite):
     name = "continuity"
@@ -68,6 +71,12 @@ class ContinuitySuite(DeclaredPlanSuite):
         from flipgate.continuity.cost import project_continuity
 
         return [project_continuity(auditor, plan, model_id)]
+
+    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    card_module = "flipgate.continuity.card"
+    cell_prefix = CELL_PREFIX
+    #: a sweep's card, after an envelope-only benchmark's (flipgate.cards.build.build_card)
+    own_card_rank = 1
 
 
 SUITE = ContinuitySuite()

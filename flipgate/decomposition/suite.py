@@ -20,6 +20,9 @@ DECOMPOSITION_METRICS = (
     MetricSpec("parse_rate", 0.0, 1.0, shared=True, at=AXIS_NAMES, at_name="axis"),
 )
 
+#: the prefix of its cells in the trials store (flipgate.decomposition.run.axis_cell)
+CELL_PREFIX = "axis["
+
 
 class DecompositionSuite(DeclaredPlanSuite):
     name = SUITE_NAME
@@ -71,6 +74,13 @@ class DecompositionSuite(DeclaredPlanSuite):
         from flipgate.decomposition.cost import project_decomposition
 
         return project_decomposition(auditor, plan, model_id)
+
+    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    card_module = "flipgate.decomposition.card"
+    cell_prefix = CELL_PREFIX
+    #: a dataset only the decomposition audited: after a judge's card, which carries the
+    #: decomposition of its candidate sets too
+    own_card_rank = 3
 
 
 SUITE = DecompositionSuite()

@@ -35,6 +35,10 @@ def envelope(ctx: SuiteContext, models: list[str] | None = None):
     return ctx.memo("envelope", lambda: load_envelope(ctx.path("--envelope"), ids))
 
 
+#: the prefix of its cells in the trials store (flipgate.envelope.run.envelope_cell)
+CELL_PREFIX = "envelope["
+
+
 def roster(ctx: SuiteContext) -> list[str]:
     return envelope(ctx).roster or ctx.audit_config().audited("envelope")
 
@@ -92,6 +96,13 @@ class EnvelopeSuite(TypedCardSection):
         if not ctx.path("--envelope").exists():
             return []
         return [project_envelope(auditor, envelope(ctx), m) for m in roster(ctx)]
+
+    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    card_module = "flipgate.envelope.card"
+    cell_prefix = CELL_PREFIX
+    #: an envelope-only benchmark's card comes first (the other suites' own cards are of datasets
+    #: the envelope did not measure the model on)
+    own_card_rank = 0
 
 
 SUITE = EnvelopeSuite()

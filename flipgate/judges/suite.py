@@ -65,5 +65,13 @@ class JudgesSuite(DeclaredPlanSuite):
 
         return [project_judges(auditor, plan, model_id)]
 
+    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    card_module = "flipgate.judges.card"
+    #: a candidate-set dataset's card, after a sweep's (flipgate.cards.build.build_card)
+    own_card_rank = 2
+
+    def owns_cell(self, cell: str) -> bool:
+        return cell == JUDGE_CELL
+
 
 SUITE = JudgesSuite()

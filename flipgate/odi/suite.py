@@ -80,5 +80,8 @@ class ODISuite(TypedCardSection):
             + ", ".join(f"{f} {v['sigma_pi']['median']:.3f}" for f, v in odi["facets"].items())
         ]
 
+    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    card_module = "flipgate.odi.card"
+
 
 SUITE = ODISuite()

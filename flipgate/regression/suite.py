@@ -88,5 +88,8 @@ class RegressionSuite(TypedCardSection):
     def project(self, ctx: SuiteContext, auditor, ledger) -> list:
         return []  # its cells are the order suite's, priced with it
 
+    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    card_module = "flipgate.regression.card"
+
 
 SUITE = RegressionSuite()

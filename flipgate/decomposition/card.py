@@ -1,20 +1,30 @@
 """The readout decomposition in a GRID card (docs/definitions.md §8): the section built from the
 run store's records, the card of a dataset only the decomposition suite audited, and the
-Markdown table."""
+Markdown table (what flipgate.decomposition.suite gives the cards through
+flipgate.suite_api.TypedCardSuite)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from flipgate import metrics as M
 from flipgate.axes.formats import FORMATS
 from flipgate.axes.variant import LABEL_SETS
+from flipgate.cards.build import CardContext, fmt_estimate
 from flipgate.cards.model import (
     DecompositionAxis,
     DecompositionReadout,
     DecompositionSection,
     Estimate,
+    GridCard,
+    Scope,
+    Scores,
+    ScoringPath,
+    Template,
 )
 from flipgate.decomposition.record import DecompositionRecord
+from flipgate.decomposition.suite import CELL_PREFIX
+from flipgate.markdown_text import md_escape
 from flipgate.results import MetricEstimate
 
 if TYPE_CHECKING:
@@ -26,6 +36,7 @@ def _estimate(m: MetricEstimate | None) -> Estimate | None:
 
 
 def decomposition_section(records: list[DecompositionRecord]) -> DecompositionSection:
+    """The records of one (model, dataset), one per axis, as the card's section."""
     axes = []
     for rec in records:
         d = rec.decomposition
@@ -99,3 +110,61 @@ def decomposition_markdown(
     for readout, why in section["not_measured"].items():
         lines.append(f"\n{readout}: not measured ({esc(why)}).")
     return lines
+
+
+def card_fields(ctx: CardContext) -> dict[str, Any]:
+    """The card's ``readout_decomposition`` section, where the suite audited the dataset."""
+    records = ctx.store.records(DecompositionRecord, ctx.model_id)
+    records = [r for r in records if r.dataset == ctx.dataset]
+    return {"readout_decomposition": decomposition_section(records)} if records else {}
+
+
+def card_fields_markdown(card: dict) -> list[str]:
+    """The card's decomposition table, where it has a ``readout_decomposition`` section."""
+    section = card.get("readout_decomposition")
+    return decomposition_markdown(section, fmt_estimate, md_escape) if section else []
+
+
+def own_card(ctx: CardContext, sections: dict[str, Any]) -> GridCard | None:
+    """A card for a dataset only the readout decomposition audited: the receipt is the canonical
+    variant (Facet-Probe's template, A–D, options in source order), the score its accuracy under
+    the reference readout. None where ``sections`` hold no decomposition of the dataset."""
+    section: DecompositionSection | None = sections.get("readout_decomposition")
+    if section is None:
+        return None
+    trials = ctx.trials[ctx.trials["facet"].str.startswith(CELL_PREFIX)]
+    level = ctx.level
+    ref = section.reference_readout
+    canonical = trials[trials["condition"] == 0].drop_duplicates("item_id")
+    correct = lambda rows: [  # noqa: E731
+        float("nan") if c.get(ref) is None else float(c[ref]) for c in rows["correct"]
+    ]
+    acc = M.bootstrap_ci(correct(canonical), level=level)
+    acc_all = M.bootstrap_ci(correct(trials), cluster=list(trials["item_id"]), level=level)
+    return ctx.suite_card(
+        n_items=int(trials["item_id"].nunique()),
+        sampling="seed-42 uniform shuffle of the text multiple-choice items, first N",
+        receipt=ctx.plain_receipt(
+            FORMATS[0].id,
+            FORMATS[0].sha256,
+            {f.id: Template(id=f.id, sha256=f.sha256) for f in FORMATS},
+            ScoringPath(
+                primary_readout={"decomposition": ref},
+                readouts=sorted({r for a in section.axes for r in a.readouts}) or [ref],
+                map_back={"decomposition": "displayed label -> source option index"},
+            ),
+            {a.axis: a.manifest_sha256 for a in section.axes if a.manifest_sha256},
+        ),
+        scores=Scores(
+            facet="decomposition",
+            primary_readout=ref,
+            accuracy_canonical=Estimate(estimate=acc[0], ci=(acc[1], acc[2])),
+            accuracy_all_orderings=Estimate(estimate=acc_all[0], ci=(acc_all[1], acc_all[2])),
+        ),
+        scope=Scope(
+            varied=[f"{a.axis} ({a.n_conditions or 0} variants per item)" for a in section.axes]
+            + ["readout: " + ", ".join(sorted({r for a in section.axes for r in a.readouts}))],
+            not_varied=["decoding", "model weights and precision", "few-shot exemplars (none)"],
+        ),
+        readout_decomposition=section,
+    )

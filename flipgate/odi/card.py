@@ -1,0 +1,123 @@
+"""The ODI fit in a GRID card (docs/definitions.md §4): the section of one card built from the
+run's panel-wide analysis, and its Markdown (what flipgate.odi.suite gives the cards through
+flipgate.suite_api.TypedCardSuite)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flipgate.cards.build import CardContext, ci_text, num, verdict_text
+from flipgate.cards.model import OdiSection
+from flipgate.markdown_text import md_escape
+from flipgate.results import Verdict
+
+
+def card_fields(ctx: CardContext) -> dict[str, Any]:
+    """The card's ``odi`` section, where the panel's fit has the model and a cell of the card."""
+    odi = ctx.store.odi()
+    if not odi or ctx.model_id not in odi["roster"]:
+        return {}
+    if all(c["dataset"] != ctx.dataset for c in odi["cells"].values()):
+        return {}  # the panel's fit has no cell of this card
+    verdicts = ctx.store.verdicts(ctx.model_id, "odi")
+    return {"odi": odi_section(odi, ctx.model_id, ctx.dataset, verdicts)}
+
+
+def card_fields_markdown(card: dict) -> list[str]:
+    """The card's ODI section as Markdown, where it has one."""
+    return odi_markdown(card["odi"]) if card.get("odi") else []
+
+
+def odi_section(analysis: dict, model_id: str, dataset: str, verdicts: list[Verdict]) -> OdiSection:
+    """docs/definitions.md §4 for one card: σ_π / σ_δ of the card's facets and mean |δ| of its cells
+    from the panel's modal fit, the model's θ and its Δθ against its baselines
+    (docs/definitions.md §11) from the correct fit, both fits' diagnostics and the ODI verdicts."""
+    cells = {c: v for c, v in analysis["cells"].items() if v["dataset"] == dataset}
+    facets = sorted({v["facet"] for v in cells.values()})
+    return OdiSection(
+        profile=analysis["profile"],
+        panel=analysis["roster"],
+        hdi_prob=analysis["hdi_prob"],
+        ci_level=analysis.get("ci_level"),
+        readouts=analysis["readouts"].get(model_id, {}),
+        sizes=analysis["sizes"],
+        draws_per_chain=analysis.get("draws_per_chain"),
+        facets={f: analysis["facets"][f] for f in facets},
+        cells=cells,
+        theta=(analysis["models"].get(model_id) or {}).get("theta"),
+        versions=[v for v in analysis.get("versions", []) if v["candidate"] == model_id],
+        diagnostics=analysis["diagnostics"],
+        passed=analysis["passed"],
+        unmeasured=analysis.get("unmeasured", []),
+        verdicts=[
+            Verdict.model_validate(v.model_dump(exclude={"q_value"}))  # ODI estimates: no p-value
+            for v in verdicts
+            if v.target in {*facets, *cells, *analysis["diagnostics"]}
+        ],
+    )
+
+
+def odi_markdown(odi: dict) -> list[str]:
+    """The card's ODI section (docs/definitions.md §4) as Markdown."""
+
+    def hdi(m: dict) -> str:
+        median = num(m.get("median", m.get("estimate")))
+        return f"{median} [{num(m['hdi'][0])}, {num(m['hdi'][1])}]"
+
+    pct = f"{odi['hdi_prob']:.0%}"
+    esc = md_escape
+    lines = [
+        "",
+        "## ODI: ordering-decomposed IRT",
+        "",
+        f"Panel {', '.join(map(esc, odi['panel']))}; profile {esc(odi['profile'])} (draws per "
+        "chain "
+        f"{json.dumps(odi.get('draws_per_chain'))}); posterior medians with {pct} HDIs. "
+        "σ_π is per-item ordering noise pooled within the facet (median over its items), σ_δ the "
+        "facet's "
+        "scale of per-ordering offsets, mean |δ| the cell's average offset (centred within the "
+        "cell).",
+        "",
+        f"| facet | σ_π [{pct} HDI] | σ_δ [{pct} HDI] |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {esc(f)} | {hdi(v['sigma_pi'])} | {hdi(v['sigma_delta'])} |"
+        for f, v in odi["facets"].items()
+    ]
+    lines += ["", f"| cell | mean abs δ [{pct} HDI] |", "|---|---|"]
+    lines += [f"| {esc(c)} | {hdi(v['mean_abs_delta'])} |" for c, v in odi["cells"].items()]
+    if odi.get("theta"):
+        lines += ["", f"θ (correct outcome, centred over the panel): {hdi(odi['theta'])}."]
+    for v in odi.get("versions", []):
+        d = v.get("delta_theta")
+        lines += [
+            "",
+            f"Δθ vs {esc(v['baseline'])} (correct outcome): "
+            + (
+                f"median {num(d['median'])}, {pct} HDI [{num(d['hdi'][0])}, {num(d['hdi'][1])}]."
+                if d
+                else f"not estimated: {esc(v.get('missing'))}."
+            ),
+        ]
+    lines += [
+        "",
+        "Diagnostics: "
+        + "; ".join(
+            f"{esc(o)}: R̂ max {num(d['rhat_max'])}, ESS bulk min {d['ess_bulk_min']:.0f}, tail "
+            f"min {d['ess_tail_min']:.0f}, "
+            f"{d['divergences']} divergences"
+            for o, d in odi["diagnostics"].items()
+        )
+        + f" → {'passed' if odi['passed'] else 'FAILED'}.",
+    ]
+    if odi["verdicts"]:
+        lines += ["", "| ODI threshold | estimate | CI | verdict | why |", "|---|---|---|---|---|"]
+        for v in odi["verdicts"]:
+            lines.append(
+                f"| {esc(v['threshold'])} | {num(v.get('estimate'))} | {ci_text(v)} | "
+                f"{verdict_text(v)} "
+                f"| {esc(v.get('why') or '')} |"
+            )
+    return lines
