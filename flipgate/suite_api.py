@@ -6,8 +6,7 @@ the members of :class:`Suite`; a package outside flipgate adds one through the
 ``flipgate.suites`` entry-point group (docs/architecture.md). Every member is declared by every
 suite: the registry refuses an object that lacks one, and nothing reads a member with a default.
 flipgate's own suites also give :class:`TypedCardSuite`, the typed fields of the GRID card that
-they fill (the cards name no suite). (flipgate's own seven suites are still named by config for
-their typed plans: the import contract in pyproject.toml lists each such import.)
+they fill (the cards name no suite).
 
 No suite is imported here; this module sits with the core services (docs/architecture.md).
 """
