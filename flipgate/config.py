@@ -207,8 +207,6 @@ class AuditConfig:
     controls: dict[str, list[tuple[str, DatasetSpec]]] = field(default_factory=dict)
     #: model id of the LLM judge for judged facets (None: each model judges its own answers)
     judge: str | None = None
-    #: ODI fit settings (``audit.odi``): profile name, seed and profile field overrides
-    odi: dict = field(default_factory=dict)
     #: answer-reading judges (sem-flip, the decomposition's judge readout) answer with the
     #: consensus of K orderings of what they are shown (``audit.judge_consensus``); None: one call
     judge_consensus: ConsensusSettings | None = None
@@ -384,7 +382,6 @@ def load_models(path: Path | str) -> AuditConfig:
         facets,
         controls,
         judge,
-        audit.get("odi") or {},
         (
             ConsensusSettings.parse(
                 audit["judge_consensus"], f"{path}: field audit.judge_consensus", audit.get("k", 6)

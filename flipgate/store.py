@@ -11,6 +11,7 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -36,8 +37,6 @@ CREATE TABLE IF NOT EXISTS judgements (model_id TEXT, dataset TEXT, facet TEXT, 
     judge_id TEXT, verdict TEXT, PRIMARY KEY (model_id, dataset, facet, item_id));
 CREATE TABLE IF NOT EXISTS verdicts (model_id TEXT, dataset TEXT, facet TEXT, threshold TEXT,
     result TEXT, PRIMARY KEY (model_id, dataset, facet, threshold));
-CREATE TABLE IF NOT EXISTS envelopes (dataset TEXT PRIMARY KEY, analysis TEXT);
-CREATE TABLE IF NOT EXISTS odi (name TEXT PRIMARY KEY, analysis TEXT);
 CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, retries INTEGER,
     timeouts INTEGER, failures INTEGER, PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS model_calls (model_id TEXT, source TEXT, prompts INTEGER,
@@ -80,6 +79,23 @@ class StoredRecord(Protocol):
 
 
 R = TypeVar("R", bound=StoredRecord)
+
+
+@dataclass(frozen=True)
+class AnalysisTable:
+    """A suite's table of analyses (JSON data), one per key: e.g. the configuration envelope's,
+    one per benchmark (``AnalysisTable("envelopes", "dataset")``)."""
+
+    name: str
+    #: the key's column
+    key: str
+
+
+def _analysis_table(table: AnalysisTable) -> tuple[str, str]:
+    bad = [n for n in (table.name, table.key) if not _IDENTIFIER.match(n)]
+    if bad:
+        raise ValueError(f"{table}: the table and its key must be identifiers")
+    return table.name, table.key
 
 
 def _record_table(kind: type[StoredRecord]) -> tuple[str, tuple[str, ...]]:
@@ -259,17 +275,25 @@ class TrialStore:
                 [(model_id, dataset, facet, v.threshold, v.to_json()) for v in verdicts],
             )
 
-    def add_envelope(self, dataset: str, analysis: dict) -> None:
-        """The configuration-envelope analysis of a benchmark over the whole roster
-        (docs/definitions.md §7)."""
+    def add_analysis(self, table: AnalysisTable, key: str, analysis: dict) -> None:
+        """A suite's analysis (JSON data) under ``key`` in its table (created on the first
+        write); a rerun of the same key replaces it."""
+        name, column = _analysis_table(table)
         with self.writing():
             self.conn.execute(
-                "INSERT OR REPLACE INTO envelopes VALUES (?, ?)", (dataset, json.dumps(analysis))
+                f"CREATE TABLE IF NOT EXISTS {name} ({column} TEXT PRIMARY KEY, analysis TEXT)"
+            )
+            self.conn.execute(
+                f"INSERT OR REPLACE INTO {name} VALUES (?, ?)", (key, json.dumps(analysis))
             )
 
-    def envelope(self, dataset: str) -> dict | None:
+    def analysis(self, table: AnalysisTable, key: str) -> dict | None:
+        """The analysis :meth:`add_analysis` stored under ``key``; None when there is none."""
+        name, column = _analysis_table(table)
+        if not self._has_table(name):
+            return None
         row = self.conn.execute(
-            "SELECT analysis FROM envelopes WHERE dataset = ?", (dataset,)
+            f"SELECT analysis FROM {name} WHERE {column} = ?", (key,)
         ).fetchone()
         return json.loads(row[0]) if row else None
 
@@ -314,17 +338,6 @@ class TrialStore:
             "GROUP BY model_id ORDER BY model_id"
         )
         return {m: (int(a or 0), int(c or 0)) for m, a, c in rows}
-
-    def add_odi(self, analysis: dict, name: str = "order") -> None:
-        """The ODI fit over a panel's order-suite trials (docs/definitions.md §4)."""
-        with self.writing():
-            self.conn.execute(
-                "INSERT OR REPLACE INTO odi VALUES (?, ?)", (name, json.dumps(analysis))
-            )
-
-    def odi(self, name: str = "order") -> dict | None:
-        row = self.conn.execute("SELECT analysis FROM odi WHERE name = ?", (name,)).fetchone()
-        return json.loads(row[0]) if row else None
 
     def add_suite_record(
         self, suite: str, model_id: str, dataset: str, record: dict, key: str = ""

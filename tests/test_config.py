@@ -26,7 +26,7 @@ def test_repo_models_and_thresholds_are_valid():
         "smollm2-135m-instruct-nf4",
     ]
     assert (
-        cfg.odi["profile"] == "fast"
+        cfg.plans["odi"]["profile"] == "fast"
         and cfg.models["smollm2-135m-instruct-nf4"]["baseline"] == "smollm2-135m-instruct"
     )
     assert cfg.cells("smollm2-135m-instruct-nf4") == [

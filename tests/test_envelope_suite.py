@@ -19,6 +19,7 @@ from flipgate.config import AuditConfig
 from flipgate.envelope.cell import EnvelopeCell
 from flipgate.envelope.render import TEMPLATES, render
 from flipgate.envelope.spec import Config, load_envelope
+from flipgate.envelope.suite import ENVELOPE_ANALYSES
 from flipgate.items import DatasetSpec, load_items
 
 SMALL = """
@@ -162,7 +163,7 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
         pytest.fail.Exception, match=r"t1fan: rho_flip_max\[facet=envelope\] <= 0.25"
     ):
         cell.run()
-    analysis = cell.auditor.store.envelope("arc_easy")
+    analysis = cell.auditor.store.analysis(ENVELOPE_ANALYSES, "arc_easy")
     assert (
         analysis["n_configs"] == 8 and analysis["anchor"]["id"] == "T1|greedy|0shot|free_form|fp32"
     )
@@ -257,7 +258,7 @@ def test_headline_maxima_carry_max_statistic_intervals(roster_cell):
     cell, _ = roster_cell
     with pytest.raises(pytest.fail.Exception):
         cell.run()
-    head = cell.auditor.store.envelope("arc_easy")["headline_max"]
+    head = cell.auditor.store.analysis(ENVELOPE_ANALYSES, "arc_easy")["headline_max"]
     assert head["sdi"]["estimate"] == pytest.approx(2.0) and head["sdi"]["model"] in (
         "t1fan",
         "t3fan",

@@ -17,6 +17,7 @@ from flipgate import registry
 from flipgate.cards.build import SCHEMA_PATH, card_markdown, write_cards
 from flipgate.envelope.analysis import analyse, version_deltas
 from flipgate.envelope.card import envelope_markdown, envelope_section
+from flipgate.envelope.suite import ENVELOPE_ANALYSES
 
 CONFIGS = [
     "T1|greedy|0shot|free_form|fp32",
@@ -210,7 +211,7 @@ def test_suite_compares_a_roster_model_with_its_baseline(roster_cell):  # noqa: 
         pytest.fail.Exception
     ):  # t1fan / t3fan fail rho_flip_max (test_envelope_suite)
         cell.run()
-    (v,) = cell.auditor.store.envelope("arc_easy")["versions"]
+    (v,) = cell.auditor.store.analysis(ENVELOPE_ANALYSES, "arc_easy")["versions"]
     # t1fan is right exactly on the T1 configurations, t3fan exactly on the T3 ones:
     # Δ = ±1 on 4 each
     assert (v["candidate"], v["baseline"], v["n_configs"]) == ("t1fan", "t3fan", 8)

@@ -17,6 +17,7 @@ from flipgate.items import DatasetSpec, load_items
 from flipgate.odi.allure import odi_plot
 from flipgate.odi.cell import ODICell
 from flipgate.odi.gate import diagnostic_bounds, gate
+from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
 
 
 def thresholds(tmp_path, body: str, name: str = "default"):
@@ -193,7 +194,7 @@ def panel_cell(
         items_per_dataset=8,
         bootstrap_n=200,
         facets={"option_order": [DatasetSpec("arc_challenge"), DatasetSpec("arc_easy")]},
-        odi=odi_settings or {},
+        plans={"odi": odi_settings or {}},
     )
     auditor = Auditor(
         cfg,
@@ -227,7 +228,7 @@ def planted(tmp_path_factory):
 
 def test_planted_panel_is_fitted_gated_and_stored(planted):
     cell, verdicts, _ = planted
-    analysis = cell.auditor.store.odi()
+    analysis = cell.auditor.store.analysis(ODI_FITS, ORDER_PANEL)
     assert analysis["roster"] == ["reader", "first"] and analysis["passed"], analysis["diagnostics"]
     # 2 models x 2 datasets x 8 items x K=6; the modal fit drops items whose answers tie
     assert analysis["sizes"]["correct"] == {
@@ -269,7 +270,8 @@ def test_a_rerun_on_the_same_panel_replays_the_stored_fits(planted, monkeypatch)
     with pytest.warns(UserWarning, match="mean_abs_delta"):
         replayed = again.run()
     assert [v.model_dump() for v in replayed] == [v.model_dump() for v in verdicts]
-    assert again.auditor.store.odi()["models"] == cell.auditor.store.odi()["models"]
+    fits = [c.auditor.store.analysis(ODI_FITS, ORDER_PANEL) for c in (again, cell)]
+    assert fits[0]["models"] == fits[1]["models"]
     assert len(list((tmp_path / "analyses").glob("*.json"))) == 1
     with pytest.raises(AssertionError, match="refitted"):  # another seed is another fit
         panel_cell(tmp_path, PLANTED_THRESHOLDS, {"seed": 1}).run()
@@ -296,7 +298,7 @@ def test_planted_panel_card_section_markdown_and_plot(planted):
         and "→ passed" in md
     )
     assert "odi_sigma_pi" in (tmp_path / "cards/first/model-index.yaml").read_text()
-    png = odi_plot(cell.auditor.store.odi())
+    png = odi_plot(cell.auditor.store.analysis(ODI_FITS, ORDER_PANEL))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
@@ -310,7 +312,9 @@ def test_a_fit_that_fails_its_diagnostics_fails_the_test(tmp_path):
         pytest.fail.Exception, match=r"ess_bulk_min\[facet=odi\] >= 400.0 \(point\) · modal"
     ):
         cell.run()
-    assert cell.auditor.store.odi()["passed"] is False  # the fit is still recorded
+    assert (
+        cell.auditor.store.analysis(ODI_FITS, ORDER_PANEL)["passed"] is False
+    )  # the fit is still recorded
 
 
 def test_one_model_roster_is_skipped_with_the_reason(tmp_path):

@@ -30,7 +30,7 @@ from flipgate.exitcodes import USAGE_ERROR
 from flipgate.grammar import Manifest
 from flipgate.regression.runs import RunRecord
 from flipgate.results import Trial
-from flipgate.store import TrialStore
+from flipgate.store import AnalysisTable, TrialStore
 
 ARC = """
 audit:
@@ -87,7 +87,7 @@ def test_full_trials_store_is_one_line_naming_it_and_the_remedy(tmp_path):
     store = TrialStore(tmp_path / "trials.sqlite")
     full(store.conn)
     with pytest.raises(FlipgateError) as err:
-        store.add_envelope("mmlu", {"big": "x" * 200_000})
+        store.add_analysis(AnalysisTable("envelopes", "dataset"), "mmlu", {"big": "x" * 200_000})
     message = str(err.value)
     assert str(tmp_path / "trials.sqlite") in message and "\n" not in message
     assert "the disk is full" in message and "free disk space" in message

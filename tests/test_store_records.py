@@ -77,3 +77,26 @@ def test_the_suites_records_keep_the_tables_older_stores_have():
         "continuity",
         ("model_id", "sweep", "estimator"),
     )
+
+
+def test_analyses_round_trip_by_key_and_an_older_stores_tables_read_as_before(tmp_path):
+    """A suite's analyses (the envelope's per benchmark, the ODI fit per panel) live in the table
+    its AnalysisTable names: created on the first write, the same layout older stores have."""
+    from flipgate.envelope.suite import ENVELOPE_ANALYSES
+    from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
+    from flipgate.store import AnalysisTable
+
+    store = TrialStore(tmp_path / "trials.sqlite")
+    assert store.analysis(ENVELOPE_ANALYSES, "mmlu") is None  # never written
+    store.add_analysis(ENVELOPE_ANALYSES, "mmlu", {"sdi": 0.1})
+    store.add_analysis(ENVELOPE_ANALYSES, "mmlu", {"sdi": 0.2})  # a rerun replaces it
+    assert store.analysis(ENVELOPE_ANALYSES, "mmlu") == {"sdi": 0.2}
+    assert store.analysis(ENVELOPE_ANALYSES, "arc") is None
+    # a store written before: its tables were made up front, with these columns
+    old = sqlite3.connect(tmp_path / "old.sqlite")
+    old.execute("CREATE TABLE odi (name TEXT PRIMARY KEY, analysis TEXT)")
+    old.execute("INSERT INTO odi VALUES ('order', '{\"passed\": true}')")
+    old.commit()
+    assert TrialStore(tmp_path / "old.sqlite").analysis(ODI_FITS, ORDER_PANEL) == {"passed": True}
+    with pytest.raises(ValueError, match="identifiers"):
+        store.add_analysis(AnalysisTable("odi; --", "name"), "x", {})

@@ -22,12 +22,13 @@ from flipgate.cards.model import (
     Scores,
     ScoringPath,
 )
+from flipgate.envelope.suite import ENVELOPE_ANALYSES
 from flipgate.markdown_text import md_escape
 
 
 def _analysis(ctx: CardContext) -> dict | None:
     """The envelope analysis of the card's dataset (a benchmark), where it measured the model."""
-    envelope = ctx.store.envelope(ctx.dataset)
+    envelope = ctx.store.analysis(ENVELOPE_ANALYSES, ctx.dataset)
     return envelope if envelope and ctx.model_id in envelope["models"] else None
 
 

@@ -18,7 +18,7 @@ from flipgate.envelope.analysis import NOT_VARIED, analyse, gate_analysis, gate_
 from flipgate.envelope.render import TEMPLATE_SHA256
 from flipgate.envelope.run import EnvelopeRunner, config_scores
 from flipgate.envelope.spec import Envelope
-from flipgate.envelope.suite import ENVELOPE_CELL
+from flipgate.envelope.suite import ENVELOPE_ANALYSES, ENVELOPE_CELL
 from flipgate.gate import evaluate
 from flipgate.items import DatasetSpec
 from flipgate.results import Verdict, estimates
@@ -110,7 +110,7 @@ class EnvelopeCell:
                 level,
             )
         )
-        store.add_envelope(name, analysis)
+        store.add_analysis(ENVELOPE_ANALYSES, name, analysis)
         verdicts = []
         for model, ts in thresholds.items():
             mine = []

@@ -7,11 +7,14 @@ import math
 from typing import Any
 
 from flipgate import FlipgateError
+from flipgate.store import AnalysisTable
 from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
 from flipgate.suite_base import TypedCardSection
 
 #: the envelope's cell name (``facet: envelope`` in thresholds)
 ENVELOPE_CELL = "envelope"
+#: its analysis of each benchmark over the whole roster (docs/definitions.md §7), in the store
+ENVELOPE_ANALYSES = AnalysisTable("envelopes", "dataset")
 ENVELOPE_METRICS = (
     MetricSpec("sdi", 0.0, math.inf),
     MetricSpec("cfr", 0.0, 1.0, at="number", at_name="θ"),  # cfr@θ, e.g. cfr@0.5

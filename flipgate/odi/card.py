@@ -10,12 +10,13 @@ from typing import Any
 from flipgate.cards.build import CardContext, ci_text, num, verdict_text
 from flipgate.cards.model import OdiSection
 from flipgate.markdown_text import md_escape
+from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
 from flipgate.results import Verdict
 
 
 def card_fields(ctx: CardContext) -> dict[str, Any]:
     """The card's ``odi`` section, where the panel's fit has the model and a cell of the card."""
-    odi = ctx.store.odi()
+    odi = ctx.store.analysis(ODI_FITS, ORDER_PANEL)
     if not odi or ctx.model_id not in odi["roster"]:
         return {}
     if all(c["dataset"] != ctx.dataset for c in odi["cells"].values()):

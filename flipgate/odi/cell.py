@@ -18,6 +18,7 @@ from flipgate.config import load_thresholds
 from flipgate.odi.allure import report_odi
 from flipgate.odi.fit import odi
 from flipgate.odi.gate import diagnostic_bounds, gate, gate_levels
+from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
 from flipgate.results import Verdict
 from flipgate.suite import assert_verdicts, fail_input, skip_not_applicable
 
@@ -69,7 +70,7 @@ class ODICell:
         return pd.concat(frames, ignore_index=True), used, unmeasured
 
     def measure(self, bounds: dict, level: float, levels=()) -> dict:
-        settings = dict(self.auditor.config.odi)
+        settings = dict(self.auditor.config.plans.get("odi") or {})
         profile, seed = settings.pop("profile", "fast"), settings.pop("seed", 0)
         trials, used, unmeasured = self.panel()
         roster, models = self.roster(), self.auditor.config.models
@@ -116,7 +117,7 @@ class ODICell:
         except FlipgateError as exc:
             fail_input(exc)
         store = self.auditor.store
-        store.add_odi(analysis)
+        store.add_analysis(ODI_FITS, ORDER_PANEL, analysis)
         verdicts = []
         for model_id, ts in thresholds.items():
             mine = gate(analysis, ts, model_id)

@@ -9,11 +9,16 @@ from typing import Any
 from flipgate.cell import Cell
 from flipgate.facets import FACETS
 from flipgate.progress import cell_plan
+from flipgate.store import AnalysisTable
 from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
-from flipgate.suite_base import TypedCardSection
+from flipgate.suite_base import TypedCardSection, schema_beside
 
 #: the ODI fit's cell name (``facet: odi`` in thresholds)
 ODI_CELL = "odi"
+#: the ODI fit over a panel's order-suite trials (docs/definitions.md §4), in the store; the
+#: order suites' panel is keyed "order"
+ODI_FITS = AnalysisTable("odi", "name")
+ORDER_PANEL = "order"
 _INF = math.inf
 _FACETS = tuple(sorted(FACETS))  # e.g. sigma_pi@option_order
 #: posterior quantities (``@<facet>`` selects one facet) and fit diagnostics
@@ -30,15 +35,16 @@ ODI_METRICS = (
 
 class ODISuite(TypedCardSection):
     name = "odi"
-    config_key = None  # audit.odi, described by the shipped schema
-    schema = None
+    config_key = "odi"  # optional: profile name, seed and profile field overrides
+    schema = schema_beside(__file__)
     facet = ODI_CELL
     metrics = ODI_METRICS
     test_dirs = ("suites/analysis",)
     piloted = False
 
-    def parse(self, spec: dict, where: str, config) -> Any:
-        return None
+    def parse(self, spec: dict, where: str, config) -> dict:
+        """``audit.odi`` (valid against schema.json): the fit's settings, as given."""
+        return dict(spec)
 
     def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
         ctx.audit_config()  # a bad models.yaml is the collection error
@@ -71,7 +77,7 @@ class ODISuite(TypedCardSection):
         return []  # it reads the order suite's trials and calls no model
 
     def summary_lines(self, store) -> list[str]:
-        odi = store.odi()
+        odi = store.analysis(ODI_FITS, ORDER_PANEL)
         if not odi:
             return []
         return [
