@@ -263,6 +263,16 @@ class TypedCardSuite(Protocol):
         """Pages it writes next to a model's cards: file name in ``grid_cards/<model>/`` -> text."""
         ...
 
+    def model_index_metrics(self, card: dict) -> list[dict]:
+        """Its headline metrics of ``card`` (JSON data) for the model's Hugging Face
+        ``model-index`` (``type``, ``name``, ``value``); none where the card has no section."""
+        ...
+
+    def own_card_label(self, card: dict) -> str | None:
+        """How the model card's table names the row of a card of its own (Markdown); None
+        where ``card`` is not one."""
+        ...
+
     def model_card_lines(self, cards: list[dict]) -> list[str]:
         """Its Markdown lines in the flipgate section of a Hugging Face model card
         (``python -m flipgate card``), from the model's cards (JSON data)."""

@@ -60,6 +60,12 @@ class TypedCardSection:
     def model_pages(self, store: Any, model_id: str, run_id: str, level: float) -> dict[str, str]:
         return self._give("model_pages", {}, store, model_id, run_id, level)
 
+    def model_index_metrics(self, card: dict) -> list[dict]:
+        return self._give("model_index_metrics", [], card)
+
+    def own_card_label(self, card: dict) -> str | None:
+        return self._give("own_card_label", None, card)
+
     def model_card_lines(self, cards: list[dict]) -> list[str]:
         return self._give("model_card_lines", [], cards)
 

@@ -298,3 +298,37 @@ def test_card_shows_the_summaries_the_cell_test_stored(card_store):
     computed = card["order_robustness"]["option_order"]["letter_logprob"]  # nothing stored
     assert computed == first["order_robustness"]["option_order"]["letter_logprob"]
     assert computed["flip_rate"]["estimate"] == 1.0
+
+
+def test_the_suites_give_their_headline_metrics_to_the_model_index():
+    """The envelope's SDI and CFR and the ODI fit's σ_π reach model-index.yaml through the
+    suites (TypedCardSuite.model_index_metrics): flipgate.cards names neither."""
+    from flipgate import registry
+    from flipgate.cards.build import model_index
+
+    card = {
+        "axis_receipt": {"scoring_path": {"primary_readout": {}}},
+        "scores": {"accuracy_canonical": {"estimate": 0.5}},
+        "order_robustness": {},
+        "controls": {},
+        "dataset": {"name": "truthfulqa_mc"},
+        "envelope": {
+            "name": "default",
+            "n_configs": 12,
+            "score_neighbourhood": {"sdi": {"estimate": 0.25}},
+            "verdict_stability": {"cfr@0.5": {"estimate": 0.1}},
+        },
+        "odi": {"panel": ["a", "b"], "facets": {"option_order": {"sigma_pi": {"median": 0.7}}}},
+    }
+    metrics = model_index("m", [card], registry.suites())["model-index"][0]["results"][0]
+    assert [(m["type"], m["value"]) for m in metrics["metrics"]] == [
+        ("accuracy", 0.5),
+        ("sdi", 0.25),
+        ("cfr", 0.1),
+        ("odi_sigma_pi", 0.7),
+    ]
+    assert [m["name"] for m in metrics["metrics"]][1:] == [
+        "SDI over 12 configurations (default)",
+        "CFR at θ=0.5 (default)",
+        "ODI σ_π option_order (panel of 2)",
+    ]

@@ -528,8 +528,9 @@ def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
     return "\n".join(lines)
 
 
-def model_index(model_id: str, cards: list[dict]) -> dict:
-    """A Hugging Face ``model-index`` block with each card's facet metrics."""
+def model_index(model_id: str, cards: list[dict], suites: Sequence[Any] = ()) -> dict:
+    """A Hugging Face ``model-index`` block with each card's facet metrics, and the headline
+    metrics of the suites' sections (``TypedCardSuite.model_index_metrics``)."""
     results = []
     for card in cards:
         primaries = card["axis_receipt"]["scoring_path"]["primary_readout"]
@@ -552,33 +553,9 @@ def model_index(model_id: str, cards: list[dict]) -> dict:
                         "value": m["flip_rate"]["estimate"],
                     }
                 )
-        env = card.get("envelope")
-        if env:
-            metrics += [
-                {
-                    "type": "sdi",
-                    "name": f"SDI over {env['n_configs']} configurations ({env['name']})",
-                    "value": env["score_neighbourhood"]["sdi"]["estimate"],
-                }
-            ]
-            metrics += [
-                {
-                    "type": "cfr",
-                    "name": f"CFR at θ={k.split('@')[1]} ({env['name']})",
-                    "value": v["estimate"],
-                }
-                for k, v in env["verdict_stability"].items()
-            ]
-        odi = card.get("odi")
-        if odi:
-            metrics += [
-                {
-                    "type": "odi_sigma_pi",
-                    "name": f"ODI σ_π {f} (panel of {len(odi['panel'])})",
-                    "value": v["sigma_pi"]["median"],
-                }
-                for f, v in odi["facets"].items()
-            ]
+        for suite in suites:
+            if isinstance(suite, TypedCardSuite):
+                metrics += suite.model_index_metrics(card)
         results.append(
             {
                 "task": {"type": "multiple-choice", "name": "ordering robustness"},
@@ -680,7 +657,7 @@ def write_cards(
     for model_id in dict.fromkeys(m for m, _ in pairs):
         cards = cards_on_disk(Path(out_dir) / model_id, model_id)
         path = Path(out_dir) / model_id / "model-index.yaml"
-        index = yaml.safe_dump(model_index(model_id, cards), sort_keys=False)
+        index = yaml.safe_dump(model_index(model_id, cards, suites), sort_keys=False)
         storage.write_text(storage.CARDS, path, index)
         written.paths.append(path)
         for suite in suites:

@@ -51,7 +51,7 @@ def _card(argv: list[str], suites: Sequence[Any]) -> int:
     parser.add_argument("--model", help="model id (default: the only model under --grid-cards-dir)")
     parser.add_argument("--grid-cards-dir", type=Path, default=Path("grid_cards"))
     args = parser.parse_args(argv)
-    model, cards, index = load_model(args.grid_cards_dir, args.model)
+    model, cards, index = load_model(args.grid_cards_dir, args.model, suites)
     merge_into(args.into, model, cards, index, args.grid_cards_dir, suites)
     print(
         f"flipgate: {args.into}: GRID section of {model} ({len(cards)} dataset"
@@ -68,7 +68,9 @@ def model_dirs(grid_dir: Path) -> list[str]:
     )
 
 
-def load_model(grid_dir: Path, model: str | None) -> tuple[str, list[dict], dict]:
+def load_model(
+    grid_dir: Path, model: str | None, suites: Sequence[Any] = ()
+) -> tuple[str, list[dict], dict]:
     """(model id, its valid cards by dataset, its model-index) from ``grid_dir``, or a
     FlipgateError."""
     if not grid_dir.is_dir():
@@ -110,7 +112,7 @@ def load_model(grid_dir: Path, model: str | None) -> tuple[str, list[dict], dict
         if not isinstance(index, dict) or not isinstance(index.get("model-index"), list):
             raise FlipgateError(f"{path}: has no model-index list")
     else:
-        index = model_index(model, cards)
+        index = model_index(model, cards, suites)
     return model, cards, index
 
 
@@ -159,10 +161,19 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path, suites: Sequence
                 f"| {_fmt(m['parse_rate'])} | {_fmt(m['accuracy'])} "
                 f"| {_fmt(m.get('delta_order'))} |"
             )
-        if not cells:  # an envelope-only benchmark: its point score and neighbourhood
-            env = card.get("envelope") or {}
+        if not cells:  # a dataset one suite alone audited (an envelope benchmark): its score
+            label = next(
+                (
+                    x
+                    for s in suites
+                    if isinstance(s, TypedCardSuite)
+                    for x in [s.own_card_label(card)]
+                    if x
+                ),
+                "–",
+            )
             lines.append(
-                f"{head}| envelope {esc(env.get('name'))} "
+                f"{head}| {label} "
                 f"| {esc(card['scores']['primary_readout'])} | – "
                 f"| – | – | {_fmt(card['scores']['accuracy_canonical'])} | – |"
             )

@@ -225,3 +225,30 @@ def envelope_markdown(env: dict, fmt) -> list[str]:
     ]
     lines += ["", "Not varied: " + "; ".join(map(esc, env["scope_not_varied"])) + "."]
     return lines
+
+
+def model_index_metrics(card: dict) -> list[dict]:
+    """The envelope's headline metrics for the model's Hugging Face ``model-index``: SDI over the
+    configurations and the CFR at each verdict threshold θ."""
+    env = card.get("envelope")
+    if not env:
+        return []
+    sdi = {
+        "type": "sdi",
+        "name": f"SDI over {env['n_configs']} configurations ({env['name']})",
+        "value": env["score_neighbourhood"]["sdi"]["estimate"],
+    }
+    return [sdi] + [
+        {
+            "type": "cfr",
+            "name": f"CFR at θ={k.split('@')[1]} ({env['name']})",
+            "value": v["estimate"],
+        }
+        for k, v in env["verdict_stability"].items()
+    ]
+
+
+def own_card_label(card: dict) -> str | None:
+    """How the model card's table names an envelope-only benchmark's row."""
+    env = card.get("envelope")
+    return f"envelope {md_escape(env.get('name'))}" if env else None

@@ -122,3 +122,18 @@ def odi_markdown(odi: dict) -> list[str]:
                 f"| {esc(v.get('why') or '')} |"
             )
     return lines
+
+
+def model_index_metrics(card: dict) -> list[dict]:
+    """σ_π of each facet in the panel's fit, for the model's Hugging Face ``model-index``."""
+    odi = card.get("odi")
+    if not odi:
+        return []
+    return [
+        {
+            "type": "odi_sigma_pi",
+            "name": f"ODI σ_π {f} (panel of {len(odi['panel'])})",
+            "value": v["sigma_pi"]["median"],
+        }
+        for f, v in odi["facets"].items()
+    ]
