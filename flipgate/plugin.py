@@ -175,8 +175,11 @@ def pytest_configure(config):
         ) in ("no", "load"):
             config.option.dist = "loadgroup"  # one group per (model, facet, dataset): _group
         config.option.loadscopereorder = False  # groups in the order of _schedule_order
-    if config.getoption("--baseline") is not None or config.getoption("--candidate") is not None:
-        session.check_baseline()
+    for suite in registry.suites():  # e.g. a bad --baseline: one usage-error line, before anything
+        try:  # is collected, loaded or written
+            suite.configure(session)
+        except FlipgateError as exc:
+            raise pytest.UsageError(f"flipgate: {exc}") from None
 
 
 def _audit_config(config):

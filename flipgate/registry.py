@@ -41,6 +41,7 @@ MEMBERS = (
     "test_dirs",
     "piloted",
     "parse",
+    "configure",
     "cases",
     "gated",
     "cell",

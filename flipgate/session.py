@@ -1,7 +1,8 @@
 """The state of one flipgate pytest session, controller or xdist worker (like pytest-benchmark's
 ``BenchmarkSession``): the run id, options resolved to paths, models.yaml and the thresholds
-files checked once, the regression pairings, the configuration envelope, the cost guard, and the
-session's end (GRID cards, Allure, the terminal lines). The plugin's hooks find it in
+files checked once against every suite's gated cells, the suites' memos (a parsed input file, the
+regression pairings), the cost guard, and the session's end (GRID cards, Allure, the terminal
+lines). The plugin's hooks find it in
 ``config.stash``."""
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from flipgate.cards.build import WrittenCard
     from flipgate.config import AuditConfig
     from flipgate.progress import LiveProgress, Plan
-    from flipgate.regression.plan import Pairing
     from flipgate.store import TrialStore
     from flipgate.suite_api import Suite
 
@@ -40,7 +40,6 @@ class FlipgateSession:
 
     config: pytest.Config
     run_id: str
-    pairings: list[Pairing] | None = None
     notes: list[str] = field(default_factory=list)  # threshold-check notes for the summary
     cost_lines: list[str] = field(default_factory=list)  # the cost guard's projection table
     summary_lines: list[str] = field(default_factory=list)  # printed at the end of the session
@@ -118,6 +117,10 @@ class FlipgateSession:
         return lines
 
     @property
+    def invocation_dir(self) -> Path:
+        return Path(self.config.invocation_params.dir)
+
+    @property
     def items_override(self) -> int | None:
         """``--items-per-dataset``: one N for every dataset, over models.yaml's."""
         n: int | None = self.config.getoption("--items-per-dataset")
@@ -175,8 +178,6 @@ class FlipgateSession:
             thresholds = self.path("--thresholds")
             for model_id in cfg.models:  # fail at collection on a malformed thresholds file
                 load_thresholds(thresholds, model_id)
-            if self.pairings is None:  # the controller checked them at configure
-                self.pairings = self.load_pairings(cfg)
             self._audit = cfg  # the suites' gated cells read it
             try:
                 cells = gated_cells(registry.suites(), self)
@@ -186,39 +187,6 @@ class FlipgateSession:
             self.notes = check_thresholds(thresholds, cfg, cells, registry.suites())
             self._audit = cfg
         return self._audit
-
-    def check_baseline(self) -> None:
-        """A bad ``--baseline`` / ``--candidate`` is one usage-error line (exit status 4) before
-        anything is collected, loaded or written."""
-        from flipgate.config import load_models
-
-        try:
-            self.pairings = self.load_pairings(load_models(self.path("--models")))
-        except FlipgateError as exc:
-            raise pytest.UsageError(f"flipgate: {exc}") from None
-
-    def load_pairings(self, cfg: AuditConfig) -> list[Pairing]:
-        """Candidate/baseline pairs of the regression suite (docs/regression.md): models.yaml
-        ``baseline:`` entries, and with ``--baseline PATH`` every order-suite model (or
-        ``--candidate``) against that run."""
-        from flipgate.regression.plan import pairings
-        from flipgate.regression.runs import RunRecord
-
-        path = self.config.getoption("--baseline")
-        candidate = self.config.getoption("--candidate")
-        if candidate is not None and path is None:
-            raise FlipgateError(
-                f"option --candidate {candidate!r}: names the model to compare with --baseline "
-                f"PATH, which is not given"
-            )
-        record = None
-        if path is not None:
-            where = Path(path)
-            record = RunRecord.open(
-                where if where.is_absolute() else Path(self.config.invocation_params.dir) / where
-            )
-            record.check_grammar(cfg.seed)
-        return pairings(cfg.models, cfg.audited("order"), record, candidate, str(cfg.path))
 
     # -- running -----------------------------------------------------------------------------
     def auditor(self) -> Auditor:
@@ -281,9 +249,9 @@ class FlipgateSession:
         The store's meta records that the run finished, with pytest's ``exitstatus`` (a baseline
         is promoted only from a finished, uninterrupted run). False when the cards could not be
         written (the trials store is kept)."""
-        from flipgate import registry
-        from flipgate.cards.build import write_cards
-        from flipgate.regression.runs import run_meta
+        from flipgate import __version__, registry
+        from flipgate.cards.build import git_commit, write_cards
+        from flipgate.grammar import GRAMMAR_VERSION
         from flipgate.store import TrialStore
 
         cfg = self.audit_config()
@@ -291,7 +259,16 @@ class FlipgateSession:
         try:
             store = TrialStore(self.store_path)
             store.set_meta(
-                run_meta(self.run_id, cfg, self.items_override, self.root)
+                {  # the run's identity, which a later comparison checks (RunRecord.check_grammar)
+                    "run_id": self.run_id,
+                    "created": finished,
+                    "git_commit": git_commit(self.root),
+                    "flipgate_version": __version__,
+                    "grammar_version": GRAMMAR_VERSION,
+                    "seed": cfg.seed,
+                    "k": cfg.k,
+                    "items_per_dataset": self.items_override or cfg.items_per_dataset,
+                }
                 | {"finished": finished, "exit_status": int(exitstatus)}
             )
             written = write_cards(

@@ -122,9 +122,9 @@ class SuiteContext(Protocol):
         ...
 
     @property
-    def pairings(self) -> list | None:
-        """Candidate/baseline pairs (models.yaml ``baseline:``, ``--baseline``), resolved before
-        collection so that a bad ``--baseline`` is a usage error (flipgate.regression.plan)."""
+    def invocation_dir(self) -> Path:
+        """The directory pytest was started in (a path option a user typed resolves against it
+        where it names an earlier run, e.g. ``--baseline``)."""
         ...
 
     def audit_config(self) -> AuditConfig:
@@ -182,6 +182,12 @@ class Suite(Protocol):
     def parse(self, spec: dict, where: str, config: AuditConfig) -> Any:
         """``audit.<config_key>`` (already valid against :attr:`schema`) as the suite's plan;
         ``where`` names the file and field for a one-line error."""
+        ...
+
+    def configure(self, ctx: SuiteContext) -> None:
+        """Checks before anything is collected (the controller, at pytest's configure): a
+        FlipgateError is the run's one-line usage error (e.g. a bad ``--baseline``). What it
+        reads it may keep with ``ctx.memo``."""
         ...
 
     def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:

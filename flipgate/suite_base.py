@@ -38,6 +38,9 @@ class TypedCardSection:
     def summary_lines(self, store: Any) -> list[str]:
         return []
 
+    def configure(self, ctx: Any) -> None:
+        """Nothing of its own to check before collection."""
+
     def owns_cell(self, cell: str) -> bool:
         return self.cell_prefix is not None and cell.startswith(self.cell_prefix)
 

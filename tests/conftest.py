@@ -276,10 +276,13 @@ class PlanOnly:
     baseline (what the thresholds check sees of a run without --envelope or --baseline)."""
 
     def __init__(self, cfg):
-        self.cfg, self.pairings, self._memo = cfg, [], {}
+        self.cfg, self._memo = cfg, {}
 
     def audit_config(self):
         return self.cfg
+
+    def option(self, name):
+        return None  # no --baseline, no --candidate
 
     def memo(self, key, make):
         if key not in self._memo:

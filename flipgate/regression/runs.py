@@ -208,23 +208,3 @@ class RunRecord:
         return sorted(
             (c, d) for m, c, d in self.cells if m == model_id and Cell.parse(c).facet in FACETS
         )
-
-
-def run_meta(run_id: str, cfg, items_per_dataset: int | None, root: Path | None = None) -> dict:
-    """The identity a run records in its store for later comparisons (see
-    :meth:`RunRecord.check_grammar`)."""
-    import datetime as dt
-
-    from flipgate import __version__
-    from flipgate.cards.build import git_commit
-
-    return {
-        "run_id": run_id,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit(root),
-        "flipgate_version": __version__,
-        "grammar_version": GRAMMAR_VERSION,
-        "seed": cfg.seed,
-        "k": cfg.k,
-        "items_per_dataset": items_per_dataset or cfg.items_per_dataset,
-    }

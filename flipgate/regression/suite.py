@@ -3,8 +3,10 @@ cell) of each pairing, in the xdist group of the candidate's cell (which measure
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from flipgate import FlipgateError
 from flipgate.cell import cell_group
 from flipgate.progress import cell_plan
 from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
@@ -16,6 +18,32 @@ REGRESSION_METRICS = tuple(
     MetricSpec(m, -1.0, 1.0, vs="baseline")
     for m in ("delta_flip_rate", "delta_accuracy", "delta_parse_rate", "delta_delta_order")
 )
+
+
+def pairings(ctx: SuiteContext, cfg: Any = None) -> list:
+    """Candidate/baseline pairs (flipgate.regression.plan.Pairing; docs/regression.md):
+    models.yaml ``baseline:`` entries, and with ``--baseline PATH`` every order-suite model (or
+    ``--candidate``) against that run; read once per process. ``cfg``: models.yaml when it is
+    asked for before the run's checks (:meth:`RegressionSuite.configure`)."""
+    return ctx.memo("regression-pairings", lambda: _pairings(ctx, cfg or ctx.audit_config()))
+
+
+def _pairings(ctx: SuiteContext, cfg: Any) -> list:
+    from flipgate.regression.plan import pairings as make_pairings
+    from flipgate.regression.runs import RunRecord
+
+    path, candidate = ctx.option("--baseline"), ctx.option("--candidate")
+    if candidate is not None and path is None:
+        raise FlipgateError(
+            f"option --candidate {candidate!r}: names the model to compare with --baseline "
+            f"PATH, which is not given"
+        )
+    record = None
+    if path is not None:
+        where = Path(path)
+        record = RunRecord.open(where if where.is_absolute() else ctx.invocation_dir / where)
+        record.check_grammar(cfg.seed)
+    return make_pairings(cfg.models, cfg.audited("order"), record, candidate, str(cfg.path))
 
 
 def compared_cells(cfg, pairing) -> list[tuple[str, str]]:
@@ -38,6 +66,14 @@ class RegressionSuite(TypedCardSection):
     def parse(self, spec: dict, where: str, config) -> Any:
         return None
 
+    def configure(self, ctx: SuiteContext) -> None:
+        """A bad ``--baseline`` / ``--candidate`` is one usage-error line before anything is
+        collected, loaded or written."""
+        if ctx.option("--baseline") is not None or ctx.option("--candidate") is not None:
+            from flipgate.config import load_models
+
+            pairings(ctx, load_models(ctx.path("--models")))
+
     def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
         cfg = ctx.audit_config()
         cases = [
@@ -48,7 +84,7 @@ class RegressionSuite(TypedCardSection):
                 models=(p.candidate,),
                 dataset=dataset,
             )
-            for p in ctx.pairings or []
+            for p in pairings(ctx)
             for cell, dataset in compared_cells(cfg, p)
         ]
         return cases or NoCases(
@@ -61,7 +97,7 @@ class RegressionSuite(TypedCardSection):
         """Every order cell of each candidate (``vs: baseline``), as the order suite gates it."""
         from flipgate.threshold_check import facet_cells
 
-        compared = {p.candidate for p in ctx.pairings or [] if not p.skip}
+        compared = {p.candidate for p in pairings(ctx) if not p.skip}
         return [
             GatedCell(c.model, c.cell, c.dataset, c.readouts, vs="baseline")
             for c in facet_cells(ctx.audit_config())

@@ -95,6 +95,9 @@ class FirstLabelSuite:
                 raise FlipgateError(f"{where}.datasets[{i}]: not under audit.facets (value: {d!r})")
         return FirstLabelPlan(tuple(spec["datasets"]))
 
+    def configure(self, ctx: Any) -> None:
+        pass  # nothing to check before collection
+
     def cases(self, ctx: Any, part: str | None) -> list[Case] | NoCases:
         plan, cfg = ctx.plan(NAME), ctx.audit_config()
         if plan is None:
