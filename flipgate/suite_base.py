@@ -91,9 +91,14 @@ class DeclaredPlanSuite(TypedCardSection, ABC):
     schema: dict
     piloted = False
 
-    @abstractmethod
+    #: its plan's class, ``"module:Class"`` with ``Class.parse(spec, where, config)`` (the
+    #: suite's plan.py; imported when models.yaml declares the plan)
+    plan_class: str
+
     def parse(self, spec: dict, where: str, config: Any) -> Any:
-        """``audit.<config_key>`` as the suite's plan (its own plan.py)."""
+        """``audit.<config_key>`` as the suite's plan (:attr:`plan_class`)."""
+        module, _, name = self.plan_class.partition(":")
+        return getattr(importlib.import_module(module), name).parse(spec, where, config)
 
     def plan_of(self, config: Any) -> Any:
         """The suite's plan in the AuditConfig, None when models.yaml does not declare it."""

@@ -28,12 +28,8 @@ class ContinuitySuite(DeclaredPlanSuite):
     facet = CONTINUITY_CELL
     metrics = CONTINUITY_METRICS
     schema = schema_beside(__file__)
+    plan_class = "flipgate.continuity.plan:ContinuityPlan"
     test_dirs = ("suites/continuity",)
-
-    def parse(self, spec: dict, where: str, config: Any) -> Any:
-        from flipgate.continuity.plan import ContinuityPlan
-
-        return ContinuityPlan.parse(spec, where, config)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(sweep, est) for sweep in plan.sweeps for est in plan.estimators]

@@ -30,12 +30,8 @@ class DecompositionSuite(DeclaredPlanSuite):
     facet = DECOMPOSITION_CELL
     metrics = DECOMPOSITION_METRICS
     schema = schema_beside(__file__)
+    plan_class = "flipgate.decomposition.plan:DecompositionPlan"
     test_dirs = ("suites/readouts",)
-
-    def parse(self, spec: dict, where: str, config: Any) -> Any:
-        from flipgate.decomposition.plan import DecompositionPlan
-
-        return DecompositionPlan.parse(spec, where, config)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(spec.name, axis) for spec in plan.datasets for axis in plan.axes]

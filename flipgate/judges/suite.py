@@ -27,12 +27,8 @@ class JudgesSuite(DeclaredPlanSuite):
     facet = JUDGE_CELL
     metrics = JUDGE_METRICS
     schema = schema_beside(__file__)
+    plan_class = "flipgate.judges.plan:JudgePlan"
     test_dirs = ("suites/judges",)
-
-    def parse(self, spec: dict, where: str, config: Any) -> Any:
-        from flipgate.judges.plan import JudgePlan
-
-        return JudgePlan.parse(spec, where, config)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(spec.name,) for spec in plan.datasets]
