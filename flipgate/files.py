@@ -1,5 +1,5 @@
 """Atomic file writes: a temporary file beside the target, then a rename, so a reader never sees a
-half-written card, baseline or model card."""
+half-written card, baseline or model card; and flipgate's per-user cache folder."""
 
 from __future__ import annotations
 
@@ -8,6 +8,21 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+#: overrides :func:`user_cache_dir`
+CACHE_HOME_ENV = "FLIPGATE_CACHE_HOME"
+
+
+def user_cache_dir() -> Path:
+    """flipgate's per-user cache, shared by every project of the user: large downloads (the
+    bigbench sdist) and file-hash memos. ``$FLIPGATE_CACHE_HOME``, else the platform's user cache
+    folder (``~/.cache/flipgate`` on Linux, ``~/Library/Caches/flipgate`` on macOS). A project's own
+    outputs and its response cache stay in the project (``--cache-dir``)."""
+    if os.environ.get(CACHE_HOME_ENV):
+        return Path(os.environ[CACHE_HOME_ENV])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("flipgate", appauthor=False))
 
 
 def temp_beside(target: Path) -> Path:

@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from flipgate.files import user_cache_dir
+
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -26,9 +28,7 @@ def sha256_file(path: Path | str, chunk: int = 1 << 22) -> str:
     path = Path(path)
     stat = path.stat()
     stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
-    memo = Path(
-        os.environ.get("FLIPGATE_HASH_MEMO", Path.home() / ".cache" / "flipgate" / "sha256")
-    )
+    memo = Path(os.environ.get("FLIPGATE_HASH_MEMO") or user_cache_dir() / "sha256")
     memo_file = memo / sha256_text(str(path.resolve()))
     if memo_file.exists():
         saved_stamp, _, digest = memo_file.read_text().partition(" ")

@@ -10,7 +10,9 @@ group per case group, so each worker loads a model once. The plugin names no sui
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,9 @@ from flipgate.exitcodes import USAGE_ERROR
 from flipgate.gate_ledger import MODELS_PROPERTY, GateLedger
 from flipgate.session import SESSION_KEY, FlipgateSession, record_calls
 from flipgate.suite_api import Case, NoCases
+
+#: the ini option naming where a bare ``pytest`` (the audit) writes its Allure results
+ALLUREDIR_INI = "flipgate_alluredir"
 
 #: the fixture every suite test takes; its module names the suite (``SUITE = "<name>"``) and,
 #: for a suite spread over modules, the part it runs (``PART = "<part>"``)
@@ -34,6 +39,12 @@ class _Param:
 
 
 def pytest_addoption(parser):
+    parser.addini(
+        ALLUREDIR_INI,
+        "with no test path on the command line (a bare `pytest`: the audit), write Allure "
+        "results here, emptied first, unless --alluredir is given",
+        default="",
+    )
     g = parser.getgroup("flipgate", "flipgate model-card conformance suite")
     g.addoption("--models", default="models.yaml", help="models under audit (default: models.yaml)")
     g.addoption(
@@ -47,7 +58,8 @@ def pytest_addoption(parser):
         default=None,
         metavar="PATH",
         help="compare with a previous run (reports/runs/<run_id>, reports/baseline or its "
-        "trials.sqlite)",
+        "trials.sqlite); default: the promoted baseline (flipgate baseline) in the project's "
+        "reports/baseline when it has one; 'none': compare with no run",
     )
     g.addoption(
         "--candidate",
@@ -97,8 +109,9 @@ def pytest_addoption(parser):
     g.addoption("--manifests-dir", default="fixtures/manifests", help="permutation manifests")
     g.addoption(
         "--envelope",
-        default="suites/benchmarks/envelopes/default.yaml",
-        help="configuration envelope for suites/benchmarks (docs/definitions.md §7)",
+        default=None,
+        help="configuration envelope of the envelope suite (docs/definitions.md §7): a YAML file, "
+        "or the name of one flipgate ships (default, sr-practice); default: default",
     )
     g.addoption(
         "--budget",
@@ -123,6 +136,10 @@ class _XdistHooks:
     def pytest_configure_node(self, node):
         node.workerinput["flipgate_run_id"] = FlipgateSession.of(self.config).run_id
         node.workerinput["flipgate_dist"] = self.config.option.dist
+        # xdist hands workers the command line, not options a plugin set (_default_alluredir)
+        node.workerinput["flipgate_alluredir"] = getattr(
+            self.config.option, "allure_report_dir", None
+        )
 
 
 class _BadInputStatus:
@@ -163,7 +180,12 @@ def pytest_configure(config):
     if session.is_worker:
         if config.workerinput.get("flipgate_dist") == "loadgroup":
             config.option.loadgroup = True  # workers parse argv only; tag items with their group
+        if config.workerinput.get("flipgate_alluredir") and hasattr(
+            config.option, "allure_report_dir"
+        ):  # before allure-pytest's pytest_configure opens it
+            config.option.allure_report_dir = config.workerinput["flipgate_alluredir"]
         return
+    _default_alluredir(config, session)
     config.pluginmanager.register(_BadInputStatus(), "flipgate-bad-input")
     config.pluginmanager.register(
         GateLedger(allow_ungated=config.getoption("--allow-ungated")), "flipgate-gate-ledger"
@@ -180,6 +202,25 @@ def pytest_configure(config):
             suite.configure(session)
         except FlipgateError as exc:
             raise pytest.UsageError(f"flipgate: {exc}") from None
+
+
+def _default_alluredir(config, session) -> None:
+    """A bare ``pytest`` (no test path given: ``testpaths`` chose what runs) is the audit: its
+    Allure results go to the ``flipgate_alluredir`` ini value (relative to the project), unless
+    ``--alluredir`` names a folder. The controller empties it first (allure's own
+    ``--clean-alluredir`` would run on every xdist worker, one emptying what another wrote). Runs
+    before allure-pytest's own ``pytest_configure`` (this hook is ``tryfirst``); xdist hands the
+    option to the workers."""
+    where = config.getini(ALLUREDIR_INI)
+    if not where or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        return
+    if not hasattr(config.option, "allure_report_dir") or config.option.allure_report_dir:
+        return
+    path = Path(where)
+    path = path if path.is_absolute() else session.root / path
+    if not config.option.collectonly:
+        shutil.rmtree(path, ignore_errors=True)  # the previous run's results
+    config.option.allure_report_dir = str(path)
 
 
 def _audit_config(config):

@@ -34,6 +34,22 @@ def new_run_id() -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
+def module_path(name: str) -> Path | None:
+    """The folder of an importable package (or the file of a module) named ``name``, found
+    without importing it; None when there is none."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name.replace("/", "."))
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))).resolve()
+    return Path(spec.origin).resolve() if spec.origin else None
+
+
 @dataclass
 class FlipgateSession:
     """What this process knows about the run; everything is read or checked once, on first use."""
@@ -67,10 +83,15 @@ class FlipgateSession:
 
     @property
     def root(self) -> Path:
-        return Path(str(self.config.rootpath))
+        """The project every relative path option resolves against: pytest's rootdir when pytest
+        was started inside it, else the directory it was started in (e.g. a test path in another
+        checkout, or ``--pyargs flipgate_suites`` with no ini file: the rootdir would then be
+        that checkout or the installed package's folder)."""
+        rootdir, here = Path(str(self.config.rootpath)), self.invocation_dir.resolve()
+        return rootdir if here == rootdir or rootdir in here.parents else here
 
     def path(self, option: str) -> Path:
-        """A path option, relative to the rootdir unless absolute."""
+        """A path option, relative to the project (:attr:`root`) unless absolute."""
         path = Path(self.config.getoption(option))
         return path if path.is_absolute() else self.root / path
 
@@ -225,12 +246,29 @@ class FlipgateSession:
         suite = suite.resolve()
         if self.config.hook.pytest_ignore_collect(collection_path=suite, config=self.config):
             return False
-        base = Path(self.config.invocation_params.dir)
         for arg in self.config.args:
-            path = (base / str(arg).split("::")[0]).resolve()
+            path = self._argument_path(str(arg).split("::")[0])
             if path == suite or suite in path.parents or path in suite.parents:
                 return True
         return False
+
+    def _argument_path(self, arg: str) -> Path:
+        """A command-line (or ``testpaths``) argument as a path; with ``--pyargs``, a module or
+        package name is its file or folder (``flipgate_suites`` is the installed suites)."""
+        path = (self.invocation_dir / arg).resolve()
+        if not path.exists() and self.config.option.pyargs:
+            return module_path(arg) or path
+        return path
+
+    def test_dir(self, folder: str) -> Path:
+        """A suite's test folder (:attr:`flipgate.suite_api.Suite.test_dirs`): under the project,
+        or, when it starts with an importable package's name (``flipgate_suites/facets``), under
+        that installed package."""
+        path = self.root / folder
+        head, _, rest = folder.partition("/")
+        if not path.exists() and (package := module_path(head)) is not None:
+            return package / rest
+        return path
 
     def collected_suites(self) -> list[Suite]:
         """The registered suites this session may run (:meth:`may_collect` one of their test
@@ -240,7 +278,7 @@ class FlipgateSession:
         return [
             s
             for s in registry.suites()
-            if any(self.may_collect(self.root / d) for d in s.test_dirs)
+            if any(self.may_collect(self.test_dir(d)) for d in s.test_dirs)
         ]
 
     # -- the end -----------------------------------------------------------------------------

@@ -172,8 +172,10 @@ class Suite(Protocol):
     facet: str | None
     #: the metrics thresholds may name on its cells
     metrics: tuple[MetricSpec, ...]
-    #: the folders under the project root whose test modules run it; the cost guard prices a
-    #: suite only when the run may collect one of them (every suite when none exists)
+    #: the folders whose test modules run it: under the project root, or under an installed
+    #: package when the first part names one (``flipgate_suites/facets``: the suites flipgate
+    #: ships); the cost guard prices a suite only when the run may collect one of them (every
+    #: suite when none exists)
     test_dirs: tuple[str, ...]
     #: True when :meth:`project` pays for a pilot (it is projected after the suites that only
     #: reserve, so the pilot knows what is left of the budget)

@@ -292,6 +292,8 @@ class PlanOnly:
     def path(self, option):
         from flipgate import FlipgateError
 
+        if option == "--runs-dir":  # no promoted baseline beside it
+            return Path("/nonexistent/flipgate-plan-only/runs")
         raise FlipgateError(f"option {option}: not given")
 
 

@@ -22,6 +22,7 @@ from flipgate.items.alignment import load_crows_pairs, load_toxigen, load_xstest
 from flipgate.items.bigbench import (
     SDIST_ENV,
     SDIST_NAME,
+    default_cache_dir,
     fetch_sdist,
     load_bbq_lite,
     load_truthfulqa_mc,
@@ -313,7 +314,7 @@ def test_fetch_sdist_checks_sha256_and_is_idempotent(sdist, tmp_path):
 def _real_sdist() -> Path | None:
     for candidate in (
         os.environ.get(SDIST_ENV),
-        REPO / ".flipgate_cache" / "bigbench" / SDIST_NAME,
+        default_cache_dir() / SDIST_NAME,
     ):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
@@ -322,7 +323,7 @@ def _real_sdist() -> Path | None:
 
 @pytest.mark.skipif(
     _real_sdist() is None,
-    reason=f"the real {SDIST_NAME} is not in .flipgate_cache/bigbench/ "
+    reason=f"the real {SDIST_NAME} is not in {default_cache_dir()} "
     f"(run `python -m flipgate.items.bigbench --fetch` or set {SDIST_ENV})",
 )
 def test_real_bigbench_sdist_counts():

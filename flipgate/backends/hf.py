@@ -19,7 +19,7 @@ from typing import Any
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
 from flipgate.backends.prefix import Node, decode_batches, length_batches, prefix_tree
-from flipgate.files import atomic_write
+from flipgate.files import atomic_write, user_cache_dir
 from flipgate.hashing import sha256_file, sha256_files, sha256_json, sha256_text
 
 FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
@@ -178,9 +178,7 @@ class HFBackend:
         self.dtype = cfg.get("dtype", "float32")
         self.quantization = cfg.get("quantization", "none")
         self.prefix_sharing = bool(cfg.get("prefix_sharing", True))
-        self.cache_dir = Path(
-            cache_dir or cfg.get("_cache_dir") or Path.home() / ".cache" / "flipgate"
-        )
+        self.cache_dir = Path(cache_dir or cfg.get("_cache_dir") or user_cache_dir())
         self._loaded = False
         known = self._known_fingerprint()
         if known is None:

@@ -4,6 +4,7 @@ envelope file (``--envelope``) over its roster."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from flipgate import FlipgateError
@@ -35,7 +36,34 @@ def envelope(ctx: SuiteContext, models: list[str] | None = None):
     from flipgate.envelope.spec import load_envelope
 
     ids = models if models is not None else list(ctx.audit_config().models)
-    return ctx.memo("envelope", lambda: load_envelope(ctx.path("--envelope"), ids))
+    return ctx.memo("envelope", lambda: load_envelope(envelope_file(ctx), ids))
+
+
+#: the package whose ``envelopes/`` folder holds the envelope files flipgate ships
+SHIPPED_IN = "flipgate_suites.benchmarks"
+
+
+def envelope_file(ctx: SuiteContext) -> Path:
+    """``--envelope``: a YAML file (relative to the project), or the name of an envelope flipgate
+    ships (``default`` when not given), read from the installed suites."""
+    value = ctx.option("--envelope")
+    if value is not None and ("/" in value or value.endswith((".yaml", ".yml"))):
+        return ctx.path("--envelope")
+    return shipped_envelope(value or "default")
+
+
+def shipped_envelope(name: str) -> Path:
+    from importlib.resources import files
+
+    folder = Path(str(files(SHIPPED_IN))) / "envelopes"
+    path = folder / f"{name}.yaml"
+    if not path.is_file():
+        shipped = sorted(p.stem for p in folder.glob("*.yaml"))
+        raise FlipgateError(
+            f"option --envelope {name!r}: not a YAML file path, nor an envelope flipgate ships "
+            f"({', '.join(shipped)})"
+        )
+    return path
 
 
 #: the prefix of its cells in the trials store (flipgate.envelope.run.envelope_cell)
@@ -52,7 +80,7 @@ class EnvelopeSuite(TypedCardSection):
     schema = None
     facet = ENVELOPE_CELL
     metrics = ENVELOPE_METRICS
-    test_dirs = ("suites/benchmarks",)
+    test_dirs = ("flipgate_suites/benchmarks",)
     piloted = False
 
     def parse(self, spec: dict, where: str, config) -> Any:
@@ -96,7 +124,10 @@ class EnvelopeSuite(TypedCardSection):
     def project(self, ctx: SuiteContext, auditor, ledger) -> list:
         from flipgate.envelope.cost import project_envelope
 
-        if not ctx.path("--envelope").exists():
+        try:
+            if not envelope_file(ctx).exists():
+                return []
+        except FlipgateError:
             return []
         return [project_envelope(auditor, envelope(ctx), m) for m in roster(ctx)]
 

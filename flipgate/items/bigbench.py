@@ -1,10 +1,11 @@
 """TruthfulQA-MC and BBQ-lite offline, read straight out of the ``bigbench`` sdist on PyPI.
 
 Only ``bigbench==1.0.0`` ships the task data (the 0.0.1 sdist is 350 kB of code). The sdist is
-downloaded at setup (``python -m flipgate.items.bigbench --fetch``) into
-``.flipgate_cache/bigbench/`` and never installed or vendored: the loaders read the task JSONs out
-of the tarball. Set ``FLIPGATE_BIGBENCH_SDIST`` to use an existing ``bigbench-1.0.0.tar.gz``
-elsewhere.
+downloaded at setup (``python -m flipgate.items.bigbench --fetch``), or on first use, into
+``bigbench/`` of flipgate's per-user cache (:func:`flipgate.files.user_cache_dir`: shared by every
+project of the user, never the project's folder) and never installed or vendored: the loaders read
+the task JSONs out of the tarball. Set ``FLIPGATE_BIGBENCH_SDIST`` to use an existing
+``bigbench-1.0.0.tar.gz`` elsewhere.
 
 ``pip download --no-deps --no-binary :all: bigbench==1.0.0`` does not work: pip prepares the
 sdist's metadata, which declares a direct-URL dependency (bleurt @ file://...) that pip refuses,
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from flipgate import FlipgateError
+from flipgate.files import user_cache_dir
 from flipgate.items.item import Item, require, with_shuffled_options
 from flipgate.items.validate import RowItems
 
@@ -44,7 +46,13 @@ SDIST_URL = (
 SDIST_SHA256 = "1bb398a5512c6d798cdebe0dfa0ac03f67f6033fa6b39c6ef71df978c7cbc5c2"
 SDIST_SIZE = 358_249_635
 SDIST_ENV = "FLIPGATE_BIGBENCH_SDIST"
-DEFAULT_CACHE_DIR = Path(".flipgate_cache") / "bigbench"
+
+
+def default_cache_dir() -> Path:
+    """Where the sdist is kept unless told: ``<user cache>/bigbench``."""
+    return user_cache_dir() / "bigbench"
+
+
 FETCH_COMMAND = "python -m flipgate.items.bigbench --fetch"
 
 TASKS = "bigbench/benchmark_tasks/"
@@ -88,10 +96,10 @@ def fetch_sdist(
     sha256: str = SDIST_SHA256,
     quiet: bool = False,
 ) -> Path:
-    """Download the bigbench sdist into ``cache_dir`` (default ``.flipgate_cache/bigbench``) unless
+    """Download the bigbench sdist into ``cache_dir`` (default :func:`default_cache_dir`) unless
     a copy with the right sha256 is already there; returns its path. Written atomically
     (``.part``)."""
-    dest = Path(cache_dir or DEFAULT_CACHE_DIR) / SDIST_NAME
+    dest = Path(cache_dir or default_cache_dir()) / SDIST_NAME
     if dest.is_file() and _sha256(dest) == sha256:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +145,7 @@ def locate_sdist(
                 f"(it should point to {SDIST_NAME})"
             )
         return path
-    path = Path(cache_dir or DEFAULT_CACHE_DIR) / SDIST_NAME
+    path = Path(cache_dir or default_cache_dir()) / SDIST_NAME
     if path.is_file():
         return path
     if download:
@@ -356,7 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fetch", action="store_true", help="download the sdist into the cache (idempotent)"
     )
-    parser.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR), help="default: %(default)s")
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="default: bigbench/ in the per-user cache (FLIPGATE_CACHE_HOME)",
+    )
     parser.add_argument(
         "--summary", action="store_true", help="print the item counts the loaders see"
     )

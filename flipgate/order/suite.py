@@ -22,7 +22,7 @@ class OrderSuite(TypedCardSection):
     schema = None
     facet = None  # thresholds name its facets and controls (facet: option_order, ...)
     metrics = tuple(MetricSpec(m, *FACET_METRIC_RANGES[m]) for m in FACET_METRICS + CONTROL_METRICS)
-    test_dirs = ("suites/facets", "suites/controls")
+    test_dirs = ("flipgate_suites/facets", "flipgate_suites/controls")
     piloted = True
 
     def parse(self, spec: dict, where: str, config) -> Any:

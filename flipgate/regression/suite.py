@@ -32,18 +32,41 @@ def _pairings(ctx: SuiteContext, cfg: Any) -> list:
     from flipgate.regression.plan import pairings as make_pairings
     from flipgate.regression.runs import RunRecord
 
-    path, candidate = ctx.option("--baseline"), ctx.option("--candidate")
-    if candidate is not None and path is None:
+    where, candidate = baseline_run(ctx), ctx.option("--candidate")
+    if candidate is not None and where is None:
         raise FlipgateError(
             f"option --candidate {candidate!r}: names the model to compare with --baseline "
-            f"PATH, which is not given"
+            f"PATH, which is not given (and there is no promoted baseline)"
         )
     record = None
-    if path is not None:
-        where = Path(path)
-        record = RunRecord.open(where if where.is_absolute() else ctx.invocation_dir / where)
+    if where is not None:
+        record = RunRecord.open(where)
         record.check_grammar(cfg.seed)
     return make_pairings(cfg.models, cfg.audited("order"), record, candidate, str(cfg.path))
+
+
+#: ``--baseline none``: compare with no earlier run, not even the promoted baseline
+NO_BASELINE = "none"
+#: the folder beside the runs folder (``--runs-dir``, reports/runs) where ``flipgate baseline``
+#: promotes a run (reports/baseline)
+PROMOTED_DIR = "baseline"
+
+
+def baseline_run(ctx: SuiteContext) -> Path | None:
+    """The run the audit compares with: ``--baseline PATH`` (relative to where pytest was
+    started), else the promoted baseline beside the runs folder when it holds a trials store
+    (``flipgate baseline`` put it there; a bare ``pytest`` then compares with the last release),
+    else none; ``--baseline none`` turns the comparison with an earlier run off."""
+    path = ctx.option("--baseline")
+    if path == NO_BASELINE:
+        return None
+    if path is not None:
+        where = Path(path)
+        return where if where.is_absolute() else ctx.invocation_dir / where
+    from flipgate.regression.runs import STORE_NAME
+
+    promoted = ctx.path("--runs-dir").parent / PROMOTED_DIR
+    return promoted if (promoted / STORE_NAME).is_file() else None
 
 
 def compared_cells(cfg, pairing) -> list[tuple[str, str]]:
@@ -60,7 +83,7 @@ class RegressionSuite(TypedCardSection):
     schema = None
     facet = None  # the candidate's order cells, with vs: baseline
     metrics = REGRESSION_METRICS
-    test_dirs = ("suites/regression",)
+    test_dirs = ("flipgate_suites/regression",)
     piloted = False
 
     def parse(self, spec: dict, where: str, config) -> Any:
@@ -69,7 +92,7 @@ class RegressionSuite(TypedCardSection):
     def configure(self, ctx: SuiteContext) -> None:
         """A bad ``--baseline`` / ``--candidate`` is one usage-error line before anything is
         collected, loaded or written."""
-        if ctx.option("--baseline") is not None or ctx.option("--candidate") is not None:
+        if baseline_run(ctx) is not None or ctx.option("--candidate") is not None:
             from flipgate.config import load_models
 
             pairings(ctx, load_models(ctx.path("--models")))

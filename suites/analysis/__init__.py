@@ -1,0 +1,1 @@
+"""The analysis suite's test modules (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""The benchmarks suite's test modules (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""The continuity suite's test modules (docs/architecture.md)."""

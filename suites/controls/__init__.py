@@ -1,0 +1,1 @@
+"""The controls suite's test modules (docs/architecture.md)."""

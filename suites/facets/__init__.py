@@ -1,0 +1,1 @@
+"""The facets suite's test modules (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""The judges suite's test modules (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""The readouts suite's test modules (docs/architecture.md)."""

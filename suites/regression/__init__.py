@@ -1,0 +1,1 @@
+"""The regression suite's test modules (docs/architecture.md)."""
