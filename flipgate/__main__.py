@@ -2,16 +2,23 @@
 without pytest.
 
 init [DIR]                   lay out a project of its own: models.yaml, thresholds/, pytest section, CI
-compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 regression / 2 usage)
+compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 regression / 4 usage)
 baseline [RUN]               promote a run (default: the latest) to reports/baseline/
 card --into README.md        merge GRID sections and model-index into a Hugging Face model card
+                             (several models: --model ID, or --into DIR/ for DIR/<model>/README.md)
 prepare                      dequantise / download every local model once (make setup runs it)
 generate-paraphrases         rewrite decomposition items with a model, stored unchecked
+
+Exit statuses are an audit's (flipgate/exitcodes.py): a usage error or bad input is 4, with one
+line on stderr starting ``flipgate: ``.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+from flipgate.exitcodes import GATE_PASSED, USAGE_ERROR
 
 COMMANDS = {
     "init": "flipgate.init:init_main",
@@ -25,21 +32,61 @@ COMMANDS = {
 WITH_SUITES = {"card"}
 
 
+def _own(module: str | None) -> bool:
+    """Whether ``module`` is flipgate's own (a missing one of those is a bug, not a setup
+    problem)."""
+    return module is None or module == "flipgate" or module.startswith("flipgate.")
+
+
+def install_hint() -> str:
+    """How to install flipgate's dependencies into this interpreter: the source checkout's path
+    when flipgate runs from one, else its name."""
+    root = Path(__file__).resolve().parent.parent
+    target = str(root) if (root / "pyproject.toml").is_file() else "flipgate"
+    return f"{sys.executable} -m pip install {target}"
+
+
+def missing_dependency(command: str, exc: ImportError) -> str:
+    """The one line for a dependency this interpreter cannot import."""
+    why = " ".join(str(exc).split())
+    return (
+        f"flipgate: {command} needs the module {exc.name!r}, which this Python cannot import "
+        f"({why}); install flipgate's dependencies: {install_hint()}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in COMMANDS:
         print(__doc__.strip(), file=sys.stderr)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+        if argv and argv[0] in ("-h", "--help"):
+            return GATE_PASSED
+        if argv:
+            print(
+                f"flipgate: unknown command {argv[0]!r} (commands: {', '.join(COMMANDS)})",
+                file=sys.stderr,
+            )
+        return USAGE_ERROR
+    try:
+        return _run(argv[0], argv[1:])
+    except ImportError as exc:  # ModuleNotFoundError included
+        if _own(exc.name):
+            raise
+        print(missing_dependency(argv[0], exc), file=sys.stderr)
+        return USAGE_ERROR
+
+
+def _run(name: str, args: list[str]) -> int:
     from flipgate import FlipgateError, registry
 
     try:
         suites = registry.suites()  # installed suites' metrics and settings, for the files read
     except FlipgateError as exc:
         print(f"flipgate: {exc}", file=sys.stderr)
-        return 2
-    module, _, func = COMMANDS[argv[0]].partition(":")
+        return USAGE_ERROR
+    module, _, func = COMMANDS[name].partition(":")
     command = getattr(__import__(module, fromlist=[func]), func)
-    return command(argv[1:], suites) if argv[0] in WITH_SUITES else command(argv[1:])
+    return command(args, suites) if name in WITH_SUITES else command(args)
 
 
 if __name__ == "__main__":

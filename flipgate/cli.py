@@ -1,5 +1,6 @@
 """Plumbing shared by the ``python -m flipgate`` commands: usage and input errors are one line on
-stderr starting ``flipgate: `` and exit status 2, never a traceback."""
+stderr starting ``flipgate: `` and exit status 4 (:data:`flipgate.exitcodes.USAGE_ERROR`, as from an
+audit), never a traceback."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import sys
 from collections.abc import Callable
 
 from flipgate import FlipgateError
+from flipgate.exitcodes import GATE_FAILED, GATE_PASSED, USAGE_ERROR
 
-#: exit statuses of the commands
-OK, FAILED, USAGE = 0, 1, 2
+#: exit statuses of the commands: those of an audit (flipgate/exitcodes.py)
+OK, FAILED, USAGE = GATE_PASSED, GATE_FAILED, USAGE_ERROR
 
 
 class Parser(argparse.ArgumentParser):
@@ -30,7 +32,7 @@ def one_line(exc: BaseException) -> str:
 def run_command(body: Callable[[list[str]], int], argv: list[str] | None) -> int:
     """Run a command body on its arguments (those after the command name) and return its exit
     status: a FlipgateError, an unreadable store or an OS error is one ``flipgate: `` line and
-    status 2."""
+    status 4 (USAGE)."""
     try:
         return body(list(argv or []))
     except SystemExit as exc:  # --help, or argparse exiting by itself

@@ -9,6 +9,7 @@ from flipgate import FlipgateError
 from flipgate.axes import get_axis
 from flipgate.axes.formats import CANONICAL_FORMAT, FORMATS
 from flipgate.axes.variant import LABEL_SETS
+from flipgate.exitcodes import USAGE_ERROR
 from flipgate.facets import get_facet
 from flipgate.items import Item
 from flipgate.paraphrases import Paraphrase, ParaphraseStore
@@ -193,5 +194,5 @@ models:
             ["--models", str(models), "--model", "ghost", "--dataset", "basic_arithmetic"]
             + ["--cache-dir", str(tmp_path / "cache")]
         )
-        == 2
+        == USAGE_ERROR
     )

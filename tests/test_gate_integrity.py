@@ -253,7 +253,7 @@ def test_compare_names_the_cells_the_candidate_lacks(tmp_path, thresholds_dir, c
     base = make_run(tmp_path / "runs", "20260101T000000Z-aaaaaa", datasets=("ds_a", "ds_b"))
     cand = make_run(tmp_path / "runs", "20260102T000000Z-bbbbbb", datasets=("ds_a",))
     args = ["compare", str(base), str(cand), "--thresholds", str(thresholds_dir)]
-    assert main(args) == 2
+    assert main(args) == USAGE_ERROR
     out = capsys.readouterr()
     assert "option_order × ds_b" in out.out and "not compared (not a pass)" in out.out
     assert "1 cell compared, 1 skipped" in out.out
@@ -265,7 +265,7 @@ def test_compare_with_no_applicable_threshold_is_not_a_pass(tmp_path, capsys):
     base = make_run(tmp_path / "runs", "20260101T000000Z-aaaaaa")
     cand = make_run(tmp_path / "runs", "20260102T000000Z-bbbbbb")
     empty = write(tmp_path / "empty" / "default.yaml", "thresholds: []\n").parent
-    assert main(["compare", str(base), str(cand), "--thresholds", str(empty)]) == 2
+    assert main(["compare", str(base), str(cand), "--thresholds", str(empty)]) == USAGE_ERROR
     assert "nothing gated" in capsys.readouterr().out
 
 
@@ -289,13 +289,13 @@ def test_promote_refuses_an_unfinished_or_interrupted_run(tmp_path, capsys, meta
         conn.close()
     status = main(["baseline", str(run), "--to", str(tmp_path / "baseline")])
     err = capsys.readouterr().err
-    assert status == 2 and why in err and "not promoted" in err, err
+    assert status == USAGE_ERROR and why in err and "not promoted" in err, err
     assert not (tmp_path / "baseline" / "trials.sqlite").exists()
 
 
 def test_promote_refuses_a_run_with_no_trials(tmp_path, capsys):
     run = make_run(tmp_path / "runs", "20260101T000000Z-aaaaaa", items=())
-    assert main(["baseline", str(run), "--to", str(tmp_path / "baseline")]) == 2
+    assert main(["baseline", str(run), "--to", str(tmp_path / "baseline")]) == USAGE_ERROR
     assert "0 trials" in capsys.readouterr().err
 
 

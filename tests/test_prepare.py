@@ -6,6 +6,7 @@ from __future__ import annotations
 from conftest import tiny_hf_config, write
 from flipgate.__main__ import main
 from flipgate.backends.hf import HFBackend, stored_fingerprint
+from flipgate.exitcodes import USAGE_ERROR
 
 
 def models_yaml(tmp_path, model_dir):
@@ -41,6 +42,6 @@ def test_prepare_loads_each_local_model_once_and_stores_its_fingerprint(
 
 def test_prepare_names_a_missing_models_file(tmp_path, capsys):
     missing = tmp_path / "nope.yaml"
-    assert main(["prepare", "--models", str(missing)]) == 2
+    assert main(["prepare", "--models", str(missing)]) == USAGE_ERROR
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"flipgate: {missing}: file not found"]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from flipgate.__main__ import main
+from flipgate.exitcodes import USAGE_ERROR
 from flipgate.grammar import GRAMMAR_VERSION
 from flipgate.regression.runs import RunRecord
 from flipgate.results import Trial
@@ -146,7 +147,7 @@ def compare(capsys, *args) -> tuple[int, str, str]:
 
 
 def assert_clean_error(code: int, out: str, err: str, *needles: str) -> None:
-    assert code == 2, (out, err)
+    assert code == USAGE_ERROR, (out, err)
     assert out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("flipgate: "), err
@@ -218,7 +219,7 @@ def test_missing_baseline_cell_is_skipped_not_passed(runs, capsys):
     base = make_run(root, "20260101T000000Z-base")
     cand = make_run(root, "20260102T000000Z-cand", datasets=("ds_a", "ds_b"))
     code, out, err = compare(capsys, base, cand, "--thresholds", thresholds)
-    assert code == 2 and "not everything was checked" in err  # nothing may pass unchecked
+    assert code == USAGE_ERROR and "not everything was checked" in err  # nothing may pass unchecked
     assert "skipped: m vs m@20260101T000000Z-base on option_order × ds_b:" in out
     assert "| ds_b |" not in out
 
@@ -256,7 +257,7 @@ def test_declared_baseline_and_unmatched_candidate(runs, capsys):
         "no-thresholds",
     ],
 )
-def test_bad_input_exits_2_with_one_clean_line(runs, capsys, case):
+def test_bad_input_exits_4_with_one_clean_line(runs, capsys, case):
     root, thresholds = runs
     base = make_run(root, "20260101T000000Z-base")
     cand = make_run(root, "20260102T000000Z-cand")
@@ -411,7 +412,7 @@ def test_promote_named_run_includes_wal_and_replaces(runs, capsys):
 
 
 @pytest.mark.parametrize("case", ["no-runs-dir", "empty-runs-dir", "missing-run", "corrupt-run"])
-def test_promote_bad_input_exits_2(runs, capsys, case):
+def test_promote_bad_input_exits_4(runs, capsys, case):
     root, _ = runs
     to = root.parent / "baseline"
     args = ["--runs-dir", root, "--to", to]

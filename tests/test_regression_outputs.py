@@ -14,6 +14,7 @@ from flipgate.cards.build import card_markdown
 from flipgate.cards.cli import BEGIN, END
 from flipgate.cards.cli import card_main as cli_card_main
 from flipgate.config import Threshold
+from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec, load_items
 from flipgate.regression import Arm, compare_cell
 from flipgate.regression.card import ITEMS_SHOWN, regression_markdown
@@ -446,32 +447,38 @@ def _error(capsys) -> str:
 def test_card_into_errors(written, tmp_path, capsys):
     out, _ = written
     readme = tmp_path / "README.md"
-    assert card_main(["--into", str(readme), "--grid-cards-dir", str(tmp_path / "nowhere")]) == 2
+    assert (
+        card_main(["--into", str(readme), "--grid-cards-dir", str(tmp_path / "nowhere")])
+        == USAGE_ERROR
+    )
     assert str(tmp_path / "nowhere") in _error(capsys)
-    assert card_main(["--into", str(readme), "--grid-cards-dir", str(out), "--model", "other"]) == 2
+    assert (
+        card_main(["--into", str(readme), "--grid-cards-dir", str(out), "--model", "other"])
+        == USAGE_ERROR
+    )
     assert str(out / "other") in _error(capsys)
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert card_main(["--into", str(readme), "--grid-cards-dir", str(empty)]) == 2
+    assert card_main(["--into", str(readme), "--grid-cards-dir", str(empty)]) == USAGE_ERROR
     assert "holds no model" in _error(capsys)
     readme.write_bytes(b"\xff\xfe\x00binary")
-    assert card_main(["--into", str(readme), "--grid-cards-dir", str(out)]) == 2
+    assert card_main(["--into", str(readme), "--grid-cards-dir", str(out)]) == USAGE_ERROR
     assert str(readme) in _error(capsys) and readme.read_bytes() == b"\xff\xfe\x00binary"
     readme.write_text("---\n- not\n- a mapping\n---\nbody\n")
-    assert card_main(["--into", str(readme), "--grid-cards-dir", str(out)]) == 2
+    assert card_main(["--into", str(readme), "--grid-cards-dir", str(out)]) == USAGE_ERROR
     assert str(readme) in _error(capsys)
     readme.write_text(f"text\n{BEGIN}\nno end marker\n")
-    assert card_main(["--into", str(readme), "--grid-cards-dir", str(out)]) == 2
+    assert card_main(["--into", str(readme), "--grid-cards-dir", str(out)]) == USAGE_ERROR
     assert (
         "nothing was written" in _error(capsys)
         and readme.read_text() == f"text\n{BEGIN}\nno end marker\n"
     )
     assert (
         card_main(["--into", str(tmp_path / "missing/README.md"), "--grid-cards-dir", str(out)])
-        == 2
+        == USAGE_ERROR
     )
     assert str(tmp_path / "missing") in _error(capsys)
-    assert card_main(["--grid-cards-dir", str(out)]) == 2
+    assert card_main(["--grid-cards-dir", str(out)]) == USAGE_ERROR
     assert "--into" in _error(capsys)
 
 
@@ -482,7 +489,10 @@ def test_card_needs_model_when_several(written, tmp_path, capsys):
     several = tmp_path / "grid_cards"
     shutil.copytree(out, several)
     shutil.copytree(out / "scripted", several / "acme/other")
-    assert card_main(["--into", str(tmp_path / "README.md"), "--grid-cards-dir", str(several)]) == 2
+    assert (
+        card_main(["--into", str(tmp_path / "README.md"), "--grid-cards-dir", str(several)])
+        == USAGE_ERROR
+    )
     assert "holds 2 models (acme/other, scripted); pick one with --model" in _error(capsys)
 
 

@@ -267,7 +267,7 @@ def test_a_broken_entry_point_stops_a_command_with_one_line(entry_points, capsys
     from flipgate.__main__ import main
 
     entry_points.append(_EntryPoint("bad", object()))
-    assert main(["compare", "a", "b"]) == 2
+    assert main(["compare", "a", "b"]) == USAGE_ERROR
     err = capsys.readouterr().err
     assert err.startswith("flipgate: entry point 'bad' of some-dist") and err.count("\n") == 1
 

@@ -4,7 +4,7 @@ model card.
 The flipgate section (a summary of each dataset's card, its threshold verdicts and, where the cards
 carry one, the regression table against the baseline) lives between ``<!-- flipgate:begin -->``
 and ``<!-- flipgate:end -->``; a rerun replaces only that section and the metadata's
-``model-index`` key, never the author's text or other metadata. Exit 0, or 2 with one
+``model-index`` key, never the author's text or other metadata. Exit 0, or 4 with one
 ``flipgate: `` line on stderr.
 """
 

@@ -5,9 +5,10 @@ docs/regression.md).
 ``reports/baseline`` or their ``trials.sqlite``), pairs each candidate model with its version in the
 baseline run, compares every order cell they share and gates the candidate's ``vs: baseline``
 thresholds. It writes nothing; exit 0: every baseline cell was compared and gated and no
-regression threshold failed, 1: one failed, 2: bad or incomparable input (one line on stderr
-starting ``flipgate: ``), or something was not checked (a cell of either run the other lacks, or no
-``vs: baseline`` threshold applies) without ``--allow-ungated``.
+regression threshold failed, 1: one failed, 4 (``flipgate.exitcodes.USAGE_ERROR``, as from an
+audit): bad or incomparable input (one line on stderr starting ``flipgate: ``), or something was not
+checked (a cell of either run the other lacks, or no ``vs: baseline`` threshold applies) without
+``--allow-ungated``.
 
 ``baseline [RUN]`` promotes a run (default: the latest under ``reports/runs``) to
 ``reports/baseline``, the baseline ``scripts/audit`` compares with when it exists.
@@ -46,7 +47,7 @@ def _compare_parser() -> Parser:
         prog="python -m flipgate compare",
         description="Paired regression table of a candidate run against a baseline run "
         "(docs/definitions.md §11). "
-        "Exit 0: no regression threshold failed and nothing went unchecked; 1: one failed; 2: "
+        "Exit 0: no regression threshold failed and nothing went unchecked; 1: one failed; 4: "
         "bad or incomparable input, or a cell not compared or not gated (see --allow-ungated).",
     )
     p.add_argument(
