@@ -4,6 +4,7 @@ no real audit)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -409,6 +410,41 @@ def test_promote_named_run_includes_wal_and_replaces(runs, capsys):
     assert count(to) == 30 * K
     assert json.loads((to / "PROMOTED.json").read_text())["run_id"] == "second"
     assert not list(to.glob(".*.tmp"))
+
+
+def test_promoted_json_records_what_was_promoted(runs, capsys):
+    """PROMOTED.json names the flipgate that promoted the run and every (model, cell, dataset) the
+    baseline holds with its trials; the printed line sums them up."""
+    root, _ = runs
+    run = make_run(root, "20260101T000000Z-two", model="m", datasets=("ds_a", "ds_b"))
+    make_run(root, "20260101T000000Z-two", model="acme/other", items=range(5))  # same store
+    columns = ", ".join("?" if c == "facet" else c for c in TRIAL_COLUMNS)
+    with sqlite3.connect(run / "trials.sqlite") as conn:  # a control cell of m: 8 trials
+        conn.execute(
+            f"INSERT INTO trials SELECT {columns} FROM trials WHERE model_id = 'm' AND "
+            "dataset = 'ds_a' LIMIT 8",
+            (f"same_ordering:{FACET}",),
+        )
+    conn.close()
+    to = root.parent / "baseline"
+    code, out, err = promote(capsys, run, "--to", to)
+    assert code == 0, err
+    promoted = json.loads((to / "PROMOTED.json").read_text())
+    assert promoted["flipgate_version"] == importlib.metadata.version("flipgate")
+    assert promoted["cells"] == [
+        {"model": "acme/other", "cell": FACET, "dataset": "ds_a", "trials": 5 * K},
+        {"model": "m", "cell": FACET, "dataset": "ds_a", "trials": 20 * K},
+        {"model": "m", "cell": FACET, "dataset": "ds_b", "trials": 20 * K},
+        {"model": "m", "cell": f"same_ordering:{FACET}", "dataset": "ds_a", "trials": 8},
+    ]
+    assert promoted["trials_per_model"] == {"acme/other": 5 * K, "m": 40 * K + 8}
+    assert promoted["trials"] == count(to) == 45 * K + 8
+    assert promoted["models"] == ["acme/other", "m"]
+    assert out == (
+        f"promoted run 20260101T000000Z-two ({run / 'trials.sqlite'}) to {to / 'trials.sqlite'}: "
+        f"2 models (acme/other: {5 * K} trials, m: {40 * K + 8} trials), 4 cells, "
+        f"{45 * K + 8} trials\n"
+    )
 
 
 @pytest.mark.parametrize("case", ["no-runs-dir", "empty-runs-dir", "missing-run", "corrupt-run"])

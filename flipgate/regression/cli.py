@@ -17,12 +17,13 @@ checked (a cell of either run the other lacks, or no ``vs: baseline`` threshold 
 from __future__ import annotations
 
 import datetime as dt
+import importlib.metadata
 import json
 import sqlite3
 import sys
 from pathlib import Path
 
-from flipgate import FlipgateError
+from flipgate import FlipgateError, __version__
 from flipgate.cli import OK, USAGE, Parser, run_command
 from flipgate.exitcodes import INTERNAL_ERROR, INTERRUPTED, MEANING, NO_TESTS
 from flipgate.files import atomic_copy, atomic_write, replace_with
@@ -373,6 +374,7 @@ def _promote(argv: list[str]) -> int:
             f"run {record.run_id} ({record.path}): {why}: not promoted (a baseline it cannot "
             "compare with would skip every regression cell); promote a finished audit"
         )
+    cells = trial_counts(record)
     to.mkdir(parents=True, exist_ok=True)
     _backup(record.store.conn, target)
     record.store.conn.close()
@@ -383,22 +385,52 @@ def _promote(argv: list[str]) -> int:
         (to / COST_PROJECTION).unlink(
             missing_ok=True
         )  # a previous baseline's projection would misdescribe it
+    per_model = {m: sum(c["trials"] for c in cells if c["model"] == m) for m in models}
     promoted = {
         "source": str(run_dir.resolve()),
         "trials_store": str(record.path.resolve()),
         "run_id": record.run_id,
         "promoted": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "flipgate_version": flipgate_version(),
+        "run_flipgate_version": meta.get("flipgate_version"),
         "run_created": meta.get("created"),
         "git_commit": meta.get("git_commit"),
         "models": models,
         "trials": n_trials,
+        "trials_per_model": per_model,
+        "cells": cells,
     }
     atomic_write(to / PROMOTED, json.dumps(promoted, indent=2) + "\n")
     print(
-        f"promoted run {record.run_id} ({record.path}; {n_trials} trials of {', '.join(models)}) "
-        f"to {target}"
+        f"promoted run {record.run_id} ({record.path}) to {target}: {_count(len(models), 'model')} "
+        f"({', '.join(f'{m}: {n} trials' for m, n in per_model.items())}), "
+        f"{_count(len(cells), 'cell')}, {_count(n_trials, 'trial')}"
     )
     return OK
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"
+
+
+def flipgate_version() -> str:
+    """The installed flipgate's version (its distribution's metadata; the package's own
+    ``__version__`` when it runs from a checkout that is not installed)."""
+    try:
+        return importlib.metadata.version("flipgate")
+    except importlib.metadata.PackageNotFoundError:
+        return __version__
+
+
+def trial_counts(record: RunRecord) -> list[dict]:
+    """Every (model, cell, dataset) the run has trials of, with their number, in that order: the
+    cells of a run's ``trials`` table (a facet, a control cell such as
+    ``same_ordering:option_order``, or a suite's own cell)."""
+    rows = record.store.conn.execute(
+        "SELECT model_id, facet, dataset, COUNT(*) FROM trials "
+        "GROUP BY model_id, facet, dataset ORDER BY model_id, facet, dataset"
+    )
+    return [{"model": m, "cell": c, "dataset": d, "trials": n} for m, c, d, n in rows]
 
 
 def _unfinished(meta: dict, n_trials: int) -> str | None:
