@@ -1,13 +1,16 @@
 import copy
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
+from huggingface_hub import ModelCard
 from test_audit_runner import ScriptedBackend, make_auditor
 
 from flipgate.cards import build_card, validate_card, write_cards
 from flipgate.cards.build import card_markdown
+from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec
 from flipgate.results import CellSummary, Verdict
 
@@ -332,3 +335,79 @@ def test_the_suites_give_their_headline_metrics_to_the_model_index():
         "CFR at θ=0.5 (default)",
         "ODI σ_π option_order (panel of 2)",
     ]
+
+
+# ------------------------------------------------- python -m flipgate card with several models
+
+
+def two_model_grid(tmp_path) -> Path:
+    """``tmp_path/grid_cards`` as an audit of two models leaves it: ``scripted`` and
+    ``acme/other`` (a Hugging Face org/name id, nested), each with its arc_challenge card and
+    model-index.yaml."""
+    auditor = make_auditor(tmp_path / "run", ScriptedBackend())
+    auditor.config.models["acme/other"] = {**auditor.config.models["scripted"], "id": "acme/other"}
+    auditor._backends["acme/other"] = ScriptedBackend("acme/other")
+    for model in ("scripted", "acme/other"):
+        auditor.store.add_model(
+            model,
+            {"backend": "scripted", "weights_sha256": model, "source": None},
+            {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
+        )
+        auditor.trials(model, "arc_challenge", "option_order")
+    write_cards(auditor.store, tmp_path / "grid_cards", "r1", n_boot=200)
+    return tmp_path / "grid_cards"
+
+
+def card(*args) -> int:
+    from flipgate.__main__ import main
+
+    return main(["card", *map(str, args)])
+
+
+def test_card_into_one_file_with_two_models_asks_which(tmp_path, capsys):
+    grid = two_model_grid(tmp_path)
+    readme = tmp_path / "README.md"
+    assert card("--into", readme, "--grid-cards-dir", grid) == USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"flipgate: {grid}: holds 2 models "), err
+    assert "(acme/other, scripted)" in err and "--model" in err and "--into DIR/" in err, err
+    assert not readme.exists()
+    # the single-file form with --model is one model's card
+    assert card("--into", readme, "--grid-cards-dir", grid, "--model", "acme/other") == 0
+    assert ModelCard.load(readme).data.model_name == "acme/other"
+
+
+def test_card_into_dir_writes_one_model_card_per_model(tmp_path, capsys):
+    grid = two_model_grid(tmp_path)
+    out = tmp_path / "model_cards"  # does not exist yet: the trailing / makes it a directory
+    assert card("--into", f"{out}/", "--grid-cards-dir", grid) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"flipgate: {out / model / 'README.md'}: GRID section of {model} (1 dataset) and "
+        "model-index merged"
+        for model in ("acme/other", "scripted")
+    ]
+    for model in ("acme/other", "scripted"):
+        text = (out / model / "README.md").read_text()
+        loaded = ModelCard.load(out / model / "README.md")
+        assert loaded.data.model_name == model and loaded.data.eval_results
+        assert f"`{grid.name}/{model}/<dataset>.md`" in text  # its own cards, no other model's
+    first = {p: p.read_text() for p in out.rglob("README.md")}
+    # an existing directory needs no trailing /; a rerun is idempotent; --model picks one
+    assert card("--into", out, "--grid-cards-dir", grid, "--model", "scripted") == 0
+    assert {p: p.read_text() for p in out.rglob("README.md")} == first
+
+
+def test_card_into_dir_writes_nothing_when_one_card_fails(tmp_path, capsys):
+    from flipgate.cards.cli import BEGIN
+
+    grid = two_model_grid(tmp_path)
+    out = tmp_path / "model_cards"
+    broken = out / "scripted" / "README.md"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(f"text\n{BEGIN}\nno end marker\n")
+    assert card("--into", out, "--grid-cards-dir", grid) == USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith(f"flipgate: {broken}: expected one") and err.count("\n") == 1, err
+    assert not (out / "acme").exists()  # acme/other's card, rendered first, was not written
+    assert broken.read_text() == f"text\n{BEGIN}\nno end marker\n"

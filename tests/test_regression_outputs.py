@@ -493,7 +493,10 @@ def test_card_needs_model_when_several(written, tmp_path, capsys):
         card_main(["--into", str(tmp_path / "README.md"), "--grid-cards-dir", str(several)])
         == USAGE_ERROR
     )
-    assert "holds 2 models (acme/other, scripted); pick one with --model" in _error(capsys)
+    assert (
+        "holds 2 models (acme/other, scripted); a model card is one model's: pick one with --model"
+        in _error(capsys)
+    )
 
 
 def test_python_m_flipgate_card(written, tmp_path):

@@ -1,5 +1,7 @@
 """``python -m flipgate card --into README.md``: merge a model's GRID cards into its Hugging Face
-model card.
+model card. A model card is one model's, as each model repository on the Hub has its own README.md:
+with several models under the GRID cards directory, ``--model ID`` picks one, or ``--into DIR/``
+writes ``DIR/<model id>/README.md`` for every model (every card is rendered before any is written).
 
 The flipgate section (a summary of each dataset's card, its threshold verdicts and, where the cards
 carry one, the regression table against the baseline) lives between ``<!-- flipgate:begin -->``
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,20 +46,49 @@ def card_main(argv: list[str] | None = None, suites: Sequence[Any] = ()) -> int:
 def _card(argv: list[str], suites: Sequence[Any]) -> int:
     parser = Parser(
         prog="python -m flipgate card",
-        description="Merge a model's GRID cards and model-index into a Hugging Face model card.",
+        description="Merge a model's GRID cards and model-index into its Hugging Face model card. "
+        "A model card is one model's: with several models under --grid-cards-dir, name one with "
+        "--model, or give --into a directory (DIR/) to write DIR/<model>/README.md for each.",
     )
     parser.add_argument(
-        "--into", required=True, type=Path, help="the model card (README.md) to create or update"
+        "--into",
+        required=True,
+        metavar="README.md|DIR/",
+        help="the model card (README.md) to create or update; a directory (an existing one, or a "
+        "path ending in /): DIR/<model id>/README.md for every model (or --model's)",
     )
-    parser.add_argument("--model", help="model id (default: the only model under --grid-cards-dir)")
+    parser.add_argument(
+        "--model",
+        help="model id (default: the only model under --grid-cards-dir; with --into DIR/: every "
+        "model)",
+    )
     parser.add_argument("--grid-cards-dir", type=Path, default=Path("grid_cards"))
     args = parser.parse_args(argv)
-    model, cards, index = load_model(args.grid_cards_dir, args.model, suites)
-    merge_into(args.into, model, cards, index, args.grid_cards_dir, suites)
-    print(
-        f"flipgate: {args.into}: GRID section of {model} ({len(cards)} dataset"
-        f"{'s' if len(cards) != 1 else ''}) and model-index merged"
-    )
+    into = Path(args.into)
+    grid = args.grid_cards_dir
+    per_model = into.is_dir() or args.into.endswith(("/", os.sep))
+    if per_model:
+        if into.exists() and not into.is_dir():
+            raise FlipgateError(f"option --into {args.into!r}: not a directory")
+        models = [args.model] if args.model else model_dirs(grid) if grid.is_dir() else []
+        targets = [(into / m / "README.md", *load_model(grid, m, suites)) for m in models]
+        if not targets:
+            load_model(grid, None, suites)  # says why: no directory, or no model's cards in it
+    else:
+        targets = [(into, *load_model(grid, args.model, suites))]
+    # every card rendered before any is written: a bad one (e.g. unbalanced markers) writes none
+    rendered = [
+        (path, model, len(cards), render_card(path, model, cards, index, grid, suites, per_model))
+        for path, model, cards, index in targets
+    ]
+    for path, model, n, content in rendered:
+        if per_model:
+            path.parent.mkdir(parents=True, exist_ok=True)  # DIR/<model>/ (org/model nests)
+        storage.write_text(MODEL_CARD, path, content)
+        print(
+            f"flipgate: {path}: GRID section of {model} ({n} dataset{'s' if n != 1 else ''}) and "
+            "model-index merged"
+        )
     return OK
 
 
@@ -83,7 +115,9 @@ def load_model(
             raise FlipgateError(
                 f"{grid_dir}: "
                 + (
-                    f"holds {len(models)} models ({', '.join(models)}); pick one with --model"
+                    f"holds {len(models)} models ({', '.join(models)}); a model card is one "
+                    "model's: pick one with --model, or give --into DIR/ to write "
+                    "DIR/<model>/README.md for each"
                     if models
                     else "holds no model's GRID cards"
                 )
@@ -245,6 +279,21 @@ def merge_into(
 ) -> None:
     """Create or update the model card at ``path`` (written atomically), with the lines of
     ``suites`` in its flipgate section."""
+    storage.write_text(MODEL_CARD, path, render_card(path, model, cards, index, grid_dir, suites))
+
+
+def render_card(
+    path: Path,
+    model: str,
+    cards: list[dict],
+    index: dict,
+    grid_dir: Path,
+    suites: Sequence[Any] = (),
+    new_dir_ok: bool = False,
+) -> str:
+    """The model card at ``path`` (a new one when there is none) with its flipgate section and
+    ``model-index`` replaced: what :func:`merge_into` writes. ``path``'s directory must exist
+    unless ``new_dir_ok`` (the command creates ``DIR/<model>/`` for ``--into DIR/``)."""
     from huggingface_hub import ModelCard
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
@@ -256,7 +305,7 @@ def merge_into(
         ) from None
     if path.is_dir():
         raise FlipgateError(f"{path}: is a directory, not a model card file")
-    if not path.parent.is_dir():
+    if not new_dir_ok and not path.parent.is_dir():
         raise FlipgateError(f"{path.parent}: no such directory for the model card")
     with _quiet_hub():
         try:
@@ -274,5 +323,4 @@ def merge_into(
             results,
         )  # the model-index key, replaced
         card.text = merge_section(card.text, grid_section(model, cards, grid_dir, suites), path)
-        content = str(card)
-    storage.write_text(MODEL_CARD, path, content)
+        return str(card)
