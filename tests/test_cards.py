@@ -340,14 +340,14 @@ def test_the_suites_give_their_headline_metrics_to_the_model_index():
 # ------------------------------------------------- python -m flipgate card with several models
 
 
-def two_model_grid(tmp_path) -> Path:
-    """``tmp_path/grid_cards`` as an audit of two models leaves it: ``scripted`` and
-    ``acme/other`` (a Hugging Face org/name id, nested), each with its arc_challenge card and
+def two_model_grid(tmp_path, models=("scripted", "acme/other")) -> Path:
+    """``tmp_path/grid_cards`` as an audit of two models leaves it (by default ``scripted`` and
+    ``acme/other``, a Hugging Face org/name id, nested), each with its arc_challenge card and
     model-index.yaml."""
     auditor = make_auditor(tmp_path / "run", ScriptedBackend())
-    auditor.config.models["acme/other"] = {**auditor.config.models["scripted"], "id": "acme/other"}
-    auditor._backends["acme/other"] = ScriptedBackend("acme/other")
-    for model in ("scripted", "acme/other"):
+    for model in models:
+        auditor.config.models[model] = {**auditor.config.models["scripted"], "id": model}
+        auditor._backends[model] = ScriptedBackend(model)
         auditor.store.add_model(
             model,
             {"backend": "scripted", "weights_sha256": model, "source": None},
