@@ -216,10 +216,10 @@ class FlipgateSession:
 
         cfg = self.audit_config()
         workers = int((getattr(self.config, "workerinput", None) or {}).get("workercount", 1))
-        if workers > 1:  # busy workers <= models (one xdist group each): share the cores
-            import torch
+        if workers > 1:  # every worker may be busy (an xdist group is a model × facet × dataset,
+            import torch  # so even one model has several): share the cores, never oversubscribe
 
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // min(workers, len(cfg.models))))
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
         paths = Paths(
             store=self.store_path,
             cache=self.cache_path,

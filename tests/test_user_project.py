@@ -1,0 +1,242 @@
+"""flipgate in a project of its own (docs/your-project.md): installed from this checkout (not
+editable), ``flipgate init`` in an empty folder outside the repository, a bare ``pytest -n 2`` is
+the audit and writes only inside that folder, ``flipgate baseline`` promotes it and the next bare
+run compares with it. Also: ``init`` never overwrites, and a bare ``pytest`` here is the audit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+INIT_FILES = {
+    ".github/workflows/flipgate.yml",
+    ".gitignore",
+    "conftest.py",
+    "models.yaml",
+    "pyproject.toml",
+    "thresholds/default.yaml",
+}
+
+
+def _env(site: Path, tmp: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return env | {
+        "PYTHONPATH": str(site),  # the installed copy, before this checkout's editable install
+        "FLIPGATE_CACHE_HOME": str(tmp / "user-cache"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+
+
+def _git_status() -> str:
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """flipgate installed (no dependencies: this interpreter has them) from a copy of this
+    working tree, so the build writes nothing into the checkout."""
+    tmp = tmp_path_factory.mktemp("install")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    src = tmp / "src"
+    for name in files:
+        if (REPO / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, src / name, follow_symlinks=False)
+    site = tmp / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--target", str(site), str(src)],
+        check=True,
+        capture_output=True,
+    )
+    return site
+
+
+@pytest.fixture(scope="module")
+def project(installed, tiny_model_dir, tmp_path_factory):
+    """``flipgate init``, then two bare audits around ``flipgate baseline``, with the tiny random
+    Llama in place of the embedded model (the plan is init's)."""
+    tmp = tmp_path_factory.mktemp("user")
+    proj = tmp / "my-release"
+    proj.mkdir()
+    env = _env(installed, tmp)
+    before = _git_status()
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            args, cwd=proj, env=env, capture_output=True, text=True, timeout=900
+        )
+
+    init = run(sys.executable, "-m", "flipgate", "init")
+    init_again = run(sys.executable, "-m", "flipgate", "init")
+    written = {str(p.relative_to(proj)) for p in proj.rglob("*") if p.is_file()}
+    models = yaml.safe_load((proj / "models.yaml").read_text())
+    (model,) = models["models"]
+    model.update(id="tiny", source={"path": str(tiny_model_dir)}, max_new_tokens=3)
+    model.pop("description")
+    (proj / "models.yaml").write_text(yaml.safe_dump(models, sort_keys=False))
+    audit = ("pytest", "-n", "2", "-p", "no:randomly", "-v", "--items-per-dataset", "3")
+    first = run(sys.executable, "-m", *audit)
+    listing = sorted(str(p.relative_to(proj)) for p in proj.rglob("*") if p.is_file())
+    promote = run(sys.executable, "-m", "flipgate", "baseline")
+    second = run(sys.executable, "-m", *audit)
+    return {
+        "proj": proj,
+        "init": init,
+        "init_again": init_again,
+        "written": written,
+        "first": first,
+        "listing": listing,
+        "promote": promote,
+        "second": second,
+        "repo_status": (before, _git_status()),
+        "site": installed,
+    }
+
+
+def test_init_writes_the_layout_and_a_second_init_changes_nothing(project):
+    init, again = project["init"], project["init_again"]
+    assert init.returncode == 0 and again.returncode == 0, init.stderr + again.stderr
+    assert project["written"] == INIT_FILES
+    assert all(line.startswith("kept") for line in again.stdout.splitlines()[:6]), again.stdout
+    workflow = (project["proj"] / ".github/workflows/flipgate.yml").read_text()
+    assert "@FLIPGATE_PIP_SPEC@" not in workflow and "flipgate==" in workflow
+
+
+def _ran(proc: subprocess.CompletedProcess, test: str) -> list[str]:
+    return [line for line in proc.stdout.splitlines() if f"::{test}[" in line]
+
+
+def test_a_bare_pytest_is_the_audit_of_the_projects_models(project):
+    first = project["first"]
+    out = first.stdout + first.stderr
+    assert first.returncode in (0, 1), out[-4000:]  # a verdict, not "could not run"
+    # the suites came from the installed package, with the project's models.yaml
+    facet = _ran(first, "test_option_order")
+    assert len(facet) == 3 and all("[tiny-" in line for line in facet), out[-3000:]
+    assert f"rootdir: {project['proj']}" in first.stdout
+    # no baseline yet: the regression suite says so (the vs: baseline thresholds: not applicable)
+    (regression,) = _ran(first, "test_versions")
+    assert "no-baseline" in regression and "SKIPPED" in regression
+
+
+def test_the_audit_writes_inside_the_project_and_nowhere_else(project):
+    proj, listing = project["proj"], project["listing"]
+    before, after = project["repo_status"]
+    assert before == after  # this checkout is untouched
+    made = {p for p in listing if p not in INIT_FILES}
+    tops = {p.split("/")[0] for p in made}
+    assert tops == {".flipgate_cache", "fixtures", "grid_cards", "reports"}, sorted(made)
+    assert {p.split("/")[1] for p in made if p.startswith("reports/")} == {
+        "allure-results",
+        "runs",
+    }
+    cards = sorted(p for p in made if p.startswith("grid_cards/tiny/") and p.endswith(".json"))
+    assert "grid_cards/tiny/arc_challenge.json" in cards
+    results = list((proj / "reports/allure-results").glob("*-result.json"))
+    assert len(results) >= 10  # one per cell, from both xdist workers
+    assert any(p.startswith("fixtures/manifests/option_order__") for p in made)
+    assert (proj / ".flipgate_cache/responses.sqlite").is_file()
+
+
+def test_the_second_audit_compares_with_the_promoted_baseline(project):
+    promote, second = project["promote"], project["second"]
+    assert promote.returncode == 0, promote.stderr
+    promoted = json.loads((project["proj"] / "reports/baseline/PROMOTED.json").read_text())
+    assert promoted["models"] == ["tiny"] and promoted["trials"] > 0
+    out = second.stdout + second.stderr
+    assert second.returncode in (0, 1), out[-4000:]
+    compared = _ran(second, "test_versions")
+    # every order cell of the model against its version in the promoted run, none skipped
+    assert len(compared) == 10, out[-3000:]
+    assert not any("SKIPPED" in line for line in compared), compared
+
+
+# ----------------------------------------------------------------------------- init alone
+
+
+def _init(path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "flipgate", "init", *args],
+        cwd=path,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_init_keeps_every_existing_file_and_only_adds_what_is_missing(tmp_path):
+    (tmp_path / "models.yaml").write_text("# mine\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "mine"\n')
+    (tmp_path / ".gitignore").write_text("*.pyc\n.flipgate_cache/\n")
+    proc = _init(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "models.yaml").read_text() == "# mine\n"
+    pyproject = (tmp_path / "pyproject.toml").read_text()
+    assert pyproject.startswith('[project]\nname = "mine"\n')
+    assert 'testpaths = ["flipgate_suites"]' in pyproject and "--pyargs" in pyproject
+    ignored = (tmp_path / ".gitignore").read_text().splitlines()
+    assert ignored[:2] == ["*.pyc", ".flipgate_cache/"]
+    assert ignored.count(".flipgate_cache/") == 1 and "reports/runs/" in ignored
+    state = {p: p.read_text() for p in tmp_path.rglob("*") if p.is_file()}
+    again = _init(tmp_path)
+    assert again.returncode == 0
+    assert {p: p.read_text() for p in tmp_path.rglob("*") if p.is_file()} == state
+
+
+def test_init_leaves_another_pytest_configuration_alone_and_says_what_it_needs(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -q\n")
+    proc = _init(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "pyproject.toml").exists()
+    (line,) = [x for x in proc.stdout.splitlines() if "pytest.ini" in x]
+    assert line.startswith("kept") and 'testpaths = ["flipgate_suites"]' in line
+
+
+def test_init_into_a_file_is_one_usage_line(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    proc = _init(tmp_path, "a-file")
+    assert proc.returncode == 4
+    assert proc.stderr.strip().splitlines() == [
+        "flipgate: argument DIR 'a-file': not a directory"
+    ]
+
+
+# ----------------------------------------------------------------------- this repository
+
+
+def test_a_bare_pytest_here_collects_the_suites_not_the_projects_tests():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly"],
+        cwd=REPO,
+        env=env | {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert ids and all(line.startswith("suites/") for line in ids), ids[:5]
