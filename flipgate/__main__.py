@@ -1,7 +1,7 @@
 """``flipgate <command>`` (or ``python -m flipgate <command>``): the parts of flipgate that work
 without pytest.
 
-init [DIR]                   lay out a project of its own: models.yaml, thresholds/, pytest section, CI
+init [DIR]                   lay out a project: models.yaml, thresholds/, pytest section, CI
 compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 regression / 4 usage)
 baseline [RUN]               promote a run (default: the latest) to reports/baseline/
 card --into README.md        merge GRID sections and model-index into a Hugging Face model card

@@ -1,4 +1,4 @@
-"""``flipgate init [DIR]``: lay out a project of its own that flipgate audits (docs/your-project.md).
+"""``flipgate init [DIR]``: lay out a project that flipgate audits (docs/your-project.md).
 
 It writes, from the templates in ``flipgate/templates/``:
 
@@ -58,9 +58,10 @@ def template(name: str) -> str:
 
 
 def pip_spec() -> str:
-    """Where a CI runner can install this flipgate from: the VCS URL and commit it was installed
-    from, or an archive URL; otherwise (a local folder, an editable checkout) ``flipgate==<version>``,
-    which the workflow's comment asks the user to point at their index or repository."""
+    """Where a CI runner can install this flipgate from: the VCS URL and commit it was
+    installed from, or an archive URL; otherwise (a local folder, an editable checkout)
+    ``flipgate==<version>``, which the workflow's comment asks the user to point at their index
+    or repository."""
     dist = metadata.distribution("flipgate")
     text = dist.read_text("direct_url.json")
     info = json.loads(text) if text else {}
@@ -148,9 +149,7 @@ def _gitignore(project: Path) -> str:
         return f"wrote   {GITIGNORE.path}"
     old = path.read_text(encoding="utf-8")
     have = {line.strip() for line in old.splitlines()}
-    missing = [
-        line for line in wanted.splitlines() if line.strip() and not line.startswith("#")
-    ]
+    missing = [line for line in wanted.splitlines() if line.strip() and not line.startswith("#")]
     missing = [line for line in missing if line.strip() not in have]
     if not missing:
         return f"kept    {GITIGNORE.path} (has every entry)"
@@ -188,9 +187,7 @@ def _init(argv: list[str]) -> int:
         "audit), .gitignore entries and .github/workflows/flipgate.yml. Never overwrites a "
         "file; running it twice changes nothing.",
     )
-    p.add_argument(
-        "dir", nargs="?", default=".", metavar="DIR", help="the project (default: here)"
-    )
+    p.add_argument("dir", nargs="?", default=".", metavar="DIR", help="the project (default: here)")
     args = p.parse_args(argv)
     project = Path(args.dir)
     for line in init(project):

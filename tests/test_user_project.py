@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,9 +87,7 @@ def project(installed, tiny_model_dir, tmp_path_factory):
     before = _git_status()
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            args, cwd=proj, env=env, capture_output=True, text=True, timeout=900
-        )
+        return subprocess.run(args, cwd=proj, env=env, capture_output=True, text=True, timeout=900)
 
     init = run(sys.executable, "-m", "flipgate", "init")
     init_again = run(sys.executable, "-m", "flipgate", "init")
@@ -126,8 +125,10 @@ def test_init_writes_the_layout_and_a_second_init_changes_nothing(project):
     assert "@FLIPGATE_PIP_SPEC@" not in workflow and "flipgate==" in workflow
 
 
-def _ran(proc: subprocess.CompletedProcess, test: str) -> list[str]:
-    return [line for line in proc.stdout.splitlines() if f"::{test}[" in line]
+def _ran(proc: subprocess.CompletedProcess, test: str) -> dict[str, str]:
+    """The outcome of each case of ``test`` that xdist's verbose lines report."""
+    found = re.findall(r"\b(PASSED|FAILED|SKIPPED|ERROR) (\S+::(\w+)\[[^\]]*\])", proc.stdout)
+    return {case: outcome for outcome, case, name in found if name == test}
 
 
 def test_a_bare_pytest_is_the_audit_of_the_projects_models(project):
@@ -136,11 +137,15 @@ def test_a_bare_pytest_is_the_audit_of_the_projects_models(project):
     assert first.returncode in (0, 1), out[-4000:]  # a verdict, not "could not run"
     # the suites came from the installed package, with the project's models.yaml
     facet = _ran(first, "test_option_order")
-    assert len(facet) == 3 and all("[tiny-" in line for line in facet), out[-3000:]
+    assert sorted(facet) == [
+        f"facets/test_option_order.py::test_option_order[tiny-{d}]"
+        for d in ("arc_challenge", "commonsense_qa", "mmlu")
+    ], out[-3000:]
     assert f"rootdir: {project['proj']}" in first.stdout
     # no baseline yet: the regression suite says so (the vs: baseline thresholds: not applicable)
-    (regression,) = _ran(first, "test_versions")
-    assert "no-baseline" in regression and "SKIPPED" in regression
+    assert _ran(first, "test_versions") == {
+        "regression/test_versions.py::test_versions[no-baseline]": "SKIPPED"
+    }
 
 
 def test_the_audit_writes_inside_the_project_and_nowhere_else(project):
@@ -149,7 +154,9 @@ def test_the_audit_writes_inside_the_project_and_nowhere_else(project):
     assert before == after  # this checkout is untouched
     made = {p for p in listing if p not in INIT_FILES}
     tops = {p.split("/")[0] for p in made}
-    assert tops == {".flipgate_cache", "fixtures", "grid_cards", "reports"}, sorted(made)
+    # (.pytest_cache: pytest's own cache plugin, which this repository turns off)
+    assert tops <= {".flipgate_cache", "fixtures", "grid_cards", "reports", ".pytest_cache"}
+    assert {".flipgate_cache", "fixtures", "grid_cards", "reports"} <= tops, sorted(made)
     assert {p.split("/")[1] for p in made if p.startswith("reports/")} == {
         "allure-results",
         "runs",
@@ -170,9 +177,12 @@ def test_the_second_audit_compares_with_the_promoted_baseline(project):
     out = second.stdout + second.stderr
     assert second.returncode in (0, 1), out[-4000:]
     compared = _ran(second, "test_versions")
-    # every order cell of the model against its version in the promoted run, none skipped
+    # every order cell of the model (5 facet cells, 5 controls) against its version in the
+    # promoted run: compared and gated, none skipped
     assert len(compared) == 10, out[-3000:]
-    assert not any("SKIPPED" in line for line in compared), compared
+    assert set(compared.values()) <= {"PASSED", "FAILED"}, compared
+    table = (project["proj"] / "grid_cards/tiny/regression.md").read_text()
+    assert f"Baseline tiny@{promoted['run_id']}" in table and "10 compared cells" in table
 
 
 # ----------------------------------------------------------------------------- init alone
@@ -219,9 +229,7 @@ def test_init_into_a_file_is_one_usage_line(tmp_path):
     (tmp_path / "a-file").write_text("")
     proc = _init(tmp_path, "a-file")
     assert proc.returncode == 4
-    assert proc.stderr.strip().splitlines() == [
-        "flipgate: argument DIR 'a-file': not a directory"
-    ]
+    assert proc.stderr.strip().splitlines() == ["flipgate: argument DIR 'a-file': not a directory"]
 
 
 # ----------------------------------------------------------------------- this repository
