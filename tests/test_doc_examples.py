@@ -129,6 +129,9 @@ def _option_defaults() -> dict[str, object]:
         def getgroup(self, *args, **kwargs):
             return Group()
 
+        def addini(self, *args, **kwargs):
+            pass
+
     plugin.pytest_addoption(Parser())
     return found
 
@@ -151,7 +154,10 @@ class Plan:
         return self.cfg.plans.get(suite)
 
     def option(self, name: str):
-        return None
+        # no earlier run: a promoted baseline in this checkout must not change what is checked
+        from flipgate.regression.suite import NO_BASELINE
+
+        return NO_BASELINE if name == "--baseline" else None
 
     def path(self, option: str) -> Path:
         path = Path(OPTION_DEFAULTS[option])
