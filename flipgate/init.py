@@ -181,7 +181,7 @@ def _next_steps() -> list[str]:
 
 def _init(argv: list[str]) -> int:
     p = Parser(
-        prog="flipgate init",
+        prog="python -m flipgate init",
         description="Write a project's flipgate layout: models.yaml, thresholds/default.yaml, "
         "conftest.py, the pytest section of pyproject.toml (a bare `pytest -n auto` is then the "
         "audit), .gitignore entries and .github/workflows/flipgate.yml. Never overwrites a "

@@ -117,6 +117,7 @@ def check_thresholds(
     roster = sorted(cfg.models)
     suites_run = {name for name, _ in cells}
     errors, notes = [], []
+    idle: dict[tuple[Path, str], list[tuple[int, str]]] = defaultdict(list)
     files: list[tuple[Path, str | None]] = [(directory / "default.yaml", None)]
     for path in threshold_files(directory):
         if path.stem not in cfg.models:
@@ -138,7 +139,7 @@ def check_thresholds(
                 continue
             suite = suite_of(t, suites)
             if suite not in suites_run:
-                notes.append(f"{where}: not applicable, the plan runs no {suite} suite")
+                idle[(path, suite)].append((i, t.metric))
                 continue
             mine = [c for _, c in cells if owner in (None, c.model)]
             if not any(matches(t, c) for c in mine):
@@ -152,4 +153,7 @@ def check_thresholds(
             "thresholds that would gate nothing (a typo must not disable a gate):\n  "
             + "\n  ".join(errors)
         )
+    for (path, suite), found in idle.items():  # one line per file and suite not run
+        which = ", ".join(f"thresholds[{i}] {metric}" for i, metric in found)
+        notes.append(f"{path}: not applicable, the plan runs no {suite} suite: {which}")
     return notes

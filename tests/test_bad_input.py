@@ -419,7 +419,8 @@ def test_thresholds_of_suites_not_run_are_noted(tmp_path):
     from flipgate.config import load_models
     from flipgate.threshold_check import check_thresholds
 
-    (tmp_path / "models.yaml").write_text(MODELS)
+    only_order = MODELS.replace("readouts: [regex]}", "readouts: [regex], suites: [order]}")
+    (tmp_path / "models.yaml").write_text(only_order)
     cfg = load_models(tmp_path / "models.yaml")
     notes = check_thresholds(REPO / "thresholds", cfg, *threshold_plan(cfg))  # no envelope roster
     suites = ("no envelope", "no regression", "no readouts", "no judges", "no continuity")

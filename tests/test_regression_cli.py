@@ -507,10 +507,10 @@ def audit_sandbox(tmp_path):
     return tmp_path, run
 
 
-def test_audit_script_adds_promoted_baseline(audit_sandbox):
+def test_audit_script_leaves_the_promoted_baseline_to_the_plugin(audit_sandbox):
+    """scripts/audit passes its arguments through: the plugin itself compares with a promoted
+    baseline (flipgate.regression.suite.baseline_run), so a bare pytest does the same."""
     root, run = audit_sandbox
-    code, args, err = run("-k", "arc")
-    assert code == 0 and "--baseline" not in args and "reports/baseline" not in err
     (root / "reports" / "baseline").mkdir(parents=True)
     (root / "reports" / "baseline" / "trials.sqlite").write_bytes(b"")
     code, args, err = run("-k", "arc", "--baseline-partial", status=1)
@@ -526,10 +526,7 @@ def test_audit_script_adds_promoted_baseline(audit_sandbox):
         "-k",
         "arc",
         "--baseline-partial",
-        "--baseline",
-        "reports/baseline",
     ]
-    assert "reports/baseline" in err
     for own in (["--baseline", "reports/runs/x"], ["--baseline=reports/runs/x"]):
         code, args, err = run(*own, status=4)
-        assert code == 4 and args.count("reports/baseline") == 0 and args[-len(own) :] == own
+        assert code == 4 and args[-len(own) :] == own

@@ -142,6 +142,15 @@ def test_a_bare_pytest_is_the_audit_of_the_projects_models(project):
         for d in ("arc_challenge", "commonsense_qa", "mmlu")
     ], out[-3000:]
     assert f"rootdir: {project['proj']}" in first.stdout
+    # the shipped thresholds of the suites init's plan does not run: one note per suite
+    idle = [line for line in first.stdout.splitlines() if "not applicable, the plan runs" in line]
+    assert sorted(line.split("runs no ")[1].split(" suite")[0] for line in idle) == [
+        "continuity",
+        "envelope",
+        "judges",
+        "readouts",
+        "regression",
+    ], idle
     # no baseline yet: the regression suite says so (the vs: baseline thresholds: not applicable)
     assert _ran(first, "test_versions") == {
         "regression/test_versions.py::test_versions[no-baseline]": "SKIPPED"
@@ -248,3 +257,67 @@ def test_a_bare_pytest_here_collects_the_suites_not_the_projects_tests():
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     assert ids and all(line.startswith("suites/") for line in ids), ids[:5]
+
+
+def test_init_names_an_unreadable_pyproject_in_one_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options\n")
+    proc = _init(tmp_path)
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("flipgate: ") and "pyproject.toml: not valid TOML" in line
+
+
+def _collect(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", *args],
+        cwd=cwd,
+        env=env | {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_this_checkouts_suites_audit_the_roster_of_the_folder_pytest_starts_in(tmp_path):
+    """pytest on a checkout's suites/ from another folder: the rootdir is the checkout (its
+    pyproject.toml), but models.yaml and every output resolve against where pytest started."""
+    (tmp_path / "models.yaml").write_text(
+        "audit:\n  facets:\n    option_order: {datasets: [arc_challenge]}\n"
+        "models:\n  - {id: my-own-model, backend: hf, source: {path: nowhere}, suites: [order]}\n"
+    )
+    (tmp_path / "thresholds").mkdir()
+    (tmp_path / "thresholds/default.yaml").write_text(
+        "thresholds:\n  - {metric: flip_rate, max: 0.25}\n"
+    )
+    proc = _collect(tmp_path, str(REPO / "suites" / "facets" / "test_option_order.py"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "test_option_order[my-own-model-arc_challenge]" in proc.stdout
+
+
+def test_an_unknown_envelope_name_is_one_line_naming_the_shipped_ones(tmp_path):
+    proc = _collect(
+        tmp_path,
+        str(REPO / "suites" / "benchmarks"),
+        *("--models", str(REPO / "models.yaml"), "--thresholds", str(REPO / "thresholds")),
+        *("--envelope", "no-such"),
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out[-2000:]
+    assert (
+        "option --envelope 'no-such': not a YAML file path, nor an envelope flipgate ships "
+        "(default, sr-practice)" in out
+    ), out[-2000:]
+
+
+def test_the_per_user_cache_follows_flipgate_cache_home(tmp_path, monkeypatch):
+    from flipgate.files import user_cache_dir
+    from flipgate.items.bigbench import default_cache_dir
+
+    monkeypatch.setenv("FLIPGATE_CACHE_HOME", str(tmp_path / "c"))
+    assert user_cache_dir() == tmp_path / "c"
+    assert default_cache_dir() == tmp_path / "c" / "bigbench"
+    monkeypatch.delenv("FLIPGATE_CACHE_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # platformdirs on Linux
+    if sys.platform.startswith("linux"):
+        assert user_cache_dir() == tmp_path / "xdg" / "flipgate"
