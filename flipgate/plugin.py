@@ -58,8 +58,8 @@ def pytest_addoption(parser):
         default=None,
         metavar="PATH",
         help="compare with a previous run (reports/runs/<run_id>, reports/baseline or its "
-        "trials.sqlite); default: the promoted baseline (flipgate baseline) in the project's "
-        "reports/baseline when it has one; 'none': compare with no run",
+        "trials.sqlite); default: the promoted baseline (flipgate baseline) beside --runs-dir "
+        "(reports/baseline) when there is one; 'none': compare with no run",
     )
     g.addoption(
         "--candidate",

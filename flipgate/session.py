@@ -40,7 +40,7 @@ def module_path(name: str) -> Path | None:
     import importlib.util
 
     try:
-        spec = importlib.util.find_spec(name.replace("/", "."))
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
     if spec is None:

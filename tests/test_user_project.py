@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from flipgate.registry import BUILTIN
 
 INIT_FILES = {
     ".github/workflows/flipgate.yml",
@@ -321,3 +322,29 @@ def test_the_per_user_cache_follows_flipgate_cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # platformdirs on Linux
     if sys.platform.startswith("linux"):
         assert user_cache_dir() == tmp_path / "xdg" / "flipgate"
+
+
+@pytest.mark.parametrize(
+    "args,pyargs,expected",
+    [
+        (["flipgate_suites"], True, set(BUILTIN)),
+        (["flipgate_suites.facets"], True, {"order"}),
+        (["flipgate_suites.facets"], False, set()),  # without --pyargs: a missing path
+    ],
+)
+def test_the_cost_guard_prices_the_suites_a_pyargs_run_collects(tmp_path, args, pyargs, expected):
+    """``--pyargs flipgate_suites[.x]`` (what init configures) collects the installed suites'
+    folders: the cost guard must price exactly those suites (session.collected_suites)."""
+    from types import SimpleNamespace
+
+    from flipgate.session import FlipgateSession
+
+    config = SimpleNamespace(
+        args=args,
+        option=SimpleNamespace(pyargs=pyargs),
+        invocation_params=SimpleNamespace(dir=tmp_path),
+        rootpath=tmp_path,
+        hook=SimpleNamespace(pytest_ignore_collect=lambda **kw: None),
+    )
+    names = {s.name for s in FlipgateSession(config, "run").collected_suites()}
+    assert names & set(BUILTIN) == expected  # (an installed suite of another package aside)
