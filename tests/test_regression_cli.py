@@ -442,7 +442,7 @@ def test_promoted_json_records_what_was_promoted(runs, capsys):
     assert promoted["models"] == ["acme/other", "m"]
     assert out == (
         f"promoted run 20260101T000000Z-two ({run / 'trials.sqlite'}) to {to / 'trials.sqlite'}: "
-        f"2 models (acme/other: {5 * K} trials, m: {40 * K + 8} trials), 4 cells, "
+        f"2 models with trials (acme/other: {5 * K} trials, m: {40 * K + 8} trials), 4 cells, "
         f"{45 * K + 8} trials\n"
     )
 

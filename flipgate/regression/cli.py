@@ -401,9 +401,11 @@ def _promote(argv: list[str]) -> int:
         "cells": cells,
     }
     atomic_write(to / PROMOTED, json.dumps(promoted, indent=2) + "\n")
+    with_trials = {m: n for m, n in per_model.items() if n}  # not the envelope's configurations
     print(
-        f"promoted run {record.run_id} ({record.path}) to {target}: {_count(len(models), 'model')} "
-        f"({', '.join(f'{m}: {n} trials' for m, n in per_model.items())}), "
+        f"promoted run {record.run_id} ({record.path}) to {target}: "
+        f"{_count(len(with_trials), 'model')} with trials "
+        f"({', '.join(f'{m}: {n} trials' for m, n in with_trials.items())}), "
         f"{_count(len(cells), 'cell')}, {_count(n_trials, 'trial')}"
     )
     return OK
