@@ -372,10 +372,12 @@ def run_in_process(
         *case.args,
     ]
     ours = sys.modules.get("conftest")  # the inner session must not replace tests/conftest.py
-    try:
+    path = list(sys.path)  # nor leave the repository root (suites/ is a package) first on it,
+    try:  # where a spawned process would import the root conftest.py as `conftest`
         status = pytest.main([*args, "--confcutdir", str(REPO / "suites")])
     finally:
         sys.modules["conftest"] = ours
+        sys.path[:] = path
     out = capsys.readouterr()
     return int(status), out.out + out.err
 
