@@ -269,19 +269,6 @@ def _quiet_hub():
         logger.setLevel(level)
 
 
-def merge_into(
-    path: Path,
-    model: str,
-    cards: list[dict],
-    index: dict,
-    grid_dir: Path,
-    suites: Sequence[Any] = (),
-) -> None:
-    """Create or update the model card at ``path`` (written atomically), with the lines of
-    ``suites`` in its flipgate section."""
-    storage.write_text(MODEL_CARD, path, render_card(path, model, cards, index, grid_dir, suites))
-
-
 def render_card(
     path: Path,
     model: str,
@@ -292,8 +279,8 @@ def render_card(
     new_dir_ok: bool = False,
 ) -> str:
     """The model card at ``path`` (a new one when there is none) with its flipgate section and
-    ``model-index`` replaced: what :func:`merge_into` writes. ``path``'s directory must exist
-    unless ``new_dir_ok`` (the command creates ``DIR/<model>/`` for ``--into DIR/``)."""
+    ``model-index`` replaced: what the command writes there, atomically. ``path``'s directory
+    must exist unless ``new_dir_ok`` (the command creates ``DIR/<model>/`` for ``--into DIR/``)."""
     from huggingface_hub import ModelCard
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
