@@ -272,8 +272,9 @@ def serve():
 
 
 class PlanOnly:
-    """A SuiteContext of models.yaml alone, without a pytest session: no envelope file, no
-    baseline (what the thresholds check sees of a run without --envelope or --baseline)."""
+    """A SuiteContext of models.yaml alone, without a pytest session: the shipped default
+    envelope, no baseline (what the thresholds check sees of a run without --envelope or
+    --baseline)."""
 
     def __init__(self, cfg):
         self.cfg, self._memo = cfg, {}

@@ -35,10 +35,11 @@ import pytest
 import yaml
 from test_cards import two_model_grid
 
+from conftest import threshold_plan
 from flipgate import registry
 from flipgate.__main__ import COMMANDS, main
 from flipgate.config import load_models, parse_thresholds
-from flipgate.threshold_check import check_thresholds, gated_cells
+from flipgate.threshold_check import check_thresholds
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -115,63 +116,6 @@ def _text(block: Block, shipped: Path, key: str) -> str:
     return yaml.safe_dump(merged, sort_keys=False)
 
 
-def _option_defaults() -> dict[str, object]:
-    """The plugin's command-line options and their defaults (what a run without options uses)."""
-    from flipgate import plugin
-
-    found: dict[str, object] = {}
-
-    class Group:
-        def addoption(self, name, *more, default=None, **kwargs):
-            found[name] = default
-
-    class Parser:
-        def getgroup(self, *args, **kwargs):
-            return Group()
-
-        def addini(self, *args, **kwargs):
-            pass
-
-    plugin.pytest_addoption(Parser())
-    return found
-
-
-OPTION_DEFAULTS = _option_defaults()
-
-
-class Plan:
-    """What the suites' gated cells read of a session (flipgate.suite_api.SuiteContext): the
-    audit plan, no command-line option given, nothing measured yet."""
-
-    def __init__(self, cfg):
-        self.cfg, self.memos = cfg, {}
-        self.root = self.invocation_dir = REPO
-
-    def audit_config(self):
-        return self.cfg
-
-    def plan(self, suite: str):
-        return self.cfg.plans.get(suite)
-
-    def option(self, name: str):
-        # no earlier run: a promoted baseline in this checkout must not change what is checked
-        from flipgate.regression.suite import NO_BASELINE
-
-        return NO_BASELINE if name == "--baseline" else None
-
-    def path(self, option: str) -> Path:
-        path = Path(OPTION_DEFAULTS[option])
-        return path if path.is_absolute() else REPO / path
-
-    def text_only_models(self) -> set[str]:
-        return set()
-
-    def memo(self, key: str, make):
-        if key not in self.memos:
-            self.memos[key] = make()
-        return self.memos[key]
-
-
 def check_block(block: Block, tmp: Path) -> None:
     registry.suites()
     name = MARKER.fullmatch(block.first).group("file")  # type: ignore[union-attr]
@@ -203,7 +147,7 @@ def check_block(block: Block, tmp: Path) -> None:
     thresholds, _ = parse_thresholds(path)
     assert thresholds
     cfg = load_models(REPO / "models.yaml")
-    check_thresholds(directory, cfg, gated_cells(registry.suites(), Plan(cfg)), registry.suites())
+    check_thresholds(directory, cfg, *threshold_plan(cfg))
 
 
 @pytest.mark.parametrize("block", MARKED_BLOCKS, ids=[b.where for b in MARKED_BLOCKS])
