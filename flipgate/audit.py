@@ -21,14 +21,17 @@ from flipgate.backends import Backend, Output, Request, create_backend
 from flipgate.backends.base import is_streaming
 from flipgate.cache import ResponseCache, cache_key
 from flipgate.cell import Cell
-from flipgate.config import AuditConfig
+from flipgate.config import AuditConfig, load_thresholds
 from flipgate.facets import get_facet, readouts_for
 from flipgate.grammar import GRAMMAR_VERSION, Manifest, item_seed
 from flipgate.hashing import sha256_json
 from flipgate.items import Item, load_items
+from flipgate.metrics.sequential import ItemValues
 from flipgate.readouts import read_label
 from flipgate.results import Trial, trials_frame
+from flipgate.sequential import SequentialStop, run_sequential
 from flipgate.store import TrialStore
+from flipgate.summary import item_values
 
 log = logging.getLogger("flipgate")
 
@@ -39,6 +42,11 @@ class Paths:
     cache: Path | None  # response cache sqlite, None = --no-cache
     manifests: Path  # fixtures/manifests
     models: Path  # dequantised model cache
+
+
+def _facet(name: str) -> str:
+    """The facet of a facet or control cell name."""
+    return Cell.parse(name).facet
 
 
 class Auditor:
@@ -53,6 +61,8 @@ class Auditor:
         progress: bool = True,
         control_salt: str | None = None,
         allow_ungated: bool = False,
+        thresholds_dir: str | None = None,
+        fixed_n: bool = False,
     ):
         self.config = config
         self.run_id = run_id
@@ -64,6 +74,11 @@ class Auditor:
         self.control_salt = control_salt
         #: --allow-ungated: a cell no threshold can fail is skipped with the reason, not failed
         self.allow_ungated = allow_ungated
+        #: the thresholds a sequential cell stops on (None: every cell spends its cap)
+        self.thresholds_dir = thresholds_dir
+        #: sequential gates (docs/definitions.md §12); None: fixed N (``--fixed-n`` or
+        #: ``audit.sequential: false``)
+        self.sequential = None if fixed_n else config.sequential
         self.store = TrialStore(paths.store)
         self.source = os.environ.get("PYTEST_XDIST_WORKER", "main")  # this process, in the store
         self.cache = ResponseCache(paths.cache) if paths.cache else None
@@ -220,9 +235,16 @@ class Auditor:
             dataset=dataset,
         )
 
-    def cell_requests(self, dataset: str, name: str) -> tuple[list[tuple], list[Request]]:
-        """A cell's plan (:meth:`cell_plan`) and its rendered requests."""
-        plan = self.cell_plan(dataset, name)
+    def cell_requests(
+        self, dataset: str, name: str, items: tuple[int, int] | None = None
+    ) -> tuple[list[tuple], list[Request]]:
+        """A cell's plan (:meth:`cell_plan`; with ``items`` = (first, last), that of those items
+        in the seeded order) and its rendered requests."""
+        plan = (
+            self.cell_plan(dataset, name)
+            if items is None
+            else self._plan_items(dataset, name, *items)
+        )
         cell = Cell.parse(name)
         facet = get_facet(cell.facet)
         requests = [
@@ -239,17 +261,100 @@ class Auditor:
     def measured_trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
         """This run's trials of a cell, measured once: read back from the run store when a test
         of this run (the cell's own, a control's, the ODI panel's or a regression cell's) already
-        measured the whole plan, else measured now (:meth:`trials`), so every reader of a cell
-        sees the same trials."""
-        plan = self.cell_plan(dataset, name)
-        stored = self.store.trials(model_id=model_id, dataset=dataset, facet=name)
+        measured it, else measured now (:meth:`trials`, or :meth:`sequential_trials` for a
+        sequential cell: the items it drew before it stopped), so every reader of a cell sees
+        the same trials."""
+        if self.is_sequential(name):
+            return self.sequential_trials(model_id, dataset, name)[0]
+        stored = self._stored(model_id, dataset, name, len(self.items(dataset, _facet(name))))
+        return stored if stored is not None else self.trials(model_id, dataset, name)
+
+    def _stored(self, model_id: str, dataset: str, name: str, n_items: int) -> pd.DataFrame | None:
+        """The run store's trials of the first ``n_items`` items of a cell's plan, in the plan's
+        order, or None when the store lacks one of them."""
+        plan = self._plan_items(dataset, name, 0, n_items)
         keys = [(it.item_id, o, s) for it, o, _, s in plan]
+        stored = self.store.trials(model_id=model_id, dataset=dataset, facet=name)
         got = list(zip(stored["item_id"], stored["condition"], stored["sample"]))
-        if sorted(got) != sorted(keys):
-            return self.trials(model_id, dataset, name)
         position = {key: i for i, key in enumerate(keys)}  # the plan's order, as trials() gives
-        order = sorted(range(len(got)), key=lambda i: position[got[i]])
+        mine = [i for i, key in enumerate(got) if key in position]
+        if sorted(got[i] for i in mine) != sorted(keys):
+            return None
+        order = sorted(mine, key=lambda i: position[got[i]])
         return stored.iloc[order].reset_index(drop=True)
+
+    def _plan_items(
+        self, dataset: str, name: str, first: int, last: int
+    ) -> list[tuple[Item, int, tuple[int, ...], int]]:
+        """The entries of a cell's plan (:meth:`cell_plan`) for its items ``first`` to ``last``
+        (exclusive) in the seeded order."""
+        wanted = {it.item_id for it in self.items(dataset, _facet(name))[first:last]}
+        return [entry for entry in self.cell_plan(dataset, name) if entry[0].item_id in wanted]
+
+    # -- sequential cells (docs/definitions.md §12) ----------------------------------------------
+    def is_sequential(self, name: str) -> bool:
+        """Whether a facet or control cell draws its items sequentially: ``audit.sequential`` is
+        on, the thresholds are known, and the facet needs no judge over its whole item set."""
+        return (
+            self.sequential is not None
+            and self.thresholds_dir is not None
+            and not get_facet(_facet(name)).judged
+        )
+
+    def stop(self, model_id: str, dataset: str, name: str) -> SequentialStop | None:
+        """Where this run's sequential cell stopped (None before it ran, or for a fixed-N cell)."""
+        for record in self.store.records(SequentialStop, model_id):
+            if (record.dataset, record.cell) == (dataset, name):
+                return record
+        return None
+
+    def sequential_trials(
+        self, model_id: str, dataset: str, name: str
+    ) -> tuple[pd.DataFrame, SequentialStop]:
+        """A sequential cell's trials and where it stopped, measured once per run: items enter in
+        the seeded order, ``batch_items`` at a time, until every threshold of the cell that a
+        confidence sequence decides is decided (from ``min_items`` on) or the cap
+        (``items_per_dataset``). A control draws from the items its facet used, so Δ_order stays
+        paired."""
+        stop = self.stop(model_id, dataset, name)
+        if stop is not None:
+            stored = self._stored(model_id, dataset, name, stop.n_items)
+            if stored is not None:
+                return stored, stop
+        assert self.sequential is not None and self.thresholds_dir is not None
+        cell = Cell.parse(name)
+        cap, perm = len(self.items(dataset, cell.facet)), None
+        if cell.is_control:
+            perm, facet_stop = self.sequential_trials(model_id, dataset, cell.facet)
+            cap = facet_stop.n_items
+        readouts, primary = self.readouts(model_id, cell.facet)
+        thresholds = load_thresholds(self.thresholds_dir, model_id).for_cell(name, dataset)
+        k = self.config.k
+        self.store.set_planned(model_id, dataset, name, cap * k)  # at most; lowered at the stop
+        frames: list[pd.DataFrame] = []
+        drawn = 0
+
+        def measure(n: int) -> dict[tuple[str, str], ItemValues]:
+            nonlocal drawn
+            frames.append(self.trials(model_id, dataset, name, (drawn, n)))
+            drawn = n
+            return item_values(pd.concat(frames, ignore_index=True), readouts, perm)
+
+        stop = run_sequential(
+            self.sequential,
+            cap,
+            thresholds,
+            primary,
+            measure,
+            model_id=model_id,
+            dataset=dataset,
+            cell=name,
+            calls_per_item=k,
+            cap_from=cell.facet if cell.is_control else None,
+        )
+        self.store.set_planned(model_id, dataset, name, stop.n_items * k)
+        self.store.add_record(stop)
+        return pd.concat(frames, ignore_index=True), stop
 
     def cell_trials(
         self, model_id: str, dataset: str, name: str
@@ -257,21 +362,26 @@ class Auditor:
         """A cell's trials (:meth:`measured_trials`) and, for a control, those of the facet it
         is compared with (None for a facet cell)."""
         cell = Cell.parse(name)
-        trials = self.measured_trials(model_id, dataset, name)
         perm = self.measured_trials(model_id, dataset, cell.facet) if cell.is_control else None
+        trials = self.measured_trials(model_id, dataset, name)
         return trials, perm
 
-    def trials(self, model_id: str, dataset: str, name: str) -> pd.DataFrame:
+    def trials(
+        self, model_id: str, dataset: str, name: str, items: tuple[int, int] | None = None
+    ) -> pd.DataFrame:
         """Trials of a facet cell (K manifest orderings) or a control cell such as
         ``same_ordering:option_order`` (the canonical ordering K times, each replicate with its own
-        seed and its own response-cache key: a rerun replays the measured noise floor)."""
+        seed and its own response-cache key: a rerun replays the measured noise floor); with
+        ``items`` = (first, last), only those of the items ``first`` to ``last`` (exclusive) in
+        the seeded order (a sequential cell's batch)."""
         cell = Cell.parse(name)
         facet_name = cell.facet
         facet = get_facet(facet_name)
         readouts = self.readouts(model_id, facet_name)[0]
         k = self.config.k
-        plan, requests = self.cell_requests(dataset, name)
-        self.store.set_planned(model_id, dataset, name, len(plan))
+        plan, requests = self.cell_requests(dataset, name, items)
+        if items is None:
+            self.store.set_planned(model_id, dataset, name, len(plan))
         outputs, cached = self.outputs(
             model_id, requests, use_cache=True, label=f"{name}/{dataset}", by_seed=cell.is_control
         )

@@ -20,6 +20,7 @@ from flipgate.cell import Cell
 from flipgate.facets import CONTROLS, FACETS
 from flipgate.items.registry import DatasetSpec
 from flipgate.metrics.consensus import ConsensusSettings
+from flipgate.metrics.sequential import SequentialSettings
 from flipgate.redact import refuse_key_as_name
 from flipgate.results import Direction
 from flipgate.yamlio import load_strict
@@ -216,6 +217,8 @@ class AuditConfig:
     #: each suite's parsed ``audit.<config_key>`` (flipgate.suite_api.Suite.parse), by suite
     #: name; a suite whose settings models.yaml does not declare has none
     plans: dict[str, Any] = field(default_factory=dict)
+    #: ``audit.sequential`` (docs/definitions.md §12); None: fixed N
+    sequential: SequentialSettings | None = field(default_factory=SequentialSettings)
 
     def judge_models(self) -> set[str]:
         """Models that judge other models' answers (``audit.judge`` and the suites' judges)."""
@@ -389,6 +392,9 @@ def load_models(path: Path | str) -> AuditConfig:
             if audit.get("judge_consensus")
             else None
         ),
+    )
+    cfg.sequential = SequentialSettings.parse(
+        audit.get("sequential", True), f"{path}: field audit.sequential"
     )
     for suite in suites:
         section = suite.config_key

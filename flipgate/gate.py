@@ -30,15 +30,19 @@ import numpy.typing as npt
 from flipgate.config import Threshold
 from flipgate.metrics import bootstrap_p_value
 from flipgate.metrics.proportion import small_n_hull
+from flipgate.metrics.sequential import ItemValues
 from flipgate.results import Label, MetricEstimate, Outcome, Verdict
 
 #: what a straddling CI does: ``by_rule`` follows the rule (upper fails, lower warns)
 ON_INCONCLUSIVE = ("by_rule", "warn", "xfail", "fail")
+#: a verdict's ``interval`` when a confidence sequence decided it (docs/definitions.md §12)
+SEQUENCE = "confidence_sequence"
 #: gate outcomes, least to most severe
 OUTCOMES = ("pass", "warn", "xfail", "fail")
 
 
-def _within(value: float, t: Threshold) -> bool:
+def within(value: float, t: Threshold) -> bool:
+    """Whether ``value`` is on the allowed side of ``t``'s bound (the bound included)."""
     return value <= t.bound if t.direction == "max" else value >= t.bound
 
 
@@ -56,11 +60,11 @@ def decide(
     if estimate is None:
         return "missing"
     if t.rule == "warn":
-        return "pass" if _within(estimate, t) else "warn"
+        return "pass" if within(estimate, t) else "warn"
     if t.rule == "point" or lo is None or hi is None:
-        return "pass" if _within(estimate, t) else "fail"
-    inside = _within(lo, t) and _within(hi, t)
-    outside = not _within(lo, t) and not _within(hi, t)
+        return "pass" if within(estimate, t) else "fail"
+    inside = within(lo, t) and within(hi, t)
+    outside = not within(lo, t) and not within(hi, t)
     return "pass" if inside else ("fail" if outside else "inconclusive")
 
 
@@ -126,23 +130,42 @@ def evaluate(
     metrics: Mapping[str, Mapping[str, MetricEstimate]],
     readout: str,
     on_inconclusive: str = "by_rule",
+    sequences: Mapping[tuple[str, str], ItemValues] | None = None,
     **context: Any,
 ) -> list[Verdict]:
     """Apply each threshold to the estimates ``{readout: {metric: MetricEstimate}}``. Where an
     estimate kept its bootstrap draws, the CI is recomputed at the threshold's level and the
     verdict carries the one-sided bootstrap p-value of a violation (for Benjamini–Hochberg across
-    cells). ``context`` is given to every verdict (:func:`verdict`)."""
+    cells). A sequential cell (docs/definitions.md §12) gives its per-item values as
+    ``sequences`` (``{(readout, metric): ItemValues}``): a lower or upper threshold on one of them
+    is decided on its anytime-valid confidence sequence at the threshold's level instead (the
+    verdict says ``interval: confidence_sequence``). ``context`` is given to every verdict
+    (:func:`verdict`)."""
     results = []
     for t in thresholds:
-        m = metrics.get(t.readout or readout, {}).get(t.metric)
+        r = t.readout or readout
+        m = metrics.get(r, {}).get(t.metric)
         draws = None if m is None else m.draws
+        p_value = bootstrap_p_value(draws, t.bound, t.direction) if draws is not None else None
+        values = (sequences or {}).get((r, t.metric))
+        if values is not None and values.n and t.rule in ("lower", "upper"):
+            results.append(
+                verdict(
+                    t,
+                    values.estimate,
+                    values.sequence(t.level),
+                    on_inconclusive,
+                    r,
+                    p_value,
+                    interval=SEQUENCE,
+                    **context,
+                )
+            )
+            continue
         est = None if m is None else m.estimate
         ci = ci_at(draws, t.level) if draws is not None else (None if m is None else m.ci)
         lo, hi = ci if ci else (None, None)
         if m and m.n_units and lo is not None and hi is not None and est is not None:
             ci = small_n_hull((lo, hi), float(est), m.n_units, t.level)  # no proof from few items
-        p_value = bootstrap_p_value(draws, t.bound, t.direction) if draws is not None else None
-        results.append(
-            verdict(t, est, ci, on_inconclusive, t.readout or readout, p_value, **context)
-        )
+        results.append(verdict(t, est, ci, on_inconclusive, r, p_value, **context))
     return results

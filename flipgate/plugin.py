@@ -51,7 +51,16 @@ def pytest_addoption(parser):
         "--thresholds", default="thresholds", help="thresholds directory (default: thresholds/)"
     )
     g.addoption(
-        "--items-per-dataset", type=int, default=None, help="override audit.items_per_dataset"
+        "--items-per-dataset",
+        type=int,
+        default=None,
+        help="override audit.items_per_dataset (a sequential cell's cap)",
+    )
+    g.addoption(
+        "--fixed-n",
+        action="store_true",
+        help="every order cell spends items_per_dataset, as with audit.sequential: false "
+        "(docs/definitions.md §12)",
     )
     g.addoption(
         "--baseline",

@@ -102,7 +102,7 @@ def trials_frame(trials: list[Trial]) -> pd.DataFrame:
 
 
 #: fields a gate adds to some verdicts only (see :class:`Verdict`)
-CONTEXT_FIELDS = frozenset({"facet", "model", "target", "mcnemar", "q_value"})
+CONTEXT_FIELDS = frozenset({"facet", "model", "target", "mcnemar", "q_value", "interval"})
 
 Direction = Literal["max", "min"]
 Label = Literal["pass", "fail", "inconclusive", "warn", "missing"]
@@ -140,6 +140,9 @@ class Verdict(BaseModel):
     target: str | None = None
     mcnemar: dict[str, Any] | None = None
     q_value: Number = None
+    #: ``confidence_sequence`` when a sequential cell's anytime-valid sequence decided it
+    #: (docs/definitions.md §12); left out for a bootstrap CI
+    interval: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_context(self, handler: Any) -> dict[str, Any]:
@@ -157,8 +160,9 @@ class Verdict(BaseModel):
         """One line for the terminal: who, threshold, source, estimate and CI, verdict."""
         level = f" {self.level:.0%}" if self.level else ""
         ci = self.ci
+        kind = "confidence sequence" if self.interval else "CI"
         ci_text = (
-            f"{level} CI [{ci[0]:.3f}, {ci[1]:.3f}]"
+            f"{level} {kind} [{ci[0]:.3f}, {ci[1]:.3f}]"
             if ci and ci[0] is not None and ci[1] is not None
             else ""
         )

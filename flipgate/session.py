@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -235,6 +235,8 @@ class FlipgateSession:
             progress=not self.is_worker and self.config.getoption("verbose") > 0,
             control_salt=self.run_id if self.config.getoption("--fresh-controls") else None,
             allow_ungated=self.config.getoption("--allow-ungated"),
+            thresholds_dir=self.thresholds_dir,
+            fixed_n=self.config.getoption("--fixed-n"),
         )
 
     def may_collect(self, suite: Path) -> bool:
@@ -306,6 +308,11 @@ class FlipgateSession:
                     "seed": cfg.seed,
                     "k": cfg.k,
                     "items_per_dataset": self.items_override or cfg.items_per_dataset,
+                    "sequential": (
+                        None
+                        if cfg.sequential is None or self.config.getoption("--fixed-n")
+                        else asdict(cfg.sequential)
+                    ),
                 }
                 | {"finished": finished, "exit_status": int(exitstatus)}
             )

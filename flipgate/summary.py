@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from flipgate import metrics as M
+from flipgate.metrics.sequential import ItemValues
 from flipgate.results import K_FIELDS, CellSummary, MetricEstimate
 
 
@@ -124,3 +125,38 @@ def control_summary(
     # K-policies are a facet analysis, not a control's
     no_k = {key: None for key in K_FIELDS}
     return same_summary.model_copy(update={"metrics": metrics, **no_k}), joined
+
+
+def item_values(
+    trials: pd.DataFrame, readouts: list[str], perm: pd.DataFrame | None = None
+) -> dict[tuple[str, str], ItemValues]:
+    """The per-item values behind a cell's mean metrics, per readout, in the order its items were
+    drawn (docs/definitions.md §12): the rates of :func:`facet_summary` (``flip_rate``, ``osi``,
+    ``pairwise_disagreement``, ``parse_rate``, ``accuracy``) and, for a control (``perm``: its
+    facet's trials), ``flip_rate_same`` and ``delta_order`` (per item flip_perm − flip_same, in
+    [−1, 1])."""
+    order = list(dict.fromkeys(trials["item_id"]))
+    out: dict[tuple[str, str], ItemValues] = {}
+    for r in readouts:
+        df = answers_frame(trials, r)
+        items = M.item_table(df).set_index("item_id").reindex(order)
+        correct = df["correct"].map(lambda c: np.nan if c is None else float(c))
+        per_item_correct = correct.groupby(df["item_id"]).mean().reindex(order)
+        flips = items["any_flip"].astype(float)
+        for metric, values in (
+            ("flip_rate", flips),
+            ("osi", items["osi"].astype(float)),
+            ("pairwise_disagreement", items["pairwise_disagreement"].astype(float)),
+            ("parse_rate", items["parse_rate"].astype(float)),
+            ("accuracy", per_item_correct),
+        ):
+            out[r, metric] = ItemValues.of(values.to_numpy())
+        if perm is not None:
+            out[r, "flip_rate_same"] = out[r, "flip_rate"]
+            perm_flips = (
+                M.item_table(answers_frame(perm, r)).set_index("item_id")["any_flip"].astype(float)
+            )
+            out[r, "delta_order"] = ItemValues.of(
+                (perm_flips.reindex(order) - flips).to_numpy(), -1.0, 1.0
+            )
+    return out

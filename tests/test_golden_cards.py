@@ -55,6 +55,7 @@ def models_yaml(path: Path, v1: str, v2: str) -> Path:
 audit:
   k: 6
   items_per_dataset: 4
+  sequential: false        # the recorded audit is fixed N: its gates are the §5 bootstrap ones
   bootstrap: {{n: 200}}
   facets:
     option_order: {{datasets: [arc_challenge, commonsense_qa]}}

@@ -13,10 +13,12 @@ from flipgate.cell import Cell
 from flipgate.config import ThresholdSet, load_thresholds
 from flipgate.facets import get_facet
 from flipgate.gate import evaluate
+from flipgate.metrics.sequential import ItemValues
 from flipgate.order.allure import report_cell
 from flipgate.results import CellSummary, Verdict
+from flipgate.sequential import SequentialStop
 from flipgate.suite import assert_verdicts, fail_input, live_output, skip_not_applicable
-from flipgate.summary import control_summary, facet_summary
+from flipgate.summary import control_summary, facet_summary, item_values
 from flipgate.trend import metric_trend
 
 
@@ -30,6 +32,10 @@ class FlipCell:
     model_id: str
     dataset: str
     capture_manager: object = None
+    #: a sequential cell's per-item values (docs/definitions.md §12), which its gate decides on
+    sequences: dict[tuple[str, str], ItemValues] | None = None
+    #: where a sequential cell stopped
+    stop: SequentialStop | None = None
 
     def measure(self) -> tuple[dict[str, CellSummary], pd.DataFrame]:
         cfg = self.auditor.config
@@ -38,6 +44,9 @@ class FlipCell:
         readouts = self.auditor.readouts(self.model_id, facet)[0]
         with live_output(self.capture_manager):
             trials, perm = self.auditor.cell_trials(self.model_id, self.dataset, self.name)
+            if self.auditor.is_sequential(self.name):
+                self.sequences = item_values(trials, readouts, perm)
+                self.stop = self.auditor.stop(self.model_id, self.dataset, self.name)
             judged = get_facet(facet).judged and not control
             verdicts = (
                 self.auditor.judgements(self.model_id, self.dataset, self.name, trials)
@@ -76,6 +85,7 @@ class FlipCell:
             {r: s.metrics for r, s in summaries.items()},
             primary,
             thresholds.on_inconclusive,
+            self.sequences,
             facet=self.name,
         )
         store = self.auditor.store
@@ -102,6 +112,7 @@ class FlipCell:
                 "N": summaries[primary].n_items,
                 "primary_readout": primary,
                 "thresholds": ", ".join(thresholds.files),
+                **({"sequential": self.stop.describe()} if self.stop else {}),
             },
             trend,
         )

@@ -1,0 +1,194 @@
+"""Sequential gates (docs/definitions.md §12): a cell draws its items in the manifest's seeded
+order, in batches, and stops as soon as every threshold that can be decided on a mean of
+per-item values is decided by its anytime-valid confidence sequence, or at its item budget.
+
+The stopping rule is suite-neutral: a suite hands :func:`run_sequential` its thresholds and a
+function that measures the first n items and returns their per-item values
+(:class:`~flipgate.metrics.sequential.ItemValues`, keyed ``(readout, metric)``); the gate
+(:func:`flipgate.gate.evaluate`) then decides every such threshold on the same sequence, so the
+verdict is the decision that stopped the cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from flipgate.config import Threshold
+from flipgate.gate import within
+from flipgate.metrics.sequential import ItemValues, SequentialSettings
+
+#: the rules whose verdict a confidence sequence can decide; ``point`` and ``warn`` thresholds
+#: never hold a cell (they have no error rate to keep) and are read on the items used
+DECIDING_RULES = ("lower", "upper")
+
+StopReason = Literal["decided", "cap", "nothing to decide"]
+
+
+class ThresholdDecision(BaseModel):
+    """How one threshold stood when its cell stopped."""
+
+    model_config = ConfigDict(frozen=True)
+
+    threshold: str
+    metric: str
+    readout: str
+    rule: str
+    #: 'pass' or 'fail' once its sequence lay wholly on one side of the bound; None: undecided
+    decision: Literal["pass", "fail"] | None = None
+    #: items drawn when it was decided
+    decided_at: int | None = None
+    #: whether it could hold the cell: a lower/upper rule on a mean of per-item values
+    holds: bool = True
+    #: why it does not hold the cell, or why it held it to the cap
+    note: str | None = None
+
+
+class SequentialStop(BaseModel):
+    """Where a sequential cell stopped and why (the card's and Allure's disclosure)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    TABLE: ClassVar[str] = "sequential_stops"
+    KEY: ClassVar[tuple[str, ...]] = ("model_id", "dataset", "cell")
+
+    model_id: str
+    dataset: str
+    cell: str
+    cap: int
+    min_items: int
+    batch_items: int
+    #: items drawn (the first ``n_items`` of the seeded order)
+    n_items: int
+    #: batches drawn; the stopping batch is the last
+    batches: int
+    reason: StopReason
+    #: the thresholds whose decision ended it (the last to be decided), when decided
+    decided_by: list[str]
+    thresholds: list[ThresholdDecision]
+    #: model calls per item (K orderings, or K replicates for a control)
+    calls_per_item: int
+    #: a control's cap is the items its facet used (docs/definitions.md §12)
+    cap_from: str | None = None
+
+    @property
+    def calls_used(self) -> int:
+        return self.n_items * self.calls_per_item
+
+    @property
+    def calls_saved(self) -> int:
+        """Model calls the cap would have taken beyond those drawn."""
+        return (self.cap - self.n_items) * self.calls_per_item
+
+    def describe(self) -> str:
+        """One line: N used / cap, the stopping batch and why."""
+        why = {
+            "decided": f"decided by {', '.join(self.decided_by)}",
+            "cap": "at the cap: " + self._undecided(),
+            "nothing to decide": "no threshold a sequence decides: run to the cap",
+        }[self.reason]
+        saved = f", {self.calls_saved} calls saved" if self.calls_saved else ""
+        return (
+            f"{self.n_items}/{self.cap} items (batch {self.batches} of {self.batch_items}){saved}: "
+            f"{why}"
+        )
+
+    def _undecided(self) -> str:
+        open_ = [t.threshold for t in self.thresholds if t.holds and t.decision is None]
+        return f"undecided {', '.join(open_)}" if open_ else "every threshold decided at the cap"
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> SequentialStop:
+        return cls.model_validate_json(text)
+
+
+def _decision(t: Threshold, values: ItemValues) -> Literal["pass", "fail"] | None:
+    lo, hi = values.sequence(t.level)
+    if within(lo, t) and within(hi, t):
+        return "pass"
+    if not within(lo, t) and not within(hi, t):
+        return "fail"
+    return None
+
+
+def look(
+    thresholds: list[Threshold],
+    values: Mapping[tuple[str, str], ItemValues],
+    primary: str,
+    n_items: int,
+    before: Mapping[str, ThresholdDecision] | None = None,
+) -> list[ThresholdDecision]:
+    """Each threshold's standing after ``n_items`` items: a threshold decided at an earlier look
+    (``before``) keeps its decision (the running intersection never widens)."""
+    out = []
+    for t in thresholds:
+        readout = t.readout or primary
+        kept = (before or {}).get(t.label)
+        if kept is not None and kept.decision is not None:
+            out.append(kept)
+            continue
+        common: dict[str, Any] = dict(
+            threshold=t.label, metric=t.metric, readout=readout, rule=t.rule
+        )
+        if t.rule not in DECIDING_RULES:
+            out.append(ThresholdDecision(**common, holds=False, note=f"rule {t.rule}"))
+            continue
+        item_values = values.get((readout, t.metric))
+        if item_values is None:
+            note = f"{t.metric} is not a mean of per-item values: it holds the cell to the cap"
+            out.append(ThresholdDecision(**common, note=note))
+            continue
+        decision = _decision(t, item_values)
+        out.append(
+            ThresholdDecision(**common, decision=decision, decided_at=n_items if decision else None)
+        )
+    return out
+
+
+def run_sequential(
+    settings: SequentialSettings,
+    cap: int,
+    thresholds: list[Threshold],
+    primary: str,
+    measure: Callable[[int], Mapping[tuple[str, str], ItemValues]],
+    **key: Any,
+) -> SequentialStop:
+    """Draw items in batches (``measure(n)`` measures the first ``n`` and returns their per-item
+    values) until every holding threshold is decided with at least ``min_items`` drawn, or the
+    ``cap``. ``key``: the stop's ``model_id``, ``dataset``, ``cell``, ``calls_per_item`` (and
+    ``cap_from``)."""
+    n, batches = 0, 0
+    decisions: dict[str, ThresholdDecision] = {}
+    holding = [t for t in thresholds if t.rule in DECIDING_RULES]
+    while True:
+        n = min(cap, n + settings.batch_items)
+        batches += 1
+        values = measure(n)
+        standing = look(thresholds, values, primary, n, decisions)
+        decisions = {d.threshold: d for d in standing}
+        open_ = [d for d in standing if d.holds and d.decision is None]
+        done = bool(holding) and not open_ and n >= min(settings.min_items, cap)
+        if done or n >= cap:
+            break
+    if not holding:
+        reason: StopReason = "nothing to decide"
+    else:
+        reason = "decided" if not open_ else "cap"
+    last = max((d.decided_at or 0 for d in standing if d.holds), default=0)
+    decided_by = [d.threshold for d in standing if d.holds and d.decided_at == last and last]
+    return SequentialStop(
+        cap=cap,
+        min_items=settings.min_items,
+        batch_items=settings.batch_items,
+        n_items=n,
+        batches=batches,
+        reason=reason,
+        decided_by=decided_by if reason == "decided" else [],
+        thresholds=standing,
+        **key,
+    )
