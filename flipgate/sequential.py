@@ -14,11 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from flipgate.config import Threshold
 from flipgate.gate import within
-from flipgate.metrics.sequential import ItemValues, SequentialSettings
+from flipgate.metrics.sequential import (
+    FloatArray,
+    ItemValues,
+    SequentialSettings,
+    confidence_sequence,
+    from_unit,
+    to_unit,
+)
 
 #: the rules whose verdict a confidence sequence can decide; ``point`` and ``warn`` thresholds
 #: never hold a cell (they have no error rate to keep) and are read on the items used
@@ -159,9 +167,9 @@ def run_sequential(
     **key: Any,
 ) -> SequentialStop:
     """Draw items in batches (``measure(n)`` measures the first ``n`` and returns their per-item
-    values) until every holding threshold is decided with at least ``min_items`` drawn, or the
-    ``cap``. ``key``: the stop's ``model_id``, ``dataset``, ``cell``, ``calls_per_item`` (and
-    ``cap_from``)."""
+    values) and look after each batch from ``min_items`` on, until every holding threshold is
+    decided, or the ``cap``. ``key``: the stop's ``model_id``, ``dataset``, ``cell``,
+    ``calls_per_item`` (and ``cap_from``)."""
     n, batches = 0, 0
     decisions: dict[str, ThresholdDecision] = {}
     holding = [t for t in thresholds if t.rule in DECIDING_RULES]
@@ -169,11 +177,12 @@ def run_sequential(
         n = min(cap, n + settings.batch_items)
         batches += 1
         values = measure(n)
+        if n < min(settings.min_items, cap):
+            continue  # the first look is at min_items
         standing = look(thresholds, values, primary, n, decisions)
         decisions = {d.threshold: d for d in standing}
         open_ = [d for d in standing if d.holds and d.decision is None]
-        done = bool(holding) and not open_ and n >= min(settings.min_items, cap)
-        if done or n >= cap:
+        if (holding and not open_) or n >= cap:
             break
     if not holding:
         reason: StopReason = "nothing to decide"
@@ -191,4 +200,71 @@ def run_sequential(
         decided_by=decided_by if reason == "decided" else [],
         thresholds=standing,
         **key,
+    )
+
+
+class OperatingCharacteristics(BaseModel):
+    """How one sequential gate behaves on simulated items of known truth (:func:`simulate`):
+    how often it fails and passes, and how many items it draws."""
+
+    model_config = ConfigDict(frozen=True)
+
+    replications: int
+    failed: int
+    passed_decided: int
+    undecided: int
+    #: items drawn per replication (the decision's batch, or the cap)
+    items: list[int]
+
+    @property
+    def fail_rate(self) -> float:
+        return self.failed / self.replications
+
+    @property
+    def mean_items(self) -> float:
+        return sum(self.items) / len(self.items)
+
+
+def simulate(
+    draw: Callable[[np.random.Generator, int, int], FloatArray],
+    threshold: Threshold,
+    settings: SequentialSettings,
+    cap: int,
+    replications: int,
+    seed: int = 0,
+    low: float = 0.0,
+    high: float = 1.0,
+) -> OperatingCharacteristics:
+    """Run one threshold's sequential gate on ``replications`` simulated cells at once:
+    ``draw(rng, replications, cap)`` gives every cell's per-item values (in [low, high]) in the
+    order they would be drawn; each cell looks after every batch from ``min_items`` on, exactly as
+    :func:`run_sequential` does, and stops at its first decision or the cap. A fail at the cap
+    counts as failed only when the sequence is wholly beyond the bound there (the ``lower``
+    rule's verdict; an ``upper`` threshold also fails when undecided, counted in ``undecided``).
+    """
+    rng = np.random.default_rng(seed)
+    values = draw(rng, replications, cap)
+    lower, upper = confidence_sequence(to_unit(values, low, high), 1 - threshold.level)
+    looks = sorted({n for n in range(settings.batch_items, cap + 1, settings.batch_items)} | {cap})
+    looks = [n for n in looks if n >= min(settings.min_items, cap)]
+    decided = np.zeros(replications, dtype=bool)
+    failed = np.zeros(replications, dtype=bool)
+    items = np.full(replications, cap)
+    for n in looks:
+        lo = np.array([from_unit(v, low, high) for v in lower[:, n - 1]])
+        hi = np.array([from_unit(v, low, high) for v in upper[:, n - 1]])
+        inside = np.array([within(a, threshold) and within(b, threshold) for a, b in zip(lo, hi)])
+        outside = np.array(
+            [not within(a, threshold) and not within(b, threshold) for a, b in zip(lo, hi)]
+        )
+        new = ~decided & (inside | outside)
+        failed |= new & outside
+        items[new] = n
+        decided |= new
+    return OperatingCharacteristics(
+        replications=replications,
+        failed=int(failed.sum()),
+        passed_decided=int((decided & ~failed).sum()),
+        undecided=int((~decided).sum()),
+        items=[int(n) for n in items],
     )

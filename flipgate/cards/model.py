@@ -481,6 +481,8 @@ class Overlap(CardModel):
     candidate_pairs: Count
     shared_pairs: Count
     partial: bool
+    prefix: bool | Absent = None
+    """a sequential cell: compared on the items both versions drew (docs/definitions.md §12)"""
 
 
 class BaselineIdentity(CardModel):

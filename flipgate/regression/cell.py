@@ -45,6 +45,7 @@ def apply_thresholds(
         comparison.estimates(),
         comparison.primary_readout,
         on_inconclusive,
+        comparison.sequences(),
         facet=f"{comparison.cell} vs {comparison.baseline}",
     )
     comparison.verdicts = [v.with_context(mcnemar=_mcnemar(comparison, v)) for v in verdicts]
@@ -84,7 +85,12 @@ class RegressionCell:
         trials, perm = self.auditor.cell_trials(model_id, self.dataset, self.cell)
         manifest = self.auditor.store.manifests().get((facet, self.dataset), {}).get("sha256")
         return Arm(
-            model_id, trials, tuple(self.auditor.readouts(model_id, facet)[0]), manifest, perm
+            model_id,
+            trials,
+            tuple(self.auditor.readouts(model_id, facet)[0]),
+            manifest,
+            perm,
+            self.auditor.stop(model_id, self.dataset, self.cell) is not None,
         )
 
     def baseline_arm(self) -> tuple[Arm | None, dict]:

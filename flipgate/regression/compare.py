@@ -20,6 +20,7 @@ import pandas as pd
 from flipgate import FlipgateError
 from flipgate import metrics as M
 from flipgate.cell import Cell
+from flipgate.metrics.sequential import ItemValues
 from flipgate.results import MetricEstimate, Verdict
 from flipgate.summary import answers_frame
 
@@ -46,6 +47,9 @@ class Arm:
     readouts: tuple[str, ...]
     manifest_sha256: str | None = None
     perm: pd.DataFrame | None = None
+    #: the cell drew its items sequentially (docs/definitions.md §12): its trials are a prefix of
+    #: the seeded item order, compared with the other version's on the prefix both drew
+    sequential: bool = False
 
 
 @dataclass
@@ -60,6 +64,9 @@ class Overlap:
     candidate_pairs: int
     shared_pairs: int
     partial: bool = False
+    #: a sequential cell: the versions are compared on the items both drew (the shorter prefix
+    #: of the seeded order, docs/definitions.md §12)
+    prefix: bool = False
 
     @property
     def complete(self) -> bool:
@@ -104,6 +111,8 @@ class CellComparison:
     overlap: Overlap
     baseline_identity: dict = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
+    #: the compared items in the order they were drawn (the candidate's seeded order)
+    drawn: list[str] = field(default_factory=list)
 
     @property
     def primary(self) -> ReadoutDeltas:
@@ -112,6 +121,25 @@ class CellComparison:
     def estimates(self) -> dict[str, dict[str, MetricEstimate]]:
         """``{readout: {metric: estimate}}`` as :func:`flipgate.gate.evaluate` takes it."""
         return {r: d.deltas for r, d in self.readouts.items()}
+
+    def sequences(self) -> dict[tuple[str, str], ItemValues] | None:
+        """For a sequential cell (docs/definitions.md §12) the paired per-item differences
+        candidate − baseline in the order the items were drawn, which its gate decides on with a
+        confidence sequence (a difference of rates lies in [−1, 1]; of Δ_order in [−2, 2]); None
+        for a fixed-N comparison."""
+        if not self.overlap.prefix:
+            return None
+        position = {item: i for i, item in enumerate(self.drawn)}
+        out = {}
+        for r, deltas in self.readouts.items():
+            for metric, paired in deltas.per_item.items():
+                rows = sorted(
+                    zip(paired["items"], paired["baseline"], paired["candidate"]),
+                    key=lambda row: position.get(row[0], len(position)),
+                )
+                span = 2.0 if metric == "delta_delta_order" else 1.0
+                out[r, metric] = ItemValues.of([b - a for _, a, b in rows], -span, span)
+        return out
 
     def to_dict(self) -> dict:
         return json.loads(
@@ -122,7 +150,9 @@ class CellComparison:
                     "cell": self.cell,
                     "dataset": self.dataset,
                     "primary_readout": self.primary_readout,
-                    "overlap": asdict(self.overlap),
+                    "overlap": {  # ``prefix`` only where it is one (fixed-N cards unchanged)
+                        k: v for k, v in asdict(self.overlap).items() if k != "prefix" or v
+                    },
                     "baseline_identity": self.baseline_identity,
                     "verdicts": [v.model_dump(mode="json") for v in self.verdicts],
                     "readouts": {r: d.to_dict() for r, d in self.readouts.items()},
@@ -169,9 +199,11 @@ def _match(
     cand_sha: str | None,
     what: str,
     partial: bool,
+    prefix: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame, Overlap]:
     """Both arms on their shared (item, ordering) pairs, or an IncomparableCell naming what
-    differs."""
+    differs. With ``prefix`` (a sequential cell) the arms may have drawn different numbers of
+    items: they are compared on the items both drew when those items' orderings agree."""
     pa, pb = _pairs(base), _pairs(cand)
     shared = pa & pb
     items_a, items_b = set(base["item_id"]), set(cand["item_id"])
@@ -183,10 +215,14 @@ def _match(
         len(pb),
         len(shared),
         partial,
+        prefix,
     )
     same_manifest = base_sha is None or cand_sha is None or base_sha == cand_sha
     if same_manifest and overlap.complete:
         return base, cand, overlap
+    both = items_a & items_b
+    if prefix and both and {p for p in pa if p[0] in both} == {p for p in pb if p[0] in both}:
+        return _restrict(base, shared), _restrict(cand, shared), overlap
     if not partial:
         diffs = []
         if not same_manifest:
@@ -302,6 +338,7 @@ def compare_cell(
             f"{what}: readout {primary!r} (the candidate's primary) is not among the baseline's "
             f"readouts ({', '.join(baseline.readouts) or 'none'})"
         )
+    prefix = baseline.sequential or candidate.sequential
     base, cand, overlap = _match(
         baseline.trials,
         candidate.trials,
@@ -309,6 +346,7 @@ def compare_cell(
         candidate.manifest_sha256,
         what,
         partial,
+        prefix,
     )
     control = Cell.parse(cell).is_control
     if control:
@@ -317,7 +355,13 @@ def compare_cell(
                 f"{what}: Δ_order needs the permuted facet's trials of both versions"
             )
         base_perm, cand_perm, _ = _match(
-            baseline.perm, candidate.perm, None, None, f"{what} (its permuted facet)", partial
+            baseline.perm,
+            candidate.perm,
+            None,
+            None,
+            f"{what} (its permuted facet)",
+            partial,
+            prefix,
         )
     readouts = [r for r in candidate.readouts if r in baseline.readouts]
     out = {}
@@ -339,5 +383,12 @@ def compare_cell(
             items["newly_right"] = _ids(right, (right["a"] == 0) & (right["b"] == 1))
         out[r] = build.build(items)
     return CellComparison(
-        candidate.model_id, baseline.model_id, cell, dataset, primary, out, overlap
+        candidate.model_id,
+        baseline.model_id,
+        cell,
+        dataset,
+        primary,
+        out,
+        overlap,
+        drawn=[str(i) for i in dict.fromkeys(cand["item_id"])],
     )

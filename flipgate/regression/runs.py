@@ -18,6 +18,7 @@ from flipgate.cell import Cell
 from flipgate.facets import FACETS, readouts_for
 from flipgate.grammar import GRAMMAR_VERSION, Manifest
 from flipgate.regression.compare import Arm
+from flipgate.sequential import SequentialStop
 from flipgate.store import TRIAL_COLUMNS, TrialStore
 
 STORE_NAME = "trials.sqlite"
@@ -190,7 +191,11 @@ class RunRecord:
         readouts = readouts_for(facet, readouts, config.get("primary_readout", readouts[0]))[0]
         perm = self.trials(model_id, dataset, facet) if cell != facet else None
         manifest = self.manifests.get((facet, dataset), {}).get("sha256")
-        return Arm(model_id, trials, tuple(readouts), manifest, perm)
+        sequential = any(
+            (stop.dataset, stop.cell) == (dataset, cell)
+            for stop in self.store.records(SequentialStop, model_id)
+        )
+        return Arm(model_id, trials, tuple(readouts), manifest, perm, sequential)
 
     def primary_readout(self, model_id: str, cell: str) -> str:
         config = self.models.get(model_id, {}).get("config") or {}
