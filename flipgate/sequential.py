@@ -16,7 +16,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from flipgate.cell import Cell
 from flipgate.config import Threshold
+from flipgate.facets import get_facet
 from flipgate.gate import within
 from flipgate.metrics.sequential import ItemValues, SequentialSettings
 
@@ -25,6 +27,13 @@ from flipgate.metrics.sequential import ItemValues, SequentialSettings
 DECIDING_RULES = ("lower", "upper")
 
 StopReason = Literal["decided", "cap", "nothing to decide"]
+
+
+def draws_sequentially(settings: SequentialSettings | None, name: str) -> bool:
+    """Whether a facet or control cell ``name`` draws its items sequentially under ``settings``
+    (None: fixed N, ``audit.sequential: false`` or ``--fixed-n``): not when its facet needs a
+    judge over its whole item set."""
+    return settings is not None and not get_facet(Cell.parse(name).facet).judged
 
 
 class ThresholdDecision(BaseModel):
