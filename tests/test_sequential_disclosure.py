@@ -165,6 +165,19 @@ def test_markdown_labels_the_sequence_and_the_bootstrap_ci_apart(sequential_run)
     )
 
 
+def test_allure_attaches_the_stop_and_labels_the_intervals(sequential_run):
+    store, reports = sequential_run
+    report = reports["option_order"]
+    attached = json.loads(report.attached["sequential stop.json"])
+    stop = store.records(SequentialStop, "scripted")[0]
+    assert attached == stop.model_dump(mode="json") | {"calls_used": 24, "calls_saved": 48}
+    assert f"flip_rate[facet=option_order] >= 0.1 (lower): pass ({SEQUENCE_LABEL} 95% [" in (
+        report.description
+    )
+    assert f"; {BOOTSTRAP_LABEL} 95% [" in report.description
+    assert "sequential: option_order: 4/12 items used" in report.description
+
+
 def test_terminal_line_counts_the_cells_stopped_early_and_the_calls_saved(sequential_run):
     store, _ = sequential_run
     assert run_line(store.records(SequentialStop)) == (
