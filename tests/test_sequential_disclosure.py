@@ -15,12 +15,18 @@ import flipgate.registry  # noqa: F401  (the suites read models.yaml through it)
 from conftest import ScriptedBackend, write
 from flipgate.cards import build_card, validate_card
 from flipgate.cards.build import card_markdown
-from flipgate.cards.disclosure import BOOTSTRAP_LABEL, SEQUENCE_LABEL, run_line
+from flipgate.cards.disclosure import (
+    BOOTSTRAP_LABEL,
+    SEQUENCE_LABEL,
+    card_section,
+    run_line,
+    stop_line,
+)
 from flipgate.markdown_text import md_escape
 from flipgate.metrics.sequential import SequentialSettings
 from flipgate.order import allure as order_allure
 from flipgate.order.cell import FlipCell
-from flipgate.sequential import SequentialStop
+from flipgate.sequential import SequentialStop, ThresholdDecision
 
 #: a position-biased model flips on every item, and never on the same ordering: both thresholds
 #: are decided from the second batch of 2 items on
@@ -126,6 +132,12 @@ def test_card_section_is_typed_and_schema_valid(sequential_run):
     assert section["same_ordering:option_order"]["cap_from"] == "option_order"
     # the cell's metrics are those of the items it used
     assert card["order_robustness"]["option_order"]["regex"]["n_items"] == 4
+    undecided = json.loads(json.dumps(card))
+    undecided["sequential"]["option_order"]["thresholds"][0] |= {
+        "decision": None,
+        "decided_at": None,
+    }
+    validate_card(undecided)
     bad = json.loads(json.dumps(card))
     bad["sequential"]["option_order"]["reason"] = "tired"
     with pytest.raises(jsonschema.ValidationError):
@@ -176,6 +188,35 @@ def test_allure_attaches_the_stop_and_labels_the_intervals(sequential_run):
     )
     assert f"; {BOOTSTRAP_LABEL} 95% [" in report.description
     assert "sequential: option_order: 4/12 items used" in report.description
+
+
+def test_stop_line_says_why_a_cell_ran_to_its_cap():
+    decided = ThresholdDecision(
+        threshold="a", metric="flip_rate", readout="regex", rule="lower", decision="pass"
+    )
+    open_ = ThresholdDecision(threshold="b", metric="flip_rate", readout="regex", rule="upper")
+    stop = SequentialStop(
+        model_id="m",
+        dataset="d",
+        cell="option_order",
+        cap=40,
+        min_items=16,
+        batch_items=8,
+        n_items=40,
+        batches=5,
+        reason="cap",
+        decided_by=[],
+        thresholds=[decided, open_],
+        calls_per_item=6,
+    )
+    assert stop_line("option_order", card_section(stop, 0.95)) == (
+        "option_order: 40/40 items used, stopping batch 5 (8 items a batch, from 16); at the cap, "
+        "undecided: b; 0 model calls saved (240 used)"
+    )
+    nothing = stop.model_copy(update={"reason": "nothing to decide", "thresholds": []})
+    assert stop_line("option_order", card_section(nothing, 0.95)).endswith(
+        "at the cap: no threshold a confidence sequence decides; 0 model calls saved (240 used)"
+    )
 
 
 def test_terminal_line_counts_the_cells_stopped_early_and_the_calls_saved(sequential_run):

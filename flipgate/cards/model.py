@@ -771,10 +771,14 @@ class _Schema(GenerateJsonSchema):
         return self.generate_inner(schema["schema"])
 
     def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
-        """``{"type": ["number", "null"]}`` rather than an ``anyOf`` for a nullable scalar."""
+        """``{"type": ["number", "null"]}`` rather than an ``anyOf`` for a nullable scalar (a
+        nullable ``enum`` admits null among its values too)."""
         inner = self.generate_inner(schema["schema"])
-        if isinstance(inner.get("type"), str) and inner["type"] != "null":
-            return {**inner, "type": [inner["type"], "null"]}
+        if isinstance(inner.get("type"), str) and inner["type"] != "null" and "const" not in inner:
+            nullable = {**inner, "type": [inner["type"], "null"]}
+            if "enum" in inner:
+                nullable["enum"] = [*inner["enum"], None]
+            return nullable
         return super().nullable_schema(schema)
 
 
