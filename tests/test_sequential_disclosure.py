@@ -15,6 +15,7 @@ import flipgate.registry  # noqa: F401  (the suites read models.yaml through it)
 from conftest import ScriptedBackend, write
 from flipgate.cards import build_card, validate_card
 from flipgate.cards.build import card_markdown
+from flipgate.cards.cli import grid_section
 from flipgate.cards.disclosure import (
     BOOTSTRAP_LABEL,
     SEQUENCE_LABEL,
@@ -226,3 +227,14 @@ def test_terminal_line_counts_the_cells_stopped_early_and_the_calls_saved(sequen
         "(cap: 96)"
     )
     assert run_line([]) is None
+
+
+def test_the_model_card_section_labels_the_sequence_too(sequential_run, tmp_path):
+    store, _ = sequential_run
+    card = build_card(store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    (row,) = [
+        line
+        for line in grid_section("scripted", [card], tmp_path).splitlines()
+        if line.startswith("| arc_challenge | option_order | flip_rate")
+    ]
+    assert f"| {SEQUENCE_LABEL} 95% [" in row and f"; {BOOTSTRAP_LABEL} 95% [" in row
