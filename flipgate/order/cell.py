@@ -115,7 +115,7 @@ class FlipCell:
                 **({"sequential": self.stop.describe()} if self.stop else {}),
             },
             trend,
-            self.stop,
+            stop=self.stop,
         )
         assert_verdicts(verdicts, self.auditor.allow_ungated)
         return verdicts
