@@ -29,7 +29,7 @@ from flipgate.items import Item, load_items
 from flipgate.metrics.sequential import ItemValues
 from flipgate.readouts import read_label
 from flipgate.results import Trial, trials_frame
-from flipgate.sequential import SequentialStop, run_sequential
+from flipgate.sequential import SequentialStop, draws_sequentially, run_sequential
 from flipgate.store import TrialStore
 from flipgate.summary import item_values
 
@@ -295,11 +295,7 @@ class Auditor:
     def is_sequential(self, name: str) -> bool:
         """Whether a facet or control cell draws its items sequentially: ``audit.sequential`` is
         on, the thresholds are known, and the facet needs no judge over its whole item set."""
-        return (
-            self.sequential is not None
-            and self.thresholds_dir is not None
-            and not get_facet(_facet(name)).judged
-        )
+        return self.thresholds_dir is not None and draws_sequentially(self.sequential, name)
 
     def stop(self, model_id: str, dataset: str, name: str) -> SequentialStop | None:
         """Where this run's sequential cell stopped (None before it ran, or for a fixed-N cell)."""
@@ -330,7 +326,8 @@ class Auditor:
         readouts, primary = self.readouts(model_id, cell.facet)
         thresholds = load_thresholds(self.thresholds_dir, model_id).for_cell(name, dataset)
         k = self.config.k
-        self.store.set_planned(model_id, dataset, name, cap * k)  # at most; lowered at the stop
+        # an upper bound until the stop lowers it (the live display says so, flipgate.progress)
+        self.store.set_planned(model_id, dataset, name, cap * k, at_most=True)
         frames: list[pd.DataFrame] = []
         drawn = 0
 

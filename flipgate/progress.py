@@ -6,8 +6,11 @@ Three writers feed it, all through :class:`~flipgate.store.TrialStore`: every pr
 collects writes the plan (each collected cell's ``Suite.planned``, table ``planned``; a cell's
 count is made exact when its plan is drawn, and 0 when the model cannot take it); a worker notes
 how many outputs of a backend call in flight it has (table ``live``); a finished cell's trials
-land in ``trials``. The controller's :class:`LiveProgress` thread polls the three and draws one
-bar on a terminal, or one line every ``interval`` seconds in a log; workers draw nothing.
+land in ``trials``. A sequential cell (docs/definitions.md §12) plans its cap, an upper bound
+(table ``planned_at_most``) until it stops and its plan is lowered to the items it drew: while a
+model has such a cell, its total (and the ETA) is shown as "≤ T". The controller's
+:class:`LiveProgress` thread polls the three and draws one bar on a terminal, or one line every
+``interval`` seconds in a log; workers draw nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from tqdm import tqdm
 
 from flipgate.cell import Cell
 from flipgate.config import AuditConfig
+from flipgate.store import AtMost
 from flipgate.suite_api import Plan
 
 
@@ -35,6 +39,8 @@ class Snapshot:
     """Trials answered (stored, or returned by a call in flight) and planned, per model."""
 
     models: dict[str, tuple[int, int]]  # model id -> (answered, planned)
+    #: models whose plan is still an upper bound (a sequential cell that has not stopped)
+    at_most: frozenset[str] = frozenset()
 
     @property
     def answered(self) -> int:
@@ -44,10 +50,16 @@ class Snapshot:
     def planned(self) -> int:
         return sum(p for _, p in self.models.values())
 
+    @property
+    def bounded(self) -> bool:
+        """Whether the total is an upper bound."""
+        return bool(self.at_most & self.models.keys())
+
 
 def read_snapshot(conn: sqlite3.Connection) -> Snapshot:
     """The run's progress from its trials store (``conn``): per model, planned trials and the
-    answered ones, each cell counted up to its plan, calls in flight added, capped at the plan."""
+    answered ones, each cell counted up to its plan, calls in flight added, capped at the plan;
+    which models' plans are upper bounds still."""
     rows = conn.execute(
         "SELECT p.model_id, SUM(p.trials), SUM(MIN(p.trials, IFNULL(t.n, 0))) FROM planned p "
         "LEFT JOIN (SELECT model_id, dataset, facet, COUNT(*) AS n FROM trials "
@@ -56,8 +68,10 @@ def read_snapshot(conn: sqlite3.Connection) -> Snapshot:
         "GROUP BY p.model_id ORDER BY p.model_id"
     ).fetchall()
     live = dict(conn.execute("SELECT model_id, SUM(done) FROM live GROUP BY model_id").fetchall())
+    at_most = frozenset(m for (m,) in conn.execute("SELECT DISTINCT model_id FROM planned_at_most"))
     return Snapshot(
-        {m: (min(int(p), int(s) + int(live.get(m) or 0)), int(p)) for m, p, s in rows if p}
+        {m: (min(int(p), int(s) + int(live.get(m) or 0)), int(p)) for m, p, s in rows if p},
+        at_most,
     )
 
 
@@ -86,14 +100,26 @@ def _clock(seconds: float) -> str:
 
 
 def describe(snapshot: Snapshot, rate: float | None) -> str:
-    """``1234/4580 trials (27%), 4.1 trials/s, ETA 13:37 · smollm2 600/1800 · ...``"""
+    """``1234/4580 trials (27%), 4.1 trials/s, ETA 13:37 · smollm2 600/1800 · ...``; while a
+    sequential cell may stop early, its model's total and the run's are upper bounds, the share
+    and the ETA with them: ``1234/≤4580 trials (≥27%), 4.1 trials/s, ETA ≤13:37 · smollm2
+    600/≤1800 · ...``."""
     total, done = snapshot.planned, snapshot.answered
-    head = f"{done}/{total} trials ({100 * done / total:.0f}%)" if total else "planning"
+    up_to, at_least = ("≤", "≥") if snapshot.bounded else ("", "")
+    head = (
+        f"{done}/{up_to}{total} trials ({at_least}{100 * done / total:.0f}%)"
+        if total
+        else "planning"
+    )
     if rate:
         head += f", {rate:.1f} trials/s"
         if total > done:
-            head += f", ETA {_clock((total - done) / rate)}"
-    return " · ".join([head, *(f"{m} {a}/{p}" for m, (a, p) in snapshot.models.items())])
+            head += f", ETA {up_to}{_clock((total - done) / rate)}"
+    models = [
+        f"{m} {a}/{'≤' if m in snapshot.at_most else ''}{p}"
+        for m, (a, p) in snapshot.models.items()
+    ]
+    return " · ".join([head, *models])
 
 
 class LiveProgress:
@@ -160,7 +186,7 @@ class LiveProgress:
         for m, (a, p) in snap.models.items():
             self._best[m] = max(self._best.get(m, 0), a)
             models[m] = (min(self._best[m], p), p)
-        return Snapshot(models)
+        return Snapshot(models, snap.at_most)
 
     def update(self, final: bool = False) -> None:
         snap = self.snapshot()
@@ -202,11 +228,19 @@ def display_mode(option: str, fd: int) -> str:
 
 
 def cell_plan(
-    cfg: AuditConfig, n_override: int | None, model_id: str, cell: str, dataset: str
+    cfg: AuditConfig,
+    n_override: int | None,
+    model_id: str,
+    cell: str,
+    dataset: str,
+    sequential: bool = False,
 ) -> Plan:
     """A facet or control cell's planned trials (N items x K orderings or replicates); a control
-    also measures the facet it is compared with."""
+    also measures the facet it is compared with. A ``sequential`` cell's N is its cap: an
+    :class:`~flipgate.store.AtMost`."""
     n = cfg.n_items(dataset, n_override) * cfg.k
+    if sequential:
+        n = AtMost(n)
     plan = {(model_id, dataset, cell): n}
     plan[model_id, dataset, Cell.parse(cell).facet] = n
     return plan

@@ -17,7 +17,9 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from flipgate.cell import Cell
 from flipgate.config import Threshold
+from flipgate.facets import get_facet
 from flipgate.gate import within
 from flipgate.metrics.sequential import (
     FloatArray,
@@ -33,6 +35,13 @@ from flipgate.metrics.sequential import (
 DECIDING_RULES = ("lower", "upper")
 
 StopReason = Literal["decided", "cap", "nothing to decide"]
+
+
+def draws_sequentially(settings: SequentialSettings | None, name: str) -> bool:
+    """Whether a facet or control cell ``name`` draws its items sequentially under ``settings``
+    (None: fixed N, ``audit.sequential: false`` or ``--fixed-n``): not when its facet needs a
+    judge over its whole item set."""
+    return settings is not None and not get_facet(Cell.parse(name).facet).judged
 
 
 class ThresholdDecision(BaseModel):

@@ -378,6 +378,7 @@ class FlipgateSession:
         lines = [f"flipgate: run {self.run_id}, trials in {self.store_path}"]
         lines += [f"flipgate: {note}" for note in self.notes]
         lines += self._call_lines(store)
+        lines += self._sequential_lines(store)
         lines += [
             f"flipgate: {m}: {c['requests']} API calls, {c['retries']} retries, "
             f"{c['timeouts']} timeouts, {c['failures']} failed"
@@ -417,6 +418,15 @@ class FlipgateSession:
                 f"(salt {self.run_id}), so the noise floor was measured again"
             )
         return lines
+
+    def _sequential_lines(self, store: TrialStore) -> list[str]:
+        """The run's sequential gates (docs/definitions.md §12): cells stopped before their cap
+        and model calls saved; none at fixed N."""
+        from flipgate.cards.disclosure import run_line
+        from flipgate.sequential import SequentialStop
+
+        line = run_line(store.records(SequentialStop))
+        return [line] if line else []
 
     def _allure(
         self, results: Path, store: TrialStore, cfg: AuditConfig, cards: list[WrittenCard]

@@ -43,6 +43,8 @@ CREATE TABLE IF NOT EXISTS model_calls (model_id TEXT, source TEXT, prompts INTE
     PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS planned (model_id TEXT, dataset TEXT, cell TEXT, trials INTEGER,
     PRIMARY KEY (model_id, dataset, cell));
+CREATE TABLE IF NOT EXISTS planned_at_most (model_id TEXT, dataset TEXT, cell TEXT,
+    PRIMARY KEY (model_id, dataset, cell));
 CREATE TABLE IF NOT EXISTS live (source TEXT, model_id TEXT, label TEXT, done INTEGER,
     PRIMARY KEY (source, model_id, label));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -79,6 +81,11 @@ class StoredRecord(Protocol):
 
 
 R = TypeVar("R", bound=StoredRecord)
+
+
+class AtMost(int):
+    """A planned count that is an upper bound, not a promise: a sequential cell's cap × K, which
+    its stop lowers (docs/definitions.md §12; :meth:`TrialStore.add_planned`)."""
 
 
 @dataclass(frozen=True)
@@ -200,19 +207,29 @@ class TrialStore:
     # -- live progress (flipgate/progress.py) -----------------------------------------------------
     def add_planned(self, plan: dict[tuple[str, str, str], int]) -> None:
         """The trials a process's collection plans per (model, dataset, cell); a cell already
-        planned keeps its count (every worker collects the same plan)."""
+        planned keeps its count (every worker collects the same plan). A count that is an
+        :class:`AtMost` (a sequential cell's cap) is marked as an upper bound."""
         with self.writing():
-            self.conn.executemany(
-                "INSERT OR IGNORE INTO planned VALUES (?, ?, ?, ?)",
-                [(*key, n) for key, n in plan.items()],
-            )
+            for key, n in plan.items():
+                added = self.conn.execute(
+                    "INSERT OR IGNORE INTO planned VALUES (?, ?, ?, ?)", (*key, n)
+                )
+                if added.rowcount and isinstance(n, AtMost):
+                    self.conn.execute("INSERT OR IGNORE INTO planned_at_most VALUES (?, ?, ?)", key)
 
-    def set_planned(self, model_id: str, dataset: str, cell: str, trials: int) -> None:
-        """A cell's exact plan, once drawn (0: the model cannot take the cell)."""
+    def set_planned(
+        self, model_id: str, dataset: str, cell: str, trials: int, at_most: bool = False
+    ) -> None:
+        """A cell's exact plan, once drawn (0: the model cannot take the cell); ``at_most``: an
+        upper bound still (a sequential cell before its stop, docs/definitions.md §12)."""
+        key = (model_id, dataset, cell)
         with self.writing():
+            self.conn.execute("INSERT OR REPLACE INTO planned VALUES (?, ?, ?, ?)", (*key, trials))
             self.conn.execute(
-                "INSERT OR REPLACE INTO planned VALUES (?, ?, ?, ?)",
-                (model_id, dataset, cell, trials),
+                "INSERT OR IGNORE INTO planned_at_most VALUES (?, ?, ?)"
+                if at_most
+                else "DELETE FROM planned_at_most WHERE model_id = ? AND dataset = ? AND cell = ?",
+                key,
             )
 
     def set_live(self, source: str, model_id: str, label: str, done: int | None) -> None:

@@ -104,6 +104,11 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
     assert "9 passed" in proc.stdout  # 2 models x 2 datasets x (facet + control), and the ODI fit
     # the controller's live display (lines in a log): 2 x 2 x 2 cells x 3 items x K=6 trials
     assert "flipgate: progress 144/144 trials (100%)" in proc.stderr, proc.stderr[-2000:]
+    # sequential by default, each cell capped at its 3 items (fewer than min_items: no early stop)
+    assert (
+        "flipgate: sequential gates: 0 of 8 cells stopped before their cap, 0 model calls saved "
+        "(cap: 144)"
+    ) in proc.stdout, proc.stdout[-3000:]
     # loadgroup: a (model, facet, dataset) group — facet cell and control — ran on one worker
     workers = {}
     for line in proc.stdout.splitlines():
@@ -126,6 +131,10 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
     for path in cards:
         card = json.loads(path.read_text())
         validate_card(card)  # merged from both workers' trials: facet and control in one card
+        assert {c: s["n_items"] for c, s in card["sequential"].items()} == {
+            "option_order": 3,
+            "same_ordering:option_order": 3,
+        }
         assert set(card["order_robustness"]) == {"option_order"} and set(card["controls"]) == {
             "same_ordering:option_order"
         }
@@ -157,7 +166,12 @@ def test_allure_results_labels_and_attachments(xdist_run):
         ("story", "tiny-fp32"),
     } <= labels
     names = {a["name"] for r in cells for a in r["attachments"]}
-    assert {"per-item results.csv", "flip rate.png", "cell card section.json"} <= names
+    assert {
+        "per-item results.csv",
+        "flip rate.png",
+        "cell card section.json",
+        "sequential stop.json",
+    } <= names
     assert sum(r["name"].startswith("GRID card") for r in results) == 4
     (odi,) = [r for r in results if {"name": "epic", "value": "ODI"} in r["labels"]]
     assert odi["status"] == "passed" and {"ODI sigma_pi and delta.png", "ODI posterior.csv"} <= {

@@ -7,8 +7,9 @@ import io
 
 from test_audit_runner import make_auditor
 
-from conftest import ScriptedBackend
+from conftest import ScriptedBackend, write
 from flipgate.items import DatasetSpec
+from flipgate.metrics.sequential import SequentialSettings
 from flipgate.progress import (
     LiveProgress,
     Rate,
@@ -147,3 +148,42 @@ def test_image_sweeps_of_a_text_only_model_plan_nothing_from_the_start(tmp_path)
     ]:
         planned = SUITE.planned(ctx, (model_id, sweep, "dse"))
         assert planned and all((n > 0) == runs for n in planned.values()), (model_id, planned)
+
+
+def test_a_sequential_cells_plan_is_an_upper_bound_until_it_stops(tmp_path):
+    """docs/definitions.md §12: a sequential cell plans its cap, which its stop lowers to the items
+    it drew; until then its model's total (and the run's, and the ETA) is shown as "≤ T"."""
+    seen = []
+
+    class Watched(ScriptedBackend):
+        def complete(self, requests):
+            seen.append(read_snapshot(auditor.store.conn))
+            return super().complete(requests)
+
+    thresholds = write(
+        tmp_path / "thresholds" / "default.yaml",
+        "thresholds:\n  - {metric: flip_rate, min: 0.1, rule: lower}\n",
+    ).parent
+    auditor = make_auditor(tmp_path, Watched())
+    auditor.config.items_per_dataset = 12
+    auditor.thresholds_dir, auditor.sequential = str(thresholds), SequentialSettings(2, 2)
+    cap = cell_plan(auditor.config, None, "scripted", "option_order", "arc_challenge", True)
+    auditor.store.add_planned(cap | {("other", "mmlu", "option_order"): 12})
+    snap = read_snapshot(auditor.store.conn)
+    assert snap.models == {"other": (0, 12), "scripted": (0, 12 * 6)} and snap.at_most == {
+        "scripted"
+    }
+    assert describe(snap, None) == "0/≤84 trials (≥0%) · other 0/12 · scripted 0/≤72"
+    _, stop = auditor.sequential_trials("scripted", "arc_challenge", "option_order")
+    assert stop.n_items == 4 and seen and all(s.at_most == {"scripted"} for s in seen)
+    snap = read_snapshot(auditor.store.conn)
+    assert snap.models["scripted"] == (4 * 6, 4 * 6) and not snap.bounded
+    assert describe(snap, None) == "24/36 trials (67%) · other 0/12 · scripted 24/24"
+
+
+def test_an_upper_bound_shows_in_the_total_the_share_and_the_eta():
+    snap = Snapshot({"a": (100, 400), "b": (50, 200)}, frozenset({"a", "gone"}))
+    assert describe(snap, 1.5) == (
+        "150/≤600 trials (≥25%), 1.5 trials/s, ETA ≤5:00 · a 100/≤400 · b 50/200"
+    )
+    assert not Snapshot({"b": (50, 200)}, frozenset({"gone"})).bounded

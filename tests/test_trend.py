@@ -150,7 +150,7 @@ def test_flip_cell_records_summaries_and_trend(tmp_path, monkeypatch):
         "  - {metric: flip_rate, facet: same_ordering, max: 1.0, rule: point}\n"
     )
     captured = []
-    monkeypatch.setattr("flipgate.order.cell.report_cell", lambda *args: captured.append(args))
+    monkeypatch.setattr("flipgate.order.cell.report_cell", lambda *args, **_: captured.append(args))
     backend = ScriptedBackend()
     for run_id in RUNS[:2]:
         auditor = make_auditor(tmp_path, backend, run_id=run_id)

@@ -19,6 +19,7 @@ import yaml
 from flipgate import metrics as M
 from flipgate import storage
 from flipgate.analysis_cache import package_versions
+from flipgate.cards.disclosure import card_section, interval_text, labelled_intervals, stop_line
 from flipgate.cards.model import (
     SCHEMA_PATH,
     SCHEMA_VERSION,
@@ -36,12 +37,15 @@ from flipgate.cards.model import (
     Scope,
     Scores,
     ScoringPath,
+    SequentialCell,
     Template,
 )
 from flipgate.cell import Cell
 from flipgate.facets import FACETS, readouts_for
+from flipgate.gate import SEQUENCE
 from flipgate.markdown_text import md_escape
 from flipgate.results import CellSummary, Verdict
+from flipgate.sequential import SequentialStop
 from flipgate.store import TrialStore
 from flipgate.suite_api import TypedCardSuite
 from flipgate.summary import answers_frame, control_summary, facet_summary
@@ -339,10 +343,24 @@ def build_card(
             + [f"{c}: canonical ordering repeated K times with fresh seeds" for c in controls],
             not_varied=NOT_VARIED,
         ),
+        sequential=_sequential(store, model_id, dataset, level, {*order, *controls}),
         **sections,
     )
     validate_card(card.to_data())
     return card
+
+
+def _sequential(
+    store: TrialStore, model_id: str, dataset: str, level: float, cells: set[str]
+) -> dict[str, SequentialCell] | None:
+    """Where each of ``cells`` that ran sequentially stopped (docs/definitions.md §12); None at
+    fixed N, so the card has no ``sequential`` section."""
+    stops = {
+        s.cell: card_section(s, level)
+        for s in store.records(SequentialStop, model_id)
+        if s.dataset == dataset and s.cell in cells
+    }
+    return stops or None
 
 
 def _decoding(model: dict) -> Decoding:
@@ -376,9 +394,22 @@ def num(x) -> str:
 def ci_text(verdict: dict) -> str:
     """A verdict's interval as ``[lo, hi]`` with the level it was computed at, or – where it has
     none."""
-    ci = verdict.get("ci")
-    level = f"{verdict['level']:.0%} " if verdict.get("level") else ""
-    return "–" if not ci or ci[0] is None else f"{level}[{ci[0]:.3f}, {ci[1]:.3f}]"
+    return interval_text(verdict.get("ci"), verdict.get("level"))
+
+
+def verdict_interval(card: dict, verdict: dict) -> str:
+    """A threshold verdict's interval on ``card`` (JSON data): its CI (:func:`ci_text`), or, for
+    one decided on a confidence sequence, the sequence and, labelled apart, the fixed-N bootstrap
+    CI of the same metric and readout from the cell's metrics (docs/definitions.md §12)."""
+    if verdict.get("interval") != SEQUENCE:
+        return ci_text(verdict)
+    cell = verdict.get("facet") or ""
+    metrics = (card["order_robustness"].get(cell) or card["controls"].get(cell) or {}).get(
+        verdict.get("readout") or "", {}
+    )
+    bootstrap = (metrics.get(verdict["metric"]) or {}).get("ci")
+    level = card.get("sequential", {}).get(cell, {}).get("bootstrap_level")
+    return labelled_intervals(verdict.get("ci"), verdict.get("level"), bootstrap, level)
 
 
 def verdict_text(v: dict) -> str:
@@ -512,10 +543,23 @@ def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
     for v in card["thresholds"]:
         lines.append(
             f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {num(v.get('estimate'))} | "
-            f"{ci_text(v)} "
+            f"{verdict_interval(card, v)} "
             f"| {num(v.get('p_value'))} | {num(v.get('q_value'))} | {verdict_text(v)} "
             f"| {esc(v.get('why') or '')} |"
         )
+    if card.get("sequential"):
+        lines += [
+            "",
+            "## Sequential gates",
+            "",
+            "Items drawn in batches until every threshold a confidence sequence decides was "
+            "decided, or the cap (docs/definitions.md §12):",
+            "",
+        ]
+        lines += [
+            f"- {stop_line(cell, SequentialCell.model_validate(stop), esc)}"
+            for cell, stop in card["sequential"].items()
+        ]
     lines += [
         "",
         "## Scope",

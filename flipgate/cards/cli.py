@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from flipgate import FlipgateError, storage
-from flipgate.cards.build import cards_on_disk, md_escape, model_index
+from flipgate.cards.build import cards_on_disk, md_escape, model_index, verdict_interval
 from flipgate.cell import Cell
 from flipgate.cli import OK, Parser, one_line, run_command
 from flipgate.suite_api import TypedCardSuite
@@ -211,27 +211,30 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path, suites: Sequence
                 f"| {esc(card['scores']['primary_readout'])} | – "
                 f"| – | – | {_fmt(card['scores']['accuracy_canonical'])} | – |"
             )
-    verdicts = [(card["dataset"]["name"], v) for card in cards for v in card["thresholds"]]
+    verdicts = [(card, v) for card in cards for v in card["thresholds"]]
     if verdicts:
         lines += [
             "",
             "| dataset | cell | threshold | estimate | CI | verdict |",
             "|---|---|---|---|---|---|",
         ]
-        for dataset, v in verdicts:
+        for card, v in verdicts:
             ci = v.get("ci")
-            ci = (
-                f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-                if ci and ci[0] is not None and ci[1] is not None
-                else "–"
-            )
+            if v.get("interval"):  # a confidence sequence, with the bootstrap CI labelled apart
+                ci = verdict_interval(card, v)
+            else:
+                ci = (
+                    f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+                    if ci and ci[0] is not None and ci[1] is not None
+                    else "–"
+                )
             estimate = "–" if v.get("estimate") is None else f"{v['estimate']:.3f}"
             outcome = v.get("outcome")
             verdict = f"**{esc(v['verdict'])}**" + (
                 f" → {esc(outcome)}" if outcome and outcome != v["verdict"] else ""
             )
             lines.append(
-                f"| {esc(dataset)} | {esc(v.get('facet'))} | {esc(v['threshold'])} "
+                f"| {esc(card['dataset']['name'])} | {esc(v.get('facet'))} | {esc(v['threshold'])} "
                 f"| {estimate} | {ci} "
                 f"| {verdict} |"
             )

@@ -676,6 +676,53 @@ class ContinuitySection(CardModel):
     estimators: dict[str, ContinuityEstimator]
 
 
+# ---------------------------------------------------------------------------------------------
+# sequential gates (docs/definitions.md §12)
+
+
+class SequentialThreshold(CardModel):
+    """How one threshold of a sequential cell stood when the cell stopped
+    (flipgate.sequential.ThresholdDecision)."""
+
+    threshold: str
+    metric: str
+    readout: str
+    decision: Literal["pass", "fail"] | None
+    """'pass' or 'fail' once its confidence sequence lay wholly on one side of the bound; null:
+    undecided"""
+    decided_at: Count | None
+    """items drawn when it was decided"""
+    holds: bool
+    """whether it could hold the cell: a lower/upper rule on a mean of per-item values"""
+    note: str | None
+    """why it does not hold the cell, or why it held it to the cap"""
+
+
+class SequentialCell(CardModel):
+    """Where a sequential cell stopped and why (flipgate.sequential.SequentialStop): N used of the
+    cap, the stopping batch, what decided, the model calls used and saved."""
+
+    cap: Count
+    cap_from: str | Absent = None
+    """the facet whose items a control's cap is"""
+    n_items: Count
+    """items drawn: the first n_items of the seeded order"""
+    min_items: Count
+    batch_items: Count
+    batches: Count
+    """batches drawn; the stopping batch is the last"""
+    reason: Literal["decided", "cap", "nothing to decide"]
+    decided_by: list[str]
+    """the thresholds whose decision ended it (the last to be decided)"""
+    calls_used: Count
+    calls_saved: Count
+    """model calls the cap would have taken beyond those drawn"""
+    bootstrap_level: Level
+    """the level of this cell's fixed-N bootstrap CIs (order_robustness / controls), shown next to
+    its confidence sequences"""
+    thresholds: list[SequentialThreshold]
+
+
 class GridCard(CardModel):
     """One model on one dataset (docs/definitions.md §6): a facet card (order robustness,
     controls, thresholds; with ODI and regression sections where those ran) or, for a benchmark
@@ -701,6 +748,8 @@ class GridCard(CardModel):
     readout_decomposition: DecompositionSection | Absent = None
     judge_consensus: JudgeConsensusSection | Absent = None
     continuity: ContinuitySection | Absent = None
+    sequential: dict[str, SequentialCell] | Absent = None
+    """docs/definitions.md §12: each sequential cell's stop, by cell name (absent at fixed N)"""
     #: sections of the suites other packages registered (flipgate.suite_api.Suite.card_section),
     #: by suite name
     suites: dict[str, dict[str, Any]] | Absent = None
@@ -724,10 +773,14 @@ class _Schema(GenerateJsonSchema):
         return self.generate_inner(schema["schema"])
 
     def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
-        """``{"type": ["number", "null"]}`` rather than an ``anyOf`` for a nullable scalar."""
+        """``{"type": ["number", "null"]}`` rather than an ``anyOf`` for a nullable scalar (a
+        nullable ``enum`` admits null among its values too)."""
         inner = self.generate_inner(schema["schema"])
-        if isinstance(inner.get("type"), str) and inner["type"] != "null":
-            return {**inner, "type": [inner["type"], "null"]}
+        if isinstance(inner.get("type"), str) and inner["type"] != "null" and "const" not in inner:
+            nullable = {**inner, "type": [inner["type"], "null"]}
+            if "enum" in inner:
+                nullable["enum"] = [*inner["enum"], None]
+            return nullable
         return super().nullable_schema(schema)
 
 

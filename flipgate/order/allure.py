@@ -1,14 +1,17 @@
 """The order suite's Allure report: what one (facet or control, model, dataset) cell attaches to
-its test (the per-item results, its card section, the flip-rate and K-ablation plots and the
-flip-rate trend over runs)."""
+its test (the per-item results, its card section, the flip-rate and K-ablation plots, the
+flip-rate trend over runs and, for a sequential cell, where it stopped)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from flipgate.cards.disclosure import card_section, labelled_intervals, stop_line
+from flipgate.gate import SEQUENCE
 from flipgate.plotting import png, pyplot
 from flipgate.report import attach_csv, attach_json, attach_png, dumped, fmt, label_test
 from flipgate.results import CellSummary, Verdict
+from flipgate.sequential import SequentialStop
 
 
 def flip_rate_plot(name: str, by_readout: dict[str, CellSummary]) -> bytes:
@@ -58,6 +61,19 @@ def k_ablation_plot(name: str, by_readout: dict[str, CellSummary]) -> bytes:
     return png(fig)
 
 
+def verdict_line(verdict: Verdict, summaries: dict[str, CellSummary]) -> str:
+    """``threshold: verdict``; for a verdict decided on a confidence sequence, with the sequence
+    and, labelled apart, the fixed-N bootstrap CI of its metric on the same items (as the card
+    shows them, flipgate.cards.disclosure)."""
+    line = f"{verdict.threshold}: {verdict.verdict}"
+    if verdict.interval != SEQUENCE:
+        return line
+    summary = summaries.get(verdict.readout or "")
+    m = summary.metrics.get(verdict.metric) if summary else None
+    ci, level = (m.ci, m.level) if m else (None, None)
+    return f"{line} ({labelled_intervals(verdict.ci, verdict.level, ci, level)})"
+
+
 def report_cell(
     facet: str,
     dataset: str,
@@ -67,10 +83,12 @@ def report_cell(
     verdicts: list[Verdict],
     params: dict,
     trend: list | None = None,
+    stop: SequentialStop | None = None,
 ) -> None:
     """Label and annotate the running test (epic = facet, feature = dataset, story = model).
     ``trend``: the primary readout's flip rate per run (:func:`flipgate.trend.metric_trend`, this
-    run last), plotted and attached from two runs on."""
+    run last), plotted and attached from two runs on. ``stop``: where a sequential cell stopped
+    (docs/definitions.md §12), in the description and attached."""
     allure = label_test(facet, dataset, model_id, f"{facet} · {dataset} · {model_id}", params)
     if allure is None:
         return
@@ -79,7 +97,9 @@ def report_cell(
     flip = m.metrics["flip_rate"]
     allure.dynamic.description(
         f"flip rate {fmt(flip.estimate)} CI {list(flip.ci) if flip.ci else None}, N={m.n_items}, "
-        f"K={m.k}; " + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
+        f"K={m.k}; "
+        + "; ".join(verdict_line(v, summaries) for v in verdicts)
+        + (f"\n\nsequential: {stop_line(facet, card_section(stop, flip.level))}" if stop else "")
     )
     attach_csv(allure, items, "per-item results.csv")
     attach_json(
@@ -91,6 +111,9 @@ def report_cell(
         },
         "cell card section.json",
     )
+    if stop is not None:
+        calls = {"calls_used": stop.calls_used, "calls_saved": stop.calls_saved}
+        attach_json(allure, stop.model_dump(mode="json") | calls, "sequential stop.json")
     attach_png(
         allure, flip_rate_plot(f"{facet} / {dataset} / {model_id}", summaries), "flip rate.png"
     )

@@ -115,6 +115,7 @@ class FlipCell:
                 **({"sequential": self.stop.describe()} if self.stop else {}),
             },
             trend,
+            stop=self.stop,
         )
         assert_verdicts(verdicts, self.auditor.allow_ungated)
         return verdicts

@@ -11,6 +11,7 @@ from flipgate.config import CONTROL_METRICS, FACET_METRIC_RANGES, FACET_METRICS
 from flipgate.facets import CONTROLS, FACETS, get_facet
 from flipgate.facets.short_answer import ShortAnswerFacet
 from flipgate.progress import cell_plan
+from flipgate.sequential import draws_sequentially
 from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
 from flipgate.suite_base import TypedCardSection
 from flipgate.threshold_check import facet_cells
@@ -82,7 +83,11 @@ class OrderSuite(TypedCardSection):
 
     def planned(self, ctx: SuiteContext, param: Any) -> Plan:
         cell, model_id, dataset = param
-        return cell_plan(ctx.audit_config(), ctx.items_override, model_id, cell, dataset)
+        cfg = ctx.audit_config()
+        settings = None if ctx.option("--fixed-n") else cfg.sequential
+        return cell_plan(
+            cfg, ctx.items_override, model_id, cell, dataset, draws_sequentially(settings, cell)
+        )
 
     def project(self, ctx: SuiteContext, auditor, ledger) -> list:
         """Pilot each order-suite API model on the first ``--pilot-items`` items of each cell
