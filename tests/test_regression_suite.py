@@ -127,39 +127,35 @@ def test_baseline_run_gates_and_regression_fails(pair_run):
 
 
 def test_incomparable_manifests_are_an_error_unless_partial(pair_run):
+    """Sequential cells (the default) drawn to other caps compare the prefix both runs drew;
+    fixed-N cells must answer the same manifest, unless --baseline-partial."""
     tmp, models, thresholds, _ = pair_run
-    baseline = _runs(tmp)[0]
+    one = ("-k", "versions and tiny-fp32-vs-tiny-fp32 and not same")
     proc = run_suite(
-        tmp,
-        models,
-        thresholds,
-        "-k",
-        "versions and tiny-fp32-vs-tiny-fp32 and not same",
-        "--baseline",
-        str(baseline),
-        "--items-per-dataset",
-        "2",
+        tmp, models, thresholds, *one, "--baseline", str(_runs(tmp)[0]), "--items-per-dataset", "2"
     )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    overlap = TrialStore(_runs(tmp)[-1] / "trials.sqlite").comparisons("tiny-fp32")[0]["overlap"]
+    assert overlap["prefix"] and not overlap["partial"]
+    assert (overlap["baseline_items"], overlap["candidate_items"], overlap["shared_items"]) == (
+        3,
+        2,
+        2,
+    )
+    proc = run_suite(tmp, models, thresholds, "-k", "tiny-fp32 and option_order", "--fixed-n")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    fixed = ("--baseline", str(_runs(tmp)[-1]), "--items-per-dataset", "2", "--fixed-n")
+    proc = run_suite(tmp, models, thresholds, *one, *fixed)
     assert proc.returncode == USAGE_ERROR, proc.stdout[-3000:]
     assert (
         "did not answer the same manifest" in proc.stdout
         and "items 3 vs 2 (2 shared)" in proc.stdout
     )
-    proc = run_suite(
-        tmp,
-        models,
-        thresholds,
-        "-k",
-        "versions and tiny-fp32-vs-tiny-fp32 and not same",
-        "--baseline",
-        str(baseline),
-        "--items-per-dataset",
-        "2",
-        "--baseline-partial",
-    )
+    proc = run_suite(tmp, models, thresholds, *one, *fixed, "--baseline-partial")
     assert proc.returncode == 0, proc.stdout[-3000:]
     overlap = TrialStore(_runs(tmp)[-1] / "trials.sqlite").comparisons("tiny-fp32")[0]["overlap"]
     assert overlap["partial"] and (overlap["baseline_items"], overlap["candidate_items"]) == (3, 2)
+    assert "prefix" not in overlap
 
 
 def _foreign_sqlite(path: Path) -> Path:
