@@ -21,21 +21,7 @@ import numpy as np
 from flipgate.config import Threshold
 from flipgate.metrics.proportion import wilson_interval
 from flipgate.metrics.sequential import SequentialSettings
-from flipgate.sequential import simulate
-
-
-def bernoulli(p: float):
-    return lambda rng, reps, n: (rng.random((reps, n)) < p).astype(float)
-
-
-def paired(regress: float, fix: float):
-    """d = +1 (newly flipping) with probability ``regress``, −1 (fixed) with ``fix``, else 0."""
-
-    def draw(rng, reps, n):
-        u = rng.random((reps, n))
-        return np.where(u < regress, 1.0, np.where(u < regress + fix, -1.0, 0.0))
-
-    return draw
+from flipgate.sequential import bernoulli_items, paired_items, simulate
 
 
 def rate(k: int, n: int) -> str:
@@ -53,12 +39,12 @@ def main() -> None:
     flip = Threshold("flip_rate", 0.25, "max", "lower", level=0.95)
     delta = Threshold("delta_flip_rate", 0.05, "max", "lower", level=0.95)
     rows = [
-        ("flip_rate <= 0.25, true 0.25", bernoulli(0.25), flip, 0.0),
-        ("flip_rate <= 0.25, true 0.60", bernoulli(0.60), flip, 0.0),
-        ("flip_rate <= 0.25, true 0.05", bernoulli(0.05), flip, 0.0),
-        ("delta_flip_rate <= 0.05, true 0.05", paired(0.10, 0.05), delta, -1.0),
-        ("delta_flip_rate <= 0.05, true 0.40", paired(0.40, 0.0), delta, -1.0),
-        ("delta_flip_rate <= 0.05, true -0.15", paired(0.0, 0.15), delta, -1.0),
+        ("flip_rate <= 0.25, true 0.25", bernoulli_items(0.25), flip, 0.0),
+        ("flip_rate <= 0.25, true 0.60", bernoulli_items(0.60), flip, 0.0),
+        ("flip_rate <= 0.25, true 0.05", bernoulli_items(0.05), flip, 0.0),
+        ("delta_flip_rate <= 0.05, true 0.05", paired_items(0.10, 0.05), delta, -1.0),
+        ("delta_flip_rate <= 0.05, true 0.40", paired_items(0.40, 0.0), delta, -1.0),
+        ("delta_flip_rate <= 0.05, true -0.15", paired_items(0.0, 0.15), delta, -1.0),
     ]
     n = args.replications
     print(

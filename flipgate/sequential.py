@@ -99,23 +99,6 @@ class SequentialStop(BaseModel):
         """Model calls the cap would have taken beyond those drawn."""
         return (self.cap - self.n_items) * self.calls_per_item
 
-    def describe(self) -> str:
-        """One line: N used / cap, the stopping batch and why."""
-        why = {
-            "decided": f"decided by {', '.join(self.decided_by)}",
-            "cap": "at the cap: " + self._undecided(),
-            "nothing to decide": "no threshold a sequence decides: run to the cap",
-        }[self.reason]
-        saved = f", {self.calls_saved} calls saved" if self.calls_saved else ""
-        return (
-            f"{self.n_items}/{self.cap} items (batch {self.batches} of {self.batch_items}){saved}: "
-            f"{why}"
-        )
-
-    def _undecided(self) -> str:
-        open_ = [t.threshold for t in self.thresholds if t.holds and t.decision is None]
-        return f"undecided {', '.join(open_)}" if open_ else "every threshold decided at the cap"
-
     def to_json(self) -> str:
         return self.model_dump_json()
 
@@ -234,8 +217,35 @@ class OperatingCharacteristics(BaseModel):
         return sum(self.items) / len(self.items)
 
 
+#: simulated per-item values: ``draw(rng, replications, n)`` -> an array (replications, n)
+Draw = Callable[[np.random.Generator, int, int], FloatArray]
+
+
+def bernoulli_items(p: float) -> Draw:
+    """Cells whose per-item value is 1 with probability ``p`` (e.g. an item flips), else 0."""
+
+    def draw(rng: np.random.Generator, replications: int, n: int) -> FloatArray:
+        values: FloatArray = (rng.random((replications, n)) < p).astype(float)
+        return values
+
+    return draw
+
+
+def paired_items(worse: float, better: float) -> Draw:
+    """Cells of paired per-item differences candidate − baseline: +1 with probability ``worse``
+    (an item newly flipping), −1 with ``better`` (fixed), else 0; the true delta is
+    ``worse − better``."""
+
+    def draw(rng: np.random.Generator, replications: int, n: int) -> FloatArray:
+        u = rng.random((replications, n))
+        values: FloatArray = np.where(u < worse, 1.0, np.where(u < worse + better, -1.0, 0.0))
+        return values
+
+    return draw
+
+
 def simulate(
-    draw: Callable[[np.random.Generator, int, int], FloatArray],
+    draw: Draw,
     threshold: Threshold,
     settings: SequentialSettings,
     cap: int,

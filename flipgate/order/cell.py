@@ -9,6 +9,7 @@ import pandas as pd
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
+from flipgate.cards.disclosure import card_section, stop_line
 from flipgate.cell import Cell
 from flipgate.config import ThresholdSet, load_thresholds
 from flipgate.facets import get_facet
@@ -69,6 +70,11 @@ class FlipCell:
         assert items is not None  # a facet has at least one readout
         return summaries, items
 
+    def _stop_line(self) -> str:
+        """Where this sequential cell stopped, as the card says it."""
+        assert self.stop is not None
+        return stop_line(self.name, card_section(self.stop, self.auditor.config.level))
+
     def run(self) -> list[Verdict]:
         facet = Cell.parse(self.name).facet
         try:
@@ -112,7 +118,7 @@ class FlipCell:
                 "N": summaries[primary].n_items,
                 "primary_readout": primary,
                 "thresholds": ", ".join(thresholds.files),
-                **({"sequential": self.stop.describe()} if self.stop else {}),
+                **({"sequential": self._stop_line()} if self.stop else {}),
             },
             trend,
             stop=self.stop,
