@@ -393,9 +393,7 @@ def load_models(path: Path | str) -> AuditConfig:
             else None
         ),
     )
-    cfg.sequential = SequentialSettings.parse(
-        audit.get("sequential", True), f"{path}: field audit.sequential"
-    )
+    cfg.sequential = SequentialSettings.parse(audit.get("sequential", True))
     for suite in suites:
         section = suite.config_key
         if section is not None and audit.get(section) is not None:

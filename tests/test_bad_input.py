@@ -93,6 +93,16 @@ CASES = [
         expect=("models.yaml", "models[0].primary_readout", "letter_logprob"),
     ),
     Case(
+        "sequential-batch-zero",
+        models=models_with(extra_audit="sequential: {batch_items: 0}"),
+        expect=("models.yaml", "audit.sequential", "0"),
+    ),
+    Case(
+        "sequential-unknown-key",
+        models=models_with(extra_audit="sequential: {min_item: 16}"),
+        expect=("models.yaml", "audit.sequential", "min_item"),
+    ),
+    Case(
         "k-too-small",
         models=models_with(extra_audit="k: 1"),
         expect=("models.yaml", "audit.k", "1"),

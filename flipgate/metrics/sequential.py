@@ -30,8 +30,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from flipgate import FlipgateError
-
 FloatArray = npt.NDArray[np.float64]
 
 #: grid steps over [0, 1]; the sequence is widened by one step on each side
@@ -157,14 +155,11 @@ class SequentialSettings:
     min_items: int = 16
 
     @classmethod
-    def parse(cls, spec: Any, where: str) -> SequentialSettings | None:
+    def parse(cls, spec: Any) -> SequentialSettings | None:
         """``true`` (the defaults), ``false`` (fixed N: None) or ``{batch_items, min_items}``
-        (already checked against the schema)."""
+        (already checked against the schema: each at least 1)."""
         if spec is False:
             return None
         if spec is True or spec is None:
             return cls()
-        settings = cls(**{k: spec[k] for k in ("batch_items", "min_items") if k in spec})
-        if settings.batch_items < 1 or settings.min_items < 1:
-            raise FlipgateError(f"{where}: batch_items and min_items must be ≥ 1 (value: {spec!r})")
-        return settings
+        return cls(**{k: spec[k] for k in ("batch_items", "min_items") if k in spec})
