@@ -1,10 +1,10 @@
 """The default audit's order suites (facets and same-ordering controls) at the models' own
-precision (models.yaml: float32, the reference) and with every local model in another dtype
-(default bfloat16), side by side in one run: how often each readout of a trial agrees, and
-whether every flip-rate verdict is the same (issue #14, target 3: an engine that changes
-numerics must leave the flip-rate verdicts of the default audit as they are).
+precision (models.yaml: bfloat16) and with every local model in another dtype (default float32,
+the reference), side by side in one run: how often each readout of a trial agrees, and whether
+every verdict is the same (issue #14, target 3: numerics that differ from the reference must
+leave the flip-rate verdicts of the default audit as they are; docs/engine.md).
 
-    python benchmarks/precision_verdicts.py [--dtype bfloat16] [--keep DIR]
+    python benchmarks/precision_verdicts.py [--dtype float32] [--keep DIR]
         [--items-per-dataset N] [-- pytest args]
 
 Both arms share one response cache (the precision is part of its key), so after a default audit
@@ -86,7 +86,7 @@ def verdict_table(ref: TrialStore, other: TrialStore) -> pd.DataFrame:
 def main() -> None:
     ap = suite_parser(__doc__)
     ap.add_argument("--models", type=Path, default=ROOT / "models.yaml")
-    ap.add_argument("--dtype", default="bfloat16", help="the other arm's dtype")
+    ap.add_argument("--dtype", default="float32", help="the other arm's dtype")
     args = ap.parse_args()
     extra = pytest_args(args)
     with tempfile.TemporaryDirectory(prefix="flipgate-precision-") as tmp:

@@ -130,3 +130,45 @@ def test_shared_prefix_answers_equal_the_reference_path(tiny_model_dir, tmp_path
         assert a.label_logprobs.keys() == b.label_logprobs.keys()
         for label, value in a.label_logprobs.items():
             assert value == pytest.approx(b.label_logprobs[label], abs=1e-4)
+
+
+def test_a_greedy_answer_of_an_earlier_call_is_not_computed_again(tiny_model_dir, tmp_path):
+    """A facet's call, then its control's: the control's replicates are the facet's canonical
+    prompt, so the second call computes nothing and returns the facet's answer with latency 0
+    (its compute was counted once, in the first call). Sampling computes every call."""
+    cfg = tiny_hf_config(tiny_model_dir, tmp_path, batch_size=8, max_new_tokens=3)
+    backend = HFBackend(cfg)
+    facet = get_facet("option_order")
+    facet_reqs = [facet.render(ITEMS[0], p) for p in orderings(ITEMS[0].item_id, 4, 6)]
+    control = [facet.render(ITEMS[0], (0, 1, 2, 3), seed=s) for s in range(3)]
+    other = Request((("user", "Say hello."),), "Answer:", ("A", "B"))
+    computed: list = []
+    run_tree = backend._complete_tree
+    backend._complete_tree = lambda batch, ids: computed.extend(batch) or run_tree(batch, ids)
+    first = backend.complete(facet_reqs)
+    assert len(computed) == 6 and first[0].latency_s > 0
+    computed.clear()
+    again = backend.complete([*control, other])
+    assert computed == [other]  # only the new prompt ran
+    for out in again[:3]:
+        assert (out.text, out.label_logprobs, out.tokens_in) == (
+            first[0].text,
+            first[0].label_logprobs,
+            first[0].tokens_in,
+        )
+        assert out.latency_s == 0.0
+    sampling = HFBackend({**cfg, "decoding": {"temperature": 1.0}})
+    runs: list = []
+    run_batch = sampling._complete_tree
+    sampling._complete_tree = lambda batch, ids: runs.extend(batch) or run_batch(batch, ids)
+    sampling.complete(control[:1])
+    sampling.complete(control[:1])
+    assert len(runs) == 2
+
+
+def test_kept_answers_are_bounded(tiny_model_dir, tmp_path, monkeypatch):
+    backend = HFBackend(tiny_hf_config(tiny_model_dir, tmp_path, batch_size=8, max_new_tokens=2))
+    monkeypatch.setattr(HFBackend, "ANSWERED_MAX", 3)
+    facet = get_facet("option_order")
+    backend.complete([facet.render(ITEMS[0], p) for p in orderings(ITEMS[0].item_id, 4, 6)])
+    assert len(backend._answered) == 3

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -200,6 +200,8 @@ class HFBackend:
         }
         if self.prefix_sharing:  # same numerics up to float rounding; keyed apart all the same
             self.settings["prefix_sharing"] = "prefix-tree"
+        #: greedy answers computed by earlier calls, by input (see :meth:`_first_equal`)
+        self._answered: OrderedDict[tuple, Output] = OrderedDict()
 
     # -- loading -------------------------------------------------------------------------------
     def _known_fingerprint(self) -> dict[str, Any] | None:
@@ -427,14 +429,22 @@ class HFBackend:
         """Batches of one generation length; with prefix sharing, the tokens several prompts
         share (an item's K orderings, a control's replicates, k-shot exemplars, a dataset's
         instruction) run once (:mod:`flipgate.backends.prefix`); answers come back in request
-        order."""
+        order. Under greedy decoding an input answered by an earlier call is not computed again
+        (a same-ordering control's prompt is its facet's canonical ordering): its copy carries
+        latency 0."""
         self._ensure_loaded()
         prompts = [self.render(r) for r in requests]
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         budget = [r.max_new_tokens or self.max_new_tokens for r in requests]
         self._check_context(requests, ids, budget)
-        first = self._first_equal(requests, ids, budget)
-        todo = [i for i in range(len(requests)) if first[i] == i]
+        inputs = self._inputs(requests, ids, budget)
+        first = self._first_equal(inputs)
+        known = {
+            i: replace(self._answered[key], latency_s=0.0)
+            for i in set(first)
+            if (key := inputs[i]) is not None and key in self._answered
+        }
+        todo = [i for i in range(len(requests)) if first[i] == i and i not in known]
         todo_ids, todo_budget = [ids[i] for i in todo], [budget[i] for i in todo]
         tree = self._shares(todo_ids, todo_budget)
         plan = decode_batches if tree else length_batches
@@ -448,14 +458,14 @@ class HFBackend:
                 else self._complete_batch(reqs, [prompts[i] for i in rows], budget[rows[0]])
             )
             outputs.update(zip(rows, done))
+        if todo and any(requests[i].continuations for i in todo):
+            scored = self._continuation_logprobs([requests[i] for i in todo], todo_ids)
+            for i, score in zip(todo, scored):
+                outputs[i] = replace(outputs[i], continuation_logprobs=score)
+        self._remember({key: outputs[i] for i in todo if (key := inputs[i]) is not None})
+        outputs.update(known)
         copies = Counter(first)  # a computed output's latency is shared by its copies
-        done = [replace(outputs[f], latency_s=outputs[f].latency_s / copies[f]) for f in first]
-        if any(r.continuations for r in requests):
-            scored = dict(
-                zip(todo, self._continuation_logprobs([requests[i] for i in todo], todo_ids))
-            )
-            done = [replace(out, continuation_logprobs=scored[f]) for out, f in zip(done, first)]
-        return done
+        return [replace(outputs[f], latency_s=outputs[f].latency_s / copies[f]) for f in first]
 
     @property
     def context_length(self) -> int | None:
@@ -538,22 +548,38 @@ class HFBackend:
                     scores[i][label] = float(picked.mean())
         return scores
 
-    def _first_equal(
+    #: greedy answers kept for later calls (a cell's facet and its control come a few calls apart)
+    ANSWERED_MAX = 20_000
+
+    def _inputs(
         self, requests: list[Request], ids: list[list[int]], budget: list[int]
-    ) -> list[int]:
-        """For each request, the first request of the call it equals (tokens, images, budget,
-        cloze continuations):
-        under greedy decoding equal inputs give equal outputs, so each is computed once (a
-        same-ordering control's K replicates; tests/test_prefix_sharing.py checks them against
-        the reference path). With sampling, or on the reference path
-        (``prefix_sharing: false``), every request is its own."""
+    ) -> list[tuple | None]:
+        """Each request's input as far as the model sees it (tokens, images, budget, cloze
+        continuations, audio), or None for every request when equal inputs may give different
+        outputs: with sampling, or on the reference path (``prefix_sharing: false``)."""
         if self.temperature > 0 or not self.prefix_sharing:
-            return list(range(len(requests)))
-        seen: dict[tuple, int] = {}
+            return [None] * len(requests)
         return [
-            seen.setdefault((tuple(row), b, r.images, r.continuations, r.audios), i)
-            for i, (row, b, r) in enumerate(zip(ids, budget, requests))
+            (tuple(row), b, r.images, r.continuations, r.audios)
+            for row, b, r in zip(ids, budget, requests)
         ]
+
+    @staticmethod
+    def _first_equal(inputs: list[tuple | None]) -> list[int]:
+        """For each request, the first request of the call with the same input: under greedy
+        decoding equal inputs give equal outputs, so each is computed once (a same-ordering
+        control's K replicates; tests/test_prefix_sharing.py checks them against the reference
+        path). A request without an input (sampling, reference path) is its own."""
+        seen: dict[tuple, int] = {}
+        return [i if key is None else seen.setdefault(key, i) for i, key in enumerate(inputs)]
+
+    def _remember(self, answers: dict[tuple, Output]) -> None:
+        """Keep greedy answers for later calls, the most recent :attr:`ANSWERED_MAX`."""
+        for key, output in answers.items():
+            self._answered[key] = output
+            self._answered.move_to_end(key)
+        while len(self._answered) > self.ANSWERED_MAX:
+            self._answered.popitem(last=False)
 
     def _shares(self, ids: list[list[int]], budget: list[int]) -> bool:
         """Whether this call runs on the prefix tree: text models with prefix sharing on, and
