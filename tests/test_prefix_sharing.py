@@ -157,6 +157,9 @@ def test_a_greedy_answer_of_an_earlier_call_is_not_computed_again(tiny_model_dir
             first[0].tokens_in,
         )
         assert out.latency_s == 0.0
+    computed.clear()
+    replayed = backend.complete(control)  # a call answered wholly from earlier calls
+    assert computed == [] and [o.text for o in replayed] == [first[0].text] * 3
     sampling = HFBackend({**cfg, "decoding": {"temperature": 1.0}})
     runs: list = []
     run_batch = sampling._complete_tree

@@ -446,10 +446,10 @@ class HFBackend:
         }
         todo = [i for i in range(len(requests)) if first[i] == i and i not in known]
         todo_ids, todo_budget = [ids[i] for i in todo], [budget[i] for i in todo]
-        tree = self._shares(todo_ids, todo_budget)
+        tree = bool(todo) and self._shares(todo_ids, todo_budget)
         plan = decode_batches if tree else length_batches
         outputs: dict[int, Output] = {}
-        for batch in plan(todo_ids, todo_budget, self.batch_size):
+        for batch in plan(todo_ids, todo_budget, self.batch_size) if todo else []:
             rows = [todo[b] for b in batch]
             reqs = [requests[i] for i in rows]
             done = (
