@@ -20,7 +20,7 @@ from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
 from flipgate.backends.prefix import Node, decode_batches, length_batches, prefix_tree
 from flipgate.files import atomic_write, user_cache_dir
-from flipgate.hashing import sha256_file, sha256_files, sha256_json, sha256_text
+from flipgate.hashing import sha256_bytes, sha256_file, sha256_files, sha256_json, sha256_text
 
 FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
 #: bump when the fingerprint's fields or their derivation change (stored fingerprints go stale)
@@ -554,13 +554,20 @@ class HFBackend:
     def _inputs(
         self, requests: list[Request], ids: list[list[int]], budget: list[int]
     ) -> list[tuple | None]:
-        """Each request's input as far as the model sees it (tokens, images, budget, cloze
-        continuations, audio), or None for every request when equal inputs may give different
-        outputs: with sampling, or on the reference path (``prefix_sharing: false``)."""
+        """Each request's input as far as the model sees it (tokens, budget, cloze continuations,
+        and the digests of its images and audio, so kept answers do not keep the media), or None
+        for every request when equal inputs may give different outputs: with sampling, or on the
+        reference path (``prefix_sharing: false``)."""
         if self.temperature > 0 or not self.prefix_sharing:
             return [None] * len(requests)
         return [
-            (tuple(row), b, r.images, r.continuations, r.audios)
+            (
+                tuple(row),
+                b,
+                r.continuations,
+                tuple(map(sha256_bytes, r.images)),
+                tuple(map(sha256_bytes, r.audios)),
+            )
             for row, b, r in zip(ids, budget, requests)
         ]
 
