@@ -449,7 +449,7 @@ class HFBackend:
         tree = bool(todo) and self._shares(todo_ids, todo_budget)
         plan = decode_batches if tree else length_batches
         outputs: dict[int, Output] = {}
-        for batch in plan(todo_ids, todo_budget, self.batch_size) if todo else []:
+        for batch in plan(todo_ids, todo_budget, self.batch_size):
             rows = [todo[b] for b in batch]
             reqs = [requests[i] for i in rows]
             done = (
