@@ -6,6 +6,8 @@ compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 reg
 baseline [RUN]               promote a run (default: the latest) to reports/baseline/
 card --into README.md        merge GRID sections and model-index into a Hugging Face model card
                              (several models: --model ID, or --into DIR/ for DIR/<model>/README.md)
+export eval-results --out DIR   a model's cards as Hugging Face DIR/.eval_results/*.yaml files
+export every-eval-ever --out DIR   the cards as Every Eval Ever logs (DIR: the data/ directory)
 prepare                      dequantise / download every local model once (make setup runs it)
 generate-paraphrases         rewrite decomposition items with a model, stored unchecked
 
@@ -25,6 +27,7 @@ COMMANDS = {
     "compare": "flipgate.regression.cli:compare_main",
     "baseline": "flipgate.regression.cli:promote_main",
     "card": "flipgate.cards.cli:card_main",
+    "export": "flipgate.exports.cli:export_main",
     "prepare": "flipgate.prepare:prepare_main",
     "generate-paraphrases": "flipgate.decomposition.generate:generate_main",
 }

@@ -44,8 +44,8 @@ def test_no_or_unknown_command_exits_4(capsys):
     assert main(["compair", "a", "b"]) == USAGE_ERROR
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == (
-        "flipgate: unknown command 'compair' (commands: init, compare, baseline, card, prepare, "
-        "generate-paraphrases)"
+        "flipgate: unknown command 'compair' (commands: init, compare, baseline, card, export, "
+        "prepare, generate-paraphrases)"
     )
     assert main(["--help"]) == GATE_PASSED
 
