@@ -5,7 +5,8 @@ init [DIR]                   lay out a project: models.yaml, thresholds/, pytest
 compare BASELINE CANDIDATE   paired regression table of two runs (exit 0 / 1 regression / 4 usage)
 baseline [RUN]               promote a run (default: the latest) to reports/baseline/
 card --into README.md        merge GRID sections and model-index into a Hugging Face model card
-                             (several models: --model ID, or --into DIR/ for DIR/<model>/README.md)
+                             (several models: --model ID, or --into DIR/ for DIR/<model>/README.md;
+                             --eval-results: the .eval_results/ files beside it too)
 export eval-results --out DIR   a model's cards as Hugging Face DIR/.eval_results/*.yaml files
 export every-eval-ever --out DIR   the cards as Every Eval Ever logs (DIR: the data/ directory)
 prepare                      dequantise / download every local model once (make setup runs it)

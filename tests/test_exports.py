@@ -115,6 +115,24 @@ def test_eval_results_source_url_and_model(grid, tmp_path, capsys):
     assert entry.source_url == f"https://example.org/audit/grid_cards/{MODEL}/mmlu.md"
 
 
+def test_card_command_writes_eval_results_beside_the_readme(grid, tmp_path, capsys):
+    readme = tmp_path / "model" / "README.md"
+    readme.parent.mkdir()
+    args = ("--into", readme, "--grid-cards-dir", grid, "--eval-results")
+    assert flipgate("card", *args) == 0
+    assert readme.is_file()
+    names = sorted(p.name for p in (readme.parent / ".eval_results").iterdir())
+    assert names == ["flipgate_arc_challenge.yaml", "flipgate_mmlu.yaml"]
+    assert "mmlu_philosophy" in capsys.readouterr().err
+    # without the option: the README alone, as before
+    plain = tmp_path / "plain" / "README.md"
+    plain.parent.mkdir()
+    assert flipgate("card", "--into", plain, "--grid-cards-dir", grid) == 0
+    assert not (plain.parent / ".eval_results").exists()
+    assert flipgate("card", "--into", plain, "--grid-cards-dir", grid, "--source-url", "x") == 4
+    assert "only with --eval-results" in one_line(capsys.readouterr().err)
+
+
 # ------------------------------------------------------------------------- Every Eval Ever
 
 
@@ -223,6 +241,7 @@ def without(monkeypatch):
     [
         (("export", "every-eval-ever"), "every_eval_ever", "every-eval-ever"),
         (("export", "eval-results"), "huggingface_hub", "huggingface_hub"),
+        (("card", "--eval-results", "--into", "README.md"), "huggingface_hub", "huggingface_hub"),
     ],
 )
 def test_a_missing_library_is_one_line(grid, tmp_path, capsys, without, command, module, package):

@@ -6,8 +6,9 @@ writes ``DIR/<model id>/README.md`` for every model (every card is rendered befo
 The flipgate section (a summary of each dataset's card, its threshold verdicts and, where the cards
 carry one, the regression table against the baseline) lives between ``<!-- flipgate:begin -->``
 and ``<!-- flipgate:end -->``; a rerun replaces only that section and the metadata's
-``model-index`` key, never the author's text or other metadata. Exit 0, or 4 with one
-``flipgate: `` line on stderr.
+``model-index`` key, never the author's text or other metadata. ``--eval-results`` also writes
+the Hugging Face ``.eval_results/`` files beside each README.md (flipgate/exports/eval_results.py,
+docs/exports.md). Exit 0, or 4 with one ``flipgate: `` line on stderr.
 """
 
 from __future__ import annotations
@@ -63,7 +64,25 @@ def _card(argv: list[str], suites: Sequence[Any]) -> int:
         "model)",
     )
     parser.add_argument("--grid-cards-dir", type=Path, default=Path("grid_cards"))
+    parser.add_argument(
+        "--eval-results",
+        action="store_true",
+        help="also write the Hugging Face .eval_results/ files beside each README.md (as "
+        "`python -m flipgate export eval-results` does: docs/exports.md)",
+    )
+    parser.add_argument(
+        "--source-url",
+        metavar="BASE",
+        help="with --eval-results: where the GRID cards are published, BASE/<model>/<dataset>.md "
+        "being each result's source (default: --grid-cards-dir's path)",
+    )
     args = parser.parse_args(argv)
+    if args.source_url and not args.eval_results:
+        raise FlipgateError("option --source-url: only with --eval-results")
+    if args.eval_results:
+        from flipgate.exports import eval_results
+
+        eval_results.hub("card --eval-results")  # missing: one line, before anything is written
     into = Path(args.into)
     grid = args.grid_cards_dir
     per_model = into.is_dir() or args.into.endswith(("/", os.sep))
@@ -89,6 +108,11 @@ def _card(argv: list[str], suites: Sequence[Any]) -> int:
             f"flipgate: {path}: GRID section of {model} ({n} dataset{'s' if n != 1 else ''}) and "
             "model-index merged"
         )
+        if args.eval_results:
+            from flipgate.exports.cli import write_eval_results
+
+            cards = next(c for p, m, c, _ in targets if p == path)
+            write_eval_results(path.parent, model, cards, args.source_url or grid.as_posix())
     return OK
 
 
