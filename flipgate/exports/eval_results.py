@@ -35,7 +35,7 @@ def hub(who: str = "export eval-results") -> Any:
     return require(
         "huggingface_hub",
         "huggingface_hub (with EvalResultEntry)",
-        "'huggingface_hub>=1.3'",
+        "--upgrade huggingface_hub",
         who,
         names=("EvalResultEntry", "eval_result_entries_to_yaml", "parse_eval_result_entries"),
     )
