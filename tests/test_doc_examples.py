@@ -170,7 +170,8 @@ COMMAND_LINES = [
 def test_documented_command_exists_with_its_options(block, line, capsys):
     words = shlex.split(line)[3:]
     assert words and words[0] in COMMANDS, f"{block.where}: {line}: no such command"
-    assert main([words[0], "--help"]) == 0
+    head = words[:2] if words[0] == "export" else words[:1]  # export FORMAT: its own options
+    assert main([*head, "--help"]) == 0
     helptext = capsys.readouterr().out
     for option in (w.split("=")[0] for w in words[1:] if w.startswith("--")):
         assert option in helptext, f"{block.where}: {line}: {option} is not an option"
@@ -189,3 +190,20 @@ def test_documented_card_commands_work_with_two_models(tmp_path, monkeypatch, ca
         assert status == 0, f"{line}: {err}"
         assert out.count("merged") >= 1
     assert (tmp_path / "model_cards/smollm2-135m-instruct-nf4/README.md").is_file()
+    # docs/exports.md's card line: the .eval_results/ files beside its README.md
+    assert (tmp_path / "model_cards/smollm2-135m-instruct/.eval_results").is_dir()
+
+
+def test_documented_export_commands_work(tmp_path, monkeypatch, capsys):
+    """docs/exports.md's ``export`` lines, as written, on a grid_cards/ of the shipped pair: each
+    writes its files (arc_challenge maps to a Hub benchmark)."""
+    lines = [ln for _, ln in COMMAND_LINES if shlex.split(ln)[3] == "export"]
+    assert len(lines) >= 3
+    two_model_grid(tmp_path, ("smollm2-135m-instruct", "smollm2-135m-instruct-nf4"))
+    monkeypatch.chdir(tmp_path)
+    for line in lines:
+        status = main(shlex.split(line)[3:])
+        out, err = capsys.readouterr()
+        assert status == 0, f"{line}: {err}"
+    assert (tmp_path / "my-model-repo/.eval_results/flipgate_arc_challenge.yaml").is_file()
+    assert len(list((tmp_path / "eee/data/arc_challenge/HuggingFaceTB").rglob("*.json"))) == 2
