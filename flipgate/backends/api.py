@@ -22,10 +22,13 @@ import os
 import random
 import time
 import urllib.parse
+from pathlib import Path
 from typing import Any, Callable
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
+from flipgate.backends.servers import ManagedServer
+from flipgate.files import user_cache_dir
 from flipgate.redact import redact, refuse_key_as_name
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the bundled price map, no download
@@ -147,6 +150,11 @@ class LiteLLMBackend:
         litellm.suppress_debug_info = True
         self.model_id = cfg["id"]
         source = cfg.get("source") or {}
+        #: the inference server flipgate starts for this entry (``server:``), else None
+        self.server: ManagedServer | None = None
+        if cfg.get("server"):
+            self.server = ManagedServer(cfg, Path(cfg.get("_cache_dir") or user_cache_dir()))
+            source = {"model": f"openai/{self.server.served_name}"}
         if "model" not in source:
             raise FlipgateError(
                 f"model {self.model_id!r}: field source.model (the provider model id, e.g. "
@@ -181,6 +189,15 @@ class LiteLLMBackend:
         self.max_attempts = int(retries.get("max_attempts", 6))
         self.base_delay_s = float(retries.get("base_delay_s", 1.0))
         self.max_delay_s = float(retries.get("max_delay_s", 60.0))
+        if self.server is not None:
+            self.concurrency = int(cfg.get("concurrency", self.server.spec.parallel))
+            self._api_key = "no-key"  # the OpenAI client insists on one; the server wants none
+        #: the answer prefix sent as the start of the assistant's reply, which the model
+        #: continues (as the hf backend does); for servers that continue a final assistant
+        #: message (llama.cpp's does; vLLM and SGLang with extra_body continue_final_message)
+        default_prefill = self.server is not None and self.server.spec.engine == "llama.cpp"
+        self.answer_prefill = bool(cfg.get("answer_prefill", default_prefill))
+        self.extra_body: dict[str, Any] = dict(cfg.get("extra_body") or {})
         self.timeout_s = float(cfg.get("timeout_s", 120.0))
         self.price = cfg.get("price")
         self.readouts = list(cfg.get("readouts", ["regex"]))
@@ -214,6 +231,32 @@ class LiteLLMBackend:
             "temperature": self.decoding.get("temperature", 0.0),
             "readouts": sorted(self.readouts),
         }
+        # present only when set, so the cache keys of entries without them stay as they were
+        if self.answer_prefill:
+            self.settings["answer_prefill"] = True
+        if self.extra_body:
+            self.settings["extra_body"] = self.extra_body
+        if self.server is not None:
+            self._identify_server(self.server)
+
+    def _identify_server(self, server: ManagedServer) -> None:
+        """Fingerprint and cache key of a started server: its engine, version, weights and
+        settings, not its port (which changes every run)."""
+        self.fingerprint.update(
+            source=str(server.spec.model),
+            api_base=None,
+            weights_sha256=server.weights_sha256,
+            quantization=server.quantization,
+            dtype=server.spec.dtype if server.spec.engine == "transformers" else None,
+            engine=server.engine,
+            server={**server.spec.settings(), "answer_prefill": str(self.answer_prefill)},
+        )
+        self.settings.update(
+            model=server.engine,
+            api_base=None,
+            weights_sha256=server.weights_sha256,
+            server=server.settings,
+        )
 
     @property
     def retries(self) -> int:
@@ -243,6 +286,8 @@ class LiteLLMBackend:
             {"role": role, "content": content_parts(text, request.images)}
             for role, text in request.messages
         ]
+        if self.answer_prefill and request.answer_prefix:
+            messages.append({"role": "assistant", "content": request.answer_prefix})
         kw: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -253,6 +298,8 @@ class LiteLLMBackend:
             "drop_params": True,
             **self.params,
         }
+        if self.extra_body:
+            kw["extra_body"] = self.extra_body
         if self._api_base:
             kw["api_base"] = self._api_base
         if self._api_key:
@@ -391,4 +438,6 @@ class LiteLLMBackend:
     def complete(
         self, requests: list[Request], on_output: Callable[[int, Output], None] | None = None
     ) -> list[Output]:
+        if self.server is not None and requests:
+            self._api_base = self.server.base_url()
         return asyncio.run(self._all(requests, on_output))

@@ -78,6 +78,29 @@ def _assembled_gguf(package: str, folder: Path, model_id: str) -> tuple[str, str
     return str(path.parent), path.name
 
 
+def dequantised_gguf(folder: str, gguf: str, weights_sha: str, cache_dir: Path) -> str:
+    """The folder of a GGUF model dequantised once (safetensors, under ``cache_dir/models``):
+    the ``hf`` backend loads it (~0.3 s) and a ``transformers`` server serves it."""
+    from filelock import FileLock
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = cache_dir / "models" / weights_sha[:16]
+    with FileLock(str(target) + ".lock"):
+        if not (target / "config.json").exists():
+            tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf)
+            # weights are dequantised already; allow saving. torch's Module.__setattr__ stub
+            # only takes tensors / modules
+            model.hf_quantizer = None  # type: ignore[assignment]
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            tmp = target.with_name(target.name + ".tmp")
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+            tmp.replace(target)
+    return str(target)
+
+
 def _content_parts(text: str, placeholder: str = "<image>", kind: str = "image") -> list[dict]:
     """Chat content with an image (or audio) part for every placeholder, in order."""
     parts = []
@@ -239,7 +262,7 @@ class HFBackend:
         try:
             if gguf:
                 weights_sha = sha256_file(Path(where) / gguf)
-                load_dir = self._dequantised_gguf(where, gguf, weights_sha)
+                load_dir = dequantised_gguf(where, gguf, weights_sha, self.cache_dir)
                 weights_files = None
             else:
                 load_dir = where
@@ -315,27 +338,6 @@ class HFBackend:
         path = fingerprint_path(self.cfg, self.cache_dir)
         if path is not None:
             atomic_write(path, json.dumps(self.fingerprint))
-
-    def _dequantised_gguf(self, folder: str, gguf: str, weights_sha: str) -> str:
-        """Load a GGUF once, save the dequantised model as safetensors, and reload that (~0.3 s)."""
-        from filelock import FileLock
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        target = self.cache_dir / "models" / weights_sha[:16]
-        with FileLock(str(target) + ".lock"):
-            if not (target / "config.json").exists():
-                tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-                model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf)
-                # weights are dequantised already; allow saving. torch's Module.__setattr__ stub
-                # only takes tensors / modules
-                model.hf_quantizer = None  # type: ignore[assignment]
-                if hasattr(model.config, "quantization_config"):
-                    del model.config.quantization_config
-                tmp = target.with_name(target.name + ".tmp")
-                model.save_pretrained(tmp)
-                tok.save_pretrained(tmp)
-                tmp.replace(target)
-        return str(target)
 
     @staticmethod
     def _weight_files(load_dir: str) -> list[Path]:

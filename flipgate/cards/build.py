@@ -106,6 +106,7 @@ def _identity(fingerprint: dict, root: Path | None) -> dict[str, Any]:
     return {
         "dtype": fingerprint.get("dtype"),
         "engine": fingerprint.get("engine"),
+        "server": fingerprint.get("server"),
         "weights_sha256": fingerprint.get("weights_sha256", "unknown"),
         "model_revision": fingerprint.get("revision"),
         "tokenizer_sha256": fingerprint.get("tokenizer_sha256"),

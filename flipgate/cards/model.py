@@ -184,7 +184,11 @@ class AxisReceipt(CardModel):
     quantization: str | None
     dtype: str | None = None
     engine: str | Absent = None
-    """how a local backend computed the answers (library, shared-prefix KV cache)"""
+    """how the answers were computed: a local backend's library and shared-prefix KV cache, or
+    the inference server flipgate started (engine and version)"""
+    server: dict[str, str | int] | Absent = None
+    """the settings of the inference server flipgate started for the model (threads, parallel
+    slots, context, answer prefill; docs/servers.md)"""
     weights_sha256: str
     model_revision: str | None
     tokenizer_sha256: Sha
