@@ -537,7 +537,7 @@ class HFBackend:
                     input_ids=tokens,
                     attention_mask=mask,
                     position_ids=positions,
-                    past_key_values=cache,
+                    cache=cache,
                     use_cache=True,
                 ).logits
                 for b, p in enumerate(batch):
@@ -730,7 +730,7 @@ class HFBackend:
             self.model(
                 input_ids=tokens,
                 position_ids=torch.arange(done, done + width).expand(len(rests), -1),
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
                 logits_to_keep=1,
             )
@@ -754,7 +754,7 @@ class HFBackend:
                 # bare LongTensor, with logits since output_logits=True)
                 gen = self.model.generate(  # type: ignore[misc]
                     **enc,
-                    past_key_values=cache,
+                    cache=cache,
                     max_new_tokens=max_new_tokens,
                     do_sample=sample,
                     temperature=self.temperature if sample else None,
@@ -802,7 +802,7 @@ class HFBackend:
             input_ids=enc["input_ids"][:, done:],
             attention_mask=mask,
             position_ids=((mask.cumsum(-1) - 1).clamp(min=0))[:, done:],
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
             logits_to_keep=1,
         ).logits[:, -1, :]
