@@ -1,5 +1,8 @@
 """The transformers backend on a tiny random Llama built offline."""
 
+import subprocess
+import sys
+
 import pytest
 
 from conftest import tiny_hf_config, write
@@ -70,6 +73,20 @@ def test_nf4_quantization_on_cpu(tiny_model_dir, tmp_path):
     a, b = full.complete(requests()[:2]), nf4.complete(requests()[:2])
     for label in "ABCD":
         assert a[0].label_logprobs[label] == pytest.approx(b[0].label_logprobs[label], abs=0.2)
+
+
+def test_bitsandbytes_imports_without_its_cpu_messages():
+    """A fresh process importing bitsandbytes the way the NF4 load does prints neither the
+    Hub-kernel message (CPUs with AVX512-BF16) nor torch's script_method deprecations, and
+    leaves bitsandbytes' logger as it was."""
+    code = (
+        "import logging, warnings; warnings.simplefilter('always'); logging.basicConfig();"
+        "from flipgate.backends.hf import _import_bitsandbytes; _import_bitsandbytes();"
+        "assert not logging.getLogger('bitsandbytes.backends.cpu.ops').filters"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "kernels-community" not in run.stderr and "script_method" not in run.stderr
 
 
 def test_hub_id_offline_is_a_clear_error(tmp_path, monkeypatch):

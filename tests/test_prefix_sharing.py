@@ -1,6 +1,9 @@
 """Shared-prefix batching: the plan (pure) and the transformers engine's answers against the
 reference path (every prompt computed whole) on a tiny random Llama."""
 
+import warnings
+from dataclasses import replace
+
 import pytest
 
 from conftest import tiny_hf_config
@@ -130,6 +133,25 @@ def test_shared_prefix_answers_equal_the_reference_path(tiny_model_dir, tmp_path
         assert a.label_logprobs.keys() == b.label_logprobs.keys()
         for label, value in a.label_logprobs.items():
             assert value == pytest.approx(b.label_logprobs[label], abs=1e-4)
+
+
+@pytest.mark.parametrize("readouts", [["regex", "letter_logprob"], ["letter_logprob"]])
+def test_a_prefix_shared_call_emits_no_deprecation_warning(tiny_model_dir, tmp_path, readouts):
+    """Every path that hands the model a key/value cache (the tree's forward passes, generate,
+    the forward-only readout, the cloze scoring) passes it as ``cache``: transformers 5.24 warns
+    (FutureWarning) for each call that still says ``past_key_values``."""
+    cfg = tiny_hf_config(
+        tiny_model_dir, tmp_path, batch_size=8, max_new_tokens=3, readouts=readouts
+    )
+    backend = HFBackend(cfg)
+    reqs = mixed_requests()
+    reqs[0] = replace(reqs[0], continuations=("a car", "an apple", "a rock", "a chair"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("error", FutureWarning)
+        outs = backend.complete(reqs)
+    assert outs[0].continuation_logprobs.keys() == {"A", "B", "C", "D"}
+    assert not [w for w in caught if "past_key_values" in str(w.message)]
 
 
 def test_a_greedy_answer_of_an_earlier_call_is_not_computed_again(tiny_model_dir, tmp_path):

@@ -148,6 +148,57 @@ def _torch_dtype(name: str):
     }[name]
 
 
+#: what bitsandbytes 0.50 logs when it is imported on a CPU with AVX512-BF16 and the optional
+#: ``kernels`` package is absent (bitsandbytes/backends/cpu/ops.py)
+BNB_NO_HUB_KERNEL = "Failed to load CPU gemm_4bit_forward from kernels-community"
+
+
+class _DropMessage:
+    """A logging filter dropping the records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def filter(self, record) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def _import_bitsandbytes() -> None:
+    """Import bitsandbytes (transformers would, to load an NF4 model) without two messages its
+    import emits on a CPU, neither about this run nor avoidable by a setting of it:
+
+    - on a CPU with AVX512-BF16 it tries to fetch a faster NF4 matmul from the Hugging Face Hub
+      (``kernels.get_kernel("kernels-community/quantization-bitsandbytes")``) and, without the
+      ``kernels`` package, logs a warning and uses its own native CPU kernel
+      (``gemv_4bit_inference_cpu_nf4_bf16``, fused, no dequantising fallback). Fetching kernels
+      from the Hub at run time is not something an offline audit does, and the message comes
+      at import, before any configuration (compute dtype, quant storage) is read;
+    - its import-time ``torch.compile`` loads torch's inductor, whose ``torch.utils.mkldnn`` uses
+      the deprecated ``torch.jit.script_method`` (14 DeprecationWarnings, torch's own, shown by
+      pytest).
+
+    Exactly those two are dropped, only while bitsandbytes imports (once per process)."""
+    import logging
+    import sys
+    import warnings
+
+    if "bitsandbytes" in sys.modules:
+        return
+    cpu_ops = logging.getLogger("bitsandbytes.backends.cpu.ops")
+    quiet = _DropMessage(BNB_NO_HUB_KERNEL)
+    cpu_ops.addFilter(quiet)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore",
+                message=r"`torch\.jit\.script_method` is deprecated",
+                category=DeprecationWarning,
+            )
+            import bitsandbytes  # noqa: F401
+    finally:
+        cpu_ops.removeFilter(quiet)
+
+
 def fingerprint_path(cfg: dict[str, Any], cache_dir: Path) -> Path | None:
     """Where a local model configuration's fingerprint is kept: keyed by the local weights'
     sha256 (memoised per file), the options that shape the model and the transformers version.
@@ -251,6 +302,7 @@ class HFBackend:
         if self.quantization == "nf4":
             from transformers import BitsAndBytesConfig
 
+            _import_bitsandbytes()
             kwargs["quantization_config"] = BitsAndBytesConfig(
                 load_in_4bit=True,
                 bnb_4bit_quant_type="nf4",
@@ -539,7 +591,7 @@ class HFBackend:
                     input_ids=tokens,
                     attention_mask=mask,
                     position_ids=positions,
-                    past_key_values=cache,
+                    cache=cache,
                     use_cache=True,
                 ).logits
                 for b, p in enumerate(batch):
@@ -732,7 +784,7 @@ class HFBackend:
             self.model(
                 input_ids=tokens,
                 position_ids=torch.arange(done, done + width).expand(len(rests), -1),
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
                 logits_to_keep=1,
             )
@@ -756,7 +808,7 @@ class HFBackend:
                 # bare LongTensor, with logits since output_logits=True)
                 gen = self.model.generate(  # type: ignore[misc]
                     **enc,
-                    past_key_values=cache,
+                    cache=cache,
                     max_new_tokens=max_new_tokens,
                     do_sample=sample,
                     temperature=self.temperature if sample else None,
@@ -804,7 +856,7 @@ class HFBackend:
             input_ids=enc["input_ids"][:, done:],
             attention_mask=mask,
             position_ids=((mask.cumsum(-1) - 1).clamp(min=0))[:, done:],
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
             logits_to_keep=1,
         ).logits[:, -1, :]
