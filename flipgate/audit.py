@@ -266,8 +266,21 @@ class Auditor:
         the same trials."""
         if self.is_sequential(name):
             return self.sequential_trials(model_id, dataset, name)[0]
-        stored = self._stored(model_id, dataset, name, len(self.items(dataset, _facet(name))))
-        return stored if stored is not None else self.trials(model_id, dataset, name)
+        n, drawn = self.n_items(model_id, dataset, name), len(self.items(dataset, _facet(name)))
+        stored = self._stored(model_id, dataset, name, n)
+        if stored is not None:
+            return stored
+        if n == drawn:
+            return self.trials(model_id, dataset, name)
+        trials = self.trials(model_id, dataset, name, (0, n))
+        self.store.set_planned(model_id, dataset, name, len(trials))
+        return trials
+
+    def n_items(self, model_id: str, dataset: str, name: str) -> int:
+        """How many of the drawn items a model's cell takes: all of them, or fewer where the
+        model's entry caps the dataset lower (``datasets: [{name, n}]``)."""
+        drawn = len(self.items(dataset, _facet(name)))
+        return min(drawn, self.config.n_items(dataset, self.n_override, model_id))
 
     def _stored(self, model_id: str, dataset: str, name: str, n_items: int) -> pd.DataFrame | None:
         """The run store's trials of the first ``n_items`` items of a cell's plan, in the plan's
@@ -319,7 +332,7 @@ class Auditor:
                 return stored, stop
         assert self.sequential is not None and self.thresholds_dir is not None
         cell = Cell.parse(name)
-        cap, perm = len(self.items(dataset, cell.facet)), None
+        cap, perm = self.n_items(model_id, dataset, cell.facet), None
         if cell.is_control:
             perm, facet_stop = self.sequential_trials(model_id, dataset, cell.facet)
             cap = facet_stop.n_items

@@ -219,6 +219,9 @@ class AuditConfig:
     plans: dict[str, Any] = field(default_factory=dict)
     #: ``audit.sequential`` (docs/definitions.md §12); None: fixed N
     sequential: SequentialSettings | None = field(default_factory=SequentialSettings)
+    #: model id -> {dataset: n}: a model's own cap on its cells of a dataset (a models.yaml entry's
+    #: ``datasets: [{name: arc_challenge, n: 40}]``), below the dataset's
+    model_caps: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def judge_models(self) -> set[str]:
         """Models that judge other models' answers (``audit.judge`` and the suites' judges)."""
@@ -241,7 +244,7 @@ class AuditConfig:
         if model_id is None:
             return out
         model = self.models[model_id]
-        facets, datasets = model.get("facets"), model.get("datasets")
+        facets, datasets = model.get("facets"), model_datasets(model)
         return [
             (cell, d)
             for cell, d in out
@@ -256,14 +259,28 @@ class AuditConfig:
                     return spec
         raise FlipgateError(f"{self.path}: dataset {name!r} is not declared under audit.facets")
 
-    def n_items(self, dataset: str, override: int | None = None) -> int:
+    def n_items(
+        self, dataset: str, override: int | None = None, model_id: str | None = None
+    ) -> int:
         """The effective N of ``dataset``: ``--items-per-dataset`` (``override``), else the
-        dataset's own ``n``, else ``audit.items_per_dataset``."""
-        return override or self.dataset(dataset).n or self.items_per_dataset
+        dataset's own ``n``, else ``audit.items_per_dataset``; for ``model_id``, at most that
+        model's own cap on the dataset (its entry's ``datasets: [{name, n}]``)."""
+        n = override or self.dataset(dataset).n or self.items_per_dataset
+        cap = self.model_caps.get(model_id or "", {}).get(dataset)
+        return n if cap is None else min(n, cap)
 
     def datasets(self) -> list[str]:
         """Every dataset declared under audit.facets, in declaration order."""
         return list(dict.fromkeys(spec.name for specs in self.facets.values() for spec in specs))
+
+
+def model_datasets(model: dict) -> list[str] | None:
+    """The names of the datasets a models.yaml entry restricts its order cells to (None: all);
+    ``{name, n}`` entries also cap them (:attr:`AuditConfig.model_caps`)."""
+    datasets = model.get("datasets")
+    if datasets is None:
+        return None
+    return [d["name"] if isinstance(d, dict) else d for d in datasets]
 
 
 def default_readouts(model: dict) -> list[str]:
@@ -282,7 +299,11 @@ def load_models(path: Path | str) -> AuditConfig:
     data = read_yaml(path, "models")
     audit = data.get("audit") or {}
     models: dict[str, dict] = {}
+    model_caps: dict[str, dict[str, int]] = {}
     for i, m in enumerate(data["models"]):
+        caps = {d["name"]: d["n"] for d in m.get("datasets") or [] if isinstance(d, dict)}
+        if caps:  # the datasets given as {name, n}
+            model_caps[m["id"]] = caps
         key_env = (m.get("source") or {}).get("api_key_env")
         if isinstance(key_env, str):
             refuse_key_as_name(key_env, f"{path}: field models[{i}].source.api_key_env")
@@ -339,7 +360,9 @@ def load_models(path: Path | str) -> AuditConfig:
     declared = {d.name for specs in facets.values() for d in specs}
     for i, m in enumerate(data["models"]):
         for key, known in (("facets", list(facets)), ("datasets", sorted(declared))):
-            for j, name in enumerate(m.get(key) or []):
+            for j, name in enumerate(
+                (m.get("facets") if key == "facets" else model_datasets(m)) or []
+            ):
                 if name not in known:
                     raise FlipgateError(
                         f"{path}: field models[{i}].{key}[{j}]: not declared under audit.facets "
@@ -394,6 +417,7 @@ def load_models(path: Path | str) -> AuditConfig:
         ),
     )
     cfg.sequential = SequentialSettings.parse(audit.get("sequential", True))
+    cfg.model_caps = model_caps
     for suite in suites:
         section = suite.config_key
         if section is not None and audit.get(section) is not None:

@@ -238,7 +238,7 @@ def cell_plan(
     """A facet or control cell's planned trials (N items x K orderings or replicates); a control
     also measures the facet it is compared with. A ``sequential`` cell's N is its cap: an
     :class:`~flipgate.store.AtMost`."""
-    n = cfg.n_items(dataset, n_override) * cfg.k
+    n = cfg.n_items(dataset, n_override, model_id) * cfg.k
     if sequential:
         n = AtMost(n)
     plan = {(model_id, dataset, cell): n}
