@@ -27,7 +27,7 @@ def test_repo_models_and_thresholds_are_valid():
         "smollm2-135m-instruct-q4-gguf",
     ]
     assert cfg.models["smollm2-135m-instruct-q4-gguf"]["server"]["engine"] == "llama.cpp"
-    assert cfg.model_caps == {"smollm2-135m-instruct-q4-gguf": {"arc_challenge": 40}}
+    assert cfg.model_caps == {"smollm2-135m-instruct-q4-gguf": {"arc_challenge": 24}}
     assert (
         cfg.plans["odi"]["profile"] == "fast"
         and cfg.models["smollm2-135m-instruct-nf4"]["baseline"] == "smollm2-135m-instruct"

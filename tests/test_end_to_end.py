@@ -277,9 +277,8 @@ def test_bad_thresholds_file_is_a_clear_collection_error(tmp_path, tiny_model_di
 
 
 def test_groups_are_scheduled_largest_first_and_odi_last():
-    """The collection is sorted envelope → free-form facet cells and cells of models on a server
-    → other cells → ODI (stable): the ranks the suites give their cases
-    (flipgate.suite_api.Case.rank)."""
+    """The collection is sorted envelope → free-form facet cells → other cells → ODI (stable):
+    the ranks the suites give their cases (flipgate.suite_api.Case.rank)."""
     from types import SimpleNamespace
 
     from flipgate.config import load_models
@@ -298,13 +297,13 @@ def test_groups_are_scheduled_largest_first_and_odi_last():
         option=lambda name: "models.yaml",
     )
 
-    def item(name, suite=None, part=None, cell=None, model=MODEL):
+    def item(name, suite=None, part=None, cell=None):
         params = {}
         if suite is not None:
             case = next(
                 c
                 for c in suite.cases(ctx, part)
-                if cell is None or (c.param[0] == cell and c.models == (model,))
+                if cell is None or (c.param[0] == cell and c.models == (MODEL,))
             )
             params = {CELL_FIXTURE: _Param(suite.name, case)}
         return SimpleNamespace(
@@ -318,19 +317,15 @@ def test_groups_are_scheduled_largest_first_and_odi_last():
         item("plain"),
         item("envelope", ENVELOPE),
         item("chunks", ORDER, "evidence_chunk_order", "evidence_chunk_order"),
-        item("served", ORDER, "option_order", "option_order", MODEL + "-q4-gguf"),
     ]
     pytest_collection_modifyitems(None, items)
-    assert [i.name for i in items] == [
-        "envelope", "chunks", "served", "option", "control", "plain", "odi"
-    ]  # fmt: skip
+    assert [i.name for i in items] == ["envelope", "chunks", "option", "control", "plain", "odi"]
     # each cell names the model it gates for the controller's ledger; panel-wide cells none
     tagged = {i.name: dict(i.user_properties).get("flipgate_models") for i in items}
     assert tagged == {
         "envelope": None,
         "control": [MODEL],
         "chunks": [MODEL],
-        "served": [MODEL + "-q4-gguf"],
         "option": [MODEL],
         "plain": None,
         "odi": None,

@@ -53,12 +53,8 @@ class OrderSuite(TypedCardSection):
                 cell_group(model_id, cell, dataset),
                 models=(model_id,),
                 dataset=dataset,
-                # before the others: cells of free-form facets (long generations) and of models
-                # on a server (each trial waits on its engine: slower than the local one)
-                rank=1
-                if isinstance(get_facet(Cell.parse(cell).facet), ShortAnswerFacet)
-                or cfg.models[model_id]["backend"] == "litellm"
-                else 2,
+                # cells of free-form facets (long generations) before the others
+                rank=1 if isinstance(get_facet(Cell.parse(cell).facet), ShortAnswerFacet) else 2,
             )
             for model_id in cfg.audited("order")
             for cell, label, dataset in cells
