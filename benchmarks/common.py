@@ -19,6 +19,7 @@ from flipgate.config import load_models
 from flipgate.facets import get_facet
 from flipgate.grammar import orderings
 from flipgate.items import DatasetSpec, load_items
+from flipgate.readouts import read_label
 
 
 def parser(doc: str, n: int) -> argparse.ArgumentParser:
@@ -34,6 +35,20 @@ def parser(doc: str, n: int) -> argparse.ArgumentParser:
 def model_config(args) -> dict:
     registry.suites()  # declares every suite to flipgate.config, which reads their settings
     return {**load_models(args.models).models[args.model], "_cache_dir": args.cache_dir}
+
+
+def timed(backend, requests: list[Request]) -> tuple[float, list]:
+    """(trials/s, outputs) of one ``complete`` call on ``requests``, after a two-prompt warm-up
+    (for a server flipgate starts, also its start)."""
+    backend.complete(requests[:2])
+    t0 = time.perf_counter()
+    outs = backend.complete(requests)
+    return len(requests) / (time.perf_counter() - t0), outs
+
+
+def labels(outs, requests: list[Request], readout: str) -> list[str | None]:
+    """Each output's label under ``readout``."""
+    return [read_label(readout, o, r.labels, r.answer_prefix) for o, r in zip(outs, requests)]
 
 
 def option_order_requests(dataset: str, n: int) -> list[Request]:

@@ -12,13 +12,10 @@ SmolLM2-135M-Instruct.
 
 from __future__ import annotations
 
-import time
-
-from common import model_config, option_order_requests, parser
+from common import labels, model_config, option_order_requests, parser, timed
 
 from flipgate.backends.base import Request
 from flipgate.backends.hf import HFBackend
-from flipgate.readouts import read_label
 
 READOUTS = ("regex", "letter_logprob")
 
@@ -26,17 +23,6 @@ READOUTS = ("regex", "letter_logprob")
 def control_requests(facet_requests: list[Request], k: int = 6) -> list[Request]:
     """The same-ordering control's prompts: each item's first ordering, K times."""
     return [r for r in facet_requests[::k] for _ in range(k)]
-
-
-def timed(backend: HFBackend, requests: list[Request]) -> tuple[float, list]:
-    backend.complete(requests[:2])  # warm-up
-    t0 = time.perf_counter()
-    outs = backend.complete(requests)
-    return len(requests) / (time.perf_counter() - t0), outs
-
-
-def labels(outs, requests: list[Request], readout: str) -> list[str | None]:
-    return [read_label(readout, o, r.labels, r.answer_prefix) for o, r in zip(outs, requests)]
 
 
 def main() -> None:

@@ -14,27 +14,12 @@ equals the reference's; a readout an engine cannot give is "not measured", with 
 
 from __future__ import annotations
 
-import time
-
-from common import model_config, option_order_requests, parser
+from common import labels, model_config, option_order_requests, parser, timed
 
 from flipgate.backends.api import LiteLLMBackend
-from flipgate.backends.base import Request
 from flipgate.backends.hf import HFBackend
-from flipgate.readouts import read_label
 
 READOUTS = ("regex", "letter_logprob")
-
-
-def timed(backend, requests: list[Request]) -> tuple[float, list]:
-    backend.complete(requests[:2])  # warm-up (and, for a server, its start)
-    t0 = time.perf_counter()
-    outs = backend.complete(requests)
-    return len(requests) / (time.perf_counter() - t0), outs
-
-
-def labels(outs, requests: list[Request], readout: str) -> list[str | None]:
-    return [read_label(readout, o, r.labels, r.answer_prefix) for o, r in zip(outs, requests)]
 
 
 def main() -> None:
