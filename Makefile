@@ -72,6 +72,7 @@ BENCH_RUNS := .flipgate_cache/benchmark-runs
 
 benchmark: setup
 	$(PY) benchmarks/engine_throughput.py
+	$(PY) benchmarks/engines.py   # llama.cpp and transformers servers beside the local engine
 	$(PY) benchmarks/api_concurrency.py
 	$(PY) benchmarks/odi_scaling.py --scales small,medium --profiles fast
 	$(PY) benchmarks/card_build.py
