@@ -147,7 +147,7 @@ def test_an_option_order_cell_and_its_control_through_both_real_servers(
     lines = ["", "engine | readout | agreement with the float32 reference"]
     for candidate, floors in (
         ("llama-cpp", {"regex": 0.75, "letter_logprob": 0.75}),
-        ("transformers-serve", {"regex": 0.5}),
+        ("transformers-serve", {"regex": 0.4}),  # no prefill: 0.54 on these 48, 0.79 on 96 (docs)
     ):
         found = agreement(store, "reference", candidate)
         for readout in ("regex", "letter_logprob"):
