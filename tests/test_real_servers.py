@@ -283,3 +283,18 @@ def test_a_managed_entry_prefills_the_answer_and_keys_its_cache_without_the_port
     bare = LiteLLMBackend({"id": "b", "backend": "litellm", "source": {"model": "openai/x"}})
     assert bare.kwargs(request)["messages"][-1]["role"] == "user"
     assert "answer_prefill" not in bare.settings and "extra_body" not in bare.settings
+
+
+def test_a_transformers_server_on_a_folder_has_the_hf_backends_weights_digest(
+    tiny_model_dir, tmp_path
+):
+    from flipgate.backends.hf import HFBackend
+
+    cfg = {"id": "tiny", "source": {"path": str(tiny_model_dir)}, "_cache_dir": str(tmp_path)}
+    served = ManagedServer(
+        {**cfg, "backend": "litellm", "server": {"engine": "transformers"}}, tmp_path
+    )
+    local = HFBackend({**cfg, "backend": "hf"})
+    local._ensure_loaded()
+    assert served.weights_sha256 == local.fingerprint["weights_sha256"]
+    assert served.served_name == str(tiny_model_dir) and served.quantization is None

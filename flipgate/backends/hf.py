@@ -78,6 +78,15 @@ def _assembled_gguf(package: str, folder: Path, model_id: str) -> tuple[str, str
     return str(path.parent), path.name
 
 
+def weight_files(load_dir: str | Path) -> list[Path]:
+    """A local model folder's weight files (safetensors and .bin), sorted: what its weights
+    digest is computed over (none for a hub id)."""
+    folder = Path(load_dir)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin"))
+
+
 def dequantised_gguf(folder: str, gguf: str, weights_sha: str, cache_dir: Path) -> str:
     """The folder of a GGUF model dequantised once (safetensors, under ``cache_dir/models``):
     the ``hf`` backend loads it (~0.3 s) and a ``transformers`` server serves it."""
@@ -349,7 +358,7 @@ class HFBackend:
                 f"{' gguf_file=' + gguf if gguf else ''}: {exc}"
             ) from exc
         if weights_sha is None:
-            weights_files = self._weight_files(load_dir)
+            weights_files = weight_files(load_dir)
             weights_sha = (
                 sha256_files(weights_files)
                 if weights_files
@@ -390,13 +399,6 @@ class HFBackend:
         path = fingerprint_path(self.cfg, self.cache_dir)
         if path is not None:
             atomic_write(path, json.dumps(self.fingerprint))
-
-    @staticmethod
-    def _weight_files(load_dir: str) -> list[Path]:
-        folder = Path(load_dir)
-        if not folder.is_dir():
-            return []
-        return sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin"))
 
     # -- inference -----------------------------------------------------------------------------
     @property

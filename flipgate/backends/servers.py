@@ -240,7 +240,7 @@ class ManagedServer:
     cache and fills the card's receipt; the port, different each run, does neither."""
 
     def __init__(self, cfg: dict[str, Any], cache_dir: Path):
-        from flipgate.backends.hf import resolve_source
+        from flipgate.backends.hf import resolve_source, weight_files
         from flipgate.hashing import sha256_file, sha256_files
 
         self.model_id = model_id = cfg["id"]
@@ -271,8 +271,7 @@ class ManagedServer:
                     f"model {model_id!r}: server.engine 'transformers' serves a local model "
                     f"folder or GGUF file; source {folder!r} is neither"
                 )
-            weights = sorted(model.glob("*.safetensors")) or sorted(model.glob("*.bin"))
-            self.weights_sha256 = sha256_files(weights)
+            self.weights_sha256 = sha256_files(weight_files(model))
             self.quantization = None
         self.spec = ServerSpec(
             engine=str(engine),
