@@ -161,10 +161,11 @@ def test_an_option_order_cell_and_its_control_through_both_real_servers(
             assert n == 2 * 4 * 6, found  # facet and control trials, all compared
             assert same / n >= floors[readout], (candidate, readout, same, n)
         assert set(found) == set(floors)
+    every = verdicts(store)
     moved = {
         (model, facet, threshold): verdict
-        for (model, facet, threshold), verdict in verdicts(store).items()
-        if model != "reference" and verdicts(store).get(("reference", facet, threshold)) != verdict
+        for (model, facet, threshold), verdict in every.items()
+        if model != "reference" and every.get(("reference", facet, threshold)) != verdict
     }
     lines.append(f"verdicts that differ from the reference's: {moved or 'none'}")
     print("\n".join(lines))
