@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -512,7 +513,7 @@ class Auditor:
                 disable=not self.progress,
                 leave=False,
             ) as bar,
-            self._in_flight(model_id, label) as note,
+            self._in_flight(model_id, label, len(requests)) as note,
         ):
             for start in range(0, len(requests), step):
                 chunk = requests[start : start + step]
@@ -556,17 +557,21 @@ class Auditor:
         return outputs
 
     @contextmanager
-    def _in_flight(self, model_id: str, label: str) -> Iterator[Callable[[int], None]]:
-        """A call's returned outputs, noted in the store as they come (the controller's live
-        progress display) and cleared when the call ends, however it ends."""
-        answered = 0
+    def _in_flight(
+        self, model_id: str, label: str, total: int
+    ) -> Iterator[Callable[[int], None]]:
+        """A call of ``total`` requests and its returned outputs, noted in the store from its
+        start and as they come (the controller's live progress display names the longest call
+        in flight), and cleared when the call ends, however it ends."""
+        answered, started = 0, time.time()
 
         def note(n: int) -> None:
             nonlocal answered
             answered += n
-            self.store.set_live(self.source, model_id, label, answered)
+            self.store.set_live(self.source, model_id, label, answered, total, started)
 
         try:
+            note(0)
             yield note
         finally:
             self.store.set_live(self.source, model_id, label, None)

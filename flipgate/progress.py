@@ -35,12 +35,32 @@ from flipgate.suite_api import Plan
 
 
 @dataclass(frozen=True)
+class InFlight:
+    """A backend call in flight: its model, label (cell and dataset), outputs returned of its
+    requests, and when it started (Unix time)."""
+
+    model_id: str
+    label: str
+    done: int
+    total: int
+    started: float
+
+    def describe(self, now: float) -> str:
+        """``smollm2 envelope T1/greedy 40/320 in 2:10 (0.3/s)``: the call holding the time."""
+        elapsed = max(now - self.started, 0.0)
+        rate = f" ({self.done / elapsed:.1f}/s)" if self.done and elapsed > 0 else ""
+        return f"{self.model_id} {self.label} {self.done}/{self.total} in {_clock(elapsed)}{rate}"
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Trials answered (stored, or returned by a call in flight) and planned, per model."""
 
     models: dict[str, tuple[int, int]]  # model id -> (answered, planned)
     #: models whose plan is still an upper bound (a sequential cell that has not stopped)
     at_most: frozenset[str] = frozenset()
+    #: the backend calls in flight, oldest first
+    in_flight: tuple[InFlight, ...] = ()
 
     @property
     def answered(self) -> int:
@@ -69,9 +89,14 @@ def read_snapshot(conn: sqlite3.Connection) -> Snapshot:
     ).fetchall()
     live = dict(conn.execute("SELECT model_id, SUM(done) FROM live GROUP BY model_id").fetchall())
     at_most = frozenset(m for (m,) in conn.execute("SELECT DISTINCT model_id FROM planned_at_most"))
+    calls = conn.execute(
+        "SELECT model_id, label, done, total, started FROM live "
+        "WHERE total IS NOT NULL AND started IS NOT NULL ORDER BY started"
+    ).fetchall()
     return Snapshot(
         {m: (min(int(p), int(s) + int(live.get(m) or 0)), int(p)) for m, p, s in rows if p},
         at_most,
+        tuple(InFlight(m, label, int(d), int(t), float(st)) for m, label, d, t, st in calls),
     )
 
 
@@ -99,11 +124,19 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{secs:02d}"
 
 
-def describe(snapshot: Snapshot, rate: float | None) -> str:
-    """``1234/4580 trials (27%), 4.1 trials/s, ETA 13:37 · smollm2 600/1800 · ...``; while a
-    sequential cell may stop early, its model's total and the run's are upper bounds, the share
-    and the ETA with them: ``1234/≤4580 trials (≥27%), 4.1 trials/s, ETA ≤13:37 · smollm2
-    600/≤1800 · ...``."""
+def describe(
+    snapshot: Snapshot,
+    rate: float | None,
+    model_rates: dict[str, float] | None = None,
+    now: float | None = None,
+) -> str:
+    """``1234/4580 trials (27%), 4.1 trials/s, ETA 13:37 · smollm2 600/1800 (2.0/s) · ...``,
+    each model's own trials/s once measured (``model_rates``); while a sequential cell may stop
+    early, its model's total and the run's are upper bounds, the share and the ETA with them:
+    ``1234/≤4580 trials (≥27%), 4.1 trials/s, ETA ≤13:37 · smollm2 600/≤1800 · ...``. With the
+    time ``now``, the call in flight that has run longest closes the line: ``longest call:
+    gemma3-270m option_order/mmlu 120/600 in 3:05 (0.6/s)``."""
+    model_rates = model_rates or {}
     total, done = snapshot.planned, snapshot.answered
     up_to, at_least = ("≤", "≥") if snapshot.bounded else ("", "")
     head = (
@@ -117,9 +150,15 @@ def describe(snapshot: Snapshot, rate: float | None) -> str:
             head += f", ETA {up_to}{_clock((total - done) / rate)}"
     models = [
         f"{m} {a}/{'≤' if m in snapshot.at_most else ''}{p}"
+        + (f" ({model_rates[m]:.1f}/s)" if model_rates.get(m) else "")
         for m, (a, p) in snapshot.models.items()
     ]
-    return " · ".join([head, *models])
+    longest = (
+        [f"longest call: {snapshot.in_flight[0].describe(now)}"]
+        if now is not None and snapshot.in_flight
+        else []
+    )
+    return " · ".join([head, *models, *longest])
 
 
 class LiveProgress:
@@ -136,12 +175,14 @@ class LiveProgress:
         interval: float = 30.0,
         mid_line: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ):
-        self.clock = clock
+        self.clock, self.wall_clock = clock, wall_clock
         self.store_path, self.stream, self.mode = store_path, stream, mode
         self.mid_line = mid_line  # pytest's terminal has half a line of test letters
         self.poll, self.interval = poll, interval
         self.rate = Rate()
+        self.model_rates: dict[str, Rate] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="flipgate-progress", daemon=True)
         self._bar: Any = None
@@ -186,7 +227,7 @@ class LiveProgress:
         for m, (a, p) in snap.models.items():
             self._best[m] = max(self._best.get(m, 0), a)
             models[m] = (min(self._best[m], p), p)
-        return Snapshot(models, snap.at_most)
+        return Snapshot(models, snap.at_most, snap.in_flight)
 
     def update(self, final: bool = False) -> None:
         snap = self.snapshot()
@@ -194,7 +235,10 @@ class LiveProgress:
             return
         now = self.clock()
         self.rate.add(now, snap.answered)
-        text = describe(snap, self.rate.per_second())
+        for m, (answered, _) in snap.models.items():
+            self.model_rates.setdefault(m, Rate()).add(now, answered)
+        per_model = {m: r.per_second() or 0.0 for m, r in self.model_rates.items()}
+        text = describe(snap, self.rate.per_second(), per_model, self.wall_clock())
         if self.mode == "bar":
             self._draw_bar(snap, text)
         elif final or self._last_line is None or now - self._last_line >= self.interval:

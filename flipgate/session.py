@@ -137,6 +137,26 @@ class FlipgateSession:
         ResponseCache(cache, check=True).conn.close()
         return lines
 
+    def precision_lines(self) -> list[str]:
+        """Controller, at the start: the dtype ``auto`` chose for the local models that left it
+        to the hardware (docs/engine.md, "Precision"), one line; none without such a model or
+        with bad input (which the cells report)."""
+        from flipgate.backends.precision import bf16_support, resolve_dtype
+
+        try:
+            models = self.audit_config().models
+        except FlipgateError:
+            return []
+        auto = [
+            m
+            for m, cfg in models.items()
+            if cfg.get("backend") == "hf" and cfg.get("dtype", "auto") == "auto"
+        ]
+        if not auto:
+            return []
+        dtype, evidence = resolve_dtype("auto").dtype, bf16_support().evidence
+        return [f"flipgate: dtype auto is {dtype} on this {evidence}: {', '.join(auto)}"]
+
     @property
     def invocation_dir(self) -> Path:
         return Path(self.config.invocation_params.dir)

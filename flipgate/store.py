@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS planned (model_id TEXT, dataset TEXT, cell TEXT, tria
 CREATE TABLE IF NOT EXISTS planned_at_most (model_id TEXT, dataset TEXT, cell TEXT,
     PRIMARY KEY (model_id, dataset, cell));
 CREATE TABLE IF NOT EXISTS live (source TEXT, model_id TEXT, label TEXT, done INTEGER,
-    PRIMARY KEY (source, model_id, label));
+    total INTEGER, started REAL, PRIMARY KEY (source, model_id, label));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS suite_records (suite TEXT, model_id TEXT, dataset TEXT, key TEXT,
     record TEXT, PRIMARY KEY (suite, model_id, dataset, key));
@@ -232,8 +232,17 @@ class TrialStore:
                 key,
             )
 
-    def set_live(self, source: str, model_id: str, label: str, done: int | None) -> None:
-        """Outputs a backend call in flight has returned so far; None when it has ended."""
+    def set_live(
+        self,
+        source: str,
+        model_id: str,
+        label: str,
+        done: int | None,
+        total: int | None = None,
+        started: float | None = None,
+    ) -> None:
+        """Outputs a backend call in flight has returned so far, of ``total`` requests, since
+        ``started`` (Unix time); ``done`` None when it has ended."""
         with self.writing():
             if done is None:
                 self.conn.execute(
@@ -242,8 +251,8 @@ class TrialStore:
                 )
             else:
                 self.conn.execute(
-                    "INSERT OR REPLACE INTO live VALUES (?, ?, ?, ?)",
-                    (source, model_id, label, done),
+                    "INSERT OR REPLACE INTO live VALUES (?, ?, ?, ?, ?, ?)",
+                    (source, model_id, label, done, total, started),
                 )
 
     def add_manifest(self, facet: str, dataset: str, k: int, sha256: str, path: str) -> None:

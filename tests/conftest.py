@@ -68,11 +68,13 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 def tiny_hf_config(model_dir: Path, cache_dir: Path, **extra) -> dict:
-    """models.yaml entry of the tiny random Llama (``tiny_model_dir``) on the hf backend."""
+    """models.yaml entry of the tiny random Llama (``tiny_model_dir``) on the hf backend, in
+    float32 unless ``extra`` says otherwise (``dtype: auto`` would follow this machine's CPU)."""
     return {
         "id": "tiny",
         "backend": "hf",
         "source": {"path": str(model_dir)},
+        "dtype": "float32",
         "_cache_dir": str(cache_dir),
         **extra,
     }

@@ -113,8 +113,38 @@ def test_lines_mode_prints_a_line_per_interval_and_the_final_state(tmp_path):
         "",
         "flipgate: progress 0/10 trials (0%) · m 0/10",
         "",
-        "flipgate: progress 4/10 trials (40%), 0.2 trials/s, ETA 0:30 · m 4/10",  # 4 in 20 s
+        "flipgate: progress 4/10 trials (40%), 0.2 trials/s, ETA 0:30 · m 4/10 (0.2/s)",  # 4/20 s
     ]
+
+
+def test_the_line_names_each_models_rate_and_the_call_that_holds_the_time(tmp_path):
+    """A slow cell is visible before any test finishes: the call in flight that has run longest
+    closes the line with its count, time and rate, and each model shows its own trials/s."""
+    store = TrialStore(tmp_path / "trials.sqlite")
+    store.add_planned({("fast", "mmlu", "option_order"): 600, ("slow", "bbq", "T1/greedy"): 320})
+    store.set_live("gw0", "slow", "bbq T1/greedy", 0, 320, started=1000.0)
+    store.set_live("gw1", "fast", "option_order/mmlu", 0, 600, started=1100.0)
+    out = io.StringIO()
+    ticks = iter([0.0, 60.0])
+    wall = iter([1010.0, 1130.0])
+    progress = LiveProgress(
+        store.path, out, "lines", interval=30, clock=lambda: next(ticks), wall_clock=lambda: next(wall)
+    )
+    progress.update()
+    store.set_live("gw0", "slow", "bbq T1/greedy", 13, 320, started=1000.0)
+    store.set_live("gw1", "fast", "option_order/mmlu", 120, 600, started=1100.0)
+    progress.update()
+    assert out.getvalue().splitlines() == [
+        "flipgate: progress 0/920 trials (0%) · fast 0/600 · slow 0/320"
+        " · longest call: slow bbq T1/greedy 0/320 in 0:10",
+        "flipgate: progress 133/920 trials (14%), 2.2 trials/s, ETA 5:55"
+        " · fast 120/600 (2.0/s) · slow 13/320 (0.2/s)"
+        " · longest call: slow bbq T1/greedy 13/320 in 2:10 (0.1/s)",
+    ]
+    snap = read_snapshot(store.conn)
+    assert [c.label for c in snap.in_flight] == ["bbq T1/greedy", "option_order/mmlu"]
+    store.set_live("gw0", "slow", "bbq T1/greedy", None)  # ended
+    assert [c.model_id for c in read_snapshot(store.conn).in_flight] == ["fast"]
 
 
 def test_bar_mode_draws_one_bar(tmp_path):

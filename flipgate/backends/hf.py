@@ -18,13 +18,14 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
+from flipgate.backends.precision import resolve_dtype
 from flipgate.backends.prefix import Node, decode_batches, length_batches, prefix_tree
 from flipgate.files import atomic_write, user_cache_dir
 from flipgate.hashing import sha256_bytes, sha256_file, sha256_files, sha256_json, sha256_text
 
 FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
 #: bump when the fingerprint's fields or their derivation change (stored fingerprints go stale)
-FINGERPRINT_VERSION = 2
+FINGERPRINT_VERSION = 3
 #: leaf prompts of a prefix-tree node run in forward passes of at most this many rows
 PREFILL_ROWS = 16
 #: (prompt, continuation) pairs scored together by the cloze readout
@@ -225,7 +226,7 @@ def fingerprint_path(cfg: dict[str, Any], cache_dir: Path) -> Path | None:
         {
             "source": source,
             "files": [(p.name, sha256_file(p)) for p in files],
-            "dtype": cfg.get("dtype", "float32"),
+            "dtype": resolve_dtype(cfg.get("dtype")).dtype,
             "quantization": cfg.get("quantization", "none"),
             "prefix_sharing": bool(cfg.get("prefix_sharing", True)),
             "transformers": metadata.version("transformers"),
@@ -258,7 +259,9 @@ class HFBackend:
         decoding = dict(cfg.get("decoding") or {})
         self.temperature = float(decoding.get("temperature", 0.0))
         self.top_p = float(decoding.get("top_p", 1.0))
-        self.dtype = cfg.get("dtype", "float32")
+        #: the compute dtype (``dtype: auto``, the default, by what the CPU computes natively)
+        self.precision = resolve_dtype(cfg.get("dtype"))
+        self.dtype = self.precision.dtype
         self.quantization = cfg.get("quantization", "none")
         self.prefix_sharing = bool(cfg.get("prefix_sharing", True))
         self.cache_dir = Path(cache_dir or cfg.get("_cache_dir") or user_cache_dir())
@@ -267,7 +270,8 @@ class HFBackend:
         if known is None:
             self._load()
         else:  # a warm rerun reads every answer from the cache: load the model only if it calls
-            self.fingerprint = known
+            # (the stored fingerprint is keyed by the dtype, not by how it was chosen)
+            self.fingerprint = {**known, "dtype_choice": self.precision.why}
         self.vision = bool(self.fingerprint["vision"])
         self.audio = bool(self.fingerprint.get("audio", False))
         self.settings = {
@@ -316,7 +320,7 @@ class HFBackend:
                 load_in_4bit=True,
                 bnb_4bit_quant_type="nf4",
                 bnb_4bit_use_double_quant=True,
-                bnb_4bit_compute_dtype=torch.bfloat16,
+                bnb_4bit_compute_dtype=_torch_dtype(self.dtype),
             )
         else:
             kwargs["dtype"] = _torch_dtype(self.dtype)
@@ -381,6 +385,7 @@ class HFBackend:
             "revision": revision,
             "weights_sha256": weights_sha,
             "dtype": self.dtype,
+            "dtype_choice": self.precision.why,
             "quantization": self.quantization,
             "tokenizer_sha256": sha256_text(tok_text),
             "chat_template_sha256": sha256_text(template),

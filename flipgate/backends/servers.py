@@ -241,6 +241,7 @@ class ManagedServer:
 
     def __init__(self, cfg: dict[str, Any], cache_dir: Path):
         from flipgate.backends.hf import resolve_source, weight_files
+        from flipgate.backends.precision import resolve_dtype
         from flipgate.hashing import sha256_file, sha256_files
 
         self.model_id = model_id = cfg["id"]
@@ -279,7 +280,8 @@ class ManagedServer:
             threads=block.get("threads"),
             context=int(block.get("context", 4096)),
             parallel=int(block.get("parallel", 4)),
-            dtype=str(cfg.get("dtype") or "float32"),
+            # a transformers server computes in float32 unless told: auto as the hf backend's
+            dtype=resolve_dtype(cfg.get("dtype") or "float32").dtype,
             start_timeout_s=float(block.get("start_timeout_s", 300.0)),
         )
         self.engine = engine_version(self.spec.engine)

@@ -105,6 +105,7 @@ def _identity(fingerprint: dict, root: Path | None) -> dict[str, Any]:
     """The axis receipt's model identity (from the backend's fingerprint) and software versions."""
     return {
         "dtype": fingerprint.get("dtype"),
+        "dtype_choice": fingerprint.get("dtype_choice"),
         "engine": fingerprint.get("engine"),
         "server": fingerprint.get("server"),
         "weights_sha256": fingerprint.get("weights_sha256", "unknown"),
@@ -479,6 +480,8 @@ def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
         "git_commit",
     ):
         lines.append(f"| {key} | {esc(r.get(key))} |")
+    if r.get("dtype_choice"):  # a local model's: declared, or auto by the hardware
+        lines.append(f"| dtype chosen | {esc(r['dtype_choice'])} |")
     lines += [
         f"| decoding | {esc(json.dumps(r['decoding']))} |",
         f"| scoring path | {esc(json.dumps(r['scoring_path']))} |",

@@ -183,6 +183,9 @@ class AxisReceipt(CardModel):
     scoring_path: ScoringPath
     quantization: str | None
     dtype: str | None = None
+    dtype_choice: str | Absent = None
+    """how a local model's dtype was chosen: declared, or ``auto`` by what the hardware computes
+    natively (e.g. "auto: CPU without native bf16 (torch CPU kernels AVX2) -> float32")"""
     engine: str | Absent = None
     """how the answers were computed: a local backend's library and shared-prefix KV cache, or
     the inference server flipgate started (engine and version)"""

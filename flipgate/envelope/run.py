@@ -24,9 +24,12 @@ from flipgate.readouts import read_label
 from flipgate.results import Trial
 
 QUANTIZATION = {
+    # the model's full precision where the hardware computes it fast: bf16 on a CPU with native
+    # bf16, else float32 (docs/engine.md, "Precision"); the card's receipt says which
+    "auto": {"dtype": "auto", "quantization": "none"},
     "fp32": {"dtype": "float32", "quantization": "none"},
     "bf16": {"dtype": "bfloat16", "quantization": "none"},
-    "nf4": {"dtype": "float32", "quantization": "nf4"},
+    "nf4": {"dtype": "auto", "quantization": "nf4"},  # computes in bf16 only where it is native
 }
 READOUT = {"free_form": "regex", "logprob": "letter_logprob"}
 
