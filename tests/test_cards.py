@@ -411,3 +411,22 @@ def test_card_into_dir_writes_nothing_when_one_card_fails(tmp_path, capsys):
     assert err.startswith(f"flipgate: {broken}: expected one") and err.count("\n") == 1, err
     assert not (out / "acme").exists()  # acme/other's card, rendered first, was not written
     assert broken.read_text() == f"text\n{BEGIN}\nno end marker\n"
+
+
+def test_the_receipt_says_how_the_dtype_was_chosen(card_store):
+    """A local model's ``dtype: auto`` choice reaches the card's JSON and markdown; a model
+    without one (an API model, a replay) has neither the field nor the row."""
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    assert "dtype_choice" not in card["axis_receipt"]
+    assert "dtype chosen" not in card_markdown(card)
+    why = "auto: CPU without native bf16 (torch CPU kernels AVX2) -> float32"
+    card_store.add_model(
+        "scripted",
+        {"backend": "hf", "weights_sha256": "abc", "dtype": "float32", "dtype_choice": why},
+        {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
+    )
+    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    validate_card(card)
+    assert card["axis_receipt"]["dtype"] == "float32"
+    assert card["axis_receipt"]["dtype_choice"] == why
+    assert f"| dtype chosen | {why.replace('>', '&gt;')} |" in card_markdown(card)

@@ -27,7 +27,16 @@ def test_repo_models_and_thresholds_are_valid():
         "smollm2-135m-instruct-q4-gguf",
     ]
     assert cfg.models["smollm2-135m-instruct-q4-gguf"]["server"]["engine"] == "llama.cpp"
-    assert cfg.model_caps == {"smollm2-135m-instruct-q4-gguf": {"arc_challenge": 24}}
+    assert cfg.model_caps == {
+        "gemma3-270m": {"synthetic_multihop": 16, "synthetic_rag": 16},
+        "smollm2-135m-instruct-q4-gguf": {"arc_challenge": 24},
+    }
+    assert [c for c in cfg.cells("gemma3-270m") if "synthetic" in c[1]] == [
+        ("evidence_chunk_order", "synthetic_multihop"),
+        ("document_rank_order", "synthetic_rag"),
+        ("same_ordering:evidence_chunk_order", "synthetic_multihop"),
+        ("same_ordering:document_rank_order", "synthetic_rag"),
+    ]
     assert (
         cfg.plans["odi"]["profile"] == "fast"
         and cfg.models["smollm2-135m-instruct-nf4"]["baseline"] == "smollm2-135m-instruct"
