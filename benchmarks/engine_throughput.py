@@ -72,7 +72,8 @@ def measure(args) -> dict:
         rows = []
         for name, (rate, outs) in timings.items():
             agree = [
-                sum(a == b for a, b in zip(labels(outs, requests, r), ref_labels[r])) / len(requests)
+                sum(a == b for a, b in zip(labels(outs, requests, r), ref_labels[r]))
+                / len(requests)
                 for r in READOUTS
             ]
             rows.append({"arm": name, "rate": rate, "x": rate / ref_rate, "agree": agree})

@@ -1,8 +1,9 @@
 """The default audit's order suites (facets and same-ordering controls) at the models' own
 precision (models.yaml: auto, bfloat16 on a CPU with native bf16) and with every local model in
-another dtype (default float32, the reference), side by side in one run: how often each readout of a trial agrees, and whether
-every verdict is the same (issue #14, target 3: numerics that differ from the reference must
-leave the flip-rate verdicts of the default audit as they are; docs/engine.md).
+another dtype (default float32, the reference), side by side in one run: how often each readout
+of a trial agrees, and whether every verdict is the same (issue #14, target 3: numerics that
+differ from the reference must leave the flip-rate verdicts of the default audit as they are;
+docs/engine.md).
 
     python benchmarks/precision_verdicts.py [--dtype float32] [--keep DIR]
         [--items-per-dataset N] [-- pytest args]

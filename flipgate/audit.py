@@ -557,9 +557,7 @@ class Auditor:
         return outputs
 
     @contextmanager
-    def _in_flight(
-        self, model_id: str, label: str, total: int
-    ) -> Iterator[Callable[[int], None]]:
+    def _in_flight(self, model_id: str, label: str, total: int) -> Iterator[Callable[[int], None]]:
         """A call of ``total`` requests and its returned outputs, noted in the store from its
         start and as they come (the controller's live progress display names the longest call
         in flight), and cleared when the call ends, however it ends."""

@@ -128,7 +128,12 @@ def test_the_line_names_each_models_rate_and_the_call_that_holds_the_time(tmp_pa
     ticks = iter([0.0, 60.0])
     wall = iter([1010.0, 1130.0])
     progress = LiveProgress(
-        store.path, out, "lines", interval=30, clock=lambda: next(ticks), wall_clock=lambda: next(wall)
+        store.path,
+        out,
+        "lines",
+        interval=30,
+        clock=lambda: next(ticks),
+        wall_clock=lambda: next(wall),
     )
     progress.update()
     store.set_live("gw0", "slow", "bbq T1/greedy", 13, 320, started=1000.0)

@@ -299,7 +299,6 @@ class HFBackend:
             self._load()
 
     def _load(self) -> None:
-        import torch
         import transformers
         from transformers import (
             AutoConfig,
