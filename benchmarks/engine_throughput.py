@@ -108,7 +108,11 @@ def main() -> None:
     if args.measure_this_process:
         print(json.dumps(measure(args)))
         return
-    argv = [a for a in sys.argv[1:] if not a.startswith("--classes")]
+    argv = [
+        *("--models", args.models, "--model", args.model, "--dataset", args.dataset),
+        *("--n", str(args.n), "--cache-dir", args.cache_dir, "--batch-size", str(args.batch_size)),
+        *(["--tree-only"] if args.tree_only else []),
+    ]
     classes = [c.strip() for c in args.classes.split(",") if c.strip()]
     unknown = sorted(set(classes) - CPU_CLASSES.keys())
     if unknown:
