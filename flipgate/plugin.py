@@ -331,14 +331,13 @@ def pytest_sessionstart(session):
 
 def _check_storage(config, state) -> None:
     """The directories and the response cache this run writes (:meth:`FlipgateSession.
-    check_storage`), before anything runs; a problem ends the run with one usage-error line.
-    Then the dtype ``auto`` chose here, if a local model left it to the hardware."""
+    check_storage`), before anything runs; a problem ends the run with one usage-error line."""
     try:
         lines = state.check_storage()
     except FlipgateError as exc:
         pytest.exit(f"flipgate: {exc}", returncode=USAGE_ERROR)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    for line in [*lines, *state.precision_lines()] if reporter is not None else []:
+    for line in lines if reporter is not None else []:
         reporter.write_line(line)
 
 

@@ -176,8 +176,11 @@ class LiveProgress:
         mid_line: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        preamble: list[str] | None = None,
     ):
         self.clock, self.wall_clock = clock, wall_clock
+        #: lines printed once, before the first progress line or bar (e.g. the dtype chosen)
+        self.preamble = list(preamble or [])
         self.store_path, self.stream, self.mode = store_path, stream, mode
         self.mid_line = mid_line  # pytest's terminal has half a line of test letters
         self.poll, self.interval = poll, interval
@@ -244,12 +247,17 @@ class LiveProgress:
         elif final or self._last_line is None or now - self._last_line >= self.interval:
             self._last_line = now
             lead = "\n" if self.mid_line() else ""
-            print(f"{lead}flipgate: progress {text}", file=self.stream, flush=True)
+            lines = [*self.preamble, f"flipgate: progress {text}"]
+            self.preamble = []
+            print(lead + "\n".join(lines), file=self.stream, flush=True)
 
     def _draw_bar(self, snap: Snapshot, text: str) -> None:
         if self._bar is None:
             if self.mid_line():
                 print(file=self.stream)
+            for line in self.preamble:
+                print(line, file=self.stream)
+            self.preamble = []
             self._bar = tqdm(
                 total=snap.planned,
                 file=self.stream,

@@ -139,8 +139,9 @@ class FlipgateSession:
 
     def precision_lines(self) -> list[str]:
         """Controller, at the start: the dtype ``auto`` chose for the local models that left it
-        to the hardware (docs/engine.md, "Precision"), one line; none without such a model or
-        with bad input (which the cells report)."""
+        to the hardware (docs/engine.md, "Precision"), one line, which the progress display
+        prints before its first line once the run has a plan; none without such a model or with
+        bad input (which the cells report)."""
         from flipgate.backends.precision import bf16_support, resolve_dtype
 
         try:
@@ -384,7 +385,11 @@ class FlipgateSession:
         stream = os.fdopen(fd, "w", buffering=1)
         terminal = self.config.get_terminal_writer()
         self._progress = LiveProgress(
-            self.store_path, stream, mode, mid_line=lambda: terminal.width_of_current_line > 0
+            self.store_path,
+            stream,
+            mode,
+            mid_line=lambda: terminal.width_of_current_line > 0,
+            preamble=self.precision_lines(),
         )
         self._progress.start()
 

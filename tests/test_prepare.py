@@ -34,7 +34,7 @@ def test_prepare_loads_each_local_model_once_and_stores_its_fingerprint(
     assert status == 0
     assert len(out) == 1 and out[0].startswith("flipgate prepare: tiny ready (")  # replay: nothing
     assert len(list((cache / "fingerprints").glob("*.json"))) == 1
-    cfg = tiny_hf_config(tiny_model_dir, cache)
+    cfg = tiny_hf_config(tiny_model_dir, cache, dtype="auto")  # as models.yaml: no dtype
     audit_backend = HFBackend(cfg)
     assert not audit_backend._loaded  # the audit's backend knows the model without loading it
     assert stored_fingerprint(cfg, cache)["vision"] is False  # the progress plan reads it

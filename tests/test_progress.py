@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from test_audit_runner import make_auditor
 
 from conftest import ScriptedBackend, write
@@ -150,6 +151,24 @@ def test_the_line_names_each_models_rate_and_the_call_that_holds_the_time(tmp_pa
     assert [c.label for c in snap.in_flight] == ["bbq T1/greedy", "option_order/mmlu"]
     store.set_live("gw0", "slow", "bbq T1/greedy", None)  # ended
     assert [c.model_id for c in read_snapshot(store.conn).in_flight] == ["fast"]
+
+
+@pytest.mark.parametrize("mode", ["lines", "bar"])
+def test_the_preamble_comes_once_before_the_first_line(tmp_path, mode):
+    """E.g. the dtype ``auto`` chose: printed once the run has a plan (never in a session
+    without one, such as the project's own tests), before its first progress line or bar."""
+    store = TrialStore(tmp_path / "trials.sqlite")
+    out = io.StringIO()
+    preamble = ["flipgate: dtype auto is float32 on this CPU without native bf16 (...): m"]
+    progress = LiveProgress(store.path, out, mode, interval=0, preamble=preamble)
+    progress.update()  # no plan yet: nothing
+    assert out.getvalue() == ""
+    store.add_planned({("m", "d", "option_order"): 10})
+    progress.update()
+    progress.update()
+    progress.stop()
+    text = out.getvalue()
+    assert text.count(preamble[0]) == 1 and text.index(preamble[0]) < text.index("0/10 trials")
 
 
 def test_bar_mode_draws_one_bar(tmp_path):
