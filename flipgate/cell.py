@@ -39,7 +39,8 @@ class Cell:
 
 
 def cell_group(model_id: str, cell: str, dataset: str) -> str:
-    """The xdist group of an order cell: a facet cell, its control and its regression cases share
-    one (the first of them to run measures the facet's trials, the others read them back); groups
-    of one model run on both workers, each loading the model once."""
+    """The xdist group of an order cell: a facet cell and its control share one (the first of them
+    to run measures the facet's trials, the other reads them back); groups of one model run on
+    both workers, each loading the model once. A regression case has a group of its own, scheduled
+    after every order cell (flipgate/regression/suite.py)."""
     return f"{model_id}/{Cell.parse(cell).facet}/{dataset}"

@@ -103,9 +103,13 @@ class RegressionSuite(TypedCardSection):
             Case(
                 (p, cell, dataset),
                 f"{p.label}-{cell.replace(':', '-')}-{dataset}",
-                cell_group(p.candidate, cell, dataset),
+                # a group of its own, scheduled with ODI after every order cell: in its
+                # candidate's group it could run while the other worker still measured the
+                # baseline's cell, and waited for it (30 s of a worker, docs/benchmarks.md)
+                f"regression:{cell_group(p.candidate, cell, dataset)}",
                 models=(p.candidate,),
                 dataset=dataset,
+                rank=3,
             )
             for p in pairings(ctx)
             for cell, dataset in compared_cells(cfg, p)
