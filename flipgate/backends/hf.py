@@ -147,15 +147,11 @@ def _decode_image(data: bytes):
 
 
 def _torch_dtype(name: str):
+    """The torch dtype of a resolved dtype name (:func:`flipgate.backends.precision.resolve_dtype`
+    gives "float32" or "bfloat16"; its aliases are resolved there)."""
     import torch
 
-    return {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-        "float16": torch.float16,
-    }[name]
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
 
 
 #: what bitsandbytes 0.50 logs when it is imported on a CPU with AVX512-BF16 and the optional
