@@ -69,6 +69,13 @@ CASES = [
         expect=("models.yaml", "'models' is a required"),
     ),
     Case("models-not-a-list", models="models: m1\n", expect=("models.yaml", "field models")),
+    Case(  # dtype: auto, float32, bfloat16 (and their short names), nothing else
+        "dtype-unknown",
+        models=models_with(
+            model="{id: m1, backend: hf, source: {path: /nonexistent}, dtype: float16}"
+        ),
+        expect=("models.yaml", "dtype", "float16"),
+    ),
     Case(
         "unknown-facet",
         models=models_with("option_ordr: {datasets: [mmlu]}"),
