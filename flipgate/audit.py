@@ -20,6 +20,7 @@ from tqdm import tqdm
 from flipgate import FlipgateError
 from flipgate.backends import Backend, Output, Request, create_backend
 from flipgate.backends.base import is_streaming
+from flipgate.backends.identity import cache_settings
 from flipgate.cache import ResponseCache, cache_key
 from flipgate.cell import Cell
 from flipgate.config import AuditConfig, load_thresholds
@@ -456,8 +457,9 @@ class Auditor:
         grammar_version: int | None = GRAMMAR_VERSION,
         by_seed: bool = False,
     ) -> list[str]:
-        """Response-cache keys of ``requests`` for ``model_id`` (see :meth:`outputs`)."""
-        settings = self.backend(model_id).settings
+        """Response-cache keys of ``requests`` for ``model_id`` (see :meth:`outputs`); a model
+        whose identity is unverified is keyed on this run too (no answer reused across runs)."""
+        settings = cache_settings(self.backend(model_id).settings, self.run_id)
         return [cache_key(settings, r, grammar_version, by_seed) for r in requests]
 
     def outputs(

@@ -2,7 +2,9 @@
 
 The key is the sha256 of everything that determines an output: the backend's settings (weights
 digest, dtype, decoding, ...) and the request (messages, answer prefix, labels; the seed only when
-decoding samples). A rerun with a warm cache makes no model calls.
+decoding samples). A rerun with a warm cache makes no model calls. An API model's weights are its
+identity (flipgate.backends.identity): declared, or what its server says; an endpoint that cannot
+say who it is is keyed on the run as well, so its answers are never reused by another run.
 
 The cache only saves calls: every answer is also recorded in the run's trials store. So a cache
 that cannot be written or read mid-run (a full disk, a file gone bad) is reported once, as a

@@ -27,6 +27,15 @@ from typing import Any, Callable
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
+from flipgate.backends.identity import (
+    PER_RUN,
+    PROBE_TIMEOUT_S,
+    ModelIdentity,
+    ask_server,
+    declared_identity,
+    hosted_identity,
+    server_identity,
+)
 from flipgate.backends.servers import ManagedServer
 from flipgate.files import user_cache_dir
 from flipgate.redact import redact, refuse_key_as_name
@@ -152,6 +161,8 @@ class LiteLLMBackend:
         source = cfg.get("source") or {}
         #: the inference server flipgate starts for this entry (``server:``), else None
         self.server: ManagedServer | None = None
+        #: who answers (set below; a managed server's is its weights digest, in its fingerprint)
+        self.identity: ModelIdentity | None = None
         if cfg.get("server"):
             self.server = ManagedServer(cfg, Path(cfg.get("_cache_dir") or user_cache_dir()))
             source = {"model": f"openai/{self.server.served_name}"}
@@ -238,6 +249,36 @@ class LiteLLMBackend:
             self.settings["extra_body"] = self.extra_body
         if self.server is not None:
             self._identify_server(self.server)
+        else:
+            self._identify_model(source)
+
+    def _identify_model(self, source: dict[str, Any]) -> None:
+        """Identity of an entry without a managed server (flipgate.backends.identity): declared in
+        models.yaml, else asked of its server (``api_base``), else a hosted model's name. It keys
+        the response cache (``settings``) and is the card's ``weights_sha256``. A hosted model's
+        settings are left as they were (the model name is in them), so its cache stays warm."""
+        identity = declared_identity(self.model, source)
+        if identity is None and self._api_base:
+            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+            if self._basic_auth:
+                headers["Authorization"] = self._basic_auth
+            wait = min(self.timeout_s, PROBE_TIMEOUT_S)
+            identity = server_identity(
+                self.model, ask_server(self._api_base, self.model, headers, wait)
+            )
+        if identity is None:
+            identity = hosted_identity(self.model)
+        else:
+            self.settings["weights_sha256"] = identity.weights
+        if identity.per_run:
+            self.settings[PER_RUN] = True
+        #: who answers, and how that was established
+        self.identity = identity
+        self.fingerprint.update(
+            weights_sha256=identity.weights,
+            revision=identity.revision,
+            identity=identity.fingerprint(),
+        )
 
     def _identify_server(self, server: ManagedServer) -> None:
         """Fingerprint and cache key of a started server: its engine, version, weights and
@@ -351,8 +392,8 @@ class LiteLLMBackend:
             if abort.is_set():  # the backoff ended early: the cell has failed
                 return None
             t0 = time.perf_counter()
-            try:
-                resp = await litellm.acompletion(**kw)
+            try:  # timeout_s bounds the whole attempt, not only each read (a trickling server)
+                resp = await asyncio.wait_for(litellm.acompletion(**kw), self.timeout_s)
                 choice = resp.choices[0]
                 text = choice.message.content or ""
             except Exception as exc:  # classified below: retried, or a clear error naming the trial

@@ -4,16 +4,20 @@ report and gate the ``vs: baseline`` thresholds (docs/definitions.md §11, docs/
 from __future__ import annotations
 
 import datetime as dt
+import json
+import warnings
 from dataclasses import dataclass
 
 import pytest
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
+from flipgate.backends.identity import is_verified
 from flipgate.cards.build import git_commit
 from flipgate.cell import Cell
 from flipgate.config import Threshold, load_thresholds
 from flipgate.gate import evaluate
+from flipgate.redact import redact
 from flipgate.regression.compare import Arm, CellComparison, compare_cell
 from flipgate.regression.plan import Pairing
 from flipgate.regression.runs import RunRecord
@@ -59,6 +63,41 @@ def _mcnemar(comparison: CellComparison, v: Verdict) -> dict | None:
         else None
     )
     return test.to_dict() if test else None
+
+
+class SelfComparison(UserWarning):
+    """A regression case whose two versions are one model with identical answers: not compared."""
+
+
+def _as_stored(fingerprint: dict) -> str:
+    """A fingerprint as the trials store keeps it (flipgate.store.TrialStore.add_model)."""
+    return redact(json.dumps(fingerprint, sort_keys=True))
+
+
+def same_model_note(base: Arm, cand: Arm, base_fp: dict, cand_fp: dict) -> str | None:
+    """Why a comparison would test nothing, or None: both versions are one model (the same
+    fingerprint, with a verified identity: flipgate.backends.identity) and gave the same answer
+    text to every trial of the cell, e.g. a re-audit replayed from the response cache."""
+    weights = cand_fp.get("weights_sha256")
+    if _as_stored(base_fp) != _as_stored(cand_fp) or not is_verified(weights):
+        return None
+
+    def answers(arm: Arm) -> dict[tuple, str]:
+        rows = arm.trials[["item_id", "condition", "sample", "raw_output"]]
+        return {
+            (item, condition, sample): json.loads(raw).get("text")
+            for item, condition, sample, raw in rows.itertuples(index=False)
+        }
+
+    same = answers(base)
+    if not same or same != answers(cand):
+        return None
+    return (
+        f"not compared: {cand.model_id} and its baseline {base.model_id} have the same model "
+        f"identity ({weights}) and gave identical answers on all {len(same)} trials, so this "
+        "case would compare the model with itself (not a pass); change the model, or declare "
+        "source.revision/source.weights if the served weights did change (docs/servers.md)"
+    )
 
 
 @dataclass
@@ -111,6 +150,14 @@ class RegressionCell:
         record = RunRecord.open(p.run)
         return record.arm(self.baseline, self.cell, self.dataset), record.identity(self.baseline)
 
+    def baseline_fingerprint(self) -> dict:
+        """The fingerprint of the backend that answered for the baseline (in this run, or as its
+        run recorded it)."""
+        if self.pairing.run is None:
+            return self.auditor.backend(self.baseline).fingerprint
+        models = RunRecord.open(self.pairing.run).models
+        return models.get(self.baseline, {}).get("fingerprint") or {}
+
     def measure(self) -> CellComparison:
         cfg, facet = self.auditor.config, Cell.parse(self.cell).facet
         with live_output(self.capture_manager):
@@ -122,6 +169,16 @@ class RegressionCell:
                     f"{self.pairing.baseline!r}: nothing to compare with (not a pass)"
                 )
             cand = self.live_arm(self.pairing.candidate)
+        note = same_model_note(
+            base, cand, self.baseline_fingerprint(), self.auditor.backend(cand.model_id).fingerprint
+        )
+        if note:  # not a pass: a case that cannot exist, named in the terminal and in Allure
+            warnings.warn(
+                f"{self.pairing.candidate} on {self.cell} × {self.dataset}: {note}",
+                SelfComparison,
+                stacklevel=1,
+            )
+            skip_not_applicable(note)
         primary = self.auditor.readouts(self.pairing.candidate, facet)[1]
         comparison = compare_cell(
             base,
