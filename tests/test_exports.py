@@ -6,6 +6,7 @@ against the cards' numbers."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -282,3 +283,54 @@ def test_bad_input_is_one_line(grid, tmp_path, capsys, fmt):
     assert not (tmp_path / "out").exists()
     assert flipgate("export") == USAGE_ERROR
     assert one_line(capsys.readouterr().err).startswith("flipgate: python -m flipgate export:")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("export", "eval-results", "--out", "out"),
+        ("export", "every-eval-ever", "--out", "out", "--developer", "acme"),
+        ("card", "--into", "out/README.md"),
+        ("card", "--into", "out/"),
+    ],
+)
+def test_a_truncated_card_stops_the_export_unless_allowed(grid, tmp_path, capsys, command):
+    """A card file cut short (a full disk, a killed copy) is never skipped in silence: the command
+    names it with why and exits 4 writing nothing; ``--allow-skipped-cards`` writes the rest and
+    names it on stderr."""
+    copy = tmp_path / "grid_cards"
+    shutil.copytree(grid, copy)
+    truncated = copy / MODEL / "arc_challenge.json"
+    truncated.write_text(truncated.read_text()[:200])
+    args = [str(tmp_path / a) if a.startswith("out") else a for a in command]
+    if command[0] == "card":
+        (tmp_path / "out").mkdir()
+    assert flipgate(*args, "--grid-cards-dir", copy) == USAGE_ERROR
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith(f"flipgate: {truncated}: JSONDecodeError"), line
+    assert "1 card file could not be read" in line and "--allow-skipped-cards" in line, line
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert flipgate(*args, "--grid-cards-dir", copy, "--allow-skipped-cards") == 0
+    err = capsys.readouterr().err
+    assert f"flipgate: left out {truncated}: JSONDecodeError" in err, err
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize(
+    "command, option",
+    [
+        (("export", "eval-results", "--out", "afile/repo"), "--out"),
+        (("export", "every-eval-ever", "--out", "afile/data", "--developer", "acme"), "--out"),
+        (("card", "--into", "afile/cards/"), "--into"),
+        (("card", "--into", "afile/README.md"), "--into"),
+    ],
+)
+def test_a_path_under_a_file_names_the_option(grid, tmp_path, capsys, command, option):
+    """An OS error on a path the user gave is one line naming the option and the path, not a
+    bare ``[Errno 20] Not a directory`` line."""
+    (tmp_path / "afile").write_text("a file\n")
+    args = [str(tmp_path / a) if a.startswith("afile") else a for a in command]
+    assert flipgate(*args, "--grid-cards-dir", grid) == USAGE_ERROR
+    line = one_line(capsys.readouterr().err)
+    assert option in line and str(tmp_path / "afile") in line, line
+    assert not line.startswith("flipgate: [Errno"), line

@@ -8,10 +8,12 @@ import importlib.metadata
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -311,10 +313,11 @@ def test_errors_write_nothing(runs, capsys):
     root, thresholds = runs
     base = make_run(root, "20260101T000000Z-base", meta={"seed": 7})
     cand = make_run(root, "20260102T000000Z-cand", answer=flipping)
+    other = make_run(root, "20260103T000000Z-other", answer=flipping)
     before = files(root.parent)
     code, out, err = compare(capsys, base, cand, "--thresholds", thresholds)
     assert_clean_error(code, out, err)
-    code, out, err = compare(capsys, cand, cand, "--thresholds", thresholds)
+    code, out, err = compare(capsys, cand, other, "--thresholds", thresholds)
     assert code == 0
     assert files(root.parent) == before
 
@@ -391,8 +394,11 @@ def test_promote_latest_run(runs, capsys):
     assert promote(capsys, "--runs-dir", root, "--to", inside)[0] == 0
     code, out, _ = promote(capsys, "--runs-dir", root, "--to", inside)
     assert code == 0 and "20260102T000000Z-new" in out
-    # the promoted baseline is what compare reads: the flipping run against itself, no regression
-    code, out, _ = compare(capsys, to, latest, "--thresholds", thresholds)
+    # the promoted baseline is what compare reads: against the run it was promoted from, it is
+    # one run on both sides, refused rather than "0 regressions"
+    code, out, err = compare(capsys, to, latest, "--thresholds", thresholds)
+    assert_clean_error(code, out, err, "are the same run 20260102T000000Z-new")
+    code, out, _ = compare(capsys, to, root / "20260101T000000Z-old", "--thresholds", thresholds)
     assert code == 0 and "| m vs m@20260102T000000Z-new |" in out
 
 
@@ -445,6 +451,84 @@ def test_promoted_json_records_what_was_promoted(runs, capsys):
         f"2 models with trials (acme/other: {5 * K} trials, m: {40 * K + 8} trials), 4 cells, "
         f"{45 * K + 8} trials\n"
     )
+
+
+def test_promote_picks_the_run_that_started_last_not_the_last_name(runs, capsys):
+    """``archive`` sorts after every timestamped run id, but the run in it started earlier (its
+    store records run id 2025...); a store that records no start time is not a candidate."""
+    root, _ = runs
+    make_run(root, "archive", meta={"run_id": "20250601T000000Z-arch"})
+    make_run(root, "zz-copied", meta={"run_id": "copied"})  # no recorded start
+    newest = make_run(root, "20260102T000000Z-new", items=range(10))
+    make_run(root, "20260101T000000Z-old")
+    to = root.parent / "baseline"
+    code, out, err = promote(capsys, "--runs-dir", root, "--to", to)
+    assert code == 0, err
+    assert "promoted run 20260102T000000Z-new" in out and count(to) == count(newest) == 10 * K
+
+
+def test_promote_never_overwrites_a_run_or_a_foreign_folder(runs, capsys):
+    """``--to`` naming an older run's folder (its trials store, no PROMOTED.json) or a folder of
+    other files is refused with one line; nothing in it changes. An existing baseline folder is
+    replaced as before."""
+    root, _ = runs
+    older = make_run(root, "20260101T000000Z-old")
+    newer = make_run(root, "20260102T000000Z-new", items=range(30))
+    before = (older / "trials.sqlite").read_bytes()
+    code, out, err = promote(capsys, newer, "--to", older)
+    assert_clean_error(code, out, err, f"option --to {str(older)!r}", "a run's trials store")
+    assert (older / "trials.sqlite").read_bytes() == before and count(older) == 20 * K
+    notes = root.parent / "mine"
+    notes.mkdir()
+    (notes / "notes.md").write_text("keep\n")
+    code, out, err = promote(capsys, newer, "--to", notes)
+    assert_clean_error(code, out, err, "notes.md", "not a baseline folder")
+    assert [p.name for p in notes.iterdir()] == ["notes.md"]
+    to = root.parent / "baseline"
+    assert promote(capsys, older, "--to", to)[0] == 0
+    assert promote(capsys, newer, "--to", to)[0] == 0 and count(to) == 30 * K
+
+
+def test_promote_disk_error_names_the_option(runs, capsys):
+    root, _ = runs
+    run = make_run(root, "20260101T000000Z-old")
+    blocker = root.parent / "a-file"
+    blocker.write_text("x\n")
+    code, out, err = promote(capsys, run, "--to", blocker / "baseline")
+    assert_clean_error(code, out, err, "--to", f"{blocker} is a file, not a directory")
+    assert "[Errno" not in err.split("(")[0]
+
+
+def test_compare_refuses_one_run_on_both_sides(runs, capsys):
+    root, thresholds = runs
+    run = make_run(root, "20260101T000000Z-one")
+    for base in (run, run / "trials.sqlite"):
+        code, out, err = compare(capsys, base, run, "--thresholds", thresholds)
+        assert_clean_error(code, out, err, "are the same run 20260101T000000Z-one")
+
+
+def test_compare_notes_the_pairing_of_a_roster_the_baseline_lacks(runs, capsys):
+    """Two candidate models against a one-model baseline run: both are compared with its only
+    model, and the output says so (markdown and JSON)."""
+    root, thresholds = runs
+    base = make_run(root, "20260101T000000Z-base", model="m")
+    cand = make_run(root, "20260102T000000Z-cand", model="a")
+    make_run(root, "20260102T000000Z-cand", model="b")  # same store: a two-model roster
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds)
+    assert code == 0, err
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: a has no counterpart in baseline run 20260101T000000Z-base (no model 'a'): "
+        "compared with m, that run's only model",
+        "note: b has no counterpart in baseline run 20260101T000000Z-base (no model 'b'): "
+        "compared with m, that run's only model",
+        "note: m@20260101T000000Z-base is the baseline of 2 candidate models: a, b",
+    ]
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds, "--format", "json")
+    assert len(json.loads(out)["notes"]) == 3 and err.count("note: ") == 3
+    same = make_run(root, "20260103T000000Z-same", model="m")
+    code, out, _ = compare(capsys, base, same, "--thresholds", thresholds)
+    assert "note:" not in out  # its own id in the baseline: nothing to note
 
 
 @pytest.mark.parametrize("case", ["no-runs-dir", "empty-runs-dir", "missing-run", "corrupt-run"])
@@ -530,3 +614,33 @@ def test_audit_script_leaves_the_promoted_baseline_to_the_plugin(audit_sandbox):
     for own in (["--baseline", "reports/runs/x"], ["--baseline=reports/runs/x"]):
         code, args, err = run(*own, status=4)
         assert code == 4 and args[-len(own) :] == own
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_audit_script_passes_a_signal_on_to_pytest_and_exits_with_its_status(audit_sandbox, sig):
+    """SIGTERM (a CI runner cancelling) or SIGINT sent to scripts/audit alone reaches pytest once,
+    which stops and exits 2 (INTERRUPTED); the script exits with that status, not 143, and does
+    not leave pytest running."""
+    root, _ = audit_sandbox
+    python = root / "stubenv" / "bin" / "python"
+    python.write_text(
+        textwrap.dedent("""\
+        #!/usr/bin/env bash
+        trap 'echo "stub got $1" >> "$(dirname "$0")/../signals"; exit 2' TERM
+        trap 'echo "stub got INT" >> "$(dirname "$0")/../signals"; exit 2' INT
+        touch "$(dirname "$0")/../started"
+        for _ in $(seq 300); do sleep 0.1; done
+        exit 0
+        """).replace("$1", "TERM")
+    )
+    env = {**os.environ, "VENV": "stubenv"}
+    proc = subprocess.Popen(
+        ["bash", str(root / "scripts" / "audit")], env=env, cwd=root, start_new_session=True
+    )
+    deadline = time.monotonic() + 20
+    while not (root / "stubenv" / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    assert proc.wait(timeout=20) == 2
+    name = "TERM" if sig == signal.SIGTERM else "INT"
+    assert (root / "stubenv" / "signals").read_text().splitlines() == [f"stub got {name}"]

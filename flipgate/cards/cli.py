@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,13 @@ from typing import Any
 import yaml
 
 from flipgate import FlipgateError, storage
-from flipgate.cards.build import cards_on_disk, md_escape, model_index, verdict_interval
+from flipgate.cards.build import (
+    StaleCardWarning,
+    cards_on_disk,
+    md_escape,
+    model_index,
+    verdict_interval,
+)
 from flipgate.cell import Cell
 from flipgate.cli import OK, Parser, one_line, run_command
 from flipgate.suite_api import TypedCardSuite
@@ -64,6 +71,7 @@ def _card(argv: list[str], suites: Sequence[Any]) -> int:
         "model)",
     )
     parser.add_argument("--grid-cards-dir", type=Path, default=Path("grid_cards"))
+    parser.add_argument(ALLOW_SKIPPED, action="store_true", help=ALLOW_SKIPPED_HELP)
     parser.add_argument(
         "--eval-results",
         action="store_true",
@@ -90,19 +98,20 @@ def _card(argv: list[str], suites: Sequence[Any]) -> int:
         if into.exists() and not into.is_dir():
             raise FlipgateError(f"option --into {args.into!r}: not a directory")
         models = [args.model] if args.model else model_dirs(grid) if grid.is_dir() else []
-        targets = [(into / m / "README.md", *load_model(grid, m, suites)) for m in models]
+        allow = args.allow_skipped_cards
+        targets = [(into / m / "README.md", *load_model(grid, m, suites, allow)) for m in models]
         if not targets:
             load_model(grid, None, suites)  # says why: no directory, or no model's cards in it
     else:
-        targets = [(into, *load_model(grid, args.model, suites))]
+        targets = [(into, *load_model(grid, args.model, suites, args.allow_skipped_cards))]
     # every card rendered before any is written: a bad one (e.g. unbalanced markers) writes none
     rendered = [
         (path, model, len(cards), render_card(path, model, cards, index, grid, suites, per_model))
         for path, model, cards, index in targets
     ]
     for path, model, n, content in rendered:
-        if per_model:
-            path.parent.mkdir(parents=True, exist_ok=True)  # DIR/<model>/ (org/model nests)
+        if per_model:  # DIR/<model>/ (org/model nests)
+            storage.call(MODEL_CARD, path, lambda: path.parent.mkdir(parents=True, exist_ok=True))
         storage.write_text(MODEL_CARD, path, content)
         print(
             f"flipgate: {path}: GRID section of {model} ({n} dataset{'s' if n != 1 else ''}) and "
@@ -124,11 +133,39 @@ def model_dirs(grid_dir: Path) -> list[str]:
     )
 
 
+#: the option that lets a command go on without the card files it cannot read
+ALLOW_SKIPPED = "--allow-skipped-cards"
+ALLOW_SKIPPED_HELP = (
+    "export the readable cards when a card file under --grid-cards-dir cannot be read or "
+    "validated (a truncated or stale one), naming each left out on stderr; without it such a "
+    "file stops the command (exit 4) before anything is written"
+)
+
+
+def _left_out(warned: list[str], allow_skipped: bool) -> None:
+    """The card files :func:`~flipgate.cards.build.cards_on_disk` left out (its warnings, each
+    naming the file and why): a FlipgateError naming them all, or with ``allow_skipped`` one
+    stderr line each."""
+    said = [
+        w.removeprefix("flipgate: ").replace(" left out of model-index.yaml: ", ": ", 1)
+        for w in warned
+    ]
+    if said and not allow_skipped:
+        raise FlipgateError(
+            f"{'; '.join(said)}: {len(said)} card file{'s' * (len(said) != 1)} could not be "
+            f"read, so nothing was written; fix or delete {'them' if len(said) > 1 else 'it'} "
+            f"(a rerun of the audit writes it again), or pass {ALLOW_SKIPPED} to go on without"
+        )
+    for line in said:
+        print(f"flipgate: left out {line}", file=sys.stderr)
+
+
 def load_model(
-    grid_dir: Path, model: str | None, suites: Sequence[Any] = ()
+    grid_dir: Path, model: str | None, suites: Sequence[Any] = (), allow_skipped: bool = False
 ) -> tuple[str, list[dict], dict]:
     """(model id, its valid cards by dataset, its model-index) from ``grid_dir``, or a
-    FlipgateError."""
+    FlipgateError; a card file that cannot be read or validated is one too, unless
+    ``allow_skipped`` (then it is named on stderr and left out)."""
     if not grid_dir.is_dir():
         raise FlipgateError(
             f"{grid_dir}: no GRID cards directory (run the audit first, or pass --grid-cards-dir)"
@@ -148,11 +185,13 @@ def load_model(
             )
         model = models[0]
     model_dir = grid_dir / model
-    with warnings.catch_warnings(
-        record=True
-    ):  # a stale or broken card is left out, as in model-index.yaml
+    with warnings.catch_warnings(record=True) as caught:  # a stale or broken card: left out
         warnings.simplefilter("always")
         cards = cards_on_disk(model_dir, model) if model_dir.is_dir() else []
+    _left_out(
+        [str(w.message) for w in caught if issubclass(w.category, StaleCardWarning)],
+        allow_skipped,
+    )
     if not cards:
         known = model_dirs(grid_dir)
         raise FlipgateError(
@@ -318,9 +357,9 @@ def render_card(
             f"{grid_dir / model / 'model-index.yaml'}: not a valid model-index ({one_line(exc)})"
         ) from None
     if path.is_dir():
-        raise FlipgateError(f"{path}: is a directory, not a model card file")
+        raise FlipgateError(f"option --into: {path}: is a directory, not a model card file")
     if not new_dir_ok and not path.parent.is_dir():
-        raise FlipgateError(f"{path.parent}: no such directory for the model card")
+        raise FlipgateError(f"option --into: {path.parent}: no such directory for the model card")
     with _quiet_hub():
         try:
             if path.exists():

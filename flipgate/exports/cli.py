@@ -6,7 +6,8 @@ Face's evaluation results, DIR being the model repository) for each card whose d
 benchmark; the others are named on stderr. ``export every-eval-ever --out DIR`` writes one Every
 Eval Ever log per card under DIR, the datastore's ``data/`` directory. Both read the cards as
 ``python -m flipgate card`` does (every valid card under ``--grid-cards-dir``/<model>). Exit 0, or
-4 with one ``flipgate: `` line on stderr (a format's package missing, no cards, an unknown model).
+4 with one ``flipgate: `` line on stderr (a format's package missing, no cards, an unknown model,
+a card file that cannot be read, unless ``--allow-skipped-cards``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from flipgate.cards.cli import load_model, model_dirs
+from flipgate.cards.cli import ALLOW_SKIPPED, ALLOW_SKIPPED_HELP, load_model, model_dirs
 from flipgate.cli import OK, Parser, run_command
 from flipgate.exports import eval_results, every_eval_ever
 
@@ -40,6 +41,7 @@ def _parser() -> Parser:
         p = sub.add_parser(name, help=help_)
         p.prog = f"python -m flipgate export {name}"
         p.add_argument("--grid-cards-dir", type=Path, default=Path("grid_cards"))
+        p.add_argument(ALLOW_SKIPPED, action="store_true", help=ALLOW_SKIPPED_HELP)
         p.add_argument(
             "--model",
             help=(
@@ -91,14 +93,15 @@ def _export(argv: list[str]) -> int:
     base = args.source_url or grid.as_posix()
     if args.format == "eval-results":
         eval_results.hub()  # the package first: its absence is the one thing to say
-        model, cards, _ = load_model(grid, args.model)
+        model, cards, _ = load_model(grid, args.model, allow_skipped=args.allow_skipped_cards)
         write_eval_results(args.out, model, cards, base)
         return OK
     every_eval_ever.eee()
     models = [args.model] if args.model else model_dirs(grid) if grid.is_dir() else []
     if not models:
         load_model(grid, None)  # says why: no directory, or no model's cards in it
-    cards = [card for m in models for card in load_model(grid, m)[1]]
+    allow = args.allow_skipped_cards
+    cards = [card for m in models for card in load_model(grid, m, allow_skipped=allow)[1]]
     paths = every_eval_ever.write(
         args.out,
         cards,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from flipgate import FlipgateError
+from flipgate import FlipgateError, storage
 from flipgate.exports import require
 from flipgate.exports.benchmarks import HUB_BENCHMARKS
 from flipgate.exports.readout import Value, card_path, cell_readouts
@@ -26,6 +26,8 @@ PACKAGE = "every-eval-ever"
 #: it declares Python >= 3.12, but its types, publisher and validator run on 3.11 (the Makefile)
 INSTALL = "--no-deps --ignore-requires-python every-eval-ever==0.3.0"
 RELATIONSHIPS = ("first_party", "third_party", "collaborative", "other")
+#: how a disk error publishing the logs is named
+LOGS = storage.Place("Every Eval Ever data directory", "--out", "give --out another directory")
 #: backends that run the model on the auditor's own machine
 SELF_DEPLOYED = {"hf"}
 
@@ -275,7 +277,8 @@ def write(
             evaluation_log(card, retrieved, developer, organization, relationship, source_base)
             for card in cards
         ]
-        return list(publish(logs, out, [str(uuid.uuid4()) for _ in logs]))
+        with storage.guarded(LOGS, out):
+            return list(publish(logs, out, [str(uuid.uuid4()) for _ in logs]))
     except ValueError as exc:  # pydantic's ValidationError included
         raise FlipgateError(
             f"every-eval-ever refused the logs: {' '.join(str(exc).split())}"

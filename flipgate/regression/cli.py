@@ -23,13 +23,14 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from flipgate import FlipgateError, __version__
+from flipgate import FlipgateError, __version__, storage
 from flipgate.cli import OK, USAGE, Parser, run_command
 from flipgate.exitcodes import INTERNAL_ERROR, INTERRUPTED, MEANING, NO_TESTS
 from flipgate.files import atomic_copy, atomic_write, replace_with
 from flipgate.grammar import GRAMMAR_VERSION
 from flipgate.regression import table
-from flipgate.regression.runs import STORE_NAME, RunRecord
+from flipgate.regression.runs import STORE_NAME, RunRecord, recorded_start
+from flipgate.store import INTERRUPTED_META
 
 #: exit status of a comparison in which a regression threshold failed
 REGRESSION = 1
@@ -38,6 +39,8 @@ DEFAULT_SEED = 42
 N_BOOT = 1000
 PROMOTED = "PROMOTED.json"
 COST_PROJECTION = "cost_projection.json"
+#: how a disk error writing the promoted baseline is named
+BASELINE = storage.Place("baseline", "--to", "promote the run again, or give --to another folder")
 
 
 # ---------------------------------------------------------------------------------------- compare
@@ -120,8 +123,12 @@ def _compare(argv: list[str]) -> int:
     )
     if args.format == "json":
         data = json.loads(table.to_json(result["comparisons"]))
-        data.update({k: result[k] for k in ("baseline_run", "candidate_run", "skipped", "summary")})
+        data.update(
+            {k: result[k] for k in ("baseline_run", "candidate_run", "skipped", "notes", "summary")}
+        )
         print(json.dumps(data, indent=2))
+        for note in result["notes"]:
+            print(f"note: {note}", file=sys.stderr)
         print(result["summary"]["line"], file=sys.stderr)
     else:
         print(_markdown(result, args.level), end="")
@@ -150,6 +157,7 @@ def _markdown(result: dict, level: float) -> str:
         lines.append(table.markdown(result["comparisons"], level).rstrip("\n"))
         lines.append("")
     lines += [f"skipped: {_skip_label(s)}: {s['reason']}" for s in result["skipped"]]
+    lines += [f"note: {note}" for note in result["notes"]]
     lines.append(result["summary"]["line"])
     return "\n".join(lines) + "\n"
 
@@ -177,6 +185,7 @@ def compare_runs(
 
     base_run = RunRecord.open(baseline, role="baseline")
     cand_run = RunRecord.open(candidate, role="candidate")
+    _refuse_same_run(base_run, cand_run)
     version = cand_run.meta.get("grammar_version")
     if version is not None and version != GRAMMAR_VERSION:
         raise FlipgateError(
@@ -199,7 +208,7 @@ def compare_runs(
             f"candidate {cand_run.path}: run {cand_run.run_id} has no order-suite cell to compare "
             f"(models: {', '.join(sorted(cand_run.models))})"
         )
-    comparisons, skipped = [], []
+    comparisons, skipped, paired = [], [], {}
     for cand in [model] if model else with_cells:
         declared = cand_run.models[cand].get("config", {}).get("baseline")
         base, why = baseline_in(base_run, cand, declared)
@@ -208,6 +217,7 @@ def compare_runs(
                 {"candidate": cand, "baseline": None, "cell": None, "dataset": None, "reason": why}
             )
             continue
+        paired[cand] = (base, declared)
         name = f"{base}@{base_run.run_id}"
         skipped += [
             {
@@ -288,7 +298,52 @@ def compare_runs(
         },
         "baseline_run": _run_identity(base_run),
         "candidate_run": _run_identity(cand_run),
+        "notes": pairing_notes(paired, base_run.run_id),
     }
+
+
+def _refuse_same_run(base_run: RunRecord, cand_run: RunRecord) -> None:
+    """Both sides one run (one store, or the run and its promoted copy): every model would be
+    compared with its own trials, 0 regressions by construction."""
+    same_store = base_run.path.resolve() == cand_run.path.resolve()
+    run_id = cand_run.meta.get("run_id")
+    if same_store or (run_id is not None and run_id == base_run.meta.get("run_id")):
+        raise FlipgateError(
+            f"baseline {base_run.path} and candidate {cand_run.path} are the same run "
+            f"{cand_run.run_id}: each model would be compared with its own trials; name two "
+            "different runs"
+        )
+
+
+def pairing_notes(paired: dict[str, tuple[str, str | None]], run_id: str) -> list[str]:
+    """A line for each candidate compared with another model than its own id in the baseline run
+    (candidate -> (baseline model, declared ``baseline:``)), and for each baseline model two or
+    more candidates are compared with."""
+    notes = []
+    for cand, (base, declared) in sorted(paired.items()):
+        if base == cand:
+            continue
+        if base == declared:
+            notes.append(
+                f"{cand} has no version in baseline run {run_id}: compared with {base}, the "
+                "baseline: its models.yaml entry declares"
+            )
+        else:
+            notes.append(
+                f"{cand} has no counterpart in baseline run {run_id} (no model {cand!r}"
+                f"{f' nor {declared!r}' if declared else ''}): compared with {base}, that run's "
+                "only model"
+            )
+    by_base: dict[str, list[str]] = {}
+    for cand, (base, _) in paired.items():
+        by_base.setdefault(base, []).append(cand)
+    notes += [
+        f"{base}@{run_id} is the baseline of {len(cands)} candidate models: "
+        f"{', '.join(sorted(cands))}"
+        for base, cands in sorted(by_base.items())
+        if len(cands) > 1
+    ]
+    return notes
 
 
 def _run_identity(record: RunRecord) -> dict:
@@ -339,21 +394,35 @@ def promote_main(argv: list[str] | None = None) -> int:
 
 
 def latest_run(runs_dir: Path | str, exclude: Path | str | None = None) -> Path:
-    """The latest run directory under ``runs_dir`` that has a trials store (run ids start with a UTC
-    timestamp, so the latest sorts last), ``exclude`` (the baseline directory) aside."""
+    """The run under ``runs_dir`` that started last, by the start time its trials store records
+    (:func:`~flipgate.regression.runs.recorded_start`), not by its folder's name (``archive``
+    sorts after every timestamp); ``exclude`` (the baseline directory) and folders whose store
+    records no run start aside."""
     runs_dir = Path(runs_dir)
     skip = Path(exclude).resolve() if exclude is not None else None
-    runs = (
-        sorted(p for p in runs_dir.iterdir() if (p / STORE_NAME).is_file() and p.resolve() != skip)
-        if runs_dir.is_dir()
-        else []
-    )
-    if not runs:
-        raise FlipgateError(
-            f"no run to promote: {runs_dir} has no run directory with a {STORE_NAME} "
-            f"(run an audit first, or name the run)"
+    place = storage.Place("runs directory", "--runs-dir", "name the run to promote")
+    with storage.guarded(place, runs_dir):
+        stores = (
+            [
+                p / STORE_NAME
+                for p in sorted(runs_dir.iterdir())
+                if (p / STORE_NAME).is_file() and p.resolve() != skip
+            ]
+            if runs_dir.is_dir()
+            else []
         )
-    return runs[-1]
+    started = [(when, store.parent) for store in stores if (when := recorded_start(store))]
+    if not started:
+        why = (
+            f"no {STORE_NAME} that records when its run started (in "
+            f"{', '.join(s.parent.name for s in stores)})"
+            if stores
+            else f"no run directory with a {STORE_NAME}"
+        )
+        raise FlipgateError(
+            f"no run to promote: {runs_dir} has {why} (run an audit first, or name the run)"
+        )
+    return max(started)[1]
 
 
 def _promote(argv: list[str]) -> int:
@@ -364,6 +433,7 @@ def _promote(argv: list[str]) -> int:
     target = to / STORE_NAME
     if to.exists() and not to.is_dir():
         raise FlipgateError(f"option --to {str(to)!r}: not a directory")
+    _refuse_foreign_folder(to)
     if target.exists() and target.resolve() == record.path.resolve():
         raise FlipgateError(f"run {record.path}: is already the baseline in {to}")
     run_dir, meta, models = record.path.parent, record.meta, sorted(record.models)
@@ -375,16 +445,15 @@ def _promote(argv: list[str]) -> int:
             "compare with would skip every regression cell); promote a finished audit"
         )
     cells = trial_counts(record)
-    to.mkdir(parents=True, exist_ok=True)
-    _backup(record.store.conn, target)
-    record.store.conn.close()
-    cost = run_dir / COST_PROJECTION
-    if cost.is_file():
-        atomic_copy(cost, to / COST_PROJECTION)
-    else:
-        (to / COST_PROJECTION).unlink(
-            missing_ok=True
-        )  # a previous baseline's projection would misdescribe it
+    with storage.guarded(BASELINE, target):
+        to.mkdir(parents=True, exist_ok=True)
+        _backup(record.store.conn, target)
+        record.store.conn.close()
+        cost = run_dir / COST_PROJECTION
+        if cost.is_file():
+            atomic_copy(cost, to / COST_PROJECTION)
+        else:  # a previous baseline's projection would misdescribe it
+            (to / COST_PROJECTION).unlink(missing_ok=True)
     per_model = {m: sum(c["trials"] for c in cells if c["model"] == m) for m in models}
     promoted = {
         "source": str(run_dir.resolve()),
@@ -400,7 +469,11 @@ def _promote(argv: list[str]) -> int:
         "trials_per_model": per_model,
         "cells": cells,
     }
-    atomic_write(to / PROMOTED, json.dumps(promoted, indent=2) + "\n")
+    storage.call(
+        BASELINE,
+        to / PROMOTED,
+        lambda: atomic_write(to / PROMOTED, json.dumps(promoted, indent=2) + "\n"),
+    )
     with_trials = {m: n for m, n in per_model.items() if n}  # not the envelope's configurations
     print(
         f"promoted run {record.run_id} ({record.path}) to {target}: "
@@ -409,6 +482,29 @@ def _promote(argv: list[str]) -> int:
         f"{_count(len(cells), 'cell')}, {_count(n_trials, 'trial')}"
     )
     return OK
+
+
+def _refuse_foreign_folder(to: Path) -> None:
+    """``--to`` is written only when it is missing, empty, or a baseline ``flipgate baseline``
+    wrote (its :data:`PROMOTED`): a run's own folder (its trials store) or a folder of other
+    files is never overwritten."""
+    if not to.is_dir() or (to / PROMOTED).is_file():
+        return
+    with storage.guarded(BASELINE, to):
+        entries = sorted(p.name for p in to.iterdir())
+    if not entries:
+        return
+    held = (
+        f"a run's trials store ({STORE_NAME})"
+        if STORE_NAME in entries
+        else f"files or folders flipgate baseline did not write ({', '.join(entries[:3])}"
+        f"{', ...' if len(entries) > 3 else ''})"
+    )
+    raise FlipgateError(
+        f"option --to {str(to)!r}: {to} holds {held} and no {PROMOTED}, so it is not a baseline "
+        "folder and nothing is promoted over it; name a new or empty folder, or a baseline "
+        "folder (default reports/baseline)"
+    )
 
 
 def _count(n: int, what: str) -> str:
@@ -444,6 +540,8 @@ def _unfinished(meta: dict, n_trials: int) -> str | None:
     if "finished" not in meta:
         return "it has not finished (still running, or killed before its end)"
     status = meta.get("exit_status")
+    if meta.get(INTERRUPTED_META) is not None:  # its cards are partial (flipgate.interrupts)
+        return f"it was interrupted ({meta[INTERRUPTED_META]}; exit status {status})"
     if status in (INTERRUPTED, INTERNAL_ERROR, NO_TESTS):
         return f"it ended with exit status {status} ({MEANING[status]})"
     return None

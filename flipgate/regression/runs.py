@@ -5,6 +5,7 @@ drawn under another permutation grammar or seed, is one clean error and nothing 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from flipgate.sequential import SequentialStop
 from flipgate.store import TRIAL_COLUMNS, TrialStore
 
 STORE_NAME = "trials.sqlite"
+#: the UTC start time a run id begins with (flipgate.session.new_run_id)
+RUN_ID_STAMP = "%Y%m%dT%H%M%SZ"
 #: tables (and their columns) a trials store must have to be compared
 REQUIRED = {
     "trials": TRIAL_COLUMNS,
@@ -46,6 +49,35 @@ def store_path(path: Path | str, role: str = "baseline") -> Path:
             f"{role} {path}: {where} (give reports/runs/<run_id> or its {STORE_NAME})"
         )
     return path
+
+
+def recorded_start(store: Path) -> dt.datetime | None:
+    """When the run whose trials store is ``store`` started: the UTC time its recorded run id
+    begins with (the store's meta, else its trials), not its folder's name; None when the store
+    records no run id that starts with one. An unreadable store is a FlipgateError."""
+    try:
+        conn = TrialStore.read_only(store).conn
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            row = None
+            if "meta" in tables:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'run_id'").fetchone()
+                row = (json.loads(row[0]),) if row else None
+            if row is None and "trials" in tables:
+                row = conn.execute("SELECT run_id FROM trials LIMIT 1").fetchone()
+        finally:
+            conn.close()
+    except (sqlite3.DatabaseError, ValueError) as exc:
+        raise FlipgateError(
+            f"run {store}: unreadable, so when it started is unknown ({exc}); name the run to "
+            "promote, or move this one out of --runs-dir"
+        ) from None
+    run_id = row[0] if row else None
+    try:
+        stamp = str(run_id).split("-", 1)[0]
+        return dt.datetime.strptime(stamp, RUN_ID_STAMP).replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        return None
 
 
 def _place(role: str) -> storage.Place:

@@ -1,0 +1,145 @@
+"""Nothing a user configures is deleted: a bare ``pytest`` empties its Allure results folder
+(``flipgate_alluredir``) only when flipgate created and marked it, and then only of Allure's own
+files (flipgate/results_dir.py). Each case is a real bare ``pytest -k nothing`` in a project
+``flipgate init`` wrote, in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flipgate.exitcodes import NO_TESTS, USAGE_ERROR
+from flipgate.results_dir import MARKER
+
+#: files Allure and flipgate write into a results folder (allure_commons.model2's patterns)
+ALLURE_FILES = (
+    "0b7e2a52-8f0e-4b5e-9c51-3c1d2e4f5a6b-result.json",
+    "1c8f3b63-9a1f-4c6f-8d62-4d2e3f5a6b7c-container.json",
+    "2d9a4c74-0b2a-4d7a-9e73-5e3f4a6b7c8d-attachment.csv",
+    "environment.properties",
+)
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return env | {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
+
+
+#: what a user keeps in a project: notes, a promoted baseline and an earlier run
+USER_FILES = {
+    "notes.md": "my notes\n",
+    "reports/baseline/trials.sqlite": "baseline store\n",
+    "reports/baseline/PROMOTED.json": "{}\n",
+    "reports/runs/20250101T000000Z-abc123/trials.sqlite": "older run\n",
+}
+
+
+def _add(project: Path, files: dict[str, str]) -> None:
+    for name, content in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(content)
+
+
+def _project(tmp_path: Path, alluredir: str) -> Path:
+    """``flipgate init`` in an empty folder, its ``flipgate_alluredir`` set to ``alluredir``."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    subprocess.run(
+        [sys.executable, "-m", "flipgate", "init"],
+        cwd=project,
+        env=_env(),
+        check=True,
+        capture_output=True,
+    )
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text()
+    assert 'flipgate_alluredir = "reports/allure-results"' in text
+    pyproject.write_text(text.replace('"reports/allure-results"', f'"{alluredir}"'))
+    return project
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def _bare_pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
+    """``pytest -k nothing`` with no test path: the audit, collecting and running nothing."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-k", "nothing", "-p", "no:cacheprovider", *args],
+        cwd=project,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("alluredir", [".", "..", "reports"])
+def test_a_folder_flipgate_did_not_make_is_refused_and_kept(tmp_path, alluredir):
+    """``"."`` (the project), ``".."`` (holds it) and ``"reports"`` (the user's baseline and
+    runs, no marker): one usage-error line naming pyproject.toml's setting; every file survives."""
+    project = _project(tmp_path, alluredir)
+    _add(project, USER_FILES)
+    before = _tree(tmp_path)
+    assert {"proj/models.yaml", "proj/pyproject.toml", "proj/.gitignore"} <= set(before)
+    proc = _bare_pytest(project)
+    assert proc.returncode == USAGE_ERROR, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "flipgate:" in line]
+    assert len(lines) == 1, proc.stderr
+    assert f"pyproject.toml's flipgate_alluredir = '{alluredir}'" in lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert _tree(tmp_path) == before
+
+
+def test_a_marked_folder_loses_only_allure_files(tmp_path):
+    """``"reports"`` that flipgate created: the first bare run marks it; the next one deletes the
+    Allure files in it and keeps reports/baseline, reports/runs and anything else."""
+    project = _project(tmp_path, "reports")  # no reports/ yet: flipgate creates and marks it
+    proc = _bare_pytest(project)
+    assert proc.returncode == NO_TESTS, proc.stdout + proc.stderr
+    assert (project / "reports" / MARKER).is_file()
+    _add(project, USER_FILES)
+    _add(project, {f"reports/{name}": "old result\n" for name in ALLURE_FILES})
+    _add(project, {"reports/categories.json": "[]\n"})  # the user's Allure config
+    before = _tree(project)
+    proc = _bare_pytest(project, "--baseline", "none")  # USER_FILES' stores are not SQLite
+    assert proc.returncode == NO_TESTS, proc.stdout + proc.stderr
+    after = _tree(project)
+    assert set(before) - set(after) == {f"reports/{name}" for name in ALLURE_FILES}
+    assert all(after[name] == before[name] for name in set(after) & set(before))
+    assert {"reports/baseline/trials.sqlite", "reports/categories.json", "notes.md"} <= set(after)
+
+
+def test_alluredir_naming_a_file_is_one_usage_line(tmp_path):
+    project = _project(tmp_path, "reports/allure-results")
+    (project / "results.txt").write_text("not a folder\n")
+    proc = _bare_pytest(project, "--alluredir", "results.txt")
+    assert proc.returncode == USAGE_ERROR, proc.stdout + proc.stderr
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr
+    assert "flipgate: --alluredir 'results.txt':" in proc.stderr
+    assert "is a file, not a folder" in proc.stderr
+    assert (project / "results.txt").read_text() == "not a folder\n"
+
+
+def test_an_unmarked_folder_of_allure_files_only_is_adopted(tmp_path):
+    """A results folder from before the marker existed (Allure's files and nothing else) is
+    emptied and marked; one more file of any other name and it is refused, untouched."""
+    from flipgate import FlipgateError
+    from flipgate.results_dir import prepare
+
+    project = tmp_path / "proj"
+    results = project / "reports" / "allure-results"
+    _add(project, {f"reports/allure-results/{name}": "old\n" for name in ALLURE_FILES})
+    prepare(results, project, "setting")
+    assert sorted(p.name for p in results.iterdir()) == [MARKER]
+
+    other = project / "other"
+    _add(project, {f"other/{name}": "old\n" for name in ALLURE_FILES} | {"other/keep.txt": "x"})
+    before = _tree(other)
+    with pytest.raises(FlipgateError, match="holds files flipgate did not write"):
+        prepare(other, project, "setting")
+    assert _tree(other) == before
