@@ -307,6 +307,13 @@ def load_models(path: Path | str) -> AuditConfig:
         key_env = (m.get("source") or {}).get("api_key_env")
         if isinstance(key_env, str):
             refuse_key_as_name(key_env, f"{path}: field models[{i}].source.api_key_env")
+        declared = (m.get("source") or {}).get("weights")
+        if declared is not None and (m["backend"] != "litellm" or m.get("server")):
+            raise FlipgateError(
+                f"{path}: field models[{i}].source.weights: only a litellm entry without a "
+                f"server block declares its weights (flipgate digests the files it loads or "
+                f"serves itself) (value: {declared!r})"
+            )
         if m["id"] in models:
             raise FlipgateError(
                 f"{path}: field models[{i}].id: duplicate model id (value: {m['id']!r})"
@@ -669,8 +676,19 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
 
 def threshold_files(directory: Path | str) -> list[Path]:
     """The per-model override files of a thresholds directory (every ``*.yaml`` but
-    default.yaml)."""
-    return sorted(p for p in Path(directory).glob("*.y*ml") if p.stem != "default")
+    default.yaml). A file that looks like thresholds but is not read (``tiny.yml``,
+    ``tiny.YAML``) is refused with one line naming it: it must not be ignored in silence."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = sorted(p for p in directory.iterdir() if p.suffix.lower() in (".yaml", ".yml"))
+    for path in found:
+        if path.suffix != ".yaml":
+            raise FlipgateError(
+                f"{path}: thresholds files end in .yaml, and this one would not be read; "
+                f"rename it {path.stem}.yaml"
+            )
+    return [p for p in found if p.stem != "default"]
 
 
 def load_thresholds(directory: Path | str, model_id: str) -> ThresholdSet:
@@ -678,6 +696,7 @@ def load_thresholds(directory: Path | str, model_id: str) -> ThresholdSet:
     (metric, facet, dataset, readout, model, vs, direction) and adds new ones. Thresholds naming
     another ``model:`` are left out; ones without their own ``level`` take their file's."""
     directory = Path(directory)
+    threshold_files(directory)  # refuses a file it would not read (tiny.yml)
     base_path = directory / "default.yaml"
     if not base_path.exists():
         raise FlipgateError(

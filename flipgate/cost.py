@@ -22,8 +22,13 @@ models cost nothing and are not piloted. A refusal is :class:`BudgetRefused` (ex
 
 from __future__ import annotations
 
+import argparse
+import ast
+import fnmatch
+import functools
 import json
 import math
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,32 @@ TOKENS_PER_IMAGE = 2000
 def usd(x: float) -> str:
     """A USD amount for messages: 4 decimals, or 3 significant digits below 0.0001."""
     return f"{x:.4f}" if x == 0 or abs(x) >= 1e-4 else f"{x:.3g}"
+
+
+def budget_option(text: str) -> float:
+    """``--budget``'s value: a finite, non-negative USD amount (argparse type: anything else is
+    pytest's usage error, exit 4, naming the option and the value)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a budget: give a finite number of USD, 0 or more"
+        )
+    return value
+
+
+def positive_int_option(text: str) -> int:
+    """A count option's value (``--pilot-items``): a whole number, 1 or more (argparse type, as
+    :func:`budget_option`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: give a whole number, 1 or more")
+    return value
 
 
 class BudgetRefused(FlipgateError):
@@ -198,6 +229,54 @@ def check_budget(projections: list[Projection], budget: float) -> str:
     return table
 
 
+def _declared_suite(module: Path) -> str | None:
+    """The suite a test module names (a top-level ``SUITE = "<name>"``), read without importing
+    it; None when it names none (or not as a literal)."""
+    try:
+        tree = ast.parse(module.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None  # pytest reports it when it collects it
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "SUITE" for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            return node.value.value
+    return None
+
+
+def declared_suites(session) -> set[str]:
+    """The suites named by the test modules the session's arguments (or ``testpaths``) reach,
+    wherever those modules lie: a checkout's ``suites/``, the installed ``flipgate_suites`` (with
+    ``--pyargs``), a project's own folder. Folders and files pytest would not collect
+    (``--ignore``, ``norecursedirs``, a virtualenv) are skipped; modules are parsed, not
+    imported."""
+    config = session.config
+    patterns = config.getini("python_files")
+
+    def ignored(path: Path) -> bool:
+        return bool(config.hook.pytest_ignore_collect(collection_path=path, config=config))
+
+    names: set[str] = set()
+    for arg in config.args:
+        top = session._argument_path(str(arg).split("::")[0])
+        if top.is_file():
+            modules = [top]
+        else:
+            modules = []
+            for folder, subfolders, files in os.walk(top):
+                subfolders[:] = sorted(d for d in subfolders if not ignored(Path(folder, d)))
+                modules += [
+                    Path(folder, f)
+                    for f in sorted(files)
+                    if any(fnmatch.fnmatch(f, p) for p in patterns) and not ignored(Path(folder, f))
+                ]
+        names.update(n for n in map(_declared_suite, modules) if n is not None)
+    return names
+
+
 def guard(auditor, ctx: Any, suites: list, budget: float, out: Path) -> str:
     """The whole cost guard over the ``suites`` this run may collect (flipgate.suite_api.Suite
     objects, with ``ctx`` their SuiteContext): first those that project
@@ -214,6 +293,7 @@ def guard(auditor, ctx: Any, suites: list, budget: float, out: Path) -> str:
             json.dumps(
                 {
                     "budget_usd": budget,
+                    "suites": [s.name for s in suites],
                     "pilot_usd": ledger.usd,
                     "pilot_calls": ledger.calls,
                     **extra,
@@ -237,3 +317,23 @@ def guard(auditor, ctx: Any, suites: list, budget: float, out: Path) -> str:
         raise
     write()
     return table
+
+
+@functools.lru_cache(maxsize=4)
+def _priced_suites(projection: Path) -> frozenset[str]:
+    try:
+        return frozenset(json.loads(projection.read_text()).get("suites", ()))
+    except (OSError, ValueError):
+        return frozenset()
+
+
+def require_priced(projection: Path, suite: str) -> None:
+    """Raise :class:`BudgetRefused` when the run's cost guard (its ``projection`` file,
+    cost_projection.json) did not price ``suite``: a cell of it would make calls that no
+    projection counted, so it makes none."""
+    if suite not in _priced_suites(projection):
+        raise BudgetRefused(
+            f"cost guard: the {suite} suite was collected but not priced ({projection}), so "
+            f"its cells make no call: name it as a literal in its test module "
+            f"(SUITE = {suite!r}) for the guard to find it"
+        )

@@ -1,9 +1,12 @@
 """Secrets out of what flipgate stores, prints or attaches.
 
-:func:`redact` hides the credentials a URL carries (``user:password@`` and key-like query
-parameters) wherever it appears in a text (a message, a JSON document); text without any comes
-back unchanged, so what is keyed or hashed from it (a backend's settings and fingerprint) stays
-the same. :func:`looks_like_key` tells a key from an environment variable's name (for
+:func:`redact` hides the credentials a URL carries (``user:password@``, with or without a scheme,
+and query parameters named like secrets: ``api_key=``, ``subscription-key=``, ``code=``, ``sig=``)
+wherever it appears in a text (a message, a JSON document); text without any comes back unchanged,
+so what is keyed or hashed from it (a backend's settings and fingerprint) stays the same.
+:func:`redact_fields` does the same through a mapping, and hides the value of every field named
+like a secret (``extra_body: {api_key: ..}``, ``extra_headers: {Authorization: ..}``).
+:func:`looks_like_key` tells a key from an environment variable's name (for
 ``source.api_key_env``), and :func:`refuse_key_as_name` refuses one without echoing it.
 """
 
@@ -12,16 +15,23 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from typing import Any
 
 from flipgate import FlipgateError
 
 #: ``scheme://user[:password]@`` (the userinfo ends at the first "@" before the host)
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@\"'<>]+@")
-#: query (or fragment) parameters that carry a key
-_SECRET_PARAM = re.compile(
-    r"(?P<name>[?&;#](?:api[_-]?key|key|token|access[_-]?token|auth[_-]?token|secret|"
-    r"client[_-]?secret|password|passwd|sig|signature)=)[^&;#\s\"'<>]*",
-    re.IGNORECASE,
+#: ``user:password@host`` with no scheme, at the start of a value (text, or after a quote, a
+#: space or ``=``)
+_BARE_USERINFO = re.compile(r"(?P<lead>^|[\s\"'=(,\[])[^\s/?#@\"'<>:]+:[^\s/?#@\"'<>]+@(?=[\w\[])")
+#: a query (or fragment) parameter: its name and value
+_PARAM = re.compile(r"(?P<name>[?&;#][^=&;#?\s\"'<>]+)=(?P<value>[^&;#\s\"'<>]*)")
+#: a parameter's or field's name that marks its value as a secret: it ends in one of these words
+#: (case and ``-``/``.`` separators aside: ``api_key``, ``Ocp-Apim-Subscription-Key``, ``code``,
+#: ``X-Amz-Signature``, ``Authorization``), not in ``_env`` (``api_key_env`` names a variable)
+_SECRET_NAME = re.compile(
+    r"(?:key|token|secret|password|passwd|pwd|signature|sig|code|auth|authorization|"
+    r"credentials?|cookie)$"
 )
 #: the placeholder a hidden credential is replaced with
 MASK = "***"
@@ -51,13 +61,44 @@ _TOKEN_PREFIXES = (
 )
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether a query parameter or a config field called ``name`` holds a secret: its last word
+    ends in ``key``, ``token``, ``secret``, ``password``, ``sig``, ``code``, ``auth``, ..."""
+    last = re.split(r"[-_.\s]+", name.strip().lower())[-1]
+    return last != "env" and _SECRET_NAME.search(last) is not None
+
+
+def _mask_param(match: re.Match) -> str:
+    if not is_secret_name(match["name"][1:]):
+        return match[0]
+    return f"{match['name']}={MASK}"
+
+
 def redact(text: str) -> str:
-    """``text`` with every URL's ``user:password@`` and key-like query parameter (``api_key=``,
-    ``key=``, ``token=``, ...) replaced by ``***``; unchanged when it carries none."""
-    if "://" not in text and "=" not in text:
+    """``text`` with every URL's ``user:password@`` (with or without a scheme) and every query
+    parameter named like a secret (:func:`is_secret_name`: ``api_key=``, ``subscription-key=``,
+    ``code=``, ...) replaced by ``***``; unchanged when it carries none."""
+    if "://" not in text and "=" not in text and "@" not in text:
         return text
     text = _USERINFO.sub(rf"\g<scheme>{MASK}@", text)
-    return _SECRET_PARAM.sub(rf"\g<name>{MASK}", text)
+    text = _BARE_USERINFO.sub(rf"\g<lead>{MASK}@", text)
+    return _PARAM.sub(_mask_param, text)
+
+
+def redact_fields(value: Any) -> Any:
+    """``value`` (a config mapping, a fingerprint) with the value of every field named like a
+    secret (:func:`is_secret_name`; ``extra_body: {api_key: ..}``, headers' ``Authorization``)
+    replaced by ``***`` and every string :func:`redact`-ed, at any depth."""
+    if isinstance(value, dict):
+        return {
+            k: MASK
+            if isinstance(k, str) and is_secret_name(k) and isinstance(v, (str, int, float))
+            else redact_fields(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact_fields(v) for v in value]
+    return redact(value) if isinstance(value, str) else value
 
 
 def _entropy(text: str) -> float:

@@ -3,7 +3,9 @@ faults."""
 
 from __future__ import annotations
 
+import http.server
 import math
+import threading
 import time
 
 import pytest
@@ -291,3 +293,58 @@ def test_embedded_model_served_over_the_openai_api(serve):
         assert read_label("letter_logprob", r, req.labels, "") == read_label(
             "letter_logprob", d, req.labels, ""
         )
+
+
+class _Trickle(http.server.BaseHTTPRequestHandler):
+    """Sends a 200 and its headers at once, then one byte of the body every 0.5 s (never all):
+    each read is quick, the answer never arrives."""
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        try:
+            for _ in range(600):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.5)
+        except OSError:  # the client gave up
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_trickling_server_is_bounded_by_timeout_s_per_attempt():
+    """timeout_s is a wall-clock bound on each attempt: a server that trickles a byte every 0.5 s
+    (each read within any read timeout) ends the call after about timeout_s x attempts, counted as
+    timeouts and retried per the policy (issue #42: it used to outlive timeout_s: 2 past 240 s)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        model = {
+            "id": "trickled",
+            "backend": "litellm",
+            "readouts": ["regex"],
+            "source": {
+                "model": "openai/scripted",
+                "api_base": f"http://127.0.0.1:{server.server_address[1]}/v1",
+                "api_key_env": "FLIPGATE_TEST_KEY",
+            },
+            "timeout_s": 2,
+            "retries": {"max_attempts": 2, "base_delay_s": 0.01, "max_delay_s": 0.05},
+        }
+        backend = LiteLLMBackend(model)
+        start = time.monotonic()
+        with pytest.raises(FlipgateError) as err:
+            backend.complete([mcq(0)])
+        elapsed = time.monotonic() - start
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert 2 * 2 <= elapsed < 2 * 2 + 3, elapsed
+    assert "after 2 attempt(s)" in str(err.value) and KEY not in str(err.value)
+    assert backend.call_stats == {"requests": 1, "retries": 1, "timeouts": 2, "failures": 1}

@@ -427,3 +427,86 @@ def test_litellm_reads_its_bundled_price_map():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["True", "local", "True"]
+
+
+# -- issue #42: the budget is a hard bound ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "option,value",
+    [("--budget", "nan"), ("--budget", "inf"), ("--budget", "-0.5"), ("--pilot-items", "0")],
+)
+def test_a_budget_or_pilot_that_bounds_nothing_is_refused_with_no_call(
+    start_server, tmp_path, option, value
+):
+    """``--budget nan`` used to print "projected 2.9432 (budget nan)" and send every paid call;
+    ``--pilot-items 0`` projected 0.0000. Each is one usage-error line naming the option and the
+    value, before anything runs."""
+    server = start_server()
+    extra = (option, value) if option == "--budget" else ("--budget", "5", option, value)
+    proc, out = run(tmp_path, guarded(tmp_path, server), *extra)
+    assert proc.returncode == exitcodes.USAGE_ERROR, out[-3000:]
+    assert f"argument {option}: '{value}' is not a" in out
+    assert server.counts["requests"] == 0 and not (tmp_path / "runs").exists()
+
+
+def run_modules(tmp: Path, models: Path, *args: str) -> tuple[subprocess.CompletedProcess, str]:
+    """pytest on test modules outside the installed flipgate_suites (``args`` names them)."""
+    thresholds = write(tmp / "thresholds" / "default.yaml", PASSING).parent
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *args,
+        "-q",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+    ]
+    for option, folder in (("--cache-dir", "cache"), ("--runs-dir", "runs")):
+        cmd += [option, str(tmp / folder)]
+    cmd += ["--grid-cards-dir", str(tmp / "cards"), "--manifests-dir", str(tmp / "manifests")]
+    cmd += [
+        "--models",
+        str(models),
+        "--thresholds",
+        str(thresholds),
+        "--alluredir",
+        str(tmp / "al"),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tmp)
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out and KEY not in out, out[-3000:]
+    return proc, out
+
+
+def test_suites_collected_from_another_copy_are_priced(start_server, tmp_path):
+    """A checkout's suites/ while flipgate_suites is installed from another copy: the guard
+    prices the suites the collected modules name, wherever they lie (it used to price nothing
+    and send every call)."""
+    server = start_server()
+    copy = tmp_path / "checkout" / "suites" / "facets"
+    copy.mkdir(parents=True)
+    shutil.copy(REPO / "suites" / "facets" / "test_option_order.py", copy)
+    models = guarded(tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}")
+    proc, out = run_modules(tmp_path, models, str(copy), "--budget", "0.000001")
+    assert proc.returncode == exitcodes.BUDGET_REFUSED, out[-3000:]
+    assert "the pilot of guarded-api" in out and server.counts["requests"] == 0
+    assert projection(tmp_path)["suites"] == ["order"]
+
+
+def test_a_suite_the_guard_cannot_find_makes_no_call(start_server, tmp_path):
+    """A module whose suite the guard cannot read (not a literal) is collected but not priced:
+    under --budget its cells fail before any call, naming the suite."""
+    server = start_server()
+    module = write(
+        tmp_path / "mine" / "test_dynamic.py",
+        'SUITE = "".join(["ord", "er"])\nPART = "option_order"\n\n\n'
+        "def test_dynamic(flipgate_cell):\n    flipgate_cell.run()\n",
+    )
+    proc, out = run_modules(tmp_path, guarded(tmp_path, server), str(module), "--budget", "5")
+    assert proc.returncode == exitcodes.USAGE_ERROR, out[-3000:]
+    assert "the order suite was collected but not priced" in out
+    assert server.counts["requests"] == 0 and projection(tmp_path)["suites"] == []

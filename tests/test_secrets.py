@@ -159,3 +159,45 @@ def test_api_base_credentials_reach_the_server_and_nothing_else(serve, tmp_path)
         str(p) for p in files if any(s.encode() in p.read_bytes() for s in (PASSWORD, QUERY_KEY))
     ]
     assert not leaked and PASSWORD not in out and QUERY_KEY not in out
+
+
+#: issue #42: secrets in forms the first redaction missed, each with the value it must hide
+SECRET_FORMS = {
+    "subscription-key": (f"https://x.azure-api.net/v1?subscription-key={QUERY_KEY}&v=2", QUERY_KEY),
+    "azure-function-code": (f"https://f.azurewebsites.net/api/chat?code={QUERY_KEY}==", QUERY_KEY),
+    "signed-url": (f"https://h/v1?X-Amz-Date=1&X-Amz-Signature={QUERY_KEY}", QUERY_KEY),
+    "userinfo-without-scheme": (f"flipgate:{PASSWORD}@127.0.0.1:8080/v1", PASSWORD),
+}
+
+
+@pytest.mark.parametrize("form", SECRET_FORMS)
+def test_redact_hides_every_form_of_url_secret(form):
+    url, secret = SECRET_FORMS[form]
+    redacted = redact(url)
+    assert secret not in redacted and "***" in redacted
+    assert redact(f'{{"api_base": "{url}"}}') == f'{{"api_base": "{redacted}"}}'  # in JSON too
+    for plain in ("https://h/v1?api-version=2024-06-01&model=x", "mail me@host.com", "a: b@c"):
+        assert redact(plain) == plain
+
+
+def test_the_store_redacts_secret_fields_and_every_url_form(tmp_path):
+    """What add_model stores (and `flipgate baseline` copies on) holds none of the secrets: URL
+    forms, ``extra_body``'s and headers' fields named like secrets; other fields are kept."""
+    store = TrialStore(tmp_path / "trials.sqlite")
+    body_key, header_key = "sk-body-9Qw2Er4Ty6Ui8Op0", "hdr-Zx1Cv3Bn5Mm7Kk9L"
+    config = {
+        "source": {"model": "openai/x", "api_key_env": "OPENAI_API_KEY"},
+        "extra_body": {"api_key": body_key, "temperature": 0.5},
+        "extra_headers": {"Ocp-Apim-Subscription-Key": header_key, "X-Trace": "t1"},
+        "max_new_tokens": 3,
+        "urls": [url for url, _ in SECRET_FORMS.values()],
+    }
+    store.add_model("m", {"api_base": SECRET_FORMS["userinfo-without-scheme"][0]}, config)
+    with sqlite3.connect(tmp_path / "trials.sqlite") as conn:
+        stored = " ".join(conn.execute("SELECT fingerprint || config FROM models").fetchone())
+    for secret in (PASSWORD, QUERY_KEY, body_key, header_key):
+        assert not shows_part_of(secret, stored), (secret, stored)
+    kept = store.models()["m"]["config"]
+    assert kept["source"]["api_key_env"] == "OPENAI_API_KEY" and kept["max_new_tokens"] == 3
+    assert kept["extra_body"] == {"api_key": "***", "temperature": 0.5}
+    assert kept["extra_headers"]["X-Trace"] == "t1"

@@ -9,11 +9,15 @@ import time
 import pytest
 from test_bad_input import MODELS, Case, models_with, run_in_process, th
 
-from conftest import write
+from conftest import ScriptedBackend, write
 from flipgate import FlipgateError
-from flipgate.config import MAX_ITEMS_PER_DATASET, load_models, parse_thresholds
+from flipgate.audit import Auditor, Paths
+from flipgate.backends.replay import ReplayBackend
+from flipgate.config import MAX_ITEMS_PER_DATASET, AuditConfig, load_models, parse_thresholds
 from flipgate.envelope.spec import load_envelope
 from flipgate.exitcodes import USAGE_ERROR
+from flipgate.items import DatasetSpec
+from flipgate.store import export_replay
 from flipgate.yamlio import MAX_ALIASES, MAX_DEPTH, load_strict
 
 #: a message line stays short whatever the value (values are cut to ~60 characters)
@@ -142,6 +146,23 @@ SUITE_CASES = [
         models=models_with(model='{id: "smol\\n", backend: hf, source: {path: /x}}'),
         expect=("models.yaml", "models[0].id", "'smol\\n'"),
     ),
+    # issue #42: a thresholds file that would not be read is refused, never ignored
+    Case(
+        "thresholds-yml-override",
+        extra_files={"m1.yml": th("{metric: flip_rate, max: 0.0}")},
+        expect=("m1.yml", "would not be read", "rename it m1.yaml"),
+    ),
+    Case(
+        "thresholds-upper-case-suffix",
+        extra_files={"m1.YAML": th("{metric: flip_rate, max: 0.0}")},
+        expect=("m1.YAML", "rename it m1.yaml"),
+    ),
+    # issue #42: every number option is checked when it is parsed (one line naming it and the value)
+    Case("budget-nan", args=("--budget", "nan"), expect=("--budget", "'nan'", "finite")),
+    Case("budget-inf", args=("--budget", "inf"), expect=("--budget", "'inf'", "finite")),
+    Case("budget-negative", args=("--budget", "-1"), expect=("--budget", "'-1'", "0 or more")),
+    Case("pilot-items-zero", args=("--pilot-items", "0"), expect=("--pilot-items", "'0'")),
+    Case("pilot-items-negative", args=("--pilot-items", "-2"), expect=("--pilot-items", "'-2'")),
     Case(
         "model-id-too-long",
         models=models_with(model=f"{{id: {'m' * 300}, backend: hf, source: {{path: /x}}}}"),
@@ -513,3 +534,51 @@ def test_shipped_configuration_loads():
         load_thresholds(REPO / "thresholds", model_id)
     for envelope in sorted((REPO / "suites/benchmarks/envelopes").glob("*.yaml")):
         load_envelope(envelope, list(cfg.models))
+
+
+# -- a replay file answers only the prompts it was recorded for (issue #42) ----------------------
+
+
+def replay_auditor(tmp_path, k: int, backend) -> Auditor:
+    """An auditor of one option_order cell (5 items) at ``k`` orderings, answered by ``backend``."""
+    cfg = AuditConfig(
+        tmp_path / "models.yaml",
+        {
+            "scripted": {
+                "id": "scripted",
+                "backend": "replay",
+                "source": {},
+                "readouts": ["regex"],
+                "primary_readout": "regex",
+            }
+        },
+        items_per_dataset=5,
+        k=k,
+        facets={"option_order": [DatasetSpec("arc_challenge")]},
+        bootstrap_n=50,
+    )
+    paths = Paths(tmp_path / "trials.sqlite", None, tmp_path / "manifests", tmp_path / "models")
+    auditor = Auditor(cfg, "r1", paths, progress=False)
+    auditor._backends["scripted"] = backend
+    return auditor
+
+
+def test_a_replay_recorded_at_another_k_is_refused(tmp_path):
+    """Recorded at K=6 and audited at k=4, condition c is another ordering: the replay refuses
+    with one line naming the file and the mismatch instead of mapping answers back through the
+    wrong ordering; at the recording's K it serves every trial."""
+    recorded = replay_auditor(tmp_path / "k6", 6, ScriptedBackend())
+    recorded.measured_trials("scripted", "arc_challenge", "option_order")
+    replay_file = tmp_path / "scripted.replay.jsonl"
+    assert export_replay(recorded.store, replay_file, "scripted") == 5 * 6
+    source = {"id": "scripted", "backend": "replay", "source": {"path": str(replay_file)}}
+    same = replay_auditor(tmp_path / "same", 6, ReplayBackend(source))
+    assert len(same.measured_trials("scripted", "arc_challenge", "option_order")) == 5 * 6
+    other = replay_auditor(tmp_path / "k4", 4, ReplayBackend(source))
+    message = refused(
+        lambda: other.measured_trials("scripted", "arc_challenge", "option_order"),
+        str(replay_file),
+        "recorded for another prompt",
+        "k, seed, grammar",
+    )
+    assert "'facet': 'option_order'" in message

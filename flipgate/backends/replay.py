@@ -2,7 +2,12 @@
 
 Used to re-analyse released audit outputs and in the project's tests. Each line holds
 ``dataset, item_id, facet, condition, sample`` and the output fields (``text``,
-``label_logprobs``, token counts), as written by :func:`flipgate.store.export_replay`.
+``label_logprobs``, token counts), as written by :func:`flipgate.store.export_replay`, with the
+``prompt_sha256`` of what the model was shown. A recorded answer is served only for that same
+prompt: a trial whose prompt differs (the audit's ``k``, seed, grammar or template is not the
+recording's, so condition ``c`` is another ordering) is refused with one line naming the file and
+the mismatch. A line without ``prompt_sha256`` (a file from an older flipgate) is matched by trial
+identity alone.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
 from flipgate.hashing import sha256_file
+from flipgate.results import prompt_sha256
 
 KEY_FIELDS = ("dataset", "item_id", "facet", "condition", "sample")
 
@@ -30,6 +36,8 @@ class ReplayBackend:
             )
         self.path = path
         self.records: dict[tuple, Output] = {}
+        #: per trial identity, the sha256 of the prompt it was recorded for (when the line has it)
+        self.prompts: dict[tuple, str] = {}
         with open(path) as f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
@@ -43,6 +51,8 @@ class ReplayBackend:
                         f"{', '.join(KEY_FIELDS)} ({exc})"
                     ) from exc
                 self.records[key] = Output.from_dict(rec)
+                if rec.get("prompt_sha256"):
+                    self.prompts[key] = str(rec["prompt_sha256"])
         digest = sha256_file(path)
         self.fingerprint = {
             "backend": "replay",
@@ -64,6 +74,13 @@ class ReplayBackend:
             if r.key not in self.records:
                 raise FlipgateError(
                     f"{self.path}: no recorded output for trial {dict(zip(KEY_FIELDS, r.key))}"
+                )
+            recorded = self.prompts.get(r.key)
+            if recorded is not None and recorded != (shown := prompt_sha256(r)):
+                raise FlipgateError(
+                    f"{self.path}: trial {dict(zip(KEY_FIELDS, r.key))} was recorded for another "
+                    f"prompt (prompt_sha256 {recorded[:8]}, this audit's {shown[:8]}): the audit's "
+                    f"k, seed, grammar or template differ from the recording's"
                 )
             outputs.append(self.records[r.key])
         return outputs
