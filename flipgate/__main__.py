@@ -11,6 +11,8 @@ export eval-results --out DIR   a model's cards as Hugging Face DIR/.eval_result
 export every-eval-ever --out DIR   the cards as Every Eval Ever logs (DIR: the data/ directory)
 prepare                      dequantise / download every local model once (make setup runs it)
 generate-paraphrases         rewrite decomposition items with a model, stored unchecked
+serve-llamacpp GGUF --port N llama.cpp's server on a GGUF file (the `servers` extra), as a
+                             `server: {engine: llama.cpp}` block starts it (docs/servers.md)
 
 Exit statuses are an audit's (flipgate/exitcodes.py): a usage error or bad input is 4, with one
 line on stderr starting ``flipgate: ``.
@@ -31,6 +33,7 @@ COMMANDS = {
     "export": "flipgate.exports.cli:export_main",
     "prepare": "flipgate.prepare:prepare_main",
     "generate-paraphrases": "flipgate.decomposition.generate:generate_main",
+    "serve-llamacpp": "flipgate.serve:serve_llamacpp_main",
 }
 #: the commands that take the registered suites too (a core module cannot import the registry)
 WITH_SUITES = {"card"}

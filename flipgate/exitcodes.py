@@ -9,7 +9,7 @@ from __future__ import annotations
 GATE_PASSED = 0
 #: at least one threshold failed (or a suite test errored)
 GATE_FAILED = 1
-#: interrupted (Ctrl-C, ``-x`` stop, a worker crash)
+#: interrupted (Ctrl-C or SIGTERM: flipgate.interrupts; a ``-x`` stop; a worker crash)
 INTERRUPTED = 2
 #: flipgate or pytest itself failed (e.g. writing the GRID cards); the trials store is kept
 INTERNAL_ERROR = 3

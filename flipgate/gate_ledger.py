@@ -42,7 +42,7 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr)
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: pluggy keeps plugins in sets (a conftest's subset)
 class GateLedger:
     """Controller plugin: the run's cells by outcome, its summary lines and its status."""
 
@@ -53,6 +53,8 @@ class GateLedger:
     #: per model: cells collected and cells gated
     cells_of: Counter[str] = field(default_factory=Counter)
     gated_of: Counter[str] = field(default_factory=Counter)
+    #: the session, from its end (pytest_sessionfinish) on
+    session: pytest.Session | None = field(default=None, repr=False)
 
     @staticmethod
     def kind(report: pytest.TestReport) -> str | None:
@@ -104,7 +106,9 @@ class GateLedger:
         ]
         return lines
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, interrupted: bool = False) -> list[str]:
+        """The cells by outcome and what was not checked; the usage-error line only for a run
+        that was not ``interrupted`` (its status is then ``INTERRUPTED``)."""
         if not self.outcomes and not self.crashed:
             return []
         counts = ", ".join(
@@ -118,7 +122,7 @@ class GateLedger:
         if unchecked:
             allowed = " (allowed by --allow-ungated)" if self.allow_ungated else ""
             lines += [f"flipgate: not checked{allowed}: {line}" for line in unchecked]
-            if not self.allow_ungated:
+            if not self.allow_ungated and not interrupted:
                 lines.append(
                     "flipgate: nothing may pass unchecked: exit status 4 (usage error); pass "
                     "--allow-ungated to accept these cells"
@@ -127,6 +131,7 @@ class GateLedger:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.session = session
         status = int(session.exitstatus)
         if self.crashed and status in (GATE_PASSED, GATE_FAILED):
             session.exitstatus = INTERRUPTED
@@ -134,5 +139,7 @@ class GateLedger:
             session.exitstatus = USAGE_ERROR
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        for line in self.summary_lines():
+        session = self.session  # its status is final by now (flipgate.plugin sets it last)
+        interrupted = session is not None and session.exitstatus == INTERRUPTED
+        for line in self.summary_lines(interrupted):
             terminalreporter.write_line(line)

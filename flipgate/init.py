@@ -7,32 +7,53 @@ It writes, from the templates in ``flipgate/templates/``:
 - ``thresholds/default.yaml``: flipgate's release thresholds (a suite the plan does not run makes
   its thresholds "not applicable", never an error);
 - ``conftest.py`` (one comment line: it marks the project root for pytest);
-- the ``[tool.pytest.ini_options]`` section of ``pyproject.toml``: a bare ``pytest -n auto`` runs
-  the suites flipgate ships (``--pyargs flipgate_suites``) and writes the Allure results;
-- ``.gitignore`` entries for what an audit writes and nobody commits;
-- ``.github/workflows/flipgate.yml``: the CI recipe (docs/ci.md).
+- the pytest settings a bare ``pytest -n auto`` needs to run the suites flipgate ships
+  (``--pyargs flipgate_suites``) and write the Allure results: in the pytest configuration the
+  project has (pytest.toml, pytest.ini, pyproject.toml's ``[tool.pytest]`` or
+  ``[tool.pytest.ini_options]``, tox.ini, setup.cfg), else a new ``[tool.pytest.ini_options]``;
+- ``.gitignore`` entries for what an audit writes and the environment it runs in;
+- ``.github/workflows/flipgate.yml``: the CI recipe (docs/ci.md), installing flipgate from where
+  this one was installed (:func:`pip_spec`) or ``--pip-spec``; a warning says when CI cannot;
+- ``allurerc.mjs``: the Allure 3 configuration that renders ``reports/allure-report``.
 
-Nothing else. A file that exists is never overwritten: ``pyproject.toml`` gets the section appended
-only when it has no pytest configuration, ``.gitignore`` only the entries it lacks. Running it twice
-changes nothing. Exit 0, or 4 (usage) with one ``flipgate: `` line.
+Nothing else. A file that exists is never overwritten: a pytest configuration gets the settings
+only when it sets none of them, ``.gitignore`` only the entries it lacks. Running it twice changes
+nothing. Exit 0, or 4 (usage) with one ``flipgate: `` line.
 """
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
 import json
+import re
+import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from flipgate import FlipgateError
-from flipgate.cli import OK, Parser, run_command
+from flipgate.cli import OK, Parser, one_line, run_command
 
 #: the token of the workflow template that init replaces with where CI installs flipgate from
 SPEC_TOKEN = "@FLIPGATE_PIP_SPEC@"
-#: the section a bare ``pytest`` needs to run the audit
+#: the section a bare ``pytest`` needs to run the audit (a new pyproject.toml gets this one)
 PYTEST_SECTION = "tool.pytest.ini_options"
+#: what a bare ``pytest`` needs for the audit, in whichever pytest table the project uses
+PYTEST_SETTINGS: dict[str, list[str] | str] = {
+    "addopts": ["--pyargs"],
+    "testpaths": ["flipgate_suites"],
+    "flipgate_alluredir": "reports/allure-results",
+}
+#: where a git URL, a wheel URL or a path inside the project can be put instead
+SPEC_CHOICES = (
+    "a git URL pinned to a commit (flipgate @ git+https://HOST/OWNER/flipgate@COMMIT), a wheel "
+    "URL, or a path inside this project (./vendor/flipgate-X.Y.Z-py3-none-any.whl)"
+)
 
 
 @dataclass(frozen=True)
@@ -43,12 +64,14 @@ class Target:
     template: str
 
 
+WORKFLOW = Target(".github/workflows/flipgate.yml", "github-workflow.yml")
 #: whole files, written when absent (in this order)
 FILES = (
     Target("models.yaml", "models.yaml"),
     Target("thresholds/default.yaml", "thresholds.yaml"),
     Target("conftest.py", "conftest.py.txt"),
-    Target(".github/workflows/flipgate.yml", "github-workflow.yml"),
+    WORKFLOW,
+    Target("allurerc.mjs", "allurerc.mjs"),
 )
 PYPROJECT = Target("pyproject.toml", "pyproject.toml.txt")
 GITIGNORE = Target(".gitignore", "gitignore.txt")
@@ -58,88 +81,267 @@ def template(name: str) -> str:
     return (resources.files("flipgate") / "templates" / name).read_text(encoding="utf-8")
 
 
-def pip_spec() -> str:
-    """Where a CI runner can install this flipgate from: the VCS URL and commit it was
-    installed from, or an archive URL; otherwise (a local folder, an editable checkout)
-    ``flipgate==<version>``, which the workflow's comment asks the user to point at their index
-    or repository."""
-    dist = metadata.distribution("flipgate")
+@dataclass(frozen=True)
+class PipSpec:
+    """Where the workflow installs flipgate from (empty: nowhere a CI runner can reach is known),
+    and a warning when a CI runner cannot install it."""
+
+    spec: str
+    warning: str | None = None
+
+
+def _local_path(url: str) -> Path | None:
+    """The file or folder a ``file:`` URL names; None for any other URL."""
+    parsed = urlparse(url)
+    return Path(url2pathname(parsed.path)) if parsed.scheme == "file" else None
+
+
+def _git_of(folder: Path) -> str | None:
+    """``flipgate @ git+REMOTE@HEAD`` for a git checkout with an ``origin`` remote, else None."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30
+        )
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    try:
+        remote, head = git("remote", "get-url", "origin"), git("rev-parse", "HEAD")
+    except OSError:  # no git
+        return None
+    if not remote or not head or _local_path(remote) or remote.startswith("/"):
+        return None
+    url = remote if "://" in remote else "ssh://" + remote.replace(":", "/", 1)
+    return f"flipgate @ git+{url}@{head}"
+
+
+def pip_spec(project: Path) -> PipSpec:
+    """Where a CI runner checking out ``project`` can install this flipgate from, read from how
+    it was installed (PEP 610's ``direct_url.json``): the VCS URL and commit; an archive URL; a
+    file or folder inside the project as a relative path; a release (``flipgate==<version>``)
+    only when it came from an index. A file or folder outside the project, or a repository on
+    this machine, gets a warning that says what to put there instead."""
+    try:
+        dist = metadata.distribution("flipgate")
+    except metadata.PackageNotFoundError:
+        return PipSpec("", "flipgate is not installed (run from a source folder): " + _unset())
     text = dist.read_text("direct_url.json")
-    info = json.loads(text) if text else {}
+    if not text:  # installed from an index
+        return PipSpec(f"flipgate=={dist.version}")
+    info = json.loads(text)
     url = info.get("url", "")
+    subdirectory = f"#subdirectory={info['subdirectory']}" if info.get("subdirectory") else ""
     vcs = info.get("vcs_info")
-    if vcs and url:
-        return f"flipgate @ {vcs['vcs']}+{url}@{vcs['commit_id']}"
-    if url and not url.startswith("file:"):
-        return f"flipgate @ {url}"
-    return f"flipgate=={dist.version}"
+    if vcs:
+        spec = f"flipgate @ {vcs['vcs']}+{url}@{vcs['commit_id']}{subdirectory}"
+        if _local_path(url) is None:
+            return PipSpec(spec)
+        return PipSpec(
+            spec,
+            f"FLIPGATE_PIP_SPEC in {WORKFLOW.path} is {spec!r}, a repository on this machine "
+            f"that a CI runner cannot reach: {_remedy()}",
+        )
+    local = _local_path(url)
+    if local is None:
+        return PipSpec(f"flipgate @ {url}{subdirectory}")
+    if local.resolve().is_relative_to(project.resolve()):
+        return PipSpec("./" + local.resolve().relative_to(project.resolve()).as_posix())
+    what = "folder" if info.get("dir_info") is not None else "file"
+    suggestion = _git_of(local) if what == "folder" else None
+    hint = f" (this checkout's commit: {suggestion!r}, once it is pushed)" if suggestion else ""
+    return PipSpec(
+        "",
+        f"flipgate was installed from {local}, a {what} outside this project that a CI runner "
+        f"cannot install from: {_unset()}{hint}",
+    )
 
 
-def _pytest_configured(project: Path) -> str | None:
-    """The file that already holds this project's pytest configuration (pytest reads the first of
-    these it finds), None when there is none."""
-    for name, section in (
-        ("pytest.ini", "pytest"),
-        (".pytest.ini", "pytest"),
-        ("tox.ini", "[pytest]"),
-        ("setup.cfg", "[tool:pytest]"),
-    ):
-        path = project / name
-        if path.is_file() and (name.endswith("pytest.ini") or section in path.read_text()):
-            return name
+def _remedy() -> str:
+    return (
+        f"rerun `flipgate init --pip-spec SPEC` on a new workflow or edit that line: {SPEC_CHOICES}"
+    )
+
+
+def _unset() -> str:
+    return (
+        f"FLIPGATE_PIP_SPEC in {WORKFLOW.path} is left empty (its install step fails saying "
+        f"so); {_remedy()}"
+    )
+
+
+def _checked_spec(value: str) -> str:
+    """A ``--pip-spec`` value: one non-empty line."""
+    if not value.strip() or any(ch in value for ch in "\n\r\t"):
+        raise FlipgateError(f"option --pip-spec {value!r}: give one line: {SPEC_CHOICES}")
+    return value.strip()
+
+
+def _workflow_text(spec: str) -> str:
+    """The workflow template with ``spec`` in its double-quoted YAML value (escaped as JSON)."""
+    return template(WORKFLOW.template).replace(SPEC_TOKEN, json.dumps(spec)[1:-1])
+
+
+@dataclass(frozen=True)
+class PytestTable:
+    """The pytest configuration pytest reads in a project: its file, the header line of its
+    section or table, whether that holds native TOML values (pytest 9's ``[tool.pytest]``,
+    ``pytest.toml``) or ini strings, and the keys it sets."""
+
+    file: str
+    header: str
+    style: str  # "ini" (a .ini/.cfg section), "toml-ini" ([tool.pytest.ini_options]), "toml"
+    keys: frozenset[str]
+
+    def lines(self) -> list[str]:
+        """:data:`PYTEST_SETTINGS` as this table writes them."""
+        out = []
+        for key, value in PYTEST_SETTINGS.items():
+            if self.style == "ini":
+                text = value if isinstance(value, str) else " ".join(value)
+            elif self.style == "toml-ini" and key == "addopts":
+                text = json.dumps(" ".join(value))
+            else:
+                text = json.dumps(value)
+            out.append(f"{key} = {text}")
+        return out
+
+
+def _toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise FlipgateError(f"{path}: not valid TOML ({exc}); fix it first") from None
+
+
+def _ini_section(path: Path, section: str, text: str | None = None) -> frozenset[str] | None:
+    """The keys of ``section`` of the ini file ``path`` (or of ``text``, its would-be content);
+    None when it has no such section."""
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(path.read_text(encoding="utf-8") if text is None else text, str(path))
+    except configparser.Error as exc:
+        raise FlipgateError(
+            f"{path}: not a valid ini file ({one_line(exc)}); fix it first"
+        ) from None
+    return frozenset(parser[section]) if parser.has_section(section) else None
+
+
+def _keys_after(path: Path, table: PytestTable, text: str) -> frozenset[str]:
+    """The keys ``table`` would hold were ``path`` to read ``text`` (empty when it would not
+    parse)."""
+    if table.style == "ini":
+        try:
+            return _ini_section(path, table.header.strip("[]"), text) or frozenset()
+        except FlipgateError:
+            return frozenset()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return frozenset()
+    where = data.get("pytest", {}) if table.header == "[pytest]" else data.get("tool", {})
+    where = where.get("pytest", {}) if table.header != "[pytest]" else where
+    where = where.get("ini_options", {}) if table.style == "toml-ini" else where
+    return frozenset(where)
+
+
+def _pytest_table(project: Path) -> PytestTable | None:
+    """The pytest configuration pytest 9 reads here, in its order (pytest.toml, pytest.ini,
+    pyproject.toml, tox.ini, setup.cfg); None when there is none."""
+    for name in ("pytest.toml", ".pytest.toml"):
+        if (project / name).is_file():
+            keys = frozenset(_toml(project / name).get("pytest", {}))
+            return PytestTable(name, "[pytest]", "toml", keys)
+    for name in ("pytest.ini", ".pytest.ini"):
+        if (project / name).is_file():
+            ini_keys = _ini_section(project / name, "pytest")  # None: no [pytest] section yet
+            return PytestTable(name, "[pytest]", "ini", ini_keys or frozenset())
     pyproject = project / PYPROJECT.path
     if pyproject.is_file():
-        try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise FlipgateError(f"{pyproject}: not valid TOML ({exc}); fix it first") from None
-        if "ini_options" in data.get("tool", {}).get("pytest", {}):
-            return PYPROJECT.path
+        table = _toml(pyproject).get("tool", {}).get("pytest", {})
+        native = frozenset(k for k in table if k != "ini_options")
+        if native:
+            return PytestTable(PYPROJECT.path, "[tool.pytest]", "toml", native)
+        if "ini_options" in table:
+            keys = frozenset(table["ini_options"])
+            return PytestTable(PYPROJECT.path, f"[{PYTEST_SECTION}]", "toml-ini", keys)
+    for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+        if (project / name).is_file():
+            section_keys = _ini_section(project / name, section)
+            if section_keys is not None:
+                return PytestTable(name, f"[{section}]", "ini", section_keys)
     return None
 
 
-def init(project: Path) -> list[str]:
-    """Write the layout into ``project`` (created if needed); one line per file: what was done."""
+def init(project: Path, spec: str | None = None) -> tuple[list[str], list[str]]:
+    """Write the layout into ``project`` (created if needed), with ``spec`` (default: read from
+    how flipgate was installed, :func:`pip_spec`) as the workflow's flipgate spec. Returns one
+    line per file (what was done) and the warnings."""
     if project.exists() and not project.is_dir():
         raise FlipgateError(f"argument DIR {str(project)!r}: not a directory")
     project.mkdir(parents=True, exist_ok=True)
-    lines = []
+    lines, warnings = [], []
     for target in FILES:
         path = project / target.path
         if path.exists():
-            lines.append(f"kept    {target.path} (exists)")
+            kept = " (exists; --pip-spec not applied)" if target == WORKFLOW and spec else ""
+            lines.append(f"kept    {target.path} (exists){kept}")
             continue
-        text = template(target.template)
-        if SPEC_TOKEN in text:
-            text = text.replace(SPEC_TOKEN, pip_spec())
+        if target == WORKFLOW:
+            found = PipSpec(spec) if spec is not None else pip_spec(project)
+            text = _workflow_text(found.spec)
+            warnings += [found.warning] if found.warning else []
+        else:
+            text = template(target.template)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         lines.append(f"wrote   {target.path}")
     lines.append(_pytest_section(project))
     lines.append(_gitignore(project))
-    return lines
+    return lines, warnings
 
 
 def _pytest_section(project: Path) -> str:
-    section = template(PYPROJECT.template)
-    holder = _pytest_configured(project)
-    if holder is not None:
-        if holder == PYPROJECT.path and "flipgate_suites" in (project / holder).read_text():
-            return f"kept    {holder} (its pytest section runs flipgate_suites)"
-        wanted = "; ".join(
-            line for line in section.splitlines() if "=" in line and not line.startswith("#")
-        )
-        return (
-            f"kept    {holder} (it configures pytest already; for a bare `pytest` to be the "
-            f"audit, its pytest section needs: {wanted})"
-        )
-    path = project / PYPROJECT.path
-    if path.is_file():
-        old = path.read_text(encoding="utf-8")
-        path.write_text(old + ("\n" if old.endswith("\n") else "\n\n") + section, "utf-8")
-        return f"added   [{PYTEST_SECTION}] to {PYPROJECT.path}"
-    path.write_text(section, encoding="utf-8")
-    return f"wrote   {PYPROJECT.path}"
+    table = _pytest_table(project)
+    if table is None:
+        section = template(PYPROJECT.template)
+        path = project / PYPROJECT.path
+        if path.is_file():
+            old = path.read_text(encoding="utf-8")
+            path.write_text(old + ("\n" if old.endswith("\n") else "\n\n") + section, "utf-8")
+            return f"added   [{PYTEST_SECTION}] to {PYPROJECT.path}"
+        path.write_text(section, encoding="utf-8")
+        return f"wrote   {PYPROJECT.path}"
+    path = project / table.file
+    if "flipgate_suites" in path.read_text(encoding="utf-8"):
+        return f"kept    {table.file} (its pytest section runs flipgate_suites)"
+    clash = sorted(table.keys & set(PYTEST_SETTINGS))
+    if not clash and _add_to_table(path, table):
+        return f"added   {', '.join(PYTEST_SETTINGS)} to {table.header} of {table.file}"
+    why = f"it sets {', '.join(clash)} already" if clash else f"no {table.header} line found"
+    return (
+        f"kept    {table.file} ({why}; for a bare `pytest` to be the audit, its "
+        f"{table.header} needs: {'; '.join(table.lines())})"
+    )
+
+
+def _add_to_table(path: Path, table: PytestTable) -> bool:
+    """Put :data:`PYTEST_SETTINGS` under the table's header line (a ``pytest.ini`` without a
+    ``[pytest]`` section gets one); False, writing nothing, when there is no such line or the
+    result would not read back."""
+    old = path.read_text(encoding="utf-8")
+    block = "# flipgate: a bare `pytest` is the audit (flipgate init)\n" + "\n".join(table.lines())
+    pattern = re.compile(rf"^[ \t]*{re.escape(table.header)}[ \t]*(?:[#;].*)?$", re.M)
+    found = pattern.search(old)
+    if found is None and table.style == "ini" and not table.keys and path.name.endswith(".ini"):
+        new = old + ("" if old.endswith("\n") or not old else "\n") + f"{table.header}\n{block}\n"
+    elif found is None:
+        return False
+    else:
+        new = f"{old[: found.end()]}\n{block}{old[found.end() :]}"
+    if not set(PYTEST_SETTINGS) <= _keys_after(path, table, new):
+        return False
+    path.write_text(new, encoding="utf-8")
+    return True
 
 
 def _gitignore(project: Path) -> str:
@@ -186,15 +388,24 @@ def _init(argv: list[str]) -> int:
         "file; running it twice changes nothing.",
     )
     p.add_argument("dir", nargs="?", default=".", metavar="DIR", help="the project (default: here)")
+    p.add_argument(
+        "--pip-spec",
+        metavar="SPEC",
+        help="where the workflow's CI runner installs flipgate from (FLIPGATE_PIP_SPEC): "
+        f"{SPEC_CHOICES}; default: read from how this flipgate was installed",
+    )
     args = p.parse_args(argv)
-    project = Path(args.dir)
-    for line in init(project):
+    spec = None if args.pip_spec is None else _checked_spec(args.pip_spec)
+    lines, warnings = init(Path(args.dir), spec)
+    for line in lines:
         print(line)
+    for line in warnings:
+        print(f"flipgate: warning: {line}", file=sys.stderr)
     for line in _next_steps():
         print(line)
     return OK
 
 
 def init_main(argv: list[str] | None = None) -> int:
-    """``flipgate init [DIR]``; returns the exit status."""
+    """``flipgate init [DIR] [--pip-spec SPEC]``; returns the exit status."""
     return run_command(_init, argv)

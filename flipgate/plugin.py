@@ -10,13 +10,15 @@ group per case group, so each worker loads a model once. The plugin names no sui
 from __future__ import annotations
 
 import os
-import shutil
+import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from flipgate import FlipgateError, registry
+from flipgate.cost import budget_option, positive_int_option
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.gate_ledger import MODELS_PROPERTY, GateLedger
 from flipgate.session import SESSION_KEY, FlipgateSession, record_calls
@@ -42,7 +44,8 @@ def pytest_addoption(parser):
     parser.addini(
         ALLUREDIR_INI,
         "with no test path on the command line (a bare `pytest`: the audit), write Allure "
-        "results here, emptied first, unless --alluredir is given",
+        "results here (a folder flipgate creates and marks; its Allure files are deleted first), "
+        "unless --alluredir is given",
         default="",
     )
     g = parser.getgroup("flipgate", "flipgate model-card conformance suite")
@@ -124,13 +127,13 @@ def pytest_addoption(parser):
     )
     g.addoption(
         "--budget",
-        type=float,
+        type=budget_option,
         default=None,
         help="USD: pilot API models, project the run's cost, refuse to start when over",
     )
     g.addoption(
         "--pilot-items",
-        type=int,
+        type=positive_int_option,
         default=3,
         help="items per cell in the cost-guard pilot (default 3)",
     )
@@ -217,19 +220,73 @@ def _default_alluredir(config, session) -> None:
     """A bare ``pytest`` (no test path given: ``testpaths`` chose what runs) is the audit: its
     Allure results go to the ``flipgate_alluredir`` ini value (relative to the project), unless
     ``--alluredir`` names a folder. The controller empties it first (allure's own
-    ``--clean-alluredir`` would run on every xdist worker, one emptying what another wrote). Runs
+    ``--clean-alluredir`` would run on every xdist worker, one emptying what another wrote), and
+    only of Allure's files in a folder flipgate created (flipgate.results_dir). Runs
     before allure-pytest's own ``pytest_configure`` (this hook is ``tryfirst``); xdist hands the
     option to the workers."""
-    where = config.getini(ALLUREDIR_INI)
-    if not where or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+    from flipgate import results_dir
+
+    if not hasattr(config.option, "allure_report_dir"):
         return
-    if not hasattr(config.option, "allure_report_dir") or config.option.allure_report_dir:
-        return
-    path = Path(where)
-    path = path if path.is_absolute() else session.root / path
-    if not config.option.collectonly:
-        shutil.rmtree(path, ignore_errors=True)  # the previous run's results
+    try:
+        if config.option.allure_report_dir:  # the user's folder: created, never emptied
+            given = config.option.allure_report_dir
+            results_dir.ensure_folder(Path(given), f"--alluredir {given!r}")
+            return
+        where = config.getini(ALLUREDIR_INI)
+        if not where or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+            return
+        path = Path(where)
+        path = path if path.is_absolute() else session.root / path
+        ini = config.inipath.name if config.inipath else "the ini file"
+        setting = f"{ini}'s {ALLUREDIR_INI} = {where!r}"
+        if config.option.collectonly:
+            results_dir.check_folder(path, setting)
+        else:  # the previous run's results: only in a folder flipgate made (results_dir)
+            results_dir.prepare(path, session.root, setting)
+    except FlipgateError as exc:
+        raise pytest.UsageError(f"flipgate: {exc}") from None
     config.option.allure_report_dir = str(path)
+
+
+def _installed_dirs() -> set[Path]:
+    """Where this interpreter's installed packages live (a virtual environment's site-packages,
+    even one inside the project)."""
+    dirs = {Path(sysconfig.get_paths()[key]) for key in ("purelib", "platlib")}
+    return dirs | {Path(p) for p in sys.path if Path(p).name in ("site-packages", "dist-packages")}
+
+
+def installed_nodeid(session, path: Path) -> str | None:
+    """The id of an installed package's test file or folder reached through a ``--pyargs``
+    argument (init's ``flipgate_suites``): relative to that package, as pytest names it when the
+    environment lies outside the project, never ``.venv/lib/python3.11/site-packages/...``.
+    None (pytest's own id) for anything else."""
+    if not any(path.is_relative_to(d) for d in _installed_dirs()):
+        return None
+    for start in getattr(session, "_initialpaths", ()):  # the arguments, resolved to paths
+        if path.is_relative_to(start) and start.is_dir():
+            inside = path.relative_to(start)
+            return "" if inside == Path() else inside.as_posix()
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent):
+    """An installed suites package's packages get :func:`installed_nodeid` (a plain folder
+    keeps pytest's id: an item's id comes from its module's path, not its folder's)."""
+    nodeid = installed_nodeid(parent.session, path)
+    if nodeid is None or not (path / "__init__.py").is_file():
+        return None
+    return pytest.Package.from_parent(parent, path=path, nodeid=nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent):
+    """An installed suites package's test modules get :func:`installed_nodeid`."""
+    nodeid = installed_nodeid(parent.session, module_path)
+    if nodeid is None:
+        return None
+    return pytest.Module.from_parent(parent, path=module_path, nodeid=nodeid)
 
 
 def _audit_config(config):
@@ -316,9 +373,10 @@ def flipgate_auditor(request):
 
 
 def pytest_sessionstart(session):
-    """Controller only: with ``--budget``, the cost guard (:func:`_guard`); then the live progress
-    display."""
+    """Every process: SIGINT and SIGTERM stop the run (flipgate.interrupts). Controller only: with
+    ``--budget``, the cost guard (:func:`_guard`); then the live progress display."""
     state = FlipgateSession.of(session.config)
+    state.catch_interrupts(session)
     if state.is_worker:
         return
     if not session.config.option.collectonly:
@@ -374,9 +432,9 @@ def _guard(config, state) -> None:
     from flipgate import exitcodes
     from flipgate.cost import BudgetRefused, guard
 
-    out = state.store_path.parent / "cost_projection.json"
+    out = _projection_path(state)
     try:
-        suites = state.collected_suites()
+        suites = state.suites_to_price()
         auditor = state.auditor()
         try:
             table = guard(auditor, state, suites, budget, out)
@@ -392,11 +450,26 @@ def _guard(config, state) -> None:
     state.cost_lines = table.splitlines()
 
 
+def _projection_path(state) -> Path:
+    """The cost guard's projection of this run (written by the controller, read by every
+    process)."""
+    return state.store_path.parent / "cost_projection.json"
+
+
 @pytest.fixture
 def flipgate_cell(request, flipgate_auditor):
     """The cell of the suite case (:meth:`flipgate.suite_api.Suite.cell`); call ``.run()`` to
-    measure, record, report and gate it."""
+    measure, record, report and gate it. Under ``--budget`` a cell of a suite the cost guard did
+    not price fails before any call (:func:`flipgate.cost.require_priced`)."""
     param: _Param = request.param
+    if request.config.getoption("--budget") is not None:
+        from flipgate.cost import require_priced
+        from flipgate.suite import fail_input
+
+        try:
+            require_priced(_projection_path(FlipgateSession.of(request.config)), param.suite)
+        except FlipgateError as exc:
+            fail_input(exc)
     return registry.get(param.suite).cell(
         FlipgateSession.of(request.config),
         param.case.param,
@@ -405,12 +478,22 @@ def flipgate_cell(request, flipgate_auditor):
     )
 
 
-def pytest_sessionfinish(session, exitstatus):
-    """Controller only: GRID cards from the run's trials store, added to Allure."""
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session):
+    """Controller only: the run's exit status (``INTERRUPTED`` after SIGINT or SIGTERM), recorded
+    in the trials store with GRID cards from it, added to Allure
+    (:meth:`FlipgateSession.finish`). After every other plugin's word on the status (the gate
+    ledger's, bad input's) and xdist's teardown of its workers, before the terminal summary."""
+    result = yield
     state = FlipgateSession.of(session.config)
     state.stop_progress()
-    if not state.is_worker and state.store_path.exists() and not state.finish(exitstatus):
-        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+    if state.is_worker:
+        return result
+    status = state.end_status(session.exitstatus)
+    if state.store_path.exists():
+        status = state.finish(status)
+    session.exitstatus = status
+    return result
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -423,3 +506,4 @@ def pytest_unconfigure(config):
     state = config.stash.get(SESSION_KEY, None)
     if state is not None:  # an interrupted session: the display stops with it
         state.stop_progress()
+        state.release_interrupts()

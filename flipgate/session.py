@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from flipgate.audit import Auditor
     from flipgate.cards.build import WrittenCard
     from flipgate.config import AuditConfig
+    from flipgate.interrupts import Interrupts
     from flipgate.progress import LiveProgress, Plan
     from flipgate.store import TrialStore
     from flipgate.suite_api import Suite
@@ -62,6 +63,7 @@ class FlipgateSession:
     _audit: AuditConfig | None = None
     _progress: LiveProgress | None = None
     _memo: dict[str, Any] = field(default_factory=dict)
+    _interrupts: Interrupts | None = None
 
     @classmethod
     def start(cls, config: pytest.Config) -> FlipgateSession:
@@ -304,19 +306,69 @@ class FlipgateSession:
             if any(self.may_collect(self.test_dir(d)) for d in s.test_dirs)
         ]
 
+    def suites_to_price(self) -> list[Suite]:
+        """The registered suites the cost guard prices: those whose test folders this session
+        may collect (:meth:`collected_suites`) and those any test module the run reaches names
+        (:func:`flipgate.cost.declared_suites`), so a suite is priced whatever path it is
+        collected from (a checkout whose ``flipgate_suites`` is installed from another copy)."""
+        from flipgate import registry
+        from flipgate.cost import declared_suites
+
+        declared, by_folder = declared_suites(self), self.collected_suites()
+        return [s for s in registry.suites() if s.name in declared or s in by_folder]
+
+    # -- interruption (flipgate/interrupts.py) ---------------------------------------------
+    def catch_interrupts(self, session: pytest.Session) -> None:
+        """From here to :meth:`release_interrupts`, SIGINT and SIGTERM stop the run: the running
+        test is interrupted, and the session (and an xdist controller's loop) stops at the next
+        test boundary (:class:`flipgate.interrupts.Interrupts`)."""
+        from flipgate.interrupts import Interrupts
+
+        def stop(reason: str) -> None:
+            session.shouldstop = reason
+            dsession = self.config.pluginmanager.getplugin("dsession")  # xdist's controller
+            if dsession is not None:
+                dsession.shouldstop = reason
+
+        self._interrupts = Interrupts(stop, speak=not self.is_worker)
+        self._interrupts.install()
+
+    def release_interrupts(self) -> None:
+        if self._interrupts is not None:
+            self._interrupts.uninstall()
+
+    @property
+    def interrupted_by(self) -> str | None:
+        """The signal that interrupted this process's run (``SIGINT``, ``SIGTERM``), or None."""
+        return self._interrupts.received if self._interrupts is not None else None
+
+    def end_status(self, exitstatus: int) -> int:
+        """The run's exit status: ``INTERRUPTED`` where a signal stopped it, whatever its cells
+        said (the ``KeyboardInterrupt`` may have landed where Python could not raise it)."""
+        from flipgate.exitcodes import INTERRUPTED
+
+        return INTERRUPTED if self.interrupted_by is not None else int(exitstatus)
+
     # -- the end -----------------------------------------------------------------------------
-    def finish(self, exitstatus: int) -> bool:
-        """Controller: GRID cards from the run's trials store, Allure results, the summary lines.
-        The store's meta records that the run finished, with pytest's ``exitstatus`` (a baseline
-        is promoted only from a finished, uninterrupted run). False when the cards could not be
-        written (the trials store is kept)."""
+    def finish(self, exitstatus: int) -> int:
+        """Controller: the run's end recorded in its trials store (:meth:`TrialStore.record_end`:
+        a baseline is promoted only from a finished, uninterrupted run), GRID cards from the store
+        (an interrupted run's: of what it recorded, marked partial; a (model, dataset) with only
+        a suite's unfinished cells has none, said in one line), Allure results, the summary lines.
+        Returns the run's exit status: ``exitstatus``, or ``INTERNAL_ERROR`` when the cards could
+        not be written (the trials store is kept)."""
         from flipgate import __version__, registry
         from flipgate.cards.build import git_commit, write_cards
+        from flipgate.exitcodes import GATE_PASSED, INTERNAL_ERROR, INTERRUPTED
         from flipgate.grammar import GRAMMAR_VERSION
         from flipgate.store import TrialStore
 
         cfg = self.audit_config()
         finished = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        interrupted = None
+        if exitstatus == INTERRUPTED:  # a signal, or pytest's own stop (a worker that crashed)
+            interrupted = self.interrupted_by or "stopped before its end"
+        store = None
         try:
             store = TrialStore(self.store_path)
             store.set_meta(
@@ -335,8 +387,8 @@ class FlipgateSession:
                         else asdict(cfg.sequential)
                     ),
                 }
-                | {"finished": finished, "exit_status": int(exitstatus)}
             )
+            store.record_end(finished, exitstatus, interrupted)
             written = write_cards(
                 store,
                 self.path("--grid-cards-dir"),
@@ -347,21 +399,39 @@ class FlipgateSession:
                 self.root,
                 registry.suites(),
             )
+            if written.missing and exitstatus == GATE_PASSED:  # nothing explains them
+                raise FlipgateError(written.missing[0])
         except Exception as exc:  # report, never lose the trials store
             self.summary_lines = [
                 "flipgate: writing GRID cards failed: "
                 + (str(exc) if isinstance(exc, FlipgateError) else f"{type(exc).__name__}: {exc}"),
-                f"flipgate: trials are kept in {self.store_path}",
+                kept_line(self.store_path, store),
             ]
-            return False
+            if store is not None:
+                try:
+                    store.record_end(finished, INTERNAL_ERROR, interrupted)
+                except Exception:  # the line above already says what failed
+                    pass
+            return INTERNAL_ERROR
         self.summary_lines = self._summary(store, cfg)
+        if interrupted is not None:
+            self.summary_lines.append(
+                f"flipgate: run interrupted ({interrupted}): exit status {INTERRUPTED}; "
+                + (
+                    f"{len(written.cards)} GRID card(s) of what it recorded, marked partial"
+                    if written.cards
+                    else "no GRID card written: it recorded nothing to build one from"
+                )
+                + "; the trials store records it, and flipgate baseline will not promote it"
+            )
+        self.summary_lines += [f"flipgate: no GRID card for {line}" for line in written.missing]
         self.summary_lines += [f"flipgate: GRID card {c.json_path}" for c in written.cards]
         allure = self.config.pluginmanager.hasplugin("allure_pytest")
         alluredir = self.config.getoption("--alluredir", None) if allure else None
         if alluredir:
             self._allure(Path(alluredir), store, cfg, written.cards)
             self.summary_lines.append(f"flipgate: Allure results in {alluredir}")
-        return True
+        return exitstatus
 
     # -- live progress (flipgate/progress.py) -------------------------------------------------
     def write_plan(self, plan: Plan) -> None:
@@ -471,6 +541,17 @@ class FlipgateSession:
         for model_id, info in store.models().items():
             props[f"model.{model_id}.weights_sha256"] = info["fingerprint"].get("weights_sha256")
         write_environment(results, props)
+
+
+def kept_line(path: Path, store: TrialStore | None) -> str:
+    """Where a run's trials are kept (``path``, its store), or that it recorded none."""
+    try:
+        n = store.conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0] if store else None
+    except Exception:  # an unreadable store: say where it is
+        n = None
+    if n == 0:
+        return f"flipgate: no trials recorded (its store: {path})"
+    return f"flipgate: trials are kept in {path}"
 
 
 def record_calls(auditor: Auditor, source: str) -> None:

@@ -20,6 +20,9 @@ import pandas as pd
 from flipgate import storage
 from flipgate.results import TRIAL_COLUMNS, CellSummary, Trial, Verdict
 
+#: the meta key of why a run ended interrupted (TrialStore.record_end)
+INTERRUPTED_META = "interrupted"
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
     run_id TEXT, model_id TEXT, model_fingerprint TEXT, dataset TEXT, item_id TEXT, facet TEXT,
@@ -158,16 +161,18 @@ class TrialStore:
             )
 
     def add_model(self, model_id: str, fingerprint: dict, config: dict) -> None:
-        """A model's fingerprint and models.yaml entry, credentials in any URL redacted."""
-        from flipgate.redact import redact
+        """A model's fingerprint and models.yaml entry, secrets redacted before they are stored
+        (:func:`flipgate.redact.redact_fields`: URL credentials, key-like query parameters, fields
+        named like secrets such as ``extra_body.api_key``)."""
+        from flipgate.redact import redact, redact_fields
 
         with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
                 (
                     model_id,
-                    redact(json.dumps(fingerprint, sort_keys=True)),
-                    redact(json.dumps(config, default=str)),
+                    redact(json.dumps(redact_fields(fingerprint), sort_keys=True)),
+                    redact(json.dumps(redact_fields(config), default=str)),
                 ),
             )
 
@@ -402,6 +407,29 @@ class TrialStore:
     def meta(self) -> dict:
         return {k: json.loads(v) for k, v in self.conn.execute("SELECT key, value FROM meta")}
 
+    def record_end(self, finished: str, exit_status: int, interrupted: str | None) -> None:
+        """How the run ended: when (``finished``), its exit status (flipgate.exitcodes) and, for
+        a run that ended interrupted, why (``interrupted``: the signal, SIGINT or SIGTERM, or
+        another stop); a run with no ``finished`` never ended (killed), and ``flipgate baseline``
+        promotes neither (flipgate.regression.cli)."""
+        self.set_meta({"finished": finished, "exit_status": int(exit_status)})
+        with self.writing():
+            if interrupted is None:
+                self.conn.execute("DELETE FROM meta WHERE key = ?", (INTERRUPTED_META,))
+            else:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    (INTERRUPTED_META, json.dumps(interrupted)),
+                )
+
+    def interruption(self) -> str | None:
+        """Why the run ended interrupted (:meth:`record_end`), None for a run that was not (or has
+        not ended)."""
+        row = self.conn.execute(
+            "SELECT value FROM meta WHERE key = ?", (INTERRUPTED_META,)
+        ).fetchone()
+        return None if row is None else str(json.loads(row[0]))
+
     def add_comparison(
         self, model_id: str, dataset: str, cell: str, baseline: str, result: dict
     ) -> None:
@@ -584,6 +612,7 @@ def export_replay(store: TrialStore, out: Path | str, model_id: str) -> int:
                         "facet": r.facet,
                         "condition": int(r.condition),
                         "sample": int(r.sample),
+                        "prompt_sha256": r.prompt_sha256,  # the replay serves this prompt only
                         **raw,
                     }
                 )

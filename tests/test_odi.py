@@ -11,8 +11,13 @@ import pandas as pd
 import pytest
 from numpyro.infer.util import potential_energy
 
+from conftest import write
 from flipgate import FlipgateError
+from flipgate.config import load_thresholds
 from flipgate.odi import build, diagnostics, fit, model, odi, outcomes, simulate, summarize
+from flipgate.odi.card import odi_section
+from flipgate.odi.gate import gate, panel_checks
+from flipgate.odi.simulate import one_model, to_trials
 
 A, B, C = "Paris", "Lyon", "Nice"  # mapped answers are option contents, not labels
 
@@ -194,3 +199,119 @@ def test_dense_and_per_trial_likelihoods_agree(monkeypatch):
     dense = energy()
     monkeypatch.setattr(model, "DENSE_MIN", 2.0)
     assert energy() == pytest.approx(dense, rel=1e-5)
+
+
+# -- issue 42: a model's ODI verdict depends on its own answers only (docs/suites/odi.md) -------
+#: a short fit: these tests check what each fit sees, not convergence
+F1, F2 = "option_order", "evidence_chunk_order"  # real facet names, as thresholds need
+SHORT = dict(num_warmup=100, num_samples=200, num_chains=2, svi_steps=300, ess_target=0)
+
+
+def _served(name: str, sigma_pi: dict, seed: int, datasets=1):
+    """The trials of one served model, drawn from the panel model (γ at ``sigma_pi``)."""
+    data, _ = simulate(
+        n_models=2, sigma_pi=sigma_pi, datasets=datasets, items_per_cell=15, seed=seed
+    )
+    return to_trials(one_model(data, 0)).assign(model_id=name)
+
+
+@pytest.fixture(scope="module")
+def rosters(tmp_path_factory):
+    """Panels {A, B} and {A, B'}: B' is the same model id behind which a much noisier model is
+    served (σ_π 3.0 instead of 0.3); A runs facets F1 and F2, B only F1."""
+    a = _served("A", {F1: 0.3, F2: 0.3}, seed=11)
+    b = _served("B", {F1: 0.3}, seed=12)
+    b_swapped = _served("B", {F1: 3.0}, seed=13)
+    ts = load_thresholds(
+        write(
+            tmp_path_factory.mktemp("thr") / "default.yaml",
+            "thresholds:\n"
+            "  - {metric: sigma_pi, facet: odi, max: 0.5}\n"
+            "  - {metric: sigma_delta, facet: odi, max: 0.5}\n"
+            "  - {metric: sigma_delta@evidence_chunk_order, facet: odi, max: 0.5}\n"
+            "  - {metric: mean_abs_delta, facet: odi, max: 0.5}\n",
+        ).parent,
+        "any",
+    )
+    fits = [odi(pd.concat([a, other]), "sim", **SHORT) for other in (b, b_swapped)]
+    return fits, ts
+
+
+def test_a_roster_change_leaves_an_unchanged_models_verdicts_unchanged(rosters):
+    """A's own fit sees A's trials only, under the same seed: equal to the last bit whoever else
+    is in the panel, while the pooled σ_π (a panel check) moves with B's answers."""
+    (with_b, with_b_swapped), ts = rosters
+    assert with_b["models"]["A"]["own"] == with_b_swapped["models"]["A"]["own"]
+    verdicts = [[v.model_dump() for v in gate(fit, ts, "A")] for fit in (with_b, with_b_swapped)]
+    assert verdicts[0] == verdicts[1] and {v["model"] for v in verdicts[0]} == {"A"}
+    assert not any(v["metric"].startswith("sigma_pi") for v in verdicts[0])
+    pooled = [f["facets"][F1]["sigma_pi"]["median"] for f in (with_b, with_b_swapped)]
+    assert pooled[0] != pooled[1]  # the panel quantity does move: it gates no model
+    assert with_b["models"]["B"]["own"] != with_b_swapped["models"]["B"]["own"]
+
+
+def test_sigma_pi_is_a_panel_check_that_names_no_model(rosters):
+    (with_b, _), ts = rosters
+    checks = panel_checks(with_b, [ts, ts])  # the same file twice: each check once
+    assert {v.model for v in checks} == {"panel"}
+    assert sorted(v.target for v in checks if v.metric == "sigma_pi") == sorted([F1, F2])
+    assert all(v.threshold.startswith("panel · ") for v in checks)
+    assert {v.target for v in checks if v.metric == "rhat_max"} == {"modal", "correct"}
+
+
+def test_no_per_model_value_for_a_facet_the_model_did_not_run(rosters):
+    (with_b, _), ts = rosters
+    own = with_b["models"]["B"]["own"]
+    assert set(own["facets"]) == {F1} and {c["facet"] for c in own["cells"].values()} == {F1}
+    assert "sigma_pi" not in own["facets"][F1]  # σ_π needs a panel
+    verdicts = gate(with_b, ts, "B")
+    assert all(F2 not in (v.target or "") for v in verdicts if v.verdict != "missing")
+    (f2,) = [v for v in verdicts if v.metric == "sigma_delta@evidence_chunk_order"]
+    assert f2.verdict == "missing" and f2.target == "(not in the fit)"
+    # its card on dataset d0 leaves out the panel's F2/d0 cell and facet F2
+    analysis = {
+        **with_b,
+        "roster": ["A", "B"],
+        "readouts": {"A": {F1: "sim", F2: "sim"}, "B": {F1: "sim"}},
+        "panel_checks": [v.model_dump(mode="json") for v in panel_checks(with_b, [ts])],
+    }
+    assert f"{F2}/d0" in analysis["cells"]
+    section = odi_section(analysis, "B", "d0", verdicts).model_dump(mode="json")
+    assert set(section["facets"]) == {F1} and set(section["cells"]) == {f"{F1}/d0"}
+    assert set(section["own"]["facets"]) == {F1} and set(section["own"]["cells"]) == {f"{F1}/d0"}
+    assert {v["target"] for v in section["panel_checks"]} == {F1, "modal", "correct"}
+    assert all(F2 not in v["threshold"] for v in section["verdicts"] + section["panel_checks"])
+
+
+# Per-model recovery: each model's own fit, on its trials alone, recovers its own σ_δ and mean |δ|.
+@pytest.fixture(scope="module")
+def own_fits():
+    out = {}
+    for sigma_delta, seed in ((0.1, 4), (1.0, 5)):
+        data, truth = simulate(
+            n_models=2,
+            sigma_pi={F1: 0.3},
+            datasets=4,
+            items_per_cell=20,
+            sigma_delta=sigma_delta,
+            seed=seed,
+        )
+        alone = one_model(data, 0)
+        short = {**SHORT, "num_warmup": 200, "num_samples": 300, "svi_steps": 500}
+        out[sigma_delta] = (summarize(fit(alone, "fast", seed=0, **short)), truth)
+    return out
+
+
+def test_each_models_own_sigma_delta_is_recovered(own_fits):
+    (low, _), (high, _) = own_fits[0.1], own_fits[1.0]
+    for summary, truth in ((low, 0.1), (high, 1.0)):
+        lo, hi = summary["facets"][F1]["sigma_delta"]["hdi"]
+        assert lo <= truth <= hi, (truth, summary["facets"][F1])
+        assert set(summary["facets"][F1]) == {"sigma_delta"} and summary["models"] == {}
+    assert high["facets"][F1]["sigma_delta"]["hdi"][0] > low["facets"][F1]["sigma_delta"]["hdi"][1]
+    # per cell, every cell of the model with the larger offsets has the larger mean |δ|
+    cells = {
+        k: [v["mean_abs_delta"]["estimate"] for v in s["cells"].values()]
+        for k, (s, _) in own_fits.items()
+    }
+    assert min(cells[1.0]) > max(cells[0.1]), cells

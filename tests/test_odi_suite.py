@@ -16,8 +16,9 @@ from flipgate.config import AuditConfig, load_thresholds
 from flipgate.items import DatasetSpec, load_items
 from flipgate.odi.allure import odi_plot
 from flipgate.odi.cell import ODICell
-from flipgate.odi.gate import diagnostic_bounds, gate
+from flipgate.odi.gate import diagnostic_bounds, gate, panel_checks
 from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
+from flipgate.odi.suite import SUITE as ODI_SUITE
 
 
 def thresholds(tmp_path, body: str, name: str = "default"):
@@ -69,15 +70,35 @@ ANALYSIS = {
         },
     },
 }
+#: model m's own fit: it ran option_order only (its σ_δ and cells), its diagnostics
+ANALYSIS["models"] = {
+    "m": {
+        "theta": _q(0.1, -0.1, 0.3),
+        "own": {
+            "facets": {"option_order": {"sigma_delta": _q(0.6, 0.55, 0.7)}},
+            "cells": {c: v for c, v in ANALYSIS["cells"].items() if v["facet"] == "option_order"},
+            "diagnostics": {
+                "modal": {
+                    "rhat_max": 1.03,
+                    "ess_bulk_min": 320.0,
+                    "ess_tail_min": 700.0,
+                    "divergences": 0,
+                }
+            },
+        },
+    }
+}
 
 
 def test_odi_thresholds_gate_each_facet_cell_and_outcome(tmp_path):
+    """A model is gated on its own fit (σ_δ, mean |δ|, its diagnostics); σ_π and the pooled fits'
+    diagnostics are panel checks naming model ``panel``."""
     ts = load_thresholds(
         thresholds(
             tmp_path,
             """
   - {metric: sigma_pi, facet: odi, max: 0.5}
-  - {metric: sigma_delta@evidence_chunk_order, facet: odi, max: 0.25, rule: upper}
+  - {metric: sigma_delta@option_order, facet: odi, max: 0.5, rule: upper}
   - {metric: mean_abs_delta, facet: odi, dataset: arc_challenge, max: 0.2, rule: point}
   - {metric: ess_bulk_min, facet: odi, min: 300}
   - {metric: flip_rate, max: 0.1}
@@ -85,30 +106,50 @@ def test_odi_thresholds_gate_each_facet_cell_and_outcome(tmp_path):
         ),
         "m",
     )
-    verdicts = {v.threshold.split(" · ")[1] + ":" + v.metric: v.verdict for v in gate(ANALYSIS, ts)}
+    verdicts = {
+        v.threshold.split(" · ")[1] + ":" + v.metric: v.verdict for v in gate(ANALYSIS, ts, "m")
+    }
     assert verdicts == {
+        "option_order:sigma_delta@option_order": "fail",  # own [0.55, 0.7] wholly above 0.5
+        "option_order/arc_challenge:mean_abs_delta": "fail",  # point: 0.4 > 0.2
+        "modal:ess_bulk_min": "pass",  # declared: 320 >= 300
+        "modal:rhat_max": "fail",  # own fit: docs/definitions.md §4 default 1.01
+        "modal:ess_tail_min": "pass",
+        "modal:divergences": "pass",
+    }
+    panel = {
+        v.threshold.split(" · ", 2)[2] + ":" + v.metric: v.verdict
+        for v in panel_checks(ANALYSIS, [ts])
+    }
+    assert panel == {
         "option_order:sigma_pi": "fail",  # HDI [0.7, 1.1] wholly above 0.5
         "evidence_chunk_order:sigma_pi": "inconclusive",  # HDI [0.2, 0.6] straddles 0.5
-        # upper: [0, 0.3] not within
-        "evidence_chunk_order:sigma_delta@evidence_chunk_order": "inconclusive",
-        "option_order/arc_challenge:mean_abs_delta": "fail",  # point: 0.4 > 0.2
         "modal:ess_bulk_min": "pass",
         "correct:ess_bulk_min": "pass",  # declared: 350 >= 300
         "modal:rhat_max": "pass",
-        "correct:rhat_max": "fail",  # docs/definitions.md §4 default 1.01
+        "correct:rhat_max": "fail",
         "modal:ess_tail_min": "pass",
         "correct:ess_tail_min": "pass",
         "modal:divergences": "pass",
         "correct:divergences": "pass",
     }
+    assert {v.model for v in panel_checks(ANALYSIS, [ts])} == {"panel"}
 
 
 def test_threshold_on_a_facet_outside_the_fit_is_missing(tmp_path):
     ts = load_thresholds(
-        thresholds(tmp_path, "  - {metric: sigma_pi@image_set_order, facet: odi, max: 0.5}\n"), "m"
+        thresholds(
+            tmp_path,
+            "  - {metric: sigma_pi@image_set_order, facet: odi, max: 0.5}\n"
+            "  - {metric: sigma_delta@evidence_chunk_order, facet: odi, max: 0.5}\n",
+        ),
+        "m",
     )
-    v = next(v for v in gate(ANALYSIS, ts) if v.metric.startswith("sigma_pi"))
+    v = next(v for v in panel_checks(ANALYSIS, [ts]) if v.metric.startswith("sigma_pi"))
     assert v.verdict == "missing" and "(not in the fit)" in v.threshold
+    # the panel has evidence_chunk_order, but model m did not run it: no value of m's for it
+    (mine,) = [v for v in gate(ANALYSIS, ts, "m") if v.metric.startswith("sigma_delta")]
+    assert mine.verdict == "missing" and mine.target == "(not in the fit)"
 
 
 def test_diagnostic_bounds_take_the_strictest_file(tmp_path):
@@ -251,12 +292,29 @@ def test_planted_panel_is_fitted_gated_and_stored(planted):
     }
     by_metric = {}
     for v in verdicts:
-        by_metric.setdefault(v.metric, set()).add(v.verdict)
-    assert by_metric["sigma_pi@option_order"] == {"pass"} and by_metric["mean_abs_delta"] == {
-        "warn"
-    }
+        by_metric.setdefault((v.model, v.metric), set()).add(v.verdict)
+    # each model's own |δ|: "first" has a position bias (offsets per ordering), "reader" none
+    assert by_metric["first", "mean_abs_delta"] == {"warn"}
+    assert by_metric["reader", "mean_abs_delta"] == {"pass"}
+    assert not any(metric.startswith("sigma_pi") for _, metric in by_metric)
     assert {v.model for v in verdicts} == {"reader", "first"}
     assert len(cell.auditor.store.verdicts("first", "odi")) == len(verdicts) // 2
+    # σ_π is a panel check: recorded with the fit, naming model "panel", gating no model
+    checks = analysis["panel_checks"]
+    sigma = [c for c in checks if c["metric"] == "sigma_pi@option_order"]
+    assert [c["verdict"] for c in sigma] == ["pass"] and {c["model"] for c in checks} == {"panel"}
+    for m in ("reader", "first"):
+        own = analysis["models"][m]["own"]
+        assert set(own["facets"]) == {"option_order"} and own["passed"], own
+    # the terminal: one line per model (its own fit), one for the panel, labelled as such
+    lines = ODI_SUITE.summary_lines(cell.auditor.store)
+    assert [line.split(" (")[0] for line in lines] == [
+        "flipgate: ODI reader",
+        "flipgate: ODI first",
+        "flipgate: ODI panel",
+    ]
+    assert "own fit" in lines[0] and "σ_δ option_order" in lines[0] and "σ_π" not in lines[0]
+    assert "gates no model" in lines[2] and "σ_π option_order" in lines[2]
 
 
 def test_a_rerun_on_the_same_panel_replays_the_stored_fits(planted, monkeypatch):
@@ -285,17 +343,16 @@ def test_planted_panel_card_section_markdown_and_plot(planted):
     odi = card["odi"]
     assert odi["panel"] == ["reader", "first"] and set(odi["cells"]) == {"option_order/arc_easy"}
     assert set(odi["facets"]) == {"option_order"} and odi["theta"]["median"] < 0
-    assert {v["target"] for v in odi["verdicts"]} == {
-        "option_order",
-        "option_order/arc_easy",
-        "modal",
-        "correct",
-    }
+    assert {v["target"] for v in odi["verdicts"]} == {"option_order/arc_easy", "modal"}
+    assert {v["model"] for v in odi["verdicts"]} == {"first"}
+    assert set(odi["own"]["cells"]) == {"option_order/arc_easy"}
+    assert {v["target"] for v in odi["panel_checks"]} == {"option_order", "modal", "correct"}
     md = card_markdown(card, registry.suites())
     assert (
         "## ODI: ordering-decomposed IRT" in md
         and "| option_order/arc_easy |" in md
         and "→ passed" in md
+        and "### Panel (pooled over every order-suite model; gates no model)" in md
     )
     assert "odi_sigma_pi" in (tmp_path / "cards/first/model-index.yaml").read_text()
     png = odi_plot(cell.auditor.store.analysis(ODI_FITS, ORDER_PANEL))

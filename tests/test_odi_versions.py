@@ -91,30 +91,47 @@ def _rows(model, item, answers, gold):
     ]
 
 
-def test_odi_passes_versions_through_from_the_correct_fit(versions_fit, monkeypatch):
-    """odi() hands ``versions`` to the correct-outcome summary only and returns its list; the NUTS
-    fits are stood in for by the module's fit (models m0, m1, m2), relabelled with each outcome."""
+def test_odi_takes_delta_theta_from_the_two_versions_alone(versions_fit, monkeypatch):
+    """odi() fits each model alone (modal), the panel (both outcomes) and, per version pair, the
+    correct outcome of the two versions alone, reusing the panel's fit when the pair is the whole
+    panel; the NUTS fits are stood in for by the module's fit (models m0, m1, m2)."""
     seen = []
 
     def stand_in(data, *args, **kwargs):
-        seen.append(data.outcome)
+        seen.append((data.outcome, data.models))
         return replace(versions_fit[0], data=replace(versions_fit[0].data, outcome=data.outcome))
 
     monkeypatch.setattr(fit_module, "fit", stand_in)
     A, B = "Paris", "Lyon"
-    trials = pd.DataFrame(_rows("m1", "q1", [A, A, A, B, B, A], A) + _rows("m2", "q1", [B] * 6, A))
+    trials = pd.DataFrame(
+        _rows("m1", "q1", [A, A, A, B, B, A], A)
+        + _rows("m2", "q1", [B] * 6, A)
+        + _rows("m0", "q1", [A] * 5 + [B], A)
+    )
     report = odi(trials, "regex", versions=[("m1", "m0"), ("m3", "m0"), ("m3", "m4")])
     json.dumps(report)
-    assert seen == ["modal", "correct"]
+    assert seen == [
+        ("modal", ["m0", "m1", "m2"]),
+        ("correct", ["m0", "m1", "m2"]),
+        ("modal", ["m0"]),
+        ("modal", ["m1"]),
+        ("modal", ["m2"]),
+        ("correct", ["m0", "m1"]),  # the pair alone
+    ]
     ok, one, two = report["versions"]
     assert (ok["candidate"], ok["baseline"]) == ("m1", "m0") and "missing" not in ok
     assert ok["delta_theta"] == versions_fit[1]["versions"][0]["delta_theta"]
+    assert ok["passed"] is versions_fit[1]["diagnostics"]["passed"]
     assert one == {
         "candidate": "m3",
         "baseline": "m0",
         "missing": "m3 not in the correct-outcome fit (no usable trials)",
     }
     assert two["missing"] == "m3 and m4 not in the correct-outcome fit (no usable trials)"
+    seen.clear()
+    pair = trials[trials.model_id != "m2"]
+    assert odi(pair, "regex", versions=[("m1", "m0")])["versions"][0]["delta_theta"]
+    assert seen.count(("correct", ["m0", "m1"])) == 1  # the pair is the panel: one fit
     assert odi(trials, "regex")["versions"] == []
 
 
@@ -136,7 +153,7 @@ def analysis():
         "divergences": 0,
         "passed": True,
     }
-    return {
+    out = {
         "profile": "fast",
         "roster": ["base", "quant", "other"],
         "hdi_prob": 0.89,
@@ -178,6 +195,15 @@ def analysis():
         "passed": True,
         "unmeasured": [],
     }
+    out["models"]["quant"]["own"] = {
+        "facets": {"option_order": {"sigma_delta": _interval(0.2, 0.1, 0.3)}},
+        "cells": out["cells"],
+        "sizes": {"trials": 60, "models": 1, "items": 10, "cells": 1, "facets": 1, "k": 6},
+        "draws_per_chain": 1500,
+        "diagnostics": {"modal": diag},
+        "passed": True,
+    }
+    return out
 
 
 def test_card_odi_section_and_markdown_show_delta_theta(analysis):
@@ -190,8 +216,11 @@ def test_card_odi_section_and_markdown_show_delta_theta(analysis):
         ("quant", "gone"),
     ]
     md = "\n".join(odi_markdown(section))
-    assert "Δθ vs base (correct outcome): median -0.700, 89% HDI [-1.020, -0.410]." in md
-    assert "Δθ vs gone (correct outcome): not estimated: gone not in the correct-outcome fit." in md
+    pair = "(correct outcome, the two versions' own fit)"
+    assert f"Δθ vs base {pair}: median -0.700, 89% HDI [-1.020, -0.410]." in md
+    assert f"Δθ vs gone {pair}: not estimated: gone not in the correct-outcome fit." in md
+    assert "Own fit (this model's trials alone; its ODI verdicts are decided on it)" in md
+    assert "| option_order | 0.200 [0.100, 0.300] |" in md and "gates no model" in md
     base = odi_section(analysis, "base", "mmlu", []).model_dump(mode="json")
     assert "Δθ vs" not in "\n".join(odi_markdown(base))
     bad = copy.deepcopy(section)

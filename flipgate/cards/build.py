@@ -16,8 +16,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from flipgate import FlipgateError, storage
 from flipgate import metrics as M
-from flipgate import storage
 from flipgate.analysis_cache import package_versions
 from flipgate.cards.disclosure import card_section, interval_text, labelled_intervals, stop_line
 from flipgate.cards.model import (
@@ -63,6 +63,12 @@ LIBRARIES = [
     "allure-pytest",
     "jsonschema",
 ]
+#: how an interrupted run's card (``run.interrupted``) names itself, and each of its verdicts
+PARTIAL = "interrupted run, partial card"
+PARTIAL_WHY = (
+    "its cells and threshold verdicts are those of the cells that finished before the run "
+    "stopped (or a cell's trials so far), not the audit's verdict"
+)
 NOT_VARIED = [
     "prompt template (one template per facet; see template_sha256)",
     "decoding settings (see decoding)",
@@ -200,6 +206,12 @@ class CardContext:
         )
 
 
+class NoCard(FlipgateError):
+    """A (model, dataset) with trials in the store but nothing to build its card from: only a
+    suite's cells ran on it and none recorded its result (a cell that was interrupted or failed
+    part-way)."""
+
+
 def build_card(
     store: TrialStore,
     model_id: str,
@@ -215,7 +227,8 @@ def build_card(
     (the registered suites, flipgate.registry.suites(); each a flipgate.suite_api.TypedCardSuite
     or not) fill, or, where no facet or control cell ran on it, the card of the suite that alone
     audited it (:meth:`TypedCardSuite.own_card`, lowest ``own_card_rank`` first); checked against
-    the shipped schema. The suites' cells (:meth:`TypedCardSuite.owns_cell`) are not facet cells."""
+    the shipped schema. The suites' cells (:meth:`TypedCardSuite.owns_cell`) are not facet cells.
+    Raises :class:`NoCard` where only a suite's cells ran on the pair and none finished."""
     typed = [s for s in suites if isinstance(s, TypedCardSuite)]
     everything = store.trials(model_id=model_id, dataset=dataset)
     theirs = [c for c in everything["facet"].unique() if any(s.owns_cell(c) for s in typed)]
@@ -266,9 +279,9 @@ def build_card(
             own = suite.own_card(ctx, sections)
             if own is not None:
                 return own
-        raise ValueError(
-            f"{store.path}: {model_id}/{dataset} has only suites' trials, and no suite has a card "
-            "of them (its record or analysis is missing)"
+        raise NoCard(
+            f"{model_id}/{dataset}: only a suite's cells ran on it, and none of them recorded a "
+            f"result (its record or analysis is missing from {store.path}: the cell did not finish)"
         )
     main = sorted(order)[0] if order else Cell.parse(sorted(controls)[0]).facet
     primary = primaries[main]
@@ -378,13 +391,14 @@ def _decoding(model: dict) -> Decoding:
 
 def _run_info(store: TrialStore, model_id: str, run_id: str) -> RunInfo:
     """The run, with the model's API calls (requests, retries, timeouts, failures) where it made
-    any."""
+    any, and why it was interrupted where it was (the card is then partial)."""
     calls = store.calls().get(model_id)
     return RunInfo(
         run_id=run_id,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         trials_store=str(store.path),
         calls=Calls.model_validate(calls) if calls else None,
+        interrupted=store.interruption(),
     )
 
 
@@ -446,6 +460,9 @@ def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
         f"{card['dataset']['n_items']} items "
         f"({esc(card['dataset']['sampling'])}).",
     ]
+    interrupted = card["run"].get("interrupted")
+    if interrupted:
+        lines += ["", f"**{PARTIAL}** ({esc(interrupted)}): {PARTIAL_WHY}.", ""]
     lines += [
         f"Position-reference screen ({esc(f)}): {s['excluded']} of {s['considered']} items "
         "excluded, "
@@ -548,7 +565,8 @@ def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
         lines.append(
             f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {num(v.get('estimate'))} | "
             f"{verdict_interval(card, v)} "
-            f"| {num(v.get('p_value'))} | {num(v.get('q_value'))} | {verdict_text(v)} "
+            f"| {num(v.get('p_value'))} | {num(v.get('q_value'))} | {verdict_text(v)}"
+            f"{' (' + PARTIAL + ')' if interrupted else ''} "
             f"| {esc(v.get('why') or '')} |"
         )
     if card.get("sequential"):
@@ -662,6 +680,8 @@ class WrittenCards:
 
     cards: list[WrittenCard] = field(default_factory=list)
     paths: list[Path] = field(default_factory=list)
+    #: the (model, dataset) pairs with trials but no card (:class:`NoCard`), one line each
+    missing: list[str] = field(default_factory=list)
 
 
 def write_cards(
@@ -679,14 +699,20 @@ def write_cards(
     keeps the datasets it did not audit; it returns what this run wrote. ``suites`` are the
     registered suites (flipgate.registry.suites()): flipgate's own fill their typed card fields
     and write their pages next to a model's cards (flipgate.suite_api.TypedCardSuite); every suite
-    adds its section to the cards it has one for (the card's ``suites``)."""
+    adds its section to the cards it has one for (the card's ``suites``). A pair with no card to
+    build (:class:`NoCard`: a suite's cell that did not finish) is listed in ``missing``, and the
+    other pairs' cards are written."""
     pairs = store.conn.execute(
         "SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2"
     ).fetchall()
     written = WrittenCards()
     store.adjust_q_values()
     for model_id, dataset in pairs:
-        card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root, suites)
+        try:
+            card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root, suites)
+        except NoCard as exc:
+            written.missing.append(str(exc))
+            continue
         markdown = card_markdown(card.to_data(), suites)
         sections = {s: s.card_section(store, model_id, dataset) for s in suites}
         sections = {s: section for s, section in sections.items() if section is not None}
@@ -702,7 +728,7 @@ def write_cards(
         storage.write_text(storage.CARDS, done.markdown_path, markdown)
         written.cards.append(done)
         written.paths += [done.json_path, done.markdown_path]
-    for model_id in dict.fromkeys(m for m, _ in pairs):
+    for model_id in dict.fromkeys(c.card.model.id for c in written.cards):
         cards = cards_on_disk(Path(out_dir) / model_id, model_id)
         path = Path(out_dir) / model_id / "model-index.yaml"
         index = yaml.safe_dump(model_index(model_id, cards, suites), sort_keys=False)

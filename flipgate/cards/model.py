@@ -136,6 +136,10 @@ class RunInfo(CardModel):
     created: str
     trials_store: str
     calls: Calls | Absent = None
+    interrupted: str | Absent = None
+    """Present only where the run was interrupted before its end (why: SIGINT, SIGTERM, ...): the
+    card is partial, its cells and threshold verdicts are those of the cells that finished (or a
+    cell's trials so far), not the audit's verdict"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,7 +420,15 @@ class CellOffset(CardModel):
 
 
 class OdiFacet(CardModel):
+    """A facet in the panel's pooled fit"""
+
     sigma_pi: Posterior
+    sigma_delta: Posterior
+
+
+class OdiOwnFacet(CardModel):
+    """A facet in the model's own fit (σ_π needs a panel: docs/suites/odi.md)"""
+
     sigma_delta: Posterior
 
 
@@ -432,6 +444,8 @@ class DeltaTheta(CardModel):
     candidate: str
     baseline: str
     delta_theta: Posterior
+    passed: bool | Absent = None
+    """whether the two versions' own correct-outcome fit passed its diagnostics"""
 
 
 class Diagnostics(CardModel):
@@ -452,9 +466,28 @@ class OdiDiagnostics(CardModel):
     correct: Diagnostics
 
 
+class OdiOwnFit(CardModel):
+    """The model's own ODI fit (its trials alone): what its ODI verdicts are decided on"""
+
+    sizes: dict[str, int]
+    draws_per_chain: int
+    facets: dict[str, OdiOwnFacet]
+    cells: dict[str, OdiCell]
+    diagnostics: dict[str, Diagnostics]
+    passed: bool
+
+
+class OdiOwnMissing(CardModel):
+    """Why the model has no own ODI fit (none of its trials enter the modal outcome)"""
+
+    missing: str
+    passed: bool
+
+
 class OdiSection(CardModel):
-    """ODI (docs/definitions.md §4): this card's facets and cells in the panel's
-    ordering-decomposed IRT fit"""
+    """ODI (docs/definitions.md §4): the model's own fit (``own``, what gates it) and this card's
+    facets and cells in the panel's pooled fit (``facets``, ``cells``, ``theta``, ``diagnostics``,
+    ``passed``, ``panel_checks``: panel-level, gating no model)"""
 
     profile: str
     panel: Annotated[list[str], Field(min_length=2)]
@@ -472,6 +505,9 @@ class OdiSection(CardModel):
     passed: bool
     unmeasured: list[str] | Absent = None
     verdicts: list[Verdict]
+    own: OdiOwnFit | OdiOwnMissing | Absent = None
+    panel_checks: list[Verdict] | Absent = None
+    """panel-level checks on the pooled fit (σ_π, its diagnostics): they gate no model"""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,6 +3,8 @@ section and the σ_π / σ_δ / θ panels)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from flipgate.plotting import png, pyplot
@@ -45,7 +47,7 @@ def odi_plot(analysis: dict) -> bytes:
         axes[0],
         [(f, v["sigma_pi"]) for f, v in facets.items()],
         "median",
-        "per-facet σ_π (noise), σ_δ (offsets)",
+        "panel: per-facet σ_π (noise), σ_δ (offsets)",
         "tab:red",
         0.12,
         "σ_π",
@@ -54,7 +56,7 @@ def odi_plot(analysis: dict) -> bytes:
         axes[0],
         [(f, v["sigma_delta"]) for f, v in facets.items()],
         "median",
-        "per-facet σ_π (noise), σ_δ (offsets)",
+        "panel: per-facet σ_π (noise), σ_δ (offsets)",
         "tab:blue",
         -0.12,
         "σ_δ",
@@ -64,14 +66,14 @@ def odi_plot(analysis: dict) -> bytes:
         axes[1],
         [(c, v["mean_abs_delta"]) for c, v in cells.items()],
         "estimate",
-        "mean |δ| per cell (bias)",
+        "panel: mean |δ| per cell (bias)",
         "tab:purple",
     )
     panel(
         axes[2],
-        [(m, v["theta"]) for m, v in models.items()],
+        [(m, v["theta"]) for m, v in models.items() if v.get("theta")],
         "median",
-        "θ (correct outcome)",
+        "panel: θ (correct outcome, centred)",
         "tab:green",
     )
     for ax in axes:
@@ -79,8 +81,9 @@ def odi_plot(analysis: dict) -> bytes:
     return png(fig)
 
 
-def report_odi(analysis: dict, verdicts: list[Verdict]) -> None:
-    """Label and annotate the ODI test (epic "ODI", feature "order facets", story = the roster)."""
+def report_odi(analysis: dict, verdicts: list[Verdict], panel: Sequence[Verdict] = ()) -> None:
+    """Label and annotate the ODI test (epic "ODI", feature "order facets", story = the roster):
+    each model's verdicts (on its own fit) and the ``panel`` checks, which gate no model."""
     roster = ", ".join(analysis["roster"])
     allure = label_test(
         "ODI",
@@ -93,30 +96,42 @@ def report_odi(analysis: dict, verdicts: list[Verdict]) -> None:
         return
     allure.dynamic.description(
         "; ".join(f"{v.model}: {v.threshold}: {v.verdict}" for v in verdicts)
+        + "; panel checks (gate no model): "
+        + ("; ".join(f"{v.threshold}: {v.verdict}" for v in panel) or "none")
     )
+    fits = {"panel": analysis} | {
+        m: v["own"] for m, v in analysis["models"].items() if "facets" in v.get("own", {})
+    }
     rows = [
         {
+            "fit": fit,
             "facet": f,
             "quantity": q,
             "median": v[q]["median"],
             "hdi_lo": v[q]["hdi"][0],
             "hdi_hi": v[q]["hdi"][1],
         }
-        for f, v in analysis["facets"].items()
+        for fit, summary in fits.items()
+        for f, v in summary["facets"].items()
         for q in ("sigma_pi", "sigma_delta")
+        if q in v
     ]
     rows += [
         {
+            "fit": fit,
             "facet": c,
             "quantity": "mean_abs_delta",
             "median": v["mean_abs_delta"]["estimate"],
             "hdi_lo": v["mean_abs_delta"]["hdi"][0],
             "hdi_hi": v["mean_abs_delta"]["hdi"][1],
         }
-        for c, v in analysis["cells"].items()
+        for fit, summary in fits.items()
+        for c, v in summary["cells"].items()
     ]
     attach_csv(allure, pd.DataFrame(rows), "ODI posterior.csv")
     attach_json(
-        allure, {"analysis": analysis, "verdicts": dumped(verdicts)}, "ODI card section.json"
+        allure,
+        {"analysis": analysis, "verdicts": dumped(verdicts), "panel_checks": dumped(list(panel))},
+        "ODI card section.json",
     )
     attach_png(allure, odi_plot(analysis), "ODI sigma_pi and delta.png")

@@ -1,5 +1,6 @@
 """What the ODI suite test does: gather the order suites' trials of every model (through the cache,
-like any test), fit ODI on each model's primary readout, record, report and gate
+like any test), fit ODI on each model's primary readout (each model alone, and the panel
+together), record, report, gate each model on its own fit and report the panel checks
 (``facet: odi``)."""
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from flipgate.audit import Auditor
 from flipgate.config import load_thresholds
 from flipgate.odi.allure import report_odi
 from flipgate.odi.fit import odi
-from flipgate.odi.gate import diagnostic_bounds, gate, gate_levels
+from flipgate.odi.gate import diagnostic_bounds, gate, gate_levels, panel_checks
 from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
+from flipgate.report import dumped
 from flipgate.results import Verdict
 from flipgate.suite import assert_verdicts, fail_input, skip_not_applicable
 
@@ -117,12 +119,14 @@ class ODICell:
         except FlipgateError as exc:
             fail_input(exc)
         store = self.auditor.store
+        panel = panel_checks(analysis, thresholds.values())  # gate no model: reported only
+        analysis["panel_checks"] = dumped(panel)
         store.add_analysis(ODI_FITS, ORDER_PANEL, analysis)
         verdicts = []
-        for model_id, ts in thresholds.items():
+        for model_id, ts in thresholds.items():  # each on its own fit only
             mine = gate(analysis, ts, model_id)
             store.add_verdicts(model_id, "odi", "odi", mine)
             verdicts += mine
-        report_odi(analysis, verdicts)
+        report_odi(analysis, verdicts, panel)
         assert_verdicts(verdicts, self.auditor.allow_ungated)
         return verdicts

@@ -115,8 +115,9 @@ def _codes(values: pd.Series | pd.MultiIndex) -> tuple[np.ndarray, list]:
     return codes.astype(np.int32), list(uniques)
 
 
-def build(table: pd.DataFrame, outcome: str = "modal") -> ODIData:
-    """Index arrays of ``outcome`` from an :func:`outcomes` table, dropping its NaN trials."""
+def build(table: pd.DataFrame, outcome: str = "modal", min_models: int = 2) -> ODIData:
+    """Index arrays of ``outcome`` from an :func:`outcomes` table, dropping its NaN trials; a panel
+    fit needs ``min_models`` ≥ 2 (θ is centred across models), a per-model fit 1."""
     if outcome not in OUTCOMES:
         raise FlipgateError(f"ODI outcome {outcome!r} is not one of {list(OUTCOMES)}")
     df = table[table[outcome].notna()]
@@ -136,9 +137,9 @@ def build(table: pd.DataFrame, outcome: str = "modal") -> ODIData:
             f"({row['facet']}/{row['dataset']}) for model {row['model_id']!r}"
         )
     model, models = _codes(df["model_id"].astype(str))
-    if len(models) < 2:
+    if len(models) < min_models:
         raise FlipgateError(
-            f"ODI needs at least 2 models (θ is centred across models), got {models}"
+            f"ODI needs at least {min_models} models (θ is centred across models), got {models}"
         )
     item, items = _codes(pd.MultiIndex.from_frame(df[["facet", "dataset", "item_id"]].astype(str)))
     cells = sorted({(f, d) for f, d, _ in items})
@@ -163,6 +164,8 @@ def build(table: pd.DataFrame, outcome: str = "modal") -> ODIData:
     )
 
 
-def from_trials(trials: pd.DataFrame, readout: str, outcome: str = "modal") -> ODIData:
+def from_trials(
+    trials: pd.DataFrame, readout: str, outcome: str = "modal", min_models: int = 2
+) -> ODIData:
     """:func:`build` over :func:`outcomes`."""
-    return build(outcomes(trials, readout), outcome)
+    return build(outcomes(trials, readout), outcome, min_models)

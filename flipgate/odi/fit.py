@@ -23,8 +23,8 @@ from numpyro.infer.util import constrain_fn, potential_energy
 from numpyro.optim import Adam
 
 from flipgate import FlipgateError
-from flipgate.odi.data import ODIData, from_trials
-from flipgate.odi.model import odi_model, reported
+from flipgate.odi.data import ODIData, build, outcomes
+from flipgate.odi.model import has_item_noise, odi_model, reported
 
 
 def use_host_devices(n: int | None = None) -> int:
@@ -321,13 +321,14 @@ def diagnostics(
     scope: str = "reported",
 ) -> dict:
     """R̂ max, bulk/tail ESS min and divergences over the reported quantities (``scope="reported"``:
-    θ, per-facet σ_π median, σ_δ, centred δ, mean |δ|, μ_π, τ_π) or every sample site (``"all"``),
-    and whether they pass the thresholds. ``worst`` names the quantity behind each extreme."""
+    θ, per-facet σ_π median, σ_δ, centred δ, mean |δ|, μ_π, τ_π; a per-model fit has no θ, σ_π,
+    μ_π, τ_π) or every sample site (``"all"``), and whether they pass the thresholds. ``worst``
+    names the quantity behind each extreme."""
+    quantities: dict[str, np.ndarray]
     if scope == "reported":
         quantities = {
             **reported(fit.draws, fit.data),
-            "mu_pi": fit.draws["mu_pi"],
-            "tau_pi": fit.draws["tau_pi"],
+            **{k: fit.draws[k] for k in ("mu_pi", "tau_pi") if k in fit.draws},
         }
     elif scope == "all":
         quantities = fit.draws
@@ -383,9 +384,10 @@ def summarize(
     versions=(),
     **thresholds,
 ) -> dict:
-    """JSON-ready posterior summary: per facet σ_π (draw-wise median over its items) and σ_δ, per
-    (facet, dataset) cell mean |δ| (estimate: mean |posterior-mean δ| with δ centred in its cell;
-    HDI: of the draw-wise mean |δ|), per model θ, per (candidate, baseline) pair of ``versions``
+    """JSON-ready posterior summary: per facet σ_π (draw-wise median over its items; panel fits
+    only) and σ_δ, per (facet, dataset) cell mean |δ| (estimate: mean |posterior-mean δ| with δ
+    centred in its cell; HDI: of the draw-wise mean |δ|), per model θ (panel fits only; a
+    per-model fit has ``models: {}``), per (candidate, baseline) pair of ``versions``
     Δθ = θ_candidate − θ_baseline draw-wise (docs/definitions.md §11; ``missing`` instead when
     either is not in the fit), each with ``hdi_prob`` HDIs (and, with ``ci_level``, a ``ci`` HDI at
     that level), and :func:`diagnostics` (``thresholds`` go to it)."""
@@ -420,7 +422,7 @@ def summarize(
         "sizes": d.sizes(),
         "facets": {
             f: {
-                "sigma_pi": interval(q["sigma_pi"][..., j]),
+                **({"sigma_pi": interval(q["sigma_pi"][..., j])} if "sigma_pi" in q else {}),
                 "sigma_delta": interval(q["sigma_delta"][..., j]),
             }
             for j, f in enumerate(d.facets)
@@ -429,7 +431,11 @@ def summarize(
             f"{f}/{ds}": {"facet": f, "dataset": ds, "mean_abs_delta": abs_delta(c)}
             for c, (f, ds) in enumerate(d.cells)
         },
-        "models": {m: {"theta": interval(q["theta"][..., j])} for j, m in enumerate(d.models)},
+        "models": {
+            m: {"theta": interval(q["theta"][..., j])}
+            for j, m in enumerate(d.models)
+            if has_item_noise(d)
+        },
         "versions": [version(c, b) for c, b in versions],
         "diagnostics": diagnostics(fit, **thresholds),
         "draws_per_chain": fit.draws_per_chain,
@@ -450,33 +456,87 @@ def odi(
     versions=(),
     **overrides,
 ) -> dict:
-    """Both ODI fits of a trials table (docs/definitions.md §4): the modal outcome gives per-facet
-    σ_π / σ_δ and per-cell |δ|; the correct outcome gives per-model θ and, for each (candidate,
-    baseline) pair of ``versions``, Δθ (docs/definitions.md §11). ``passed`` needs both fits'
-    diagnostics; ``thresholds`` go to :func:`diagnostics`, ``ci_level`` / ``gate_levels`` add gate
-    intervals (:func:`summarize`)."""
-    fits = {
-        o: summarize(
-            fit(from_trials(trials, readout, o), profile, seed, **overrides),
+    """The ODI fits of a trials table (docs/definitions.md §4, docs/suites/odi.md):
+
+    * per model, its *own* modal-outcome fit on its trials alone (``models[m]["own"]``: σ_δ per
+      facet it ran, mean |δ| per cell it ran, diagnostics); what gates the model, so another
+      model's answers cannot move it;
+    * the *panel* fits of every model together (top-level ``facets`` with the pooled σ_π / σ_δ,
+      ``cells``, ``diagnostics``, ``passed``; ``models[m]["theta"]`` centred over the panel):
+      panel-level quantities that gate no single model;
+    * per (candidate, baseline) pair of ``versions``, Δθ from a correct-outcome fit of the two
+      versions alone (docs/definitions.md §11).
+
+    ``thresholds`` go to :func:`diagnostics`, ``ci_level`` / ``gate_levels`` add gate intervals
+    (:func:`summarize`). Every fit uses ``seed``, so a model's own fit is the same whatever the
+    panel."""
+    table = outcomes(trials, readout)
+    fits: dict[tuple, ODIFit] = {}  # a pair that is the whole panel reuses the panel's fit
+
+    def summary(data: ODIData, pairs=()) -> dict:
+        key = (data.outcome, tuple(data.models), data.n)
+        if key not in fits:
+            fits[key] = fit(data, profile, seed, **overrides)
+        return summarize(
+            fits[key],
             hdi_prob,
             ci_level,
             gate_levels,
-            versions if o == "correct" else (),
+            pairs,
             **(thresholds or {}),
         )
-        for o in ("modal", "correct")
+
+    panel = {o: summary(build(table, o)) for o in ("modal", "correct")}
+    models = {
+        m: {**v, "own": own_fit(table, m, summary)} for m, v in panel["correct"]["models"].items()
     }
+    for m in sorted(set(table["model_id"].astype(str)) - set(models)):
+        models[m] = {"theta": None, "own": own_fit(table, m, summary)}
     return {
         "readout": readout,
-        "profile": fits["modal"]["profile"],
+        "profile": panel["modal"]["profile"],
         "hdi_prob": hdi_prob,
-        "facets": fits["modal"]["facets"],
-        "cells": fits["modal"]["cells"],
-        "models": fits["correct"]["models"],
-        "versions": fits["correct"]["versions"],
-        "diagnostics": {o: s["diagnostics"] for o, s in fits.items()},
-        "sizes": {o: s["sizes"] for o, s in fits.items()},
-        "draws_per_chain": {o: s["draws_per_chain"] for o, s in fits.items()},
-        "timings": {o: s["timings"] for o, s in fits.items()},
-        "passed": all(s["diagnostics"]["passed"] for s in fits.values()),
+        "facets": panel["modal"]["facets"],
+        "cells": panel["modal"]["cells"],
+        "models": models,
+        "versions": [version_fit(table, c, b, summary) for c, b in versions],
+        "diagnostics": {o: s["diagnostics"] for o, s in panel.items()},
+        "sizes": {o: s["sizes"] for o, s in panel.items()},
+        "draws_per_chain": {o: s["draws_per_chain"] for o, s in panel.items()},
+        "timings": {o: s["timings"] for o, s in panel.items()},
+        "passed": all(s["diagnostics"]["passed"] for s in panel.values()),
     }
+
+
+def own_fit(table, model_id: str, summary) -> dict:
+    """``model_id``'s own modal-outcome fit (its rows of the :func:`outcomes` ``table`` only):
+    σ_δ per facet and mean |δ| per cell it ran, diagnostics (keyed ``modal``), sizes; ``missing``
+    instead when none of its trials enter the modal outcome."""
+    mine = table[table["model_id"].astype(str) == model_id]
+    try:
+        data = build(mine, "modal", min_models=1)
+    except FlipgateError as exc:
+        return {"missing": f"{model_id}: {exc}", "passed": False}
+    s = summary(data)
+    return {
+        **{k: s[k] for k in ("facets", "cells", "sizes", "draws_per_chain")},
+        "diagnostics": {"modal": s["diagnostics"]},
+        "passed": s["diagnostics"]["passed"],
+    }
+
+
+def version_fit(table, candidate: str, baseline: str, summary) -> dict:
+    """Δθ of ``candidate`` against ``baseline`` from a correct-outcome fit of the two alone
+    (``missing`` when either has no usable trials); ``passed``: whether that fit passed its
+    diagnostics."""
+    pair = table[table["model_id"].astype(str).isin([candidate, baseline])]
+    present = set(pair.loc[pair["correct"].notna(), "model_id"].astype(str))
+    gone = [m for m in (candidate, baseline) if m not in present]
+    if gone:
+        return {
+            "candidate": candidate,
+            "baseline": baseline,
+            "missing": f"{' and '.join(gone)} not in the correct-outcome fit (no usable trials)",
+        }
+    s = summary(build(pair, "correct"), [(candidate, baseline)])
+    return {**s["versions"][0], "passed": s["diagnostics"]["passed"]}

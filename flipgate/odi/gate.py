@@ -1,7 +1,11 @@
 """ODI thresholds (``facet: odi``, docs/definitions.md §4–§5): one verdict per facet, cell or
 outcome a threshold covers, decided on the posterior median and an HDI at the thresholds file's
 level; the fit's diagnostics are always gated, at docs/definitions.md §4's bounds unless the file
-declares its own."""
+declares its own.
+
+A model is gated on its *own* fit only (its σ_δ, mean |δ| and diagnostics: :func:`gate`), so
+another model's answers cannot move its verdicts. σ_π and the pooled fits' diagnostics are
+*panel checks* (:func:`panel_checks`): reported, labelled ``panel``, and gating no model."""
 
 from __future__ import annotations
 
@@ -17,6 +21,16 @@ DIAGNOSTICS: dict[str, tuple[Direction, float]] = {
     "ess_tail_min": ("min", 400.0),
     "divergences": ("max", 0.0),
 }
+#: metrics only the panel's pooled fit has (σ_π is identified only through its sharing across
+#: models: docs/suites/odi.md), so they are panel checks
+PANEL_METRICS = frozenset({"sigma_pi"})
+#: the ``model`` a panel check's verdict names
+PANEL = "panel"
+
+
+def is_panel_metric(metric: str) -> bool:
+    """Whether ``metric`` (``sigma_pi@option_order`` by its base name) is a panel check."""
+    return metric.partition("@")[0] in PANEL_METRICS
 
 
 def odi_thresholds(ts: ThresholdSet) -> list[Threshold]:
@@ -53,26 +67,27 @@ def diagnostic_bounds(threshold_sets) -> dict:
     }
 
 
-def targets(analysis: dict, t: Threshold) -> dict[str, dict]:
-    """``{target: {"estimate", "ci"}}`` of threshold ``t`` in an :func:`flipgate.odi.odi` result:
-    facets for σ_π / σ_δ, (facet/dataset) cells for mean |δ| (narrowed by ``@facet`` and the
-    threshold's ``dataset``), outcomes for diagnostics."""
+def targets(fit: dict, t: Threshold) -> dict[str, dict]:
+    """``{target: {"estimate", "ci"}}`` of threshold ``t`` in a fit summary: the panel's
+    (a :func:`flipgate.odi.odi` result) or a model's own (its ``models[m]["own"]``): facets for σ_π
+    / σ_δ, (facet/dataset) cells for mean |δ| (narrowed by ``@facet`` and the threshold's
+    ``dataset``), outcomes for diagnostics. A facet or cell the fit lacks is not a target."""
     metric, _, only = t.metric.partition("@")
     if metric in DIAGNOSTICS:
-        return {o: {"estimate": d[metric]} for o, d in analysis["diagnostics"].items()}
+        return {o: {"estimate": d[metric]} for o, d in fit.get("diagnostics", {}).items()}
     if metric == "mean_abs_delta":
         return {
             c: {
                 "estimate": v["mean_abs_delta"]["estimate"],
                 "ci": _ci(v["mean_abs_delta"], t.level),
             }
-            for c, v in analysis["cells"].items()
+            for c, v in fit.get("cells", {}).items()
             if only in ("", v["facet"]) and t.dataset in (None, v["dataset"])
         }
     return {
         f: {"estimate": v[metric]["median"], "ci": _ci(v[metric], t.level)}
-        for f, v in analysis["facets"].items()
-        if only in ("", f)
+        for f, v in fit.get("facets", {}).items()
+        if only in ("", f) and metric in v
     }
 
 
@@ -86,21 +101,49 @@ def gate_levels(threshold_sets) -> list[float]:
     return sorted({t.level for ts in threshold_sets for t in odi_thresholds(ts)})
 
 
-def gate(analysis: dict, ts: ThresholdSet, model_id: str | None = None) -> list[Verdict]:
-    """Verdicts of every ODI threshold in ``ts`` on ``analysis``; a threshold that covers nothing in
-    the fit (e.g. ``sigma_pi@image_set_order`` when no model took images) is ``missing``."""
-    verdicts = []
-    for t in odi_thresholds(ts):
-        covered = targets(analysis, t) or {"(not in the fit)": {"estimate": None}}
-        for target, est in covered.items():
-            (v,) = evaluate([t], {"odi": estimates({t.metric: est})}, "odi", ts.on_inconclusive)
-            context = {"model": model_id} if model_id is not None else {}
-            v = v.with_context(
+def _verdicts(fit: dict, t: Threshold, on_inconclusive: str, readout: str, **context) -> list:
+    """One verdict per target of ``t`` in ``fit``; ``missing`` when it covers nothing there."""
+    out = []
+    covered = targets(fit, t) or {"(not in the fit)": {"estimate": None}}
+    for target, est in covered.items():
+        (v,) = evaluate([t], {"odi": estimates({t.metric: est})}, "odi", on_inconclusive)
+        out.append(
+            v.with_context(
                 threshold=f"{t.label} · {target}",
                 target=target,
                 facet=ODI_CELL,
-                readout=analysis["readout"],
+                readout=readout,
                 **context,
             )
-            verdicts.append(v)
-    return verdicts
+        )
+    return out
+
+
+def gate(analysis: dict, ts: ThresholdSet, model_id: str) -> list[Verdict]:
+    """Verdicts of ``ts``'s per-model ODI thresholds on ``model_id``'s own fit in ``analysis``
+    (panel metrics are left to :func:`panel_checks`); a threshold that covers nothing in that fit
+    (e.g. ``sigma_delta@image_set_order`` for a text-only model, or a model without an own fit)
+    is ``missing``."""
+    own = (analysis["models"].get(model_id) or {}).get("own") or {}
+    return [
+        v
+        for t in odi_thresholds(ts)
+        if not is_panel_metric(t.metric)
+        for v in _verdicts(own, t, ts.on_inconclusive, analysis["readout"], model=model_id)
+    ]
+
+
+def panel_checks(analysis: dict, threshold_sets) -> list[Verdict]:
+    """Panel-level checks on the pooled fits: every distinct σ_π threshold and the pooled fits'
+    diagnostic bounds of ``threshold_sets`` (the roster's files), each once, their verdicts naming
+    model ``panel`` and threshold ``panel · …``. They gate no model."""
+    seen: dict[str, tuple[Threshold, str]] = {}
+    for ts in threshold_sets:
+        for t in odi_thresholds(ts):
+            if is_panel_metric(t.metric) or t.metric in DIAGNOSTICS:
+                seen.setdefault(t.label, (t, ts.on_inconclusive))
+    return [
+        v.with_context(threshold=f"{PANEL} · {v.threshold}")
+        for t, on_inconclusive in seen.values()
+        for v in _verdicts(analysis, t, on_inconclusive, analysis["readout"], model=PANEL)
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 from jax import random
 from numpyro import handlers
 
@@ -105,3 +106,29 @@ def simulate_scale(scale: str, seed: int = 0, **kwargs) -> tuple[ODIData, dict]:
     n_models, n_facets, datasets, items = SCALES[scale]
     sigma_pi = {f"f{j}": float(s) for j, s in enumerate(np.geomspace(0.15, 0.6, n_facets))}
     return simulate(n_models, sigma_pi, datasets, items, seed=seed, **kwargs)
+
+
+def one_model(data: ODIData, model: int) -> ODIData:
+    """``data``'s trials of its ``model``-th model alone (what that model's own fit sees)."""
+    keep = data.model == model
+    per_trial = {k: getattr(data, k)[keep] for k in ("item", "order", "cell", "facet", "y")}
+    return replace(
+        data, model=np.zeros(int(keep.sum()), np.int32), models=[data.models[model]], **per_trial
+    )
+
+
+def to_trials(data: ODIData, readout: str = "sim") -> pd.DataFrame:
+    """``data`` as a trials table (:data:`flipgate.odi.data.TRIAL_COLUMNS`): y = 1 answers "A"
+    (gold), y = 0 a wrong answer of its own per ordering, so the modal outcome recomputed from the
+    answers is y wherever "A" is the item's untied mode."""
+    return pd.DataFrame(
+        {
+            "model_id": [data.models[m] for m in data.model],
+            "facet": [data.items[i][0] for i in data.item],
+            "dataset": [data.items[i][1] for i in data.item],
+            "item_id": [data.items[i][2] for i in data.item],
+            "condition": data.order,
+            "mapped": [{readout: "A" if y else f"B{o}"} for y, o in zip(data.y, data.order)],
+            "correct": [{readout: bool(y)} for y in data.y],
+        }
+    )

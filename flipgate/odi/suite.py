@@ -1,5 +1,5 @@
-"""The ODI suite (docs/definitions.md §4): one Bayesian fit over every order-suite model's facet
-trials."""
+"""The ODI suite (docs/definitions.md §4): a Bayesian fit of each order-suite model's facet trials
+alone (what gates it) and one over the whole panel (panel checks, gating no model)."""
 
 from __future__ import annotations
 
@@ -77,13 +77,32 @@ class ODISuite(TypedCardSection):
         return []  # it reads the order suite's trials and calls no model
 
     def summary_lines(self, store) -> list[str]:
+        """One line per model (its own fit, what gates it) and one for the panel (pooled; gates
+        no model)."""
         odi = store.analysis(ODI_FITS, ORDER_PANEL)
         if not odi:
             return []
-        return [
-            f"flipgate: ODI ({odi['profile']}, panel {', '.join(odi['roster'])}, diagnostics "
-            f"{'passed' if odi['passed'] else 'FAILED'}): σ_π "
+        lines = []
+        for model_id in odi["roster"]:
+            own = (odi["models"].get(model_id) or {}).get("own") or {}
+            if "facets" not in own:
+                why = own.get("missing") or "the stored fit predates own fits"
+                lines.append(f"flipgate: ODI {model_id}: no own fit ({why})")
+                continue
+            lines.append(
+                f"flipgate: ODI {model_id} (own fit, diagnostics "
+                f"{'passed' if own['passed'] else 'FAILED'}): σ_δ "
+                + ", ".join(
+                    f"{f} {v['sigma_delta']['median']:.3f}" for f, v in own["facets"].items()
+                )
+            )
+        checks = odi.get("panel_checks") or []
+        failed = [c["threshold"] for c in checks if c["outcome"] == "fail"]
+        return lines + [
+            f"flipgate: ODI panel ({odi['profile']}, {', '.join(odi['roster'])}; gates no model; "
+            f"diagnostics {'passed' if odi['passed'] else 'FAILED'}): σ_π "
             + ", ".join(f"{f} {v['sigma_pi']['median']:.3f}" for f, v in odi["facets"].items())
+            + (f"; panel checks failed: {'; '.join(failed)}" if failed else "")
         ]
 
     # -- its GRID card (flipgate.suite_api.TypedCardSuite)

@@ -1,6 +1,7 @@
-"""ODI (docs/definitions.md §4): a Bayesian 2PL decomposition of the order suites' trials into
-per-facet ordering noise σ_π, per-cell offsets |δ| and per-model θ; a fit that fails its diagnostics
-fails, and thresholds naming ``facet: odi`` (e.g. ``sigma_pi@option_order``) are gated."""
+"""ODI (docs/definitions.md §4, docs/suites/odi.md): a Bayesian 2PL decomposition of the order
+suites' trials. Each model is gated on its own fit (its σ_δ, |δ| and diagnostics; thresholds naming
+``facet: odi``, e.g. ``sigma_delta@option_order``). The panel's pooled fit (σ_π, θ) gives panel
+checks, which gate no model."""
 
 SUITE = "odi"
 
