@@ -65,7 +65,7 @@ schema: $(VENV)/.installed
 	$(PY) -m flipgate.cards.schema
 
 ## The project's own tests, after the lint and type checks (what CI runs).
-test: lint
+test: lint | $(VENV)/.roster   # tests/test_model_identity.py swaps Gemma's GGUF for SmolLM2's behind one server
 	$(PY) -m pytest tests -q $(PYTEST_ARGS)
 
 BENCH_RUNS := .flipgate_cache/benchmark-runs

@@ -41,16 +41,17 @@ models:
     )
 
 
-def run_suite(
+def suite_command(
     tmp: Path, models: Path, thresholds: Path, *extra: str, envelope: Path | None = None
-) -> subprocess.CompletedProcess:
-    """The suite as a user runs it; the envelope suite only when an ``envelope`` file is given."""
+) -> list[str]:
+    """The pytest command line of the suite as a user runs it, its outputs under ``tmp``; the
+    envelope suite only when an ``envelope`` file is given."""
     where = (
         ["--envelope", str(envelope)]
         if envelope
         else ["--ignore", str(REPO / "suites" / "benchmarks")]
     )
-    cmd = [
+    return [
         sys.executable,
         "-m",
         "pytest",
@@ -75,10 +76,21 @@ def run_suite(
         "no:randomly",
         *extra,
     ]
-    # a run of its own: not an xdist worker even when this test runs in one (PYTEST_XDIST_*)
+
+
+def suite_env(**extra: str) -> dict[str, str]:
+    """A run of its own: not an xdist worker even when this test runs in one (PYTEST_XDIST_*),
+    offline."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    return env | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"} | extra
+
+
+def run_suite(
+    tmp: Path, models: Path, thresholds: Path, *extra: str, envelope: Path | None = None
+) -> subprocess.CompletedProcess:
+    """The suite as a user runs it (:func:`suite_command`), to its end."""
+    cmd = suite_command(tmp, models, thresholds, *extra, envelope=envelope)
+    return subprocess.run(cmd, capture_output=True, text=True, env=suite_env(), timeout=600)
 
 
 @pytest.fixture(scope="module")

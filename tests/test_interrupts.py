@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 from test_cards import card_store, typed  # noqa: F401 - card_store: test_cards' fixture
+from test_end_to_end import suite_command, suite_env
 
-from conftest import REPO, ScriptedBackend, write
+from conftest import ScriptedBackend, write
 from flipgate import registry
 from flipgate.cards import validate_card, write_cards
 from flipgate.cards.build import PARTIAL, card_markdown
@@ -73,37 +74,8 @@ models:
 """,
     )
     thresholds = write(tmp / "thresholds" / "default.yaml", THRESHOLDS).parent
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(REPO / "suites"),
-        "--ignore",
-        str(REPO / "suites" / "benchmarks"),
-        "--models",
-        str(models),
-        "--thresholds",
-        str(thresholds),
-        "--cache-dir",
-        str(tmp / "cache"),
-        "--runs-dir",
-        str(tmp / "runs"),
-        "--grid-cards-dir",
-        str(tmp / "cards"),
-        "--manifests-dir",
-        str(tmp / "manifests"),
-        "-q",
-        "-p",
-        "no:randomly",
-        *extra,
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env |= {
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "FG_TEST_KEY": KEY,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    }
+    cmd = suite_command(tmp, models, thresholds, *extra)
+    env = suite_env(FG_TEST_KEY=KEY, LITELLM_LOCAL_MODEL_COST_MAP="True")
     return subprocess.Popen(
         cmd,
         cwd=tmp,
