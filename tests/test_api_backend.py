@@ -348,3 +348,29 @@ def test_a_trickling_server_is_bounded_by_timeout_s_per_attempt():
     assert 2 * 2 <= elapsed < 2 * 2 + 3, elapsed
     assert "after 2 attempt(s)" in str(err.value) and KEY not in str(err.value)
     assert backend.call_stats == {"requests": 1, "retries": 1, "timeouts": 2, "failures": 1}
+
+
+def test_requests_left_in_the_air_when_ctrl_c_closed_the_loop_close_quietly(monkeypatch):
+    """A Ctrl-C that ends the event loop while requests are in the air leaves the batch's
+    coroutine unfinished; closing it later (garbage collection) must not touch the closed loop:
+    before, its cleanup asked the closed loop to cancel them and printed a RuntimeError traceback
+    ("Event loop is closed") over the interrupted run's last lines."""
+    import asyncio
+
+    source = {"model": "openai/m", "api_base": "http://127.0.0.1:9/v1", "revision": "r1"}
+    backend = LiteLLMBackend({"id": "api", "backend": "litellm", "source": source})
+
+    async def in_the_air(request, abort):
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(backend, "_one", in_the_air)
+    loop = asyncio.new_event_loop()
+    batch = backend._all([mcq(i) for i in range(3)], None)
+    loop.create_task(batch)
+    loop.run_until_complete(asyncio.sleep(0.01))  # every request in the air
+    left = asyncio.all_tasks(loop)
+    loop.close()  # as a Ctrl-C out of asyncio.run leaves it
+    batch.close()  # what the garbage collector does: no RuntimeError
+    for task in left:  # the test's own leftovers, closed quietly (no warnings at exit)
+        task._log_destroy_pending = False  # type: ignore[attr-defined]
+        task.get_coro().close()

@@ -468,10 +468,13 @@ class LiteLLMBackend:
         tasks = [asyncio.ensure_future(run(i, r)) for i, r in enumerate(requests)]
         try:
             await asyncio.gather(*tasks)
-        finally:  # cancelled from outside (Ctrl-C): nothing is left to cancel otherwise
+        except GeneratorExit:  # closed unfinished after a Ctrl-C ended its loop: that loop is
+            raise  # closed, so nothing can be cancelled or awaited any more
+        except BaseException:  # cancelled from outside (Ctrl-C): end the requests in the air
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         if failures:
             raise failures[0]
         return results  # type: ignore[return-value]
