@@ -12,6 +12,7 @@ like a secret (``extra_body: {api_key: ..}``, ``extra_headers: {Authorization: .
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -99,6 +100,13 @@ def redact_fields(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact_fields(v) for v in value]
     return redact(value) if isinstance(value, str) else value
+
+
+def redacted_json(value: Any, **dumps: Any) -> str:
+    """``value`` as JSON (``json.dumps`` with ``dumps``) with every secret hidden
+    (:func:`redact_fields`, then :func:`redact` over the text): what the trials store keeps of a
+    model's fingerprint and config, and what a stored fingerprint is compared with."""
+    return redact(json.dumps(redact_fields(value), **dumps))
 
 
 def _entropy(text: str) -> float:

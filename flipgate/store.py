@@ -164,15 +164,15 @@ class TrialStore:
         """A model's fingerprint and models.yaml entry, secrets redacted before they are stored
         (:func:`flipgate.redact.redact_fields`: URL credentials, key-like query parameters, fields
         named like secrets such as ``extra_body.api_key``)."""
-        from flipgate.redact import redact, redact_fields
+        from flipgate.redact import redacted_json
 
         with self.writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
                 (
                     model_id,
-                    redact(json.dumps(redact_fields(fingerprint), sort_keys=True)),
-                    redact(json.dumps(redact_fields(config), default=str)),
+                    redacted_json(fingerprint, sort_keys=True),
+                    redacted_json(config, default=str),
                 ),
             )
 

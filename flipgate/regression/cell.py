@@ -17,7 +17,7 @@ from flipgate.cards.build import git_commit
 from flipgate.cell import Cell
 from flipgate.config import Threshold, load_thresholds
 from flipgate.gate import evaluate
-from flipgate.redact import redact
+from flipgate.redact import redacted_json
 from flipgate.regression.compare import Arm, CellComparison, compare_cell
 from flipgate.regression.plan import Pairing
 from flipgate.regression.runs import RunRecord
@@ -71,7 +71,7 @@ class SelfComparison(UserWarning):
 
 def _as_stored(fingerprint: dict) -> str:
     """A fingerprint as the trials store keeps it (flipgate.store.TrialStore.add_model)."""
-    return redact(json.dumps(fingerprint, sort_keys=True))
+    return redacted_json(fingerprint, sort_keys=True)
 
 
 def same_model_note(base: Arm, cand: Arm, base_fp: dict, cand_fp: dict) -> str | None:
