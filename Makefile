@@ -76,6 +76,7 @@ benchmark: setup
 	$(PY) benchmarks/api_concurrency.py
 	$(PY) benchmarks/odi_scaling.py --scales small,medium --profiles fast
 	$(PY) benchmarks/card_build.py
+	$(PY) benchmarks/gate_operating_characteristics.py   # the gates' error rates, decided share, items (SPEC §12.7)
 	rm -rf $(BENCH_RUNS)   # the default audit cold and warm, then in float32 (its own precision replayed)
 	$(PY) benchmarks/audit_rerun.py --keep $(BENCH_RUNS)
 	$(PY) benchmarks/precision_verdicts.py --keep $(BENCH_RUNS)

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from flipgate import FlipgateError
 from flipgate.backends import Backend, Output, Request, create_backend
-from flipgate.backends.base import is_streaming
+from flipgate.backends.base import is_streaming, measures_replicates
 from flipgate.backends.identity import cache_settings
 from flipgate.cache import ResponseCache, cache_key
 from flipgate.cell import Cell
@@ -31,7 +31,7 @@ from flipgate.items import Item, load_items
 from flipgate.metrics.sequential import ItemValues
 from flipgate.readouts import read_label
 from flipgate.results import Trial, trials_frame
-from flipgate.sequential import SequentialStop, draws_sequentially, run_sequential
+from flipgate.sequential import Dependent, SequentialStop, draws_sequentially, run_sequential
 from flipgate.store import TrialStore
 from flipgate.summary import item_values
 
@@ -81,6 +81,10 @@ class Auditor:
         #: sequential gates (docs/definitions.md §12); None: fixed N (``--fixed-n`` or
         #: ``audit.sequential: false``)
         self.sequential = None if fixed_n else config.sequential
+        #: the suites' dependents of a facet cell (flipgate.sequential.Dependent), e.g. the
+        #: regression cases that compare it: ``source(model_id, dataset, cell)``; set by the
+        #: session (docs/definitions.md §12.4)
+        self.dependent_sources: list[Callable[[str, str, str], list[Dependent]]] = []
         self.store = TrialStore(paths.store)
         self.source = os.environ.get("PYTEST_XDIST_WORKER", "main")  # this process, in the store
         self.cache = ResponseCache(paths.cache) if paths.cache else None
@@ -334,12 +338,18 @@ class Auditor:
                 return stored, stop
         assert self.sequential is not None and self.thresholds_dir is not None
         cell = Cell.parse(name)
-        cap, perm = self.n_items(model_id, dataset, cell.facet), None
+        cap, perm, test_cap = self.n_items(model_id, dataset, cell.facet), None, None
         if cell.is_control:
             perm, facet_stop = self.sequential_trials(model_id, dataset, cell.facet)
-            cap = facet_stop.n_items
+            cap, test_cap = facet_stop.n_items, facet_stop.looks.cap
         readouts, primary = self.readouts(model_id, cell.facet)
-        thresholds = load_thresholds(self.thresholds_dir, model_id).for_cell(name, dataset)
+        all_thresholds = load_thresholds(self.thresholds_dir, model_id)
+        # a control whose backend copies its replicates decides nothing (its thresholds are not
+        # applicable, docs/definitions.md §12.5): it draws its facet's items and holds nothing
+        measured = measures_replicates(self.backend(model_id))
+        thresholds = (
+            all_thresholds.for_cell(name, dataset) if measured or not cell.is_control else []
+        )
         k = self.config.k
         # an upper bound until the stop lowers it (the live display says so, flipgate.progress)
         self.store.set_planned(model_id, dataset, name, cap * k, at_most=True)
@@ -352,12 +362,44 @@ class Auditor:
             drawn = n
             return item_values(pd.concat(frames, ignore_index=True), readouts, perm)
 
+        def measure_control(control: str) -> Callable[[int, pd.DataFrame], dict]:
+            """The control's per-item values on the first n items this facet drew."""
+            drawn_control: list[pd.DataFrame] = []
+
+            def measure_it(n: int, facet_trials: pd.DataFrame) -> dict:
+                start = sum(f["item_id"].nunique() for f in drawn_control)
+                drawn_control.append(self.trials(model_id, dataset, control, (start, n)))
+                control_trials = pd.concat(drawn_control, ignore_index=True)
+                return item_values(control_trials, readouts, facet_trials)
+
+            return measure_it
+
+        # a facet keeps drawing while its control's thresholds (and, from the suites, e.g. a
+        # regression case's) are open (docs/definitions.md §12.4)
+        dependents = [
+            Dependent(control, held, measure_control(control))
+            for control, d in self.config.cells(model_id)
+            if d == dataset
+            and not cell.is_control
+            and Cell.parse(control).is_control
+            and Cell.parse(control).facet == name
+            and self.is_sequential(control)
+            and measured
+            and (held := all_thresholds.for_cell(control, dataset))
+        ]
+        if not cell.is_control:
+            dependents += [
+                d for source in self.dependent_sources for d in source(model_id, dataset, name)
+            ]
         stop = run_sequential(
             self.sequential,
             cap,
             thresholds,
             primary,
             measure,
+            dependents,
+            test_cap,
+            lambda: pd.concat(frames, ignore_index=True),
             model_id=model_id,
             dataset=dataset,
             cell=name,

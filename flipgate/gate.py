@@ -29,14 +29,18 @@ import numpy.typing as npt
 
 from flipgate.config import Threshold
 from flipgate.metrics import bootstrap_p_value
+from flipgate.metrics.onesided import Looks
 from flipgate.metrics.proportion import small_n_hull
 from flipgate.metrics.sequential import ItemValues
+from flipgate.metrics.threshold_tests import decide_mean, pending_fixed
 from flipgate.results import Label, MetricEstimate, Outcome, Verdict
 
 #: what a straddling CI does: ``by_rule`` follows the rule (upper fails, lower warns)
 ON_INCONCLUSIVE = ("by_rule", "warn", "xfail", "fail")
-#: a verdict's ``interval`` when a confidence sequence decided it (docs/definitions.md §12)
+#: a verdict's ``interval`` (shown, never deciding: docs/definitions.md §12.6): a sequential
+#: cell's confidence sequence, or a fixed-N cell's bootstrap CI
 SEQUENCE = "confidence_sequence"
+BOOTSTRAP = "bootstrap"
 #: gate outcomes, least to most severe
 OUTCOMES = ("pass", "warn", "xfail", "fail")
 
@@ -131,16 +135,24 @@ def evaluate(
     readout: str,
     on_inconclusive: str = "by_rule",
     sequences: Mapping[tuple[str, str], ItemValues] | None = None,
+    looks: Looks | None = None,
+    planned: int | None = None,
     **context: Any,
 ) -> list[Verdict]:
     """Apply each threshold to the estimates ``{readout: {metric: MetricEstimate}}``. Where an
     estimate kept its bootstrap draws, the CI is recomputed at the threshold's level and the
     verdict carries the one-sided bootstrap p-value of a violation (for Benjamini–Hochberg across
-    cells). A sequential cell (docs/definitions.md §12) gives its per-item values as
-    ``sequences`` (``{(readout, metric): ItemValues}``): a lower or upper threshold on one of them
-    is decided on its anytime-valid confidence sequence at the threshold's level instead (the
-    verdict says ``interval: confidence_sequence``). ``context`` is given to every verdict
-    (:func:`verdict`)."""
+    cells).
+
+    A cell that gives its per-item values as ``sequences`` (``{(readout, metric):
+    ItemValues}``) has each ``lower``/``upper`` threshold on one of them decided by two one-sided
+    tests (docs/definitions.md §12, :func:`~flipgate.metrics.threshold_tests.decide_mean`): on
+    the cell's look grid ``looks`` when it drew sequentially, else as a fixed-N run. The verdict
+    names the deciding test (``test``); its interval is shown for reading only (``interval``:
+    ``confidence_sequence`` for a sequential cell, else the bootstrap CI). ``planned``: fixed-N
+    tests that wait for that many items (a regression case of a sequential candidate:
+    flipgate.regression.hold); with fewer the verdict is undecided. ``context`` is given to every
+    verdict (:func:`verdict`)."""
     results = []
     for t in thresholds:
         r = t.readout or readout
@@ -148,18 +160,9 @@ def evaluate(
         draws = None if m is None else m.draws
         p_value = bootstrap_p_value(draws, t.bound, t.direction) if draws is not None else None
         values = (sequences or {}).get((r, t.metric))
-        if values is not None and values.n and t.rule in ("lower", "upper"):
+        if values is not None and values.drawn and t.rule in ("lower", "upper"):
             results.append(
-                verdict(
-                    t,
-                    values.estimate,
-                    values.sequence(t.level),
-                    on_inconclusive,
-                    r,
-                    p_value,
-                    interval=SEQUENCE,
-                    **context,
-                )
+                tested_verdict(t, values, looks, m, on_inconclusive, r, p_value, planned, **context)
             )
             continue
         est = None if m is None else m.estimate
@@ -169,3 +172,54 @@ def evaluate(
             ci = small_n_hull((lo, hi), float(est), m.n_units, t.level)  # no proof from few items
         results.append(verdict(t, est, ci, on_inconclusive, r, p_value, **context))
     return results
+
+
+def tested_verdict(
+    t: Threshold,
+    values: ItemValues,
+    looks: Looks | None,
+    shown: MetricEstimate | None,
+    on_inconclusive: str,
+    readout: str,
+    p_value: float | None,
+    planned: int | None = None,
+    **context: Any,
+) -> Verdict:
+    """A ``lower``/``upper`` threshold decided by its two one-sided tests on ``values``; the
+    label is ``pass`` or ``fail`` when a test rejected, else ``inconclusive`` (the rule decides
+    its outcome). The interval shown beside it: the confidence sequence of a sequential cell,
+    else the bootstrap CI of ``shown`` at the threshold's level."""
+    alpha = 1 - t.level
+    decided = (
+        decide_mean(values, t.bound, t.direction, alpha, looks)
+        if planned is None
+        else pending_fixed(values, t.bound, t.direction, alpha, planned)
+    )
+    label: Label = decided.decision or "inconclusive"
+    if looks is not None:
+        ci: tuple[float | None, float | None] | None = values.sequence(t.level)
+        extra: dict[str, Any] = {"interval": SEQUENCE}
+    else:
+        draws = None if shown is None else shown.draws
+        ci = ci_at(draws, t.level) if draws is not None else (None if shown is None else shown.ci)
+        extra = {"interval": BOOTSTRAP}
+    estimate = _number(values.estimate)
+    return Verdict(
+        threshold=t.label,
+        metric=t.metric,
+        bound=t.bound,
+        direction=t.direction,
+        rule=t.rule,
+        level=t.level,
+        readout=readout,
+        estimate=estimate,
+        ci=ci,
+        verdict=label if estimate is not None else "missing",
+        outcome=outcome(label if estimate is not None else "missing", t.rule, on_inconclusive),
+        p_value=p_value,
+        source=t.source,
+        why=t.why,
+        test=decided.describe(),
+        **extra,
+        **context,
+    )

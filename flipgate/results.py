@@ -102,7 +102,7 @@ def trials_frame(trials: list[Trial]) -> pd.DataFrame:
 
 
 #: fields a gate adds to some verdicts only (see :class:`Verdict`)
-CONTEXT_FIELDS = frozenset({"facet", "model", "target", "mcnemar", "q_value", "interval"})
+CONTEXT_FIELDS = frozenset({"facet", "model", "target", "mcnemar", "q_value", "interval", "test"})
 
 Direction = Literal["max", "min"]
 Label = Literal["pass", "fail", "inconclusive", "warn", "missing"]
@@ -140,9 +140,13 @@ class Verdict(BaseModel):
     target: str | None = None
     mcnemar: dict[str, Any] | None = None
     q_value: Number = None
-    #: ``confidence_sequence`` when a sequential cell's anytime-valid sequence decided it
-    #: (docs/definitions.md §12); left out for a bootstrap CI
+    #: what ``ci`` is when a threshold was decided by tests (docs/definitions.md §12.6), shown for
+    #: reading and never deciding: ``confidence_sequence`` (a sequential cell) or ``bootstrap``;
+    #: left out when the CI itself decided (a gate without per-item values)
     interval: str | None = None
+    #: the one-sided test that decided the verdict with its e-value or p-value, or both tests
+    #: while undecided (docs/definitions.md §12.1)
+    test: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_context(self, handler: Any) -> dict[str, Any]:
@@ -160,7 +164,10 @@ class Verdict(BaseModel):
         """One line for the terminal: who, threshold, source, estimate and CI, verdict."""
         level = f" {self.level:.0%}" if self.level else ""
         ci = self.ci
-        kind = "confidence sequence" if self.interval else "CI"
+        kind = {
+            "confidence_sequence": "confidence sequence (shown)",
+            "bootstrap": "CI (shown)",
+        }.get(self.interval or "", "CI")
         ci_text = (
             f"{level} {kind} [{ci[0]:.3f}, {ci[1]:.3f}]"
             if ci and ci[0] is not None and ci[1] is not None
@@ -171,7 +178,10 @@ class Verdict(BaseModel):
         unproven = (
             " (not proven)" if self.verdict == "inconclusive" and self.rule == "upper" else ""
         )
-        return f"{who}{self.threshold} [{self.source}]: {est}{ci_text} -> {self.verdict}{unproven}"
+        by = f" by {self.test}" if self.test and self.verdict in ("pass", "fail") else ""
+        return (
+            f"{who}{self.threshold} [{self.source}]: {est}{ci_text} -> {self.verdict}{unproven}{by}"
+        )
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -252,6 +262,10 @@ class CellSummary(BaseModel):
     k_policies: list[dict[str, Any]] | None = None
     k2_screen_recall: Number = None
     k_ablation: dict[str, Number] | None = None
+    #: a same-ordering control's floor when its backend did not measure it
+    #: (flipgate.backends.floor.NOT_MEASURED_FLOOR, docs/definitions.md §12.5); left out of the
+    #: JSON when measured
+    floor: str | None = None
 
     @property
     def has_k_analyses(self) -> bool:
@@ -273,6 +287,8 @@ class CellSummary(BaseModel):
         if not self.has_k_analyses:
             for key in K_FIELDS:
                 data.pop(key)
+        if self.floor is None:
+            data.pop("floor")
         return {**flat, **data}
 
     def to_json(self) -> str:

@@ -1,26 +1,30 @@
 """Sequential gates (docs/definitions.md §12): a cell draws its items in the manifest's seeded
 order, in batches, and stops as soon as every threshold that can be decided on a mean of
-per-item values is decided by its anytime-valid confidence sequence, or at its item budget.
+per-item values is decided by its two one-sided tests or can no longer be decided within the cap
+(futile), or at its cap.
 
 The stopping rule is suite-neutral: a suite hands :func:`run_sequential` its thresholds and a
 function that measures the first n items and returns their per-item values
 (:class:`~flipgate.metrics.sequential.ItemValues`, keyed ``(readout, metric)``); the gate
-(:func:`flipgate.gate.evaluate`) then decides every such threshold on the same sequence, so the
-verdict is the decision that stopped the cell.
+(:func:`flipgate.gate.evaluate`) then decides every such threshold with the same tests on the
+same look grid, so the verdict is the decision that stopped the cell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from flipgate.cell import Cell
 from flipgate.config import Threshold
 from flipgate.facets import get_facet
 from flipgate.gate import within
+from flipgate.metrics.onesided import Looks
 from flipgate.metrics.sequential import (
     FloatArray,
     ItemValues,
@@ -29,12 +33,13 @@ from flipgate.metrics.sequential import (
     from_unit,
     to_unit,
 )
+from flipgate.metrics.threshold_tests import decide_mean, pending_fixed
 
 #: the rules whose verdict a confidence sequence can decide; ``point`` and ``warn`` thresholds
 #: never hold a cell (they have no error rate to keep) and are read on the items used
 DECIDING_RULES = ("lower", "upper")
 
-StopReason = Literal["decided", "cap", "nothing to decide"]
+StopReason = Literal["decided", "cap", "nothing to decide", "undecidable"]
 
 
 def draws_sequentially(settings: SequentialSettings | None, name: str) -> bool:
@@ -53,7 +58,7 @@ class ThresholdDecision(BaseModel):
     metric: str
     readout: str
     rule: str
-    #: 'pass' or 'fail' once its sequence lay wholly on one side of the bound; None: undecided
+    #: 'pass' or 'fail' once one of its one-sided tests rejected; None: undecided
     decision: Literal["pass", "fail"] | None = None
     #: items drawn when it was decided
     decided_at: int | None = None
@@ -61,6 +66,11 @@ class ThresholdDecision(BaseModel):
     holds: bool = True
     #: why it does not hold the cell, or why it held it to the cap
     note: str | None = None
+    #: the deciding test with its e-value or p-value (both tests while undecided)
+    test: str | None = None
+    #: undecided and no longer decidable within the cap, however the remaining items go: it
+    #: stopped holding the cell
+    futile: bool = False
 
 
 class SequentialStop(BaseModel):
@@ -89,6 +99,16 @@ class SequentialStop(BaseModel):
     calls_per_item: int
     #: a control's cap is the items its facet used (docs/definitions.md §12)
     cap_from: str | None = None
+    #: the cap its tests were calibrated on when it is not ``cap`` (a control: its facet's)
+    test_cap: int | None = None
+    #: the dependents' thresholds (``cell: threshold``) that kept it drawing after its own were
+    #: decided (docs/definitions.md §12.4), each decided later than its own last
+    held_by: list[str] = []
+
+    @property
+    def looks(self) -> Looks:
+        """The look grid its thresholds' tests were calibrated on."""
+        return Looks(self.test_cap or self.cap, self.batch_items, self.min_items)
 
     @property
     def calls_used(self) -> int:
@@ -107,24 +127,18 @@ class SequentialStop(BaseModel):
         return cls.model_validate_json(text)
 
 
-def _decision(t: Threshold, values: ItemValues) -> Literal["pass", "fail"] | None:
-    lo, hi = values.sequence(t.level)
-    if within(lo, t) and within(hi, t):
-        return "pass"
-    if not within(lo, t) and not within(hi, t):
-        return "fail"
-    return None
-
-
 def look(
     thresholds: list[Threshold],
     values: Mapping[tuple[str, str], ItemValues],
     primary: str,
-    n_items: int,
+    looks: Looks,
     before: Mapping[str, ThresholdDecision] | None = None,
+    planned: int | None = None,
 ) -> list[ThresholdDecision]:
-    """Each threshold's standing after ``n_items`` items: a threshold decided at an earlier look
-    (``before``) keeps its decision (the running intersection never widens)."""
+    """Each threshold's standing after the items measured so far (a look point of ``looks``): a
+    threshold decided at an earlier look (``before``) keeps its decision. ``planned``: the
+    thresholds are decided by fixed-N tests once that many items are in (a regression case),
+    and until then only their reachability is known."""
     out = []
     for t in thresholds:
         readout = t.readout or primary
@@ -143,11 +157,62 @@ def look(
             note = f"{t.metric} is not a mean of per-item values: it holds the cell to the cap"
             out.append(ThresholdDecision(**common, note=note))
             continue
-        decision = _decision(t, item_values)
+        decided = (
+            decide_mean(item_values, t.bound, t.direction, 1 - t.level, looks)
+            if planned is None
+            else pending_fixed(item_values, t.bound, t.direction, 1 - t.level, planned)
+        )
+        futile_note = f"cannot be decided within the cap {looks.cap}" if decided.futile else None
         out.append(
-            ThresholdDecision(**common, decision=decision, decided_at=n_items if decision else None)
+            ThresholdDecision(
+                **common,
+                decision=decided.decision,
+                decided_at=decided.decided_at,
+                test=decided.describe(),
+                futile=decided.futile,
+                note=futile_note,
+            )
         )
     return out
+
+
+#: ``measure(n)``: the per-item values of the first ``n`` items, keyed ``(readout, metric)``
+Measure = Callable[[int], Mapping[tuple[str, str], ItemValues]]
+
+
+@dataclass(frozen=True)
+class Dependent:
+    """A cell whose thresholds read the items this cell draws — its same-ordering control, a
+    regression case that compares it: this cell keeps drawing while one of them is undecided
+    and can still be decided (docs/definitions.md §12.4). ``measure(n, trials)`` measures the
+    dependent on the same first n items (``trials``: this cell's trials so far). ``planned``:
+    the dependent is decided by fixed-N tests on that many items (a regression case: the items
+    both versions will have drawn), so until then it only holds this cell while reachable."""
+
+    cell: str
+    thresholds: list[Threshold]
+    #: None: it holds this cell to ``planned`` items whatever they show (an in-run baseline,
+    #: whose candidate's case needs its items and is measured after it)
+    measure: Callable[[int, pd.DataFrame], Mapping[tuple[str, str], ItemValues]] | None
+    planned: int | None = None
+
+
+def _held_to(dep: Dependent, n: int, primary: str) -> ThresholdDecision:
+    """A dependent without a measure holds the cell until it has ``planned`` items."""
+    assert dep.planned is not None
+    return ThresholdDecision(
+        threshold=dep.cell,
+        metric="items",
+        readout=primary,
+        rule="lower",
+        futile=n >= dep.planned,
+        note=f"held to {dep.planned} items",
+    )
+
+
+def _open(standing: list[ThresholdDecision]) -> list[ThresholdDecision]:
+    """The thresholds still holding a cell: undecided, and not futile."""
+    return [d for d in standing if d.holds and d.decision is None and not d.futile]
 
 
 def run_sequential(
@@ -155,31 +220,57 @@ def run_sequential(
     cap: int,
     thresholds: list[Threshold],
     primary: str,
-    measure: Callable[[int], Mapping[tuple[str, str], ItemValues]],
+    measure: Measure,
+    dependents: Sequence[Dependent] = (),
+    test_cap: int | None = None,
+    drawn: Callable[[], pd.DataFrame] | None = None,
     **key: Any,
 ) -> SequentialStop:
     """Draw items in batches (``measure(n)`` measures the first ``n`` and returns their per-item
-    values) and look after each batch from ``min_items`` on, until every holding threshold is
-    decided, or the ``cap``. ``key``: the stop's ``model_id``, ``dataset``, ``cell``,
-    ``calls_per_item`` (and ``cap_from``)."""
+    values) and look after each batch from ``min_items`` on, until every holding threshold —
+    this cell's and its ``dependents``' — is decided or futile (it cannot be decided within the
+    cap), or the ``cap``. ``test_cap``: the cap the tests are calibrated on, when it is not
+    ``cap`` (a control: its facet's, so it decides exactly as its facet saw it while it held
+    the facet). ``key``: the stop's ``model_id``, ``dataset``, ``cell``, ``calls_per_item`` (and
+    ``cap_from``)."""
+    looks = Looks(test_cap or cap, settings.batch_items, settings.min_items)
     n, batches = 0, 0
     decisions: dict[str, ThresholdDecision] = {}
+    held: dict[str, list[ThresholdDecision]] = {d.cell: [] for d in dependents}
+    released: set[str] = set()
     holding = [t for t in thresholds if t.rule in DECIDING_RULES]
     while True:
         n = min(cap, n + settings.batch_items)
         batches += 1
         values = measure(n)
-        if n < min(settings.min_items, cap):
+        if n not in looks.points and n < cap:
             continue  # the first look is at min_items
-        standing = look(thresholds, values, primary, n, decisions)
+        standing = look(thresholds, values, primary, looks, decisions)
         decisions = {d.threshold: d for d in standing}
-        open_ = [d for d in standing if d.holds and d.decision is None]
-        if (holding and not open_) or n >= cap:
+        for dep in dependents:
+            if dep.cell in released or (held[dep.cell] and not _open(held[dep.cell])):
+                continue  # decided, futile or not measurable: measured no further
+            assert drawn is not None
+            if dep.measure is None:
+                held[dep.cell] = [_held_to(dep, n, primary)]
+                continue
+            dep_values = dep.measure(n, drawn())
+            if not dep_values:  # nothing to compare (its own case says why): it holds nothing
+                released.add(dep.cell)
+                held[dep.cell] = []
+                continue
+            before = {d.threshold: d for d in held[dep.cell]}
+            held[dep.cell] = look(dep.thresholds, dep_values, primary, looks, before, dep.planned)
+        waiting = _open(standing) + [d for dep in held.values() for d in _open(dep)]
+        if (holding and not waiting) or n >= cap:
             break
+    open_ = [d for d in standing if d.holds and d.decision is None]
     if not holding:
         reason: StopReason = "nothing to decide"
+    elif not open_:
+        reason = "decided"
     else:
-        reason = "decided" if not open_ else "cap"
+        reason = "cap" if n >= cap else "undecidable"
     last = max((d.decided_at or 0 for d in standing if d.holds), default=0)
     decided_by = [d.threshold for d in standing if d.holds and d.decided_at == last and last]
     return SequentialStop(
@@ -191,6 +282,13 @@ def run_sequential(
         reason=reason,
         decided_by=decided_by if reason == "decided" else [],
         thresholds=standing,
+        held_by=[
+            f"{cell}: {d.threshold}"
+            for cell, standing_dep in held.items()
+            for d in standing_dep
+            if d.holds and d.decided_at is not None and d.decided_at > last
+        ],
+        test_cap=test_cap,
         **key,
     )
 

@@ -8,6 +8,7 @@ lines). The plugin's hooks find it in
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import secrets
 from dataclasses import asdict, dataclass, field
@@ -207,9 +208,16 @@ class FlipgateSession:
     def audit_config(self) -> AuditConfig:
         """models.yaml, checked with the thresholds files and options against the plan (once)."""
         if self._audit is None:
+            from contextlib import nullcontext
+
             from flipgate import registry
             from flipgate.config import MAX_ITEMS_PER_DATASET, load_models, load_thresholds
-            from flipgate.threshold_check import check_selection, check_thresholds, gated_cells
+            from flipgate.threshold_check import (
+                check_selection,
+                check_thresholds,
+                gated_cells,
+                undecidable_thresholds,
+            )
 
             n = self.items_override
             if n is not None and not 1 <= n <= MAX_ITEMS_PER_DATASET:
@@ -229,12 +237,25 @@ class FlipgateSession:
                 self._audit = None
             check_selection(cfg, cells)
             self.notes = check_thresholds(thresholds, cfg, cells, registry.suites())
+            if not self.is_worker:  # thresholds their cap cannot decide, shown before any call
+                running = {s.name for s in self.collected_suites()}
+                mine = [(suite, c) for suite, c in cells if suite in running]
+                fixed_n = self.config.getoption("--fixed-n")
+                futile = undecidable_thresholds(thresholds, cfg, mine, n, fixed_n)
+                self.notes += futile  # and again in the closing summary
+                reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+                capture = self.config.pluginmanager.get_plugin("capturemanager")
+                if reporter is not None and futile:  # collection's output capture set aside
+                    with capture.global_and_fixture_disabled() if capture else nullcontext():
+                        for line in futile:
+                            reporter.write_line(f"flipgate: {line}")
             self._audit = cfg
         return self._audit
 
     # -- running -----------------------------------------------------------------------------
     def auditor(self) -> Auditor:
         """A new :class:`~flipgate.audit.Auditor` for this process (models load once in it)."""
+        from flipgate import registry
         from flipgate.audit import Auditor, Paths
 
         cfg = self.audit_config()
@@ -249,7 +270,7 @@ class FlipgateSession:
             manifests=self.path("--manifests-dir"),
             models=self.path("--cache-dir"),
         )
-        return Auditor(
+        auditor = Auditor(
             cfg,
             self.run_id,
             paths,
@@ -261,6 +282,13 @@ class FlipgateSession:
             thresholds_dir=self.thresholds_dir,
             fixed_n=self.config.getoption("--fixed-n"),
         )
+        # a suite whose cases read a facet's items holds that facet while they are open
+        # (docs/definitions.md §12.4): e.g. the regression cases
+        for suite in registry.suites():
+            dependents = getattr(suite, "dependents", None)
+            if dependents is not None:
+                auditor.dependent_sources.append(functools.partial(dependents, self, auditor))
+        return auditor
 
     def may_collect(self, suite: Path) -> bool:
         """Whether this session may collect the suite directory ``suite``: some argument is it,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from flipgate import metrics as M
-from flipgate.metrics.sequential import ItemValues
+from flipgate.metrics.sequential import ItemValues, ValueKind
 from flipgate.results import K_FIELDS, CellSummary, MetricEstimate
 
 
@@ -143,20 +143,20 @@ def item_values(
         correct = df["correct"].map(lambda c: np.nan if c is None else float(c))
         per_item_correct = correct.groupby(df["item_id"]).mean().reindex(order)
         flips = items["any_flip"].astype(float)
-        for metric, values in (
-            ("flip_rate", flips),
-            ("osi", items["osi"].astype(float)),
-            ("pairwise_disagreement", items["pairwise_disagreement"].astype(float)),
-            ("parse_rate", items["parse_rate"].astype(float)),
-            ("accuracy", per_item_correct),
+        for metric, values, kind in (
+            ("flip_rate", flips, "binary"),
+            ("osi", items["osi"].astype(float), "bounded"),
+            ("pairwise_disagreement", items["pairwise_disagreement"].astype(float), "bounded"),
+            ("parse_rate", items["parse_rate"].astype(float), "bounded"),
+            ("accuracy", per_item_correct, "bounded"),
         ):
-            out[r, metric] = ItemValues.of(values.to_numpy())
+            out[r, metric] = ItemValues.of(values.to_numpy(), kind=cast(ValueKind, kind))
         if perm is not None:
             out[r, "flip_rate_same"] = out[r, "flip_rate"]
             perm_flips = (
                 M.item_table(answers_frame(perm, r)).set_index("item_id")["any_flip"].astype(float)
             )
             out[r, "delta_order"] = ItemValues.of(
-                (perm_flips.reindex(order) - flips).to_numpy(), -1.0, 1.0
+                (perm_flips.reindex(order) - flips).to_numpy(), -1.0, 1.0, "paired"
             )
     return out

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.cell import Cell
-from flipgate.config import AuditConfig, Threshold, parse_thresholds, threshold_files
+from flipgate.config import AuditConfig, Threshold, ThresholdSet, parse_thresholds, threshold_files
 from flipgate.facets import readouts_for
 from flipgate.suite_api import GatedCell, Suite
 
@@ -157,3 +157,57 @@ def check_thresholds(
         which = ", ".join(f"thresholds[{i}] {metric}" for i, metric in found)
         notes.append(f"{path}: not applicable, the plan runs no {suite} suite: {which}")
     return notes
+
+
+def undecidable_thresholds(
+    directory: Path | str,
+    cfg: AuditConfig,
+    cells: list[tuple[str, GatedCell]],
+    items_override: int | None,
+    fixed_n: bool,
+) -> list[str]:
+    """One line per threshold whose deciding test cannot reject within its cell's cap even if
+    every item went its way (docs/definitions.md §12.3), for the run to print before any model
+    call (flipgate.metrics.decidability). It covers the order suite's facet and control cells
+    and the regression cases (``vs: baseline``, fixed N on the compared items); the cap is the
+    dataset's N for the model (:meth:`AuditConfig.n_items`), a control's its facet's. Cells that
+    differ only in model or dataset share a line."""
+    from flipgate.config import load_thresholds
+    from flipgate.gate import outcome
+    from flipgate.metrics.decidability import ITEM_MEAN_METRICS, items_needed, undecidable_line
+    from flipgate.sequential import draws_sequentially
+
+    directory = Path(directory)
+    settings = None if fixed_n else cfg.sequential
+    looks: tuple[int, ...] = (settings.batch_items, settings.min_items) if settings else ()
+    groups: dict[tuple[str, str, str], list[GatedCell]] = defaultdict(list)
+    per_model: dict[str, ThresholdSet] = {}
+    for suite, c in cells:
+        if (suite, c.vs) not in (("order", None), ("regression", "baseline")):
+            continue
+        if c.model not in per_model:
+            per_model[c.model] = load_thresholds(directory, c.model)
+        thresholds = per_model[c.model]
+        cap = cfg.n_items(c.dataset, items_override, c.model)
+        sequential = c.vs is None and draws_sequentially(settings, c.cell)
+        for t in thresholds.for_cell(c.cell, c.dataset, c.vs):
+            if t.rule not in ("lower", "upper") or t.metric not in ITEM_MEAN_METRICS:
+                continue
+            if t.readout is not None and c.readouts and t.readout not in c.readouts:
+                continue
+            kind, low, high = ITEM_MEAN_METRICS[t.metric]
+            tests = items_needed(
+                kind, low, high, t.bound, t.direction, 1 - t.level, sequential, cap, *looks
+            )
+            needed = tests[0] if t.rule == "lower" else tests[1]
+            if needed is None or needed > cap:
+                undecided = outcome("inconclusive", t.rule, thresholds.on_inconclusive)
+                why = undecidable_line(t.metric, t.direction, t.rule, cap, needed, undecided)
+                file = str(directory / t.source.partition("#")[0])
+                groups[file, t.label, why].append(c)
+    lines = []
+    for (file, label, why), where in groups.items():
+        models = sorted({c.model for c in where})
+        whose = f"model{'s' if len(models) > 1 else ''} {', '.join(models)}"
+        lines.append(f"{file}: {label} on {_cells_text(where)} ({whose}) {why}")
+    return lines

@@ -241,7 +241,7 @@ def test_verdict_why_in_card_json_and_markdown(card_store):
     card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     assert card["thresholds"][0]["why"] == "users see a different answer if the options move"
     md = card_markdown(card)
-    assert "| cell | threshold | estimate | CI | p | BH q | verdict | why |" in md
+    assert "| cell | threshold | estimate | CI | deciding test | p | BH q | verdict | why |" in md
     assert "| **fail** | users see a different answer if the options move |" in md
     bad = copy.deepcopy(card)
     bad["thresholds"][0]["why"] = 3

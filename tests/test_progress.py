@@ -220,7 +220,7 @@ def test_a_sequential_cells_plan_is_an_upper_bound_until_it_stops(tmp_path):
     ).parent
     auditor = make_auditor(tmp_path, Watched())
     auditor.config.items_per_dataset = 12
-    auditor.thresholds_dir, auditor.sequential = str(thresholds), SequentialSettings(2, 2)
+    auditor.thresholds_dir, auditor.sequential = str(thresholds), SequentialSettings(2, 4)
     cap = cell_plan(auditor.config, None, "scripted", "option_order", "arc_challenge", True)
     auditor.store.add_planned(cap | {("other", "mmlu", "option_order"): 12})
     snap = read_snapshot(auditor.store.conn)

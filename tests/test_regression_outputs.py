@@ -330,7 +330,7 @@ def test_report_regression_labels_and_attachments(compared, monkeypatch):
         "story": "option_order × arc_challenge",
     }
     attached = {args[0]: args[1] for name, args in calls if name == "attach"}
-    assert "| 95% CI |" in attached["regression table"]
+    assert "| 95% bootstrap CI (shown) |" in attached["regression table"]
     assert json.loads(attached["comparison.json"])["overlap"]["partial"] is True
     assert attached["regression.png"].startswith(b"\x89PNG")
 

@@ -14,6 +14,8 @@ from conftest import ScriptedBackend
 from flipgate.cards.disclosure import card_section, stop_line
 from flipgate.config import Threshold
 from flipgate.gate import evaluate
+from flipgate.metrics.betting import log_e_process
+from flipgate.metrics.onesided import Looks
 from flipgate.metrics.sequential import (
     ItemValues,
     SequentialSettings,
@@ -97,13 +99,20 @@ def flip(bound=0.25, rule="lower", metric="flip_rate", direction="max"):
     return Threshold(metric, bound, direction, rule, level=LEVEL)
 
 
+#: the kind of each metric's per-item values, as flipgate.summary.item_values gives them
+KINDS = {"flip_rate": "binary", "delta_flip_rate": "paired", "delta_order": "paired"}
+
+
 def scripted(values: dict[str, np.ndarray], low=0.0, high=1.0):
     """``measure(n)`` over fixed per-item values; records the n it was asked for."""
     asked = []
 
     def measure(n):
         asked.append(n)
-        return {("regex", m): ItemValues.of(v[:n], low, high) for m, v in values.items()}
+        return {
+            ("regex", m): ItemValues.of(v[:n], low, high, KINDS.get(m, "bounded"))
+            for m, v in values.items()
+        }
 
     return measure, asked
 
@@ -121,30 +130,55 @@ def test_a_clear_cell_stops_at_min_items_and_names_what_decided():
     line = stop_line("option_order", card_section(stop, LEVEL))
     assert line == (
         "option_order: 16/100 items used, stopping batch 2 (8 items a batch, from 16); decided by "
-        "flip_rate <= 0.25 (lower); 504 model calls saved (96 used)"
+        f"flip_rate <= 0.25 (lower) ({stop.thresholds[0].test}); 504 model calls saved (96 used)"
     )
 
 
 def test_a_cell_waits_for_its_last_threshold_and_keeps_earlier_decisions():
-    """flip_rate (all flips) is decided at 16; parse_rate >= 0.9 (all parsed) needs ~70 items:
-    the cell stops when the last is decided, and flip_rate keeps its decision at 16."""
+    """flip_rate (all flips) is decided at 16; parse_rate >= 0.9 (all parsed, a bounded
+    per-item value) waits for its betting e-process to reach 1/α = 20: the cell stops at the first
+    look point where it has, and flip_rate keeps its decision at 16."""
     measure, _ = scripted({"flip_rate": np.ones(200), "parse_rate": np.ones(200)})
     parse = flip(0.9, "upper", "parse_rate", "min")
     stop = run_sequential(SequentialSettings(8, 16), 200, [flip(), parse], "regex", measure, **KEY)
     by = {d.metric: d for d in stop.thresholds}
     assert by["flip_rate"].decided_at == 16 and by["parse_rate"].decision == "pass"
-    assert stop.decided_by == [parse.label] and 64 <= stop.n_items <= 80
+    crossed = int(np.argmax(log_e_process(np.ones(200), 0.9, "above") >= math.log(20))) + 1
+    expected = next(n for n in range(16, 201, 8) if n >= crossed)
+    assert stop.decided_by == [parse.label] and stop.n_items == expected == 40
+    assert by["parse_rate"].test.startswith("betting e-process e = ")
 
 
 def test_undecided_runs_to_the_cap_and_point_or_warn_rules_never_hold():
-    halves = np.tile([0.0, 1.0], 50)  # mean 0.5, at a bound of 0.5
-    measure, asked = scripted({"flip_rate": halves, "osi": halves})
+    # 55 flips spread over the first 96 items, then 4 without: at 96 a fail is still reachable
+    # (55 + 4 = 59 and P[Bin(100, ½) ≥ 59] ≤ 0.05), at the cap neither test rejects
+    spread = np.diff(np.arange(97) * 55 // 96)
+    flips = np.r_[spread, np.zeros(4)].astype(float)
+    halves = np.tile([0.0, 1.0], 50)
+    measure, asked = scripted({"flip_rate": flips, "osi": halves})
     rules = [flip(0.5), Threshold("osi", 0.5, "min", "warn", level=LEVEL)]
     stop = run_sequential(SequentialSettings(8, 16), 100, rules, "regex", measure, **KEY)
     assert stop.reason == "cap" and stop.n_items == 100 and asked[-1] == 100
     assert [d.holds for d in stop.thresholds] == [True, False]
     line = stop_line("option_order", card_section(stop, LEVEL))
     assert "at the cap, undecided: flip_rate <= 0.5 (lower)" in line
+
+
+def test_a_threshold_that_can_no_longer_be_decided_stops_holding_the_cell():
+    """flip_rate <= 0.5 at cap 40: after 32 items with 16 flips the exact binomial test at the
+    cap needs S ≥ 26 ones to fail (P[Bin(40, ½) ≥ 26] ≤ 0.05 < P[≥ 25]) and S ≤ 14 to pass;
+    16 + 8 = 24 < 26 and 16 > 14, so neither test can reject: the cell stops at 32, futile."""
+    from scipy.stats import binom
+
+    assert binom.sf(25, 40, 0.5) <= 0.05 < binom.sf(24, 40, 0.5)
+    assert binom.cdf(14, 40, 0.5) <= 0.05 < binom.cdf(15, 40, 0.5)
+    halves = np.tile([0.0, 1.0], 20)
+    measure, asked = scripted({"flip_rate": halves})
+    stop = run_sequential(SequentialSettings(8, 16), 40, [flip(0.5)], "regex", measure, **KEY)
+    (standing,) = stop.thresholds
+    assert stop.reason == "undecidable" and stop.n_items == asked[-1] < 40
+    assert standing.futile and standing.note == "cannot be decided within the cap 40"
+    assert stop.n_items == 32  # at 24 (12 flips) a fail was still reachable: 12 + 16 = 28 ≥ 26
 
 
 def test_a_metric_without_per_item_values_holds_the_cell_to_the_cap():
@@ -161,16 +195,22 @@ def test_nothing_to_decide_runs_to_the_cap():
     assert stop.reason == "nothing to decide" and stop.n_items == 40
 
 
-def test_the_gate_decides_on_the_same_sequence_and_labels_it():
-    values = {("regex", "flip_rate"): ItemValues.of(np.ones(16))}
-    standing = look([flip()], values, "regex", 16)
-    (verdict,) = evaluate([flip()], {}, "regex", sequences=values, facet="option_order")
+def test_the_gate_decides_with_the_same_tests_and_shows_the_sequence_apart():
+    values = {("regex", "flip_rate"): ItemValues.of(np.ones(16), kind="binary")}
+    looks = Looks(100, 8, 16)
+    standing = look([flip()], values, "regex", looks)
+    (verdict,) = evaluate(
+        [flip()], {}, "regex", sequences=values, looks=looks, facet="option_order"
+    )
     assert standing[0].decision == verdict.verdict == "fail"
+    assert verdict.test == standing[0].test
+    assert verdict.test.startswith("group-sequential binomial e = ")
     assert verdict.interval == "confidence_sequence" and verdict.ci == interval(np.ones(16), LEVEL)
-    assert "confidence sequence" in verdict.describe()
+    assert "confidence sequence (shown)" in verdict.describe()
+    assert verdict.describe().endswith(f"-> fail by {verdict.test}")
     # a point rule is read on the estimate, with the bootstrap CI where there is one
-    (point,) = evaluate([flip(rule="point")], {}, "regex", sequences=values)
-    assert point.interval is None
+    (point,) = evaluate([flip(rule="point")], {}, "regex", sequences=values, looks=looks)
+    assert point.interval is None and point.test is None
 
 
 # -- operating characteristics: the issue's simulation table (batches of 8, cap 200, level 0.95,
@@ -220,17 +260,6 @@ def test_a_clear_conformance_passes_within_40_percent_of_the_cap(name, draw, thr
     assert oc.mean_items <= 0.4 * CAP, (name, oc.mean_items)
 
 
-def test_the_simulation_stops_where_the_runner_stops():
-    """The vectorised simulation and :func:`run_sequential` take the same decisions."""
-    draw = bernoulli_items(0.3)
-    oc = simulate(draw, flip(), SETTINGS, 120, 12, seed=5)
-    values = draw(np.random.default_rng(5), 12, 120)
-    for row, items in zip(values, oc.items):
-        measure, _ = scripted({"flip_rate": row})
-        stop = run_sequential(SETTINGS, 120, [flip()], "regex", measure, **KEY)
-        assert stop.n_items == items
-
-
 # -- an order cell of a scripted model -----------------------------------------------------------
 THRESHOLDS = """\
 version: 1
@@ -252,22 +281,49 @@ def sequential_auditor(tmp_path, backend, cap=40):
     return auditor
 
 
-def test_a_position_biased_model_stops_at_16_items_and_its_control_uses_those_items(tmp_path):
+def test_a_control_holds_its_facet_while_its_thresholds_can_be_decided(tmp_path):
+    """A position-biased model flips on every item (flip_rate <= 0.25 fails at 16) and never on
+    the same ordering. Its control's flip_rate <= 0.05 cannot pass within the cap of 40 (0.95^40
+    = 0.13) but can still fail while items remain, so it holds the facet to the cap
+    (docs/definitions.md §12.4); delta_order <= 0.25 (every item 1 − 0) fails at once. The
+    control then draws exactly the facet's items and decides as the facet saw it."""
     backend = ScriptedBackend()  # always the first label: every item flips
     auditor = sequential_auditor(tmp_path, backend)
     trials, perm = auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
     facet_stop = auditor.stop("scripted", "arc_challenge", "option_order")
     control_stop = auditor.stop("scripted", "arc_challenge", "same_ordering:option_order")
-    assert facet_stop.n_items == 16 and facet_stop.reason == "decided"
-    assert control_stop.cap == 16 and control_stop.cap_from == "option_order"
-    assert set(trials["item_id"]) <= set(perm["item_id"]) and perm["item_id"].nunique() == 16
-    # the control's delta_order = 1 - 0 on every item: decided above... no: bound 0.25, so fail
-    assert {d.metric: d.decision for d in control_stop.thresholds}["delta_order"] == "fail"
-    assert backend.calls == (16 + control_stop.n_items) * 6 < 2 * 40 * 6
+    assert facet_stop.n_items == 40 and facet_stop.reason == "decided"
+    assert {d.metric: d.decided_at for d in facet_stop.thresholds} == {"flip_rate": 16}
+    assert facet_stop.held_by == []  # flip_rate_same was never decided: it held to the cap
+    assert control_stop.cap == 40 and control_stop.cap_from == "option_order"
+    assert control_stop.test_cap == 40 and control_stop.looks == Looks(40, 8, 16)
+    assert set(trials["item_id"]) == set(perm["item_id"]) and perm["item_id"].nunique() == 40
+    decisions = {d.metric: d.decision for d in control_stop.thresholds}
+    assert decisions == {"flip_rate": None, "delta_order": "fail"}
+    assert backend.calls == (40 + 40) * 6
     # read back, not measured again (the stored stop and trials)
     again, _ = auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
-    assert backend.calls == (16 + control_stop.n_items) * 6 and len(again) == len(trials)
+    assert backend.calls == 80 * 6 and len(again) == len(trials)
     assert auditor.store.records(SequentialStop, "scripted")[0].model_id == "scripted"
+
+
+def test_a_facet_stops_when_its_control_is_decided_too(tmp_path):
+    """With the control's flip_rate <= 0.5 (decidable: 16 items without a flip pass it) the
+    facet stops at 16 with its control."""
+    backend = ScriptedBackend()
+    auditor = sequential_auditor(tmp_path, backend)
+    (tmp_path / "thresholds" / "default.yaml").write_text(
+        THRESHOLDS.replace("facet: same_ordering, max: 0.05", "facet: same_ordering, max: 0.5")
+    )
+    auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
+    facet_stop = auditor.stop("scripted", "arc_challenge", "option_order")
+    control_stop = auditor.stop("scripted", "arc_challenge", "same_ordering:option_order")
+    assert facet_stop.n_items == 16 == control_stop.n_items and facet_stop.reason == "decided"
+    assert {d.metric: d.decision for d in control_stop.thresholds} == {
+        "flip_rate": "pass",
+        "delta_order": "fail",
+    }
+    assert backend.calls == (16 + 16) * 6
 
 
 def test_fixed_n_spends_the_cap(tmp_path):
@@ -304,5 +360,7 @@ def test_a_regression_of_sequential_cells_compares_the_prefix_both_versions_drew
         R,
         sequences=comparison.sequences(),
     )
-    assert verdict.verdict == "fail" and verdict.interval == "confidence_sequence"
+    # compared after both stopped: the exact paired test on the 24 pairs, at the full α
+    assert verdict.verdict == "fail" and verdict.interval == "bootstrap"
+    assert verdict.test.startswith("exact paired (unconditional) p = ")
     assert comparison.to_dict()["overlap"]["prefix"] is True

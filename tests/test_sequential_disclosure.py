@@ -30,7 +30,7 @@ from flipgate.order.cell import FlipCell
 from flipgate.sequential import SequentialStop, ThresholdDecision
 
 #: a position-biased model flips on every item, and never on the same ordering: both thresholds
-#: are decided from the second batch of 2 items on
+#: are decided at the first look (the second batch of 2 items)
 THRESHOLDS = """
 version: 1
 level: 0.95
@@ -60,13 +60,13 @@ class Recorder:
 
 @pytest.fixture
 def sequential_run(tmp_path, monkeypatch):
-    """A sequential facet cell and its control (cap 12 items, batches of 2, from 2), run by their
+    """A sequential facet cell and its control (cap 12 items, batches of 2, from 4), run by their
     suite tests with the Allure calls recorded: (store, {cell: Recorder})."""
     thresholds = write(tmp_path / "thresholds" / "default.yaml", THRESHOLDS).parent
     auditor = make_auditor(tmp_path, ScriptedBackend())
     auditor.config.items_per_dataset = 12
     auditor.thresholds_dir = str(thresholds)
-    auditor.sequential = SequentialSettings(batch_items=2, min_items=2)
+    auditor.sequential = SequentialSettings(batch_items=2, min_items=4)
     auditor.store.add_model(
         "scripted",
         {"backend": "scripted", "weights_sha256": "abc", "source": None},
@@ -110,7 +110,7 @@ def test_card_section_is_typed_and_schema_valid(sequential_run):
     assert {k: facet[k] for k in facet if k != "thresholds"} == {
         "cap": 12,
         "n_items": 4,
-        "min_items": 2,
+        "min_items": 4,
         "batch_items": 2,
         "batches": 2,
         "reason": "decided",
@@ -128,8 +128,12 @@ def test_card_section_is_typed_and_schema_valid(sequential_run):
             "decided_at": 4,
             "holds": True,
             "note": None,
+            "test": facet["thresholds"][0]["test"],
+            "futile": False,
         }
     ]
+    # 4 flips of 4 against a rate of at most 0.1: the group-sequential binomial test's e-value
+    assert facet["thresholds"][0]["test"].startswith("group-sequential binomial e = ")
     assert section["same_ordering:option_order"]["cap_from"] == "option_order"
     # the cell's metrics are those of the items it used
     assert card["order_robustness"]["option_order"]["regex"]["n_items"] == 4
@@ -167,8 +171,8 @@ def test_markdown_labels_the_sequence_and_the_bootstrap_ci_apart(sequential_run)
     lines = md.split("## Sequential gates", 1)[1].splitlines()
     threshold = md_escape(verdict["threshold"])
     assert (
-        "- option_order: 4/12 items used, stopping batch 2 (2 items a batch, from 2); decided by "
-        f"{threshold}; 48 model calls saved (24 used)"
+        "- option_order: 4/12 items used, stopping batch 2 (2 items a batch, from 4); decided by "
+        f"{threshold} ({md_escape(verdict['test'])}); 48 model calls saved (24 used)"
     ) in lines
     assert any(
         line.startswith(
@@ -184,9 +188,11 @@ def test_allure_attaches_the_stop_and_labels_the_intervals(sequential_run):
     attached = json.loads(report.attached["sequential stop.json"])
     stop = store.records(SequentialStop, "scripted")[0]
     assert attached == stop.model_dump(mode="json") | {"calls_used": 24, "calls_saved": 48}
-    assert f"flip_rate[facet=option_order] >= 0.1 (lower): pass ({SEQUENCE_LABEL} 95% [" in (
-        report.description
-    )
+    (verdict,) = [v for v in stop.thresholds if v.metric == "flip_rate"]
+    assert (
+        f"flip_rate[facet=option_order] >= 0.1 (lower): pass by {verdict.test} "
+        f"({SEQUENCE_LABEL} 95% ["
+    ) in report.description
     assert f"; {BOOTSTRAP_LABEL} 95% [" in report.description
     assert "sequential: option_order: 4/12 items used" in report.description
 
@@ -216,7 +222,7 @@ def test_stop_line_says_why_a_cell_ran_to_its_cap():
     )
     nothing = stop.model_copy(update={"reason": "nothing to decide", "thresholds": []})
     assert stop_line("option_order", card_section(nothing, 0.95)).endswith(
-        "at the cap: no threshold a confidence sequence decides; 0 model calls saved (240 used)"
+        "at the cap: no threshold its one-sided tests decide; 0 model calls saved (240 used)"
     )
 
 

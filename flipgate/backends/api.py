@@ -308,6 +308,12 @@ class LiteLLMBackend:
     def supports_images(self) -> bool:
         return bool(self.capabilities["images"])
 
+    @property
+    def measures_replicates(self) -> bool:
+        """True: each request is its own API call (a served model computes every replicate of a
+        same-ordering control, even at temperature 0; docs/definitions.md §12.5)."""
+        return True
+
     # -- request building -----------------------------------------------------------------------
     def params_preview(self) -> dict[str, Any]:
         """Decoding parameters actually sent (after provider quirks); part of the cache key."""

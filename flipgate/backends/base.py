@@ -94,6 +94,17 @@ class Backend(Protocol):
         """Whether the model takes images (an image facet is not measured otherwise)."""
         ...
 
+    @property
+    def measures_replicates(self) -> bool:
+        """Whether K requests with the same input (a same-ordering control's replicates: the
+        canonical ordering K times, each with its own seed; docs/definitions.md §3.6) are answered
+        by K separate computations, so that the control measures a noise floor. False for a
+        backend that computes an identical input once and copies the answer (greedy decoding
+        with reused answers): its control's floor is 0 by construction, not measured, and the
+        control's thresholds are not applicable (docs/definitions.md §12.5). A backend that does
+        not declare it measures (:func:`measures_replicates`)."""
+        ...
+
     def complete(self, requests: list[Request]) -> list[Output]: ...
 
 
@@ -110,3 +121,9 @@ class StreamingBackend(Backend, Protocol):
 def is_streaming(backend: Backend) -> TypeGuard[StreamingBackend]:
     """Whether ``backend`` declares ``streams_outputs`` (and so takes ``on_output``)."""
     return bool(getattr(backend, "streams_outputs", False))
+
+
+def measures_replicates(backend: Backend) -> bool:
+    """:attr:`Backend.measures_replicates`; True for a backend that does not declare it (a test
+    double, a backend written before it existed): each request is its own computation."""
+    return bool(getattr(backend, "measures_replicates", True))

@@ -410,6 +410,21 @@ class HFBackend:
         """Whether the model takes audio clips ("<audio>" placeholders, ``Request.audios``)."""
         return self.audio
 
+    @property
+    def reuses_answers(self) -> bool:
+        """Whether an input is computed once and its answer copied to every equal input, within a
+        call and across calls (:meth:`_inputs`, :meth:`_first_equal`, :attr:`_answered`): under
+        greedy decoding (temperature 0) with prefix sharing on."""
+        return self.temperature <= 0 and self.prefix_sharing
+
+    @property
+    def measures_replicates(self) -> bool:
+        """False where it :attr:`reuses_answers`: a same-ordering control's K replicates are then
+        copies of one computation (of its facet's canonical ordering), so the control's floor is 0
+        by construction, not measured (docs/definitions.md §12.5). Sampling (temperature > 0) or
+        ``prefix_sharing: false`` computes each replicate."""
+        return not self.reuses_answers
+
     def render(self, request: Request) -> str:
         """Chat-templated prompt text ending with the answer prefix."""
         self._ensure_loaded()
@@ -614,7 +629,7 @@ class HFBackend:
         and the digests of its images and audio, so kept answers do not keep the media), or None
         for every request when equal inputs may give different outputs: with sampling, or on the
         reference path (``prefix_sharing: false``)."""
-        if self.temperature > 0 or not self.prefix_sharing:
+        if not self.reuses_answers:
             return [None] * len(requests)
         return [
             (

@@ -65,6 +65,9 @@ class ReplayBackend:
         }
         self.settings = {"backend": "replay", "file_sha256": digest}
         self.supports_images = True  # it serves whatever was recorded
+        #: each trial's own recorded answer is served (whether the recording measured a
+        #: control's replicates is the recording's: a replay of a greedy hf run replays copies)
+        self.measures_replicates = True
         self.batch_size = 8
         self.call_stats = None
 

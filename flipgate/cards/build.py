@@ -415,8 +415,9 @@ def ci_text(verdict: dict) -> str:
 
 def verdict_interval(card: dict, verdict: dict) -> str:
     """A threshold verdict's interval on ``card`` (JSON data): its CI (:func:`ci_text`), or, for
-    one decided on a confidence sequence, the sequence and, labelled apart, the fixed-N bootstrap
-    CI of the same metric and readout from the cell's metrics (docs/definitions.md §12)."""
+    a sequential cell, the confidence sequence and, labelled apart, the fixed-N bootstrap CI of
+    the same metric and readout from the cell's metrics; both shown, the deciding test is the
+    verdict's ``test`` (docs/definitions.md §12.6)."""
     if verdict.get("interval") != SEQUENCE:
         return ci_text(verdict)
     cell = verdict.get("facet") or ""
@@ -526,8 +527,21 @@ def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
                     f"{fmt(m['flip_rate'])} | {fmt(m['osi'])} "
                     f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | "
                     f"{fmt(m['accuracy'])} "
-                    f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))} |"
+                    f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))}"
+                    + (f" (floor {esc(m['floor'])})" if m.get("floor") else "")
+                    + " |"
                 )
+    unmeasured = [
+        c for c, by in card["controls"].items() if any(m.get("floor") for m in by.values())
+    ]
+    if unmeasured:  # docs/definitions.md §12.5
+        lines += [
+            "",
+            f"Floor not measured ({', '.join(map(esc, unmeasured))}): the backend answered the K "
+            "replicates as copies of one computation, so the control's flip rate is 0 by "
+            "construction, its thresholds are not applicable and Δ_order is the facet's flip rate "
+            "against that floor (docs/suites/order.md).",
+        ]
     for facet, by_readout in card["order_robustness"].items():
         primary = card["axis_receipt"]["scoring_path"]["primary_readout"].get(facet)
         m = by_readout.get(primary) or next(iter(by_readout.values()))
@@ -558,13 +572,13 @@ def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
         "",
         "## Threshold verdicts",
         "",
-        "| cell | threshold | estimate | CI | p | BH q | verdict | why |",
-        "|---|---|---|---|---|---|---|---|",
+        "| cell | threshold | estimate | CI | deciding test | p | BH q | verdict | why |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for v in card["thresholds"]:
         lines.append(
             f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {num(v.get('estimate'))} | "
-            f"{verdict_interval(card, v)} "
+            f"{verdict_interval(card, v)} | {esc(v.get('test') or '–')} "
             f"| {num(v.get('p_value'))} | {num(v.get('q_value'))} | {verdict_text(v)}"
             f"{' (' + PARTIAL + ')' if interrupted else ''} "
             f"| {esc(v.get('why') or '')} |"
@@ -574,8 +588,8 @@ def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
             "",
             "## Sequential gates",
             "",
-            "Items drawn in batches until every threshold a confidence sequence decides was "
-            "decided, or the cap (docs/definitions.md §12):",
+            "Items drawn in batches until every threshold its one-sided tests decide was "
+            "decided or could no longer be decided, or the cap (docs/definitions.md §12):",
             "",
         ]
         lines += [

@@ -34,6 +34,7 @@ from flipgate.cards.build import (
 )
 from flipgate.cell import Cell
 from flipgate.cli import OK, Parser, one_line, run_command
+from flipgate.gate import SEQUENCE
 from flipgate.suite_api import TypedCardSuite
 
 MODEL_CARD = storage.Place("model card", "--into", "delete it or give another --into")
@@ -278,12 +279,12 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path, suites: Sequence
     if verdicts:
         lines += [
             "",
-            "| dataset | cell | threshold | estimate | CI | verdict |",
-            "|---|---|---|---|---|---|",
+            "| dataset | cell | threshold | estimate | CI | deciding test | verdict |",
+            "|---|---|---|---|---|---|---|",
         ]
         for card, v in verdicts:
             ci = v.get("ci")
-            if v.get("interval"):  # a confidence sequence, with the bootstrap CI labelled apart
+            if v.get("interval") == SEQUENCE:  # the sequence, the bootstrap CI labelled apart
                 ci = verdict_interval(card, v)
             else:
                 ci = (
@@ -298,7 +299,7 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path, suites: Sequence
             )
             lines.append(
                 f"| {esc(card['dataset']['name'])} | {esc(v.get('facet'))} | {esc(v['threshold'])} "
-                f"| {estimate} | {ci} "
+                f"| {estimate} | {ci} | {esc(v.get('test') or '–')} "
                 f"| {verdict} |"
             )
     for suite in suites:

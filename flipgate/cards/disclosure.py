@@ -1,8 +1,8 @@
-"""How a run discloses its sequential gates (docs/definitions.md §12), alike on the card, in
+"""How a run discloses its sequential gates (docs/definitions.md §12.6), alike on the card, in
 Allure and on the terminal: each sequential cell's stop (N used / cap, the stopping batch, what
-decided, the model calls used and saved; the card's ``sequential`` section), a verdict decided on
-a confidence sequence with the sequence and, labelled apart, the fixed-N bootstrap CI of the same
-metric on the same items, and the run's calls saved.
+decided and by which test, the model calls used and saved; the card's ``sequential`` section), a
+verdict's confidence sequence and, labelled apart, the fixed-N bootstrap CI of the same metric on
+the same items — both shown for reading, neither deciding — and the run's calls saved.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from flipgate.cards.model import SequentialCell, SequentialThreshold
 from flipgate.sequential import SequentialStop
 
 #: how a verdict's confidence sequence is labelled
-SEQUENCE_LABEL = "confidence sequence (anytime-valid)"
+SEQUENCE_LABEL = "confidence sequence (anytime-valid, shown)"
 #: how the cell's fixed-N bootstrap CI of the same metric is labelled next to it
-BOOTSTRAP_LABEL = "bootstrap CI (fixed-N, same items)"
+BOOTSTRAP_LABEL = "bootstrap CI (fixed-N, same items, shown)"
 
 
 def card_section(stop: SequentialStop, bootstrap_level: float | None) -> SequentialCell:
@@ -69,15 +69,21 @@ def stop_line(cell: str, stop: SequentialCell, esc: Callable[[str], str] = str) 
     """``option_order: 24/40 items used, stopping batch 3 (8 items a batch, from 16); decided by
     flip_rate <= 0.25 (lower); 96 model calls saved (144 used)``; ``esc`` escapes the names (the
     cell's, the thresholds') for Markdown."""
+    tests = {t.threshold: t.test for t in stop.thresholds if t.test}
+    open_ = [esc(t.threshold) for t in stop.thresholds if t.holds and t.decision is None]
     if stop.reason == "decided":
-        why = "decided by " + ", ".join(map(esc, stop.decided_by))
+        why = "decided by " + ", ".join(
+            esc(name) + (f" ({esc(tests[name])})" if name in tests else "")
+            for name in stop.decided_by
+        )
     elif stop.reason == "cap":
-        open_ = [esc(t.threshold) for t in stop.thresholds if t.holds and t.decision is None]
         why = "at the cap, " + (
             f"undecided: {', '.join(open_)}" if open_ else "every threshold decided there"
         )
+    elif stop.reason == "undecidable":
+        why = f"cannot be decided within the cap {stop.cap}: {', '.join(open_)}"
     else:
-        why = "at the cap: no threshold a confidence sequence decides"
+        why = "at the cap: no threshold its one-sided tests decide"
     of = f" (the cap: the items {esc(stop.cap_from)} used)" if stop.cap_from else ""
     return (
         f"{esc(cell)}: {stop.n_items}/{stop.cap} items used{of}, stopping batch {stop.batches} "

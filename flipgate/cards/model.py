@@ -254,6 +254,10 @@ class MetricBlock(CardModel):
     flip_rate_perm: Estimate | Absent = None
     delta_order: Estimate | Absent = None
     ordering_excess_share: Estimate | Absent = None
+    floor: str | Absent = None
+    """a control's noise floor when its backend did not measure it: "0 by construction (not
+    measured)" (docs/definitions.md §12.5); its flip rate is then that of copies and its Δ_order
+    the facet's flip rate against that floor; absent when measured"""
 
 
 #: cell -> readout -> metrics
@@ -731,14 +735,17 @@ class SequentialThreshold(CardModel):
     metric: str
     readout: str
     decision: Literal["pass", "fail"] | None
-    """'pass' or 'fail' once its confidence sequence lay wholly on one side of the bound; null:
-    undecided"""
+    """'pass' or 'fail' once one of its one-sided tests rejected; null: undecided"""
     decided_at: Count | None
     """items drawn when it was decided"""
     holds: bool
     """whether it could hold the cell: a lower/upper rule on a mean of per-item values"""
     note: str | None
     """why it does not hold the cell, or why it held it to the cap"""
+    test: str | None | Absent = None
+    """the deciding one-sided test with its e-value or p-value (both tests while undecided)"""
+    futile: bool | Absent = None
+    """undecided and no longer decidable within the cap: it stopped holding the cell"""
 
 
 class SequentialCell(CardModel):
@@ -754,7 +761,8 @@ class SequentialCell(CardModel):
     batch_items: Count
     batches: Count
     """batches drawn; the stopping batch is the last"""
-    reason: Literal["decided", "cap", "nothing to decide"]
+    reason: Literal["decided", "cap", "nothing to decide", "undecidable"]
+    """undecidable: every threshold left open could no longer be decided within the cap"""
     decided_by: list[str]
     """the thresholds whose decision ended it (the last to be decided)"""
     calls_used: Count

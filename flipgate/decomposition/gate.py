@@ -1,15 +1,20 @@
-"""Decomposition thresholds (``facet: decomposition``, docs/definitions.md §5, §8).
+"""Decomposition thresholds (``facet: decomposition``, docs/definitions.md §5, §8, §12).
 
 ``genuine_flip_rate`` is decided under the reference readout; ``artifact``, ``artifact_share``,
 ``flip_rate`` and ``parse_rate`` under every other readout (or the one a ``readout:`` selector
-names). ``<metric>@<axis>`` gates one axis only."""
+names). ``<metric>@<axis>`` gates one axis only.
+
+A ``lower``/``upper`` threshold on an item mean (``flip_rate``, ``genuine_flip_rate``,
+``artifact``, ``parse_rate``) is decided by the two one-sided tests of §12.1 on its per-item
+values at fixed N (the cell draws all its items at once: no look before the end);
+``artifact_share``, a ratio of counts, keeps the §5 bootstrap-CI rule."""
 
 from __future__ import annotations
 
 from flipgate.config import ThresholdSet
 from flipgate.decomposition.suite import DECOMPOSITION_CELL
 from flipgate.gate import evaluate
-from flipgate.metrics.decomposition import AxisDecomposition
+from flipgate.metrics.decomposition import AxisDecomposition, decomposition_item_values
 from flipgate.results import Verdict
 
 
@@ -28,11 +33,13 @@ def gate(result: AxisDecomposition, ts: ThresholdSet, dataset: str) -> list[Verd
         for readout in readouts:
             block = result.metrics(readout) if readout in result.readouts else {}
             found = {t.metric: block[base]} if base in block else {}
+            values = decomposition_item_values(result, readout).get(base)
             verdicts += evaluate(
                 [t],
                 {readout: found},
                 readout,
                 ts.on_inconclusive,
+                sequences=None if values is None else {(readout, t.metric): values},
                 facet=f"{DECOMPOSITION_CELL}[{result.axis}]",
             )
     return verdicts

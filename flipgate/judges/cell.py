@@ -16,19 +16,24 @@ from flipgate.judges.plan import JudgePlan
 from flipgate.judges.record import JudgeRecord
 from flipgate.judges.run import JudgeRunner
 from flipgate.judges.suite import JUDGE_CELL
-from flipgate.metrics.judging import judge_consensus
+from flipgate.metrics.judging import judge_consensus, judge_item_values
 from flipgate.results import Verdict
 from flipgate.suite import assert_verdicts, live_output, measure_cell
 
 
 def gate(record: JudgeRecord, ts: ThresholdSet) -> list[Verdict]:
     """``facet: judge`` thresholds on the record's estimates (a macro-accuracy threshold on a
-    dataset with one source is ``missing``)."""
+    dataset with one source is ``missing``). A ``lower``/``upper`` threshold on a per-set mean
+    (flip rate, accuracies, consensus gain, parse rate) is decided by the two one-sided tests of
+    docs/definitions.md §12.1 at fixed N (the cell judges all its sets at once); the macro
+    accuracies keep the bootstrap-CI rule (:func:`~flipgate.metrics.judging.judge_item_values`)."""
+    values = judge_item_values(record.result)
     return evaluate(
         ts.for_cell(JUDGE_CELL, record.dataset),
         {record.readout: record.result.metrics()},
         record.readout,
         ts.on_inconclusive,
+        sequences={(record.readout, metric): v for metric, v in values.items()},
         facet=JUDGE_CELL,
     )
 

@@ -9,6 +9,12 @@ share of e's flips on those items that e* does not see (its own misreadings):
 ``#{flip_e = 1, flip_e* = 0} / #{flip_e = 1}``, in [0, 1], 0 when nothing flips under e. It
 equals ``artifact / total`` when e misses no flip of e*'s; the net ``artifact`` is negative when
 e hides more of the model's flips than it adds.
+
+The item means a ``lower``/``upper`` threshold names are decided by the one-sided tests of
+docs/definitions.md §12 on their per-item values (:func:`decomposition_item_values`): the flip
+rates (``flip_rate``, ``genuine_flip_rate``) on each item's any-flip (binary), ``artifact`` on
+``flip_e(i) − flip_e*(i)`` (paired, in {−1, 0, 1}) and ``parse_rate`` on each item's share of
+parsed conditions (bounded). ``artifact_share`` is a ratio of counts, not an item mean.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from flipgate.metrics.bootstrap import bootstrap_draws
 from flipgate.metrics.order import any_flip
+from flipgate.metrics.sequential import ItemValues
 from flipgate.results import MetricEstimate
 
 
@@ -31,6 +38,14 @@ def item_flips(trials: pd.DataFrame, readout: str) -> pd.Series:
         parsed = [a for a in answers if a is not None]
         flips[item_id] = float(any_flip(answers)) if len(parsed) >= 2 else np.nan
     return pd.Series(flips, dtype=float).rename_axis("item_id")
+
+
+def item_parse_shares(trials: pd.DataFrame, readout: str) -> pd.Series:
+    """Per item (index ``item_id``, in the order the items were drawn): the share of its
+    conditions whose readout gave a label (the per-item values behind ``parse_rate``)."""
+    parsed = trials["readouts"].map(lambda r: float(r.get(readout) is not None))
+    order = list(dict.fromkeys(trials["item_id"]))
+    return parsed.groupby(trials["item_id"]).mean().reindex(order).rename_axis("item_id")
 
 
 def parse_rate(trials: pd.DataFrame, readout: str) -> float:
@@ -75,6 +90,9 @@ class AxisDecomposition(BaseModel):
     genuine: MetricEstimate
     readouts: dict[str, ReadoutSplit]
     surface: dict[str, dict[str, int | None]]
+    #: per readout, per item in the order drawn: the share of its conditions the readout parsed
+    #: (empty in records written before it was kept)
+    parsed: dict[str, dict[str, float]] = {}
 
     def metrics(self, readout: str) -> dict[str, MetricEstimate]:
         """A readout's estimates, with ``genuine_flip_rate`` under the reference readout."""
@@ -82,6 +100,36 @@ class AxisDecomposition(BaseModel):
         if readout == self.reference:
             block["genuine_flip_rate"] = self.genuine
         return block
+
+
+def _flip_values(surface: dict[str, int | None], order: list[str]) -> np.ndarray:
+    """A readout's flip surface as values in ``order`` (NaN: parsed fewer than twice)."""
+    values = [surface.get(i) for i in order]
+    return np.array([np.nan if v is None else float(v) for v in values])
+
+
+def decomposition_item_values(result: AxisDecomposition, readout: str) -> dict[str, ItemValues]:
+    """The per-item values behind ``readout``'s item-mean metrics on ``result``'s axis, in the
+    order the items were drawn where the record kept it (docs/definitions.md §12.1): ``flip_rate``
+    (and ``genuine_flip_rate`` under the reference) binary any-flips; ``artifact`` (e ≠ e*)
+    ``flip_e(i) − flip_e*(i)``, paired in [−1, 1], NaN where either readout parsed fewer than two
+    conditions; ``parse_rate`` the per-item parsed share (bounded; only where the record kept
+    it). Their scored means are the record's estimates. Empty for a readout not measured."""
+    if readout not in result.readouts:
+        return {}
+    drawn = next(iter(result.parsed.values()), None)  # every readout's in the same order
+    order = list(drawn) if drawn else list(result.surface[readout])
+    flips = _flip_values(result.surface[readout], order)
+    out = {"flip_rate": ItemValues.of(flips, kind="binary")}
+    if readout == result.reference:
+        out["genuine_flip_rate"] = out["flip_rate"]
+    else:
+        reference = _flip_values(result.surface[result.reference], order)
+        out["artifact"] = ItemValues.of(flips - reference, -1.0, 1.0, "paired")
+    shares = result.parsed.get(readout)
+    if shares:
+        out["parse_rate"] = ItemValues.of([shares[i] for i in order], kind="bounded")
+    return out
 
 
 def _estimate(values: np.ndarray, n: int, level: float, seed: int) -> MetricEstimate:
@@ -161,4 +209,5 @@ def decompose(
         surface={
             r: {i: None if np.isnan(v) else int(v) for i, v in f.items()} for r, f in flips.items()
         },
+        parsed={r: item_parse_shares(trials, r).to_dict() for r in readouts},
     )

@@ -15,6 +15,10 @@ gold candidate; a tie or a parse failure is a miss (counted, never broken by gue
 - accuracy at k = 1…K: the consensus of the first k orderings;
 - with several ``source`` buckets (JudgeBench), macro accuracies: the mean of per-source
   accuracies, with a bootstrap stratified by source.
+
+A ``lower``/``upper`` threshold on an item mean is decided by the one-sided tests of
+docs/definitions.md §12.1 on its per-item values (:func:`judge_item_values`); the macro
+accuracies (means of per-source means) keep the §5 bootstrap-CI rule.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from scipy.stats import binomtest
 
 from flipgate.metrics.bootstrap import bootstrap_draws, paired_bootstrap_draws
 from flipgate.metrics.consensus import ConsensusWeights, RunJudgement, consensus, majority_bound
+from flipgate.metrics.sequential import ItemValues
 from flipgate.results import MetricEstimate
 
 
@@ -106,6 +111,29 @@ class JudgeConsensusResult(BaseModel):
 
 def _hit(pick: int | None, gold: int) -> float:
     return float(pick is not None and pick == gold)
+
+
+def judge_item_values(result: JudgeConsensusResult) -> dict[str, ItemValues]:
+    """The per-set values behind the cell's item-mean metrics, in the order the sets were judged
+    (docs/definitions.md §12.1), from the record's per-item verdicts: ``judge_flip_rate``
+    (binary: the top set changed across the parsed orderings; NaN with fewer than two parsed),
+    ``direct_accuracy`` and ``consensus_accuracy`` (binary hits), ``consensus_gain`` (consensus
+    hit − direct hit, paired in [−1, 1]) and ``parse_rate`` (the set's share of parsed runs,
+    bounded). Empty for a record without per-item verdicts."""
+    verdicts = list(result.items.values())
+    if not verdicts:
+        return {}
+    direct = np.array([_hit(v.direct, v.gold) for v in verdicts])
+    final = np.array([_hit(v.consensus, v.gold) for v in verdicts])
+    flips = [np.nan if v.flipped is None else float(v.flipped) for v in verdicts]
+    parsed = [v.n_parsed / len(v.picks) if v.picks else np.nan for v in verdicts]
+    return {
+        "judge_flip_rate": ItemValues.of(flips, kind="binary"),
+        "direct_accuracy": ItemValues.of(direct, kind="binary"),
+        "consensus_accuracy": ItemValues.of(final, kind="binary"),
+        "consensus_gain": ItemValues.of(final - direct, -1.0, 1.0, "paired"),
+        "parse_rate": ItemValues.of(parsed, kind="bounded"),
+    }
 
 
 def sign_test(improved: int, regressed: int) -> SignTest:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -116,34 +116,59 @@ def interval(
     return from_unit(float(lo[-1]), low, high), from_unit(float(hi[-1]), low, high)
 
 
+#: what per-item values are, which decides the tests a threshold on their mean gets
+#: (flipgate.metrics.threshold_tests): ``binary`` (0/1: an item flips, parses, is right),
+#: ``paired`` (a difference of two binary values, in {−1, 0, 1}) or ``bounded`` (anything else in
+#: [low, high])
+ValueKind = Literal["binary", "paired", "bounded"]
+
+
 @dataclass(frozen=True)
 class ItemValues:
     """The per-item values behind a mean metric, in the order the items were drawn (NaN: the
-    item could not be scored, left out), and the range they lie in (a rate: [0, 1]; a paired
-    difference: [−1, 1])."""
+    item could not be scored), the range they lie in (a rate: [0, 1]; a paired difference:
+    [−1, 1]) and their kind."""
 
     values: FloatArray
     low: float = 0.0
     high: float = 1.0
+    kind: ValueKind = "bounded"
 
     @classmethod
-    def of(cls, values: npt.ArrayLike, low: float = 0.0, high: float = 1.0) -> ItemValues:
-        x = np.asarray(values, dtype=float)
-        return cls(x[~np.isnan(x)], low, high)
+    def of(
+        cls,
+        values: npt.ArrayLike,
+        low: float = 0.0,
+        high: float = 1.0,
+        kind: ValueKind = "bounded",
+    ) -> ItemValues:
+        return cls(np.asarray(values, dtype=float), low, high, kind)
+
+    @property
+    def scored(self) -> FloatArray:
+        """The values of the items that could be scored."""
+        out: FloatArray = self.values[~np.isnan(self.values)]
+        return out
+
+    @property
+    def drawn(self) -> int:
+        """Items drawn, scored or not."""
+        return int(self.values.size)
 
     @property
     def n(self) -> int:
         """Items scored."""
-        return int(self.values.size)
+        return int(self.scored.size)
 
     @property
     def estimate(self) -> float:
-        """The mean (NaN without values)."""
-        return float(self.values.mean()) if self.values.size else float("nan")
+        """The mean over the scored items (NaN without any)."""
+        return float(self.scored.mean()) if self.n else float("nan")
 
     def sequence(self, level: float) -> tuple[float, float]:
-        """The ``level`` confidence sequence after the last value (:func:`interval`)."""
-        return interval(self.values, level, self.low, self.high)
+        """The ``level`` confidence sequence after the last value (:func:`interval`), shown
+        for reading (the tests decide)."""
+        return interval(self.scored, level, self.low, self.high)
 
 
 @dataclass(frozen=True)

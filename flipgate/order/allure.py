@@ -62,10 +62,12 @@ def k_ablation_plot(name: str, by_readout: dict[str, CellSummary]) -> bytes:
 
 
 def verdict_line(verdict: Verdict, summaries: dict[str, CellSummary]) -> str:
-    """``threshold: verdict``; for a verdict decided on a confidence sequence, with the sequence
-    and, labelled apart, the fixed-N bootstrap CI of its metric on the same items (as the card
-    shows them, flipgate.cards.disclosure)."""
-    line = f"{verdict.threshold}: {verdict.verdict}"
+    """``threshold: verdict by <the deciding test>``; for a sequential cell, with its confidence
+    sequence and, labelled apart, the fixed-N bootstrap CI of its metric on the same items (both
+    shown, as the card shows them, flipgate.cards.disclosure)."""
+    line = f"{verdict.threshold}: {verdict.verdict}" + (
+        f" by {verdict.test}" if verdict.test and verdict.verdict in ("pass", "fail") else ""
+    )
     if verdict.interval != SEQUENCE:
         return line
     summary = summaries.get(verdict.readout or "")

@@ -9,6 +9,7 @@ import pandas as pd
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
+from flipgate.backends.floor import NOT_MEASURED_FLOOR, floor_not_measured
 from flipgate.cards.disclosure import card_section, stop_line
 from flipgate.cell import Cell
 from flipgate.config import ThresholdSet, load_thresholds
@@ -33,7 +34,7 @@ class FlipCell:
     model_id: str
     dataset: str
     capture_manager: object = None
-    #: a sequential cell's per-item values (docs/definitions.md §12), which its gate decides on
+    #: the cell's per-item values (docs/definitions.md §12), on which its gate's tests decide
     sequences: dict[tuple[str, str], ItemValues] | None = None
     #: where a sequential cell stopped
     stop: SequentialStop | None = None
@@ -45,8 +46,10 @@ class FlipCell:
         readouts = self.auditor.readouts(self.model_id, facet)[0]
         with live_output(self.capture_manager):
             trials, perm = self.auditor.cell_trials(self.model_id, self.dataset, self.name)
+            # per-item values: the thresholds on means are decided by one-sided tests
+            # (docs/definitions.md §12), on the look grid when the cell drew sequentially
+            self.sequences = item_values(trials, readouts, perm)
             if self.auditor.is_sequential(self.name):
-                self.sequences = item_values(trials, readouts, perm)
                 self.stop = self.auditor.stop(self.model_id, self.dataset, self.name)
             judged = get_facet(facet).judged and not control
             verdicts = (
@@ -83,16 +86,32 @@ class FlipCell:
             if why:
                 skip_not_applicable(why)
             summaries, items = self.measure()
+            # a control whose backend answered its replicates as copies measured no floor: its
+            # summaries are kept, labelled, and its thresholds are not applicable (§12.5)
+            unmeasured = (
+                floor_not_measured(self.model_id, self.auditor.backend(self.model_id))
+                if Cell.parse(self.name).is_control
+                else None
+            )
         except FlipgateError as exc:
             fail_input(exc)
+        if unmeasured:
+            summaries = {
+                r: s.model_copy(update={"floor": NOT_MEASURED_FLOOR}) for r, s in summaries.items()
+            }
         primary = self.auditor.readouts(self.model_id, facet)[1]
-        verdicts = evaluate(
-            thresholds.for_cell(self.name, self.dataset),
-            {r: s.metrics for r, s in summaries.items()},
-            primary,
-            thresholds.on_inconclusive,
-            self.sequences,
-            facet=self.name,
+        verdicts = (
+            []
+            if unmeasured
+            else evaluate(
+                thresholds.for_cell(self.name, self.dataset),
+                {r: s.metrics for r, s in summaries.items()},
+                primary,
+                thresholds.on_inconclusive,
+                self.sequences,
+                self.stop.looks if self.stop else None,
+                facet=self.name,
+            )
         )
         store = self.auditor.store
         store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
@@ -119,9 +138,12 @@ class FlipCell:
                 "primary_readout": primary,
                 "thresholds": ", ".join(thresholds.files),
                 **({"sequential": self._stop_line()} if self.stop else {}),
+                **({"floor": NOT_MEASURED_FLOOR} if unmeasured else {}),
             },
             trend,
             stop=self.stop,
         )
+        if unmeasured:  # shown, never a pass
+            skip_not_applicable(unmeasured)
         assert_verdicts(verdicts, self.auditor.allow_ungated)
         return verdicts

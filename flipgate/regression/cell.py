@@ -19,6 +19,7 @@ from flipgate.config import Threshold, load_thresholds
 from flipgate.gate import evaluate
 from flipgate.redact import redacted_json
 from flipgate.regression.compare import Arm, CellComparison, compare_cell
+from flipgate.regression.hold import planned_pairs
 from flipgate.regression.plan import Pairing
 from flipgate.regression.runs import RunRecord
 from flipgate.results import Verdict
@@ -50,6 +51,8 @@ def apply_thresholds(
         comparison.primary_readout,
         on_inconclusive,
         comparison.sequences(),
+        None,
+        comparison.planned,
         facet=f"{comparison.cell} vs {comparison.baseline}",
     )
     comparison.verdicts = [v.with_context(mcnemar=_mcnemar(comparison, v)) for v in verdicts]
@@ -196,6 +199,9 @@ class RegressionCell:
             self.baseline if self.pairing.run is None else f"{self.baseline}@{identity['run_id']}"
         )
         comparison.baseline_identity = identity
+        stop = self.auditor.stop(self.pairing.candidate, self.dataset, self.cell)
+        if stop is not None and not Cell.parse(self.cell).is_control:  # held by this case
+            comparison.planned = planned_pairs(stop.cap, int(base.trials["item_id"].nunique()))
         return comparison
 
     def run(self) -> list[Verdict]:

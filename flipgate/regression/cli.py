@@ -261,6 +261,7 @@ def compare_runs(
             )
             comparison.baseline = name
             comparison.baseline_identity = base_run.identity(base)
+            comparison.planned = cand_run.planned_pairs(cand, cell, dataset, base_arm)
             gate_comparison(comparison, str(thresholds_dir))
             comparisons.append(comparison.to_dict())
     if not comparisons:
@@ -268,7 +269,7 @@ def compare_runs(
             "nothing compared: " + "; ".join(f"{_skip_label(s)}: {s['reason']}" for s in skipped)
         )
     failed = [v for c in comparisons for v in c["verdicts"] if v["outcome"] == "fail"]
-    regressions = sum(v["verdict"] == "fail" for v in failed)  # the CI is beyond the bound
+    regressions = sum(v["verdict"] == "fail" for v in failed)  # the violation test rejected
     other = len(failed) - regressions  # no estimate ("missing"), or not proven under rule: upper
     gated = sum(len(c["verdicts"]) for c in comparisons)
     line = (

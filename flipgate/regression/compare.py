@@ -20,7 +20,7 @@ import pandas as pd
 from flipgate import FlipgateError
 from flipgate import metrics as M
 from flipgate.cell import Cell
-from flipgate.metrics.sequential import ItemValues
+from flipgate.metrics.sequential import ItemValues, ValueKind
 from flipgate.results import MetricEstimate, Verdict
 from flipgate.summary import answers_frame
 
@@ -31,6 +31,8 @@ DELTA_METRICS = {
     "delta_parse_rate": False,
     "delta_delta_order": True,
 }
+#: deltas of two binary per-item values: each item's difference is in {−1, 0, 1}
+PAIRED_BINARY = frozenset({"delta_flip_rate", "delta_accuracy"})
 
 
 class IncomparableCell(FlipgateError):
@@ -113,6 +115,9 @@ class CellComparison:
     verdicts: list[Verdict] = field(default_factory=list)
     #: the compared items in the order they were drawn (the candidate's seeded order)
     drawn: list[str] = field(default_factory=list)
+    #: the pairs a sequential candidate's case is tested on (flipgate.regression.hold): its
+    #: fixed-N tests wait for them; None: the pairs there are
+    planned: int | None = None
 
     @property
     def primary(self) -> ReadoutDeltas:
@@ -122,13 +127,11 @@ class CellComparison:
         """``{readout: {metric: estimate}}`` as :func:`flipgate.gate.evaluate` takes it."""
         return {r: d.deltas for r, d in self.readouts.items()}
 
-    def sequences(self) -> dict[tuple[str, str], ItemValues] | None:
-        """For a sequential cell (docs/definitions.md §12) the paired per-item differences
-        candidate − baseline in the order the items were drawn, which its gate decides on with a
-        confidence sequence (a difference of rates lies in [−1, 1]; of Δ_order in [−2, 2]); None
-        for a fixed-N comparison."""
-        if not self.overlap.prefix:
-            return None
+    def sequences(self) -> dict[tuple[str, str], ItemValues]:
+        """The paired per-item differences candidate − baseline in the order the items were
+        drawn, on which the gate's one-sided tests decide (docs/definitions.md §12): a
+        difference of two binary values (flips, canonical correctness) is ``paired``, in
+        {−1, 0, 1}; a difference of parse rates lies in [−1, 1] and of Δ_order in [−2, 2]."""
         position = {item: i for i, item in enumerate(self.drawn)}
         out = {}
         for r, deltas in self.readouts.items():
@@ -138,7 +141,8 @@ class CellComparison:
                     key=lambda row: position.get(row[0], len(position)),
                 )
                 span = 2.0 if metric == "delta_delta_order" else 1.0
-                out[r, metric] = ItemValues.of([b - a for _, a, b in rows], -span, span)
+                kind: ValueKind = "paired" if metric in PAIRED_BINARY else "bounded"
+                out[r, metric] = ItemValues.of([b - a for _, a, b in rows], -span, span, kind)
         return out
 
     def to_dict(self) -> dict:

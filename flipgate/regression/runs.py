@@ -229,6 +229,19 @@ class RunRecord:
         )
         return Arm(model_id, trials, tuple(readouts), manifest, perm, sequential)
 
+    def planned_pairs(self, model_id: str, cell: str, dataset: str, baseline: Arm) -> int | None:
+        """The pairs this run's sequential facet cell was held for by its regression case
+        (flipgate.regression.hold), as the case in the run decided: None for a fixed-N cell or
+        a control."""
+        from flipgate.regression.hold import planned_pairs
+
+        if Cell.parse(cell).is_control:
+            return None
+        for stop in self.store.records(SequentialStop, model_id):
+            if (stop.dataset, stop.cell) == (dataset, cell):
+                return planned_pairs(stop.cap, int(baseline.trials["item_id"].nunique()))
+        return None
+
     def primary_readout(self, model_id: str, cell: str) -> str:
         config = self.models.get(model_id, {}).get("config") or {}
         if not config.get("readouts") or not config.get("primary_readout"):

@@ -151,6 +151,13 @@ class RegressionSuite(TypedCardSection):
     def project(self, ctx: SuiteContext, auditor, ledger) -> list:
         return []  # its cells are the order suite's, priced with it
 
+    def dependents(self, ctx: SuiteContext, auditor, model_id: str, dataset: str, cell: str):
+        """Its cases hold their candidate's facet cell while they can still be decided
+        (docs/definitions.md §12.4; flipgate.regression.hold)."""
+        from flipgate.regression.hold import regression_dependents
+
+        return regression_dependents(ctx, auditor, model_id, dataset, cell)
+
     # -- its GRID card (flipgate.suite_api.TypedCardSuite)
     card_module = "flipgate.regression.card"
 

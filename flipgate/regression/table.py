@@ -62,6 +62,8 @@ def rows(comparison: dict) -> list[dict]:
                 "verdict": v["verdict"] if v else None,
                 "outcome": v["outcome"] if v else None,
                 "threshold": v["threshold"] if v else None,
+                # the one-sided test that decided the verdict (docs/definitions.md §12.6)
+                "test": v.get("test") if v else None,
                 "arrow": arrow(metric, delta["ci"]),
             }
         )
@@ -70,12 +72,12 @@ def rows(comparison: dict) -> list[dict]:
 
 def markdown(comparisons: list[dict], level: float | None = None) -> str:
     """A Markdown table of every comparison (primary readouts), one row per delta metric."""
-    ci_head = f"{level:.0%} CI" if level else "CI"
+    ci_head = f"{level:.0%} bootstrap CI (shown)" if level else "bootstrap CI (shown)"
     lines = [
         f"| candidate vs baseline | cell | dataset | metric | baseline | candidate | Δ | {ci_head} "
         "| N | "
-        f"McNemar p (2-sided / regression) | verdict | |",
-        "|---|---|---|---|---:|---:|---:|---|---:|---|---|---|",
+        f"McNemar p (2-sided / regression) | verdict | deciding test | |",
+        "|---|---|---|---|---:|---:|---:|---|---:|---|---|---|---|",
     ]
     for c in comparisons:
         for r in rows(c):
@@ -96,7 +98,7 @@ def markdown(comparisons: list[dict], level: float | None = None) -> str:
                 f"{r['metric']} | {_num(r['baseline_value'])} | {_num(r['candidate_value'])} | "
                 f"{_num(r['delta'], signed=True)} | {ci} | "
                 f"{r['n_items'] if r['n_items'] is not None else '–'} | "
-                f"{p} | {md_escape(verdict)} | {r['arrow']} |"
+                f"{p} | {md_escape(verdict)} | {md_escape(r['test'] or '–')} | {r['arrow']} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,184 @@
+"""A threshold on a mean of bounded per-item values, decided by two one-sided tests
+(docs/definitions.md §12.1–12.3).
+
+Each test runs at α = 1 − the threshold's level: the *violation* test (null: the bound holds)
+rejects → **fail**; the *conformance* test (null: the bound is violated) rejects → **pass**.
+Which test applies depends on the values' kind (:class:`~flipgate.metrics.sequential.ItemValues`):
+
+========  ==========================================  =======================================
+kind      fixed N (no look before the end)            sequential (looks on a grid to a cap)
+========  ==========================================  =======================================
+binary    exact binomial                              group-sequential binomial (exact size)
+paired    exact unconditional paired test             group-sequential paired (exact size)
+bounded   betting e-process at the full α             the same (valid at every look)
+========  ==========================================  =======================================
+
+An item that could not be scored (NaN) enters each test as the value least favourable to it —
+the range's low end for a test of "above the bound", its high end for "below" — so every look
+stays on the grid and a missing item can only make a test more cautious. A test that can no
+longer reject by the cap however the remaining items go is *futile*; a threshold whose two tests
+are both futile cannot be decided within the cap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from flipgate.metrics.betting import betting_test, log_e_process
+from flipgate.metrics.binary_tests import binary_design, binary_fixed_test
+from flipgate.metrics.onesided import Evidence, Looks, Side, sides
+from flipgate.metrics.paired_exact import paired_design, paired_fixed_test
+from flipgate.metrics.sequential import ItemValues
+
+FloatArray = npt.NDArray[np.float64]
+Decision = Literal["pass", "fail"]
+
+
+class _Design(Protocol):
+    def evidence(self, x: FloatArray, final: bool) -> Evidence: ...
+
+
+@dataclass(frozen=True)
+class MeanDecision:
+    """How a threshold stands after the items so far: ``decision`` None while undecided."""
+
+    decision: Decision | None
+    #: the items drawn when it was decided (the look that decided it)
+    decided_at: int | None
+    violation: Evidence
+    conformance: Evidence
+
+    @property
+    def deciding(self) -> Evidence | None:
+        """The test that decided it (None while undecided)."""
+        if self.decision is None:
+            return None
+        return self.violation if self.decision == "fail" else self.conformance
+
+    @property
+    def futile(self) -> bool:
+        """Undecided, and neither test can reject by the cap however the remaining items go."""
+        return self.decision is None and not (
+            self.violation.reachable or self.conformance.reachable
+        )
+
+    def describe(self) -> str:
+        """The deciding test in one line, or both tests while undecided."""
+        deciding = self.deciding
+        if deciding is not None:
+            return deciding.describe()
+        return f"violation: {self.violation.describe()}; conformance: {self.conformance.describe()}"
+
+
+def _impute(values: FloatArray, side: Side, low: float, high: float) -> FloatArray:
+    """Unscored items (NaN) as the value least favourable to a test of ``side``."""
+    out: FloatArray = np.where(np.isnan(values), low if side == "above" else high, values)
+    return out
+
+
+def _scan(design: _Design, x: FloatArray, looks: Looks, side: Side) -> tuple[Evidence, int | None]:
+    """A group-sequential test at every look point so far: the first rejection, or the last
+    look's evidence (the values so far when no look point has been reached)."""
+    last: Evidence | None = None
+    for point in looks.points:
+        if point > x.size:
+            break
+        last = design.evidence(x[:point], final=point == looks.cap)
+        if last.rejected:
+            return last, point
+    if last is None:  # before the first look: nothing tested yet
+        last = Evidence("no look yet", side, False, "e", 1.0, float("inf"), int(x.size))
+    return last, None
+
+
+def _betting(
+    u: FloatArray, m: float, side: Side, alpha: float, looks: Looks | None
+) -> tuple[Evidence, int | None]:
+    """The betting e-process, and the look at which it first reached 1/α."""
+    cap = looks.cap if looks is not None else int(u.size)
+    evidence = betting_test(u, m, side, alpha, cap)
+    if not evidence.rejected or not 0.0 < m < 1.0:
+        return evidence, (int(u.size) if evidence.rejected else None)
+    crossed = int(np.argmax(log_e_process(u, m, side) >= np.log(1.0 / alpha))) + 1
+    if looks is None:
+        return evidence, int(u.size)
+    points = [p for p in looks.points if p >= crossed]
+    return evidence, (points[0] if points else int(u.size))
+
+
+def _one_side(
+    values: ItemValues, bound: float, side: Side, alpha: float, looks: Looks | None
+) -> tuple[Evidence, int | None]:
+    x = _impute(values.values, side, values.low, values.high)
+    if values.kind == "binary":
+        if looks is None:
+            ev = binary_fixed_test(x, bound, side, alpha)
+            return ev, (ev.n if ev.rejected else None)
+        return _scan(binary_design(bound, side, looks, alpha), x, looks, side)
+    if values.kind == "paired" and values.low < bound < values.high:
+        if looks is None:
+            ev = paired_fixed_test(x, bound, side, alpha)
+            return ev, (ev.n if ev.rejected else None)
+        return _scan(paired_design(bound, side, looks, alpha), x, looks, side)
+    # bounded values, and a paired bound at the edge of its range (betting handles edges)
+    span = values.high - values.low
+    u = (x - values.low) / span
+    return _betting(u, (bound - values.low) / span, side, alpha, looks)
+
+
+def decide_mean(
+    values: ItemValues,
+    bound: float,
+    direction: Literal["max", "min"],
+    alpha: float,
+    looks: Looks | None = None,
+) -> MeanDecision:
+    """Both one-sided tests of a threshold ``metric <= bound`` (``max``) or ``>= bound``
+    (``min``) on ``values`` (drawn order), each at ``alpha``. ``looks``: the cell's look grid
+    (sequential); None: a fixed-N run. The first test to reject decides (at one look a violation
+    wins)."""
+    violation_side, conformance_side = sides(direction)
+    violation, fail_at = _one_side(values, bound, violation_side, alpha, looks)
+    conformance, pass_at = _one_side(values, bound, conformance_side, alpha, looks)
+    if fail_at is not None and (pass_at is None or fail_at <= pass_at):
+        return MeanDecision("fail", fail_at, violation, conformance)
+    if pass_at is not None:
+        return MeanDecision("pass", pass_at, violation, conformance)
+    return MeanDecision(None, None, violation, conformance)
+
+
+def pending_fixed(
+    values: ItemValues,
+    bound: float,
+    direction: Literal["max", "min"],
+    alpha: float,
+    planned: int,
+) -> MeanDecision:
+    """A threshold decided by the fixed-N tests once ``planned`` values are in (a regression
+    case: the items both versions will have drawn), before that: undecided, each test reachable
+    while the most favourable continuation to ``planned`` values would make it reject (monotone
+    tests: every remaining value at the end of the range that favours it)."""
+    if values.drawn >= planned:
+        return decide_mean(values, bound, direction, alpha)
+    found: dict[Side, Evidence] = {}
+    for side in sides(direction):
+        best = values.high if side == "above" else values.low
+        rest = np.full(planned - values.drawn, best)
+        completed = ItemValues.of(np.r_[values.values, rest], values.low, values.high, values.kind)
+        ev, _ = _one_side(completed, bound, side, alpha, None)
+        found[side] = Evidence(
+            f"{ev.test} once {planned} items are in",
+            side,
+            False,
+            ev.statistic,
+            float("nan"),
+            ev.critical,
+            values.drawn,
+            ev.rejected,
+        )
+    violation_side, conformance_side = sides(direction)
+    return MeanDecision(None, None, found[violation_side], found[conformance_side])

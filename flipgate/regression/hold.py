@@ -1,0 +1,98 @@
+"""A regression case holds its candidate's facet cell (docs/definitions.md §12.4): while one of
+its ``vs: baseline`` thresholds can still be decided, the candidate's sequential cell keeps
+drawing, up to the items its baseline drew (or the candidate's cap), so the case is tested on
+all the pairs it could have — not on the few a facet decided by its own thresholds would leave.
+
+The case's thresholds are decided by the fixed-N paired tests once the planned pairs are in
+(:func:`planned_pairs`); until then they only hold the cell while reachable, so the cell's
+stopping never looks at the paired differences' evidence and the fixed-N tests keep their α.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from flipgate import FlipgateError
+from flipgate.cell import Cell
+from flipgate.config import load_thresholds
+from flipgate.metrics.sequential import ItemValues
+from flipgate.regression.compare import Arm, compare_cell
+from flipgate.sequential import DECIDING_RULES, Dependent
+
+#: bootstrap draws while a held cell measures a case (its verdict draws the run's own number)
+HOLD_BOOTSTRAP = 20
+
+
+def planned_pairs(candidate_cap: int, baseline_items: int) -> int:
+    """The pairs a regression case of a sequential candidate is tested on: the items its
+    baseline drew, at most the candidate's cap."""
+    return min(candidate_cap, baseline_items)
+
+
+def regression_dependents(
+    ctx: Any, auditor: Any, model_id: str, dataset: str, cell: str
+) -> list[Dependent]:
+    """The regression cases that compare ``model_id``'s facet ``cell`` × ``dataset`` with a
+    baseline, as dependents of that cell (flipgate.sequential.Dependent)."""
+    from flipgate.regression.cell import VS
+    from flipgate.regression.runs import RunRecord
+    from flipgate.regression.suite import compared_cells, pairings
+
+    if Cell.parse(cell).is_control or ctx.thresholds_dir is None:
+        return []
+    cfg = auditor.config
+
+    def holding(candidate: str) -> list:
+        return [
+            t
+            for t in load_thresholds(ctx.thresholds_dir, candidate).for_cell(cell, dataset, VS)
+            if t.rule in DECIDING_RULES
+        ]
+
+    readouts, primary = auditor.readouts(model_id, cell)
+    manifest = auditor.store.manifests().get((cell, dataset), {}).get("sha256")
+    cap = auditor.n_items(model_id, dataset, cell)
+    out = []
+    for p in pairings(ctx):
+        if p.skip or (cell, dataset) not in compared_cells(cfg, p) or not holding(p.candidate):
+            continue
+        if p.baseline == model_id and p.run is None:  # an in-run baseline: all its case needs
+            planned = min(cap, auditor.n_items(p.candidate, dataset, cell))
+            name = f"{cell} as the baseline of {p.candidate}"
+            out.append(Dependent(name, holding(p.candidate), None, planned))
+            continue
+        if p.candidate != model_id:
+            continue
+        if p.run is not None:
+            base = RunRecord.open(p.run).arm(p.baseline, cell, dataset)
+        else:  # the baseline model of this run: its own cell, measured first
+            trials = auditor.measured_trials(p.baseline, dataset, cell)
+            base = Arm(
+                p.baseline,
+                trials,
+                tuple(auditor.readouts(p.baseline, cell)[0]),
+                manifest,
+                None,
+                auditor.stop(p.baseline, dataset, cell) is not None,
+            )
+        if base is None:
+            continue
+
+        def measure(
+            n: int, drawn: pd.DataFrame, base: Arm = base
+        ) -> Mapping[tuple[str, str], ItemValues]:
+            candidate = Arm(model_id, drawn, tuple(readouts), manifest, None, True)
+            try:
+                comparison = compare_cell(
+                    base, candidate, cell, dataset, primary, HOLD_BOOTSTRAP, cfg.level, cfg.seed
+                )
+            except FlipgateError:  # incomparable: the case itself says so when it runs
+                return {}
+            return comparison.sequences()
+
+        planned = planned_pairs(cap, int(base.trials["item_id"].nunique()))
+        out.append(Dependent(f"{cell} vs {p.baseline}", holding(model_id), measure, planned))
+    return out
