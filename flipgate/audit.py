@@ -346,9 +346,10 @@ class Auditor:
         all_thresholds = load_thresholds(self.thresholds_dir, model_id)
         # a control whose backend copies its replicates decides nothing (its thresholds are not
         # applicable, docs/definitions.md §12.5): it draws its facet's items and holds nothing
-        measured = measures_replicates(self.backend(model_id))
         thresholds = (
-            all_thresholds.for_cell(name, dataset) if measured or not cell.is_control else []
+            all_thresholds.for_cell(name, dataset)
+            if not cell.is_control or measures_replicates(self.backend(model_id))
+            else []
         )
         k = self.config.k
         # an upper bound until the stop lowers it (the live display says so, flipgate.progress)
@@ -367,6 +368,8 @@ class Auditor:
             drawn_control: list[pd.DataFrame] = []
 
             def measure_it(n: int, facet_trials: pd.DataFrame) -> dict:
+                if not measures_replicates(self.backend(model_id)):
+                    return {}  # its thresholds are not applicable: it holds nothing
                 start = sum(f["item_id"].nunique() for f in drawn_control)
                 drawn_control.append(self.trials(model_id, dataset, control, (start, n)))
                 control_trials = pd.concat(drawn_control, ignore_index=True)
@@ -384,7 +387,6 @@ class Auditor:
             and Cell.parse(control).is_control
             and Cell.parse(control).facet == name
             and self.is_sequential(control)
-            and measured
             and (held := all_thresholds.for_cell(control, dataset))
         ]
         if not cell.is_control:

@@ -147,7 +147,7 @@ def item_values(
             ("flip_rate", flips, "binary"),
             ("osi", items["osi"].astype(float), "bounded"),
             ("pairwise_disagreement", items["pairwise_disagreement"].astype(float), "bounded"),
-            ("parse_rate", items["parse_rate"].astype(float), "bounded"),
+            ("parse_rate", items["parse_rate"].astype(float), "share"),
             ("accuracy", per_item_correct, "bounded"),
         ):
             out[r, metric] = ItemValues.of(values.to_numpy(), kind=cast(ValueKind, kind))

@@ -188,7 +188,7 @@ def test_collection_names_each_undecidable_threshold_once(tmp_path):
         in (parse[0])
     )
     assert parse[0].startswith(str(tmp_path / "thresholds" / "default.yaml") + ": ")
-    needed = items_needed("bounded", 0, 1, 0.9, "min", 1 - 0.95, True, 8)[1]
+    needed = items_needed("share", 0, 1, 0.9, "min", 1 - 0.95, True, 8)[1]
     assert f"needs at least {needed} items" in parse[0]
     # the control's flip rate <= 0.9 needs at least 29 flipping items to fail (0.9^29 <= α; a
     # few more on the sequential grid): a lower rule that checks nothing at 8 items;

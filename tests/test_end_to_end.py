@@ -115,7 +115,8 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # 2 models x 2 datasets: the facet cells and the ODI fit pass; the controls of greedy local
     # models answer their replicates as copies: "floor 0 by construction", not applicable
-    assert "5 passed, 4 skipped" in proc.stdout, proc.stdout[-3000:]
+    assert "flipgate: cells: 5 gated, 4 not applicable" in proc.stdout, proc.stdout[-3000:]
+    assert "5 passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout[-3000:]
     # the controller's live display (lines in a log): 2 x 2 x 2 cells x 3 items x K=6 trials
     assert "flipgate: progress 144/144 trials (100%)" in proc.stderr, proc.stderr[-2000:]
     # sequential by default, each cell capped at its 3 items (fewer than min_items: no early stop)
@@ -152,8 +153,10 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
         assert set(card["order_robustness"]) == {"option_order"} and set(card["controls"]) == {
             "same_ordering:option_order"
         }
+        # flip_rate <= 1.0 can never be violated: its tests decide nothing (inconclusive, the
+        # lower rule passes it with a warning); parse_rate >= 0.0 is a point rule
         assert len(card["thresholds"]) == 2 and all(
-            v["verdict"] == "pass" for v in card["thresholds"]
+            v["outcome"] in ("pass", "warn") for v in card["thresholds"]
         )
     assert (tmp / "cards/tiny-fp32/model-index.yaml").exists()
     odi = json.loads((tmp / "cards/tiny-bf16/commonsense_qa.json").read_text())["odi"]

@@ -14,7 +14,7 @@ from numpyro.infer.util import potential_energy
 from conftest import write
 from flipgate import FlipgateError
 from flipgate.config import load_thresholds
-from flipgate.odi import build, diagnostics, fit, model, odi, outcomes, simulate, summarize
+from flipgate.odi import build, diagnostics, fit, model, odi, outcomes, sampler, simulate, summarize
 from flipgate.odi.card import odi_section
 from flipgate.odi.gate import gate, panel_checks
 from flipgate.odi.simulate import one_model, to_trials
@@ -161,13 +161,54 @@ def test_failing_thresholds_are_reported_as_failed(recovered):
 
 
 def test_odi_end_to_end_is_json_and_flags_short_runs(trials):
-    report = odi(trials, "regex", num_warmup=30, num_samples=30, svi_steps=100, ess_target=0)
+    report = odi(
+        trials,
+        "regex",
+        num_warmup=30,
+        num_samples=30,
+        own_samples=20,
+        svi_steps=100,
+        ess_target=0,
+        versions=[("m2", "m1")],
+    )
     json.dumps(report)
     assert set(report["facets"]) == {"option_order"} and set(report["models"]) == {"m1", "m2"}
     assert set(report["cells"]) == {"option_order/mmlu"}
     assert report["sizes"]["modal"]["trials"] == 17 and report["sizes"]["correct"]["trials"] == 22
     assert report["passed"] is False  # 60 draws cannot reach ESS 400
     assert report["diagnostics"]["correct"]["ess_bulk_min"] < 400
+    # the panel fits draw num_samples, the own fits own_samples; a pair that is the whole panel
+    # reuses the panel's correct fit
+    assert report["draws_per_chain"] == {"modal": 30, "correct": 30}
+    assert {m: v["own"]["draws_per_chain"] for m, v in report["models"].items()} == {
+        "m1": 20,
+        "m2": 20,
+    }
+    assert "delta_theta" in report["versions"][0]
+
+
+def test_chains_drawn_in_pieces_equal_chains_drawn_at_once():
+    """The compiled NUTS chunk (flipgate.odi.sampler) takes any number of transitions: 130 then
+    70 (an extension, across a chunk boundary) are the same 200 draws, bit for bit, as 200 at
+    once; 4 chains on this machine's devices, each with its own draws."""
+    init = {"z": jax.numpy.zeros((4, 3))}
+
+    def potential(p):  # a standard normal in 3 dimensions
+        return 0.5 * (p["z"] ** 2).sum()
+
+    once, twice = (
+        sampler.Chains(potential, init, jax.random.PRNGKey(0), num_warmup=50, chunk=100)
+        for _ in range(2)
+    )
+    once.advance(50, keep=False), twice.advance(50, keep=False)
+    whole = once.advance(200)
+    pieces = twice.advance(130) + twice.advance(70)  # the chunk boundary falls inside both
+    assert [p[0]["z"].shape for p in whole] == [(4, 100, 3), (4, 100, 3)]
+    assert [p[0]["z"].shape[1] for p in pieces] == [100, 30, 70]
+    z = {k: np.concatenate([p[0]["z"] for p in ps], 1) for k, ps in (("a", whole), ("b", pieces))}
+    np.testing.assert_array_equal(z["a"], z["b"])
+    assert len({float(z["a"][c, -1, 0]) for c in range(4)}) == 4  # the chains differ
+    assert abs(z["a"].mean()) < 0.2 and abs(z["a"].std() - 1) < 0.15  # it samples N(0, I)
 
 
 def test_short_runs_are_extended_to_the_ess_target():

@@ -59,7 +59,7 @@ ITEM_MEAN_METRICS: dict[str, tuple[ValueKind, float, float]] = {
     "flip_rate_same": ("binary", 0.0, 1.0),
     "osi": ("bounded", 0.0, 1.0),
     "pairwise_disagreement": ("bounded", 0.0, 1.0),
-    "parse_rate": ("bounded", 0.0, 1.0),
+    "parse_rate": ("share", 0.0, 1.0),
     "accuracy": ("bounded", 0.0, 1.0),
     "delta_order": ("paired", -1.0, 1.0),
     "delta_flip_rate": ("paired", -1.0, 1.0),

@@ -118,9 +118,10 @@ def interval(
 
 #: what per-item values are, which decides the tests a threshold on their mean gets
 #: (flipgate.metrics.threshold_tests): ``binary`` (0/1: an item flips, parses, is right),
-#: ``paired`` (a difference of two binary values, in {−1, 0, 1}) or ``bounded`` (anything else in
-#: [low, high])
-ValueKind = Literal["binary", "paired", "bounded"]
+#: ``paired`` (a difference of two binary values, in {−1, 0, 1}), ``share`` (a share of an
+#: item's K trials that is mostly all or none, e.g. its parse rate: tested through the items at
+#: either end) or ``bounded`` (anything else in [low, high])
+ValueKind = Literal["binary", "paired", "share", "bounded"]
 
 
 @dataclass(frozen=True)

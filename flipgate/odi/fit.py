@@ -18,13 +18,13 @@ from jax import lax, random
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
-from numpyro.infer import MCMC, NUTS
 from numpyro.infer.util import constrain_fn, potential_energy
 from numpyro.optim import Adam
 
 from flipgate import FlipgateError
 from flipgate.odi.data import ODIData, build, outcomes
 from flipgate.odi.model import has_item_noise, odi_model, reported
+from flipgate.odi.sampler import Chains
 
 
 def use_host_devices(n: int | None = None) -> int:
@@ -43,7 +43,10 @@ class Profile:
     """NUTS settings. Chains start at draws of a mean-field SVI fit (``svi_steps`` Adam steps from
     the prior means; 0 steps: jittered prior means) and, with ``svi_mass``, the diagonal inverse
     mass matrix starts at the SVI variances instead of the identity (then adapts if ``adapt_mass``).
-    ``chain_method="auto"`` runs as many chains in parallel as JAX has devices."""
+    Chains run as many at a time as JAX has devices (:mod:`flipgate.odi.sampler`).
+    ``own_samples`` (0: ``num_samples``; at most ``num_samples``) is the draws per chain that
+    :func:`odi`'s own (one model's trials) and version-pair fits start with; they are extended to
+    ``ess_target`` like any fit."""
 
     name: str
     num_chains: int
@@ -57,13 +60,13 @@ class Profile:
     dense_mass: bool = False
     max_tree_depth: int = 10
     x64: bool = False
-    chain_method: str = "auto"
     #: keep drawing (from each chain's last state, same adapted kernel) until the reported
     #: quantities' bulk and tail ESS reach ``ess_target`` and their R̂ is at most ``rhat_target``,
     #: at most ``max_samples`` draws per chain; ess_target 0: off
     ess_target: float = 0.0
     rhat_target: float = 1.01
     max_samples: int = 0
+    own_samples: int = 0
 
 
 PROFILES = {
@@ -73,7 +76,9 @@ PROFILES = {
     ),
     # SVI-started NUTS with an SVI-seeded mass matrix, short warmup, fp32; 4 chains (2 at a time on
     # 2 cores), as rank-normalised R̂ <= 1.01 presumes (Vehtari et al. 2021); drawn on past 1500
-    # until ESS >= 440 and R̂ <= 1.01 (measurements: benchmarks/odi_scaling.py)
+    # until ESS >= 440 and R̂ <= 1.01 (measurements: benchmarks/odi_scaling.py). Own and
+    # version-pair fits start at 500 draws (ESS 750+ there on the audit's panel; drawn on like
+    # any fit; benchmarks/odi_fits.py)
     "fast": Profile(
         "fast",
         num_chains=4,
@@ -82,10 +87,9 @@ PROFILES = {
         target_accept=0.9,
         ess_target=440,
         max_samples=4000,
+        own_samples=500,
     ),
 }
-#: per-draw fields NUTS records besides the samples
-FIELDS = ("diverging", "num_steps")
 
 
 @dataclass
@@ -163,15 +167,6 @@ def _svi_start(data: ODIData, prof: Profile, key) -> tuple[dict, dict]:
     return run(key)
 
 
-def _chain_runs(prof: Profile) -> tuple[int, str]:
-    """(chains per MCMC run, chain_method): with ``"auto"``, as many parallel chains per run as
-    there are JAX devices, in as many runs as it takes (4 chains on 2 cores: 2 runs of 2)."""
-    if prof.chain_method != "auto":
-        return prof.num_chains, prof.chain_method
-    per_run = max(d for d in range(1, jax.local_device_count() + 1) if prof.num_chains % d == 0)
-    return per_run, "parallel" if per_run > 1 else "sequential"
-
-
 def _concat(pieces: list, axis: int):
     """Concatenate matching pytrees of arrays along ``axis``."""
     return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis), *pieces)
@@ -202,13 +197,14 @@ def fit(
     data: ODIData,
     profile: str | Profile = "fast",
     seed: int = 0,
-    progress: bool = False,
     **overrides,
 ) -> ODIFit:
     """Fit ODI to ``data`` under a :data:`PROFILES` name (or a :class:`Profile`), with ``overrides``
     of its fields: SVI for starting points and a mass matrix, then NUTS on the model's potential
-    (each one compiled program; NumPyro's eager model set-up would cost more than a small fit),
-    extended past ``num_samples`` while the ESS or R̂ misses ``ess_target`` / ``rhat_target``."""
+    (each one compiled program, :mod:`flipgate.odi.sampler`; NumPyro's eager model set-up would
+    cost more than a small fit), extended past ``num_samples`` while the ESS or R̂ misses
+    ``ess_target`` / ``rhat_target``. ``timings``: SVI, NUTS and total seconds, compiling
+    included."""
     prof = _profile(profile, overrides)
     key_svi, key_mcmc = random.split(random.PRNGKey(seed))
     timings = {}
@@ -217,68 +213,35 @@ def fit(
         init, variances = jax.block_until_ready(_svi_start(data, prof, key_svi))
         timings["svi_s"] = time.perf_counter() - t0
         mass = ravel_pytree(variances)[0] if prof.svi_mass else None
-        kernel = NUTS(
-            potential_fn=_potential(data),
-            target_accept_prob=prof.target_accept,
-            inverse_mass_matrix=mass,
-            adapt_mass_matrix=prof.adapt_mass,
+        constrain = jax.jit(partial(constrain_fn, odi_model, (data,), {}, batch_ndims=2))
+        t1 = time.perf_counter()
+        chains = Chains(
+            _potential(data),
+            init,
+            key_mcmc,
+            prof.num_warmup,
+            inverse_mass=mass,
+            target_accept=prof.target_accept,
+            adapt_mass=prof.adapt_mass,
             dense_mass=prof.dense_mass,
             max_tree_depth=prof.max_tree_depth,
         )
-        per_run, method = _chain_runs(prof)
-        constrain = jax.jit(partial(constrain_fn, odi_model, (data,), {}, batch_ndims=2))
-        t1 = time.perf_counter()
-        runs, pieces = (
-            [],
-            [],
-        )  # one MCMC per group of parallel chains, so each can go on from its last state
-        for r, key in enumerate(random.split(key_mcmc, prof.num_chains // per_run)):
-            mcmc = MCMC(
-                kernel,
-                num_warmup=prof.num_warmup,
-                num_samples=prof.num_samples,
-                num_chains=per_run,
-                chain_method=method,
-                progress_bar=progress,
-            )
-            start = {
-                k: v[r * per_run : (r + 1) * per_run] if per_run > 1 else v[r]
-                for k, v in init.items()
-            }
-            mcmc.run(key, init_params=start, extra_fields=FIELDS)
-            runs.append(mcmc)
-            pieces.append(
-                [
-                    (
-                        mcmc.get_samples(group_by_chain=True),
-                        mcmc.get_extra_fields(group_by_chain=True),
-                    )
-                ]
-            )
-        while True:
-            samples, extra = _concat([_concat(p, 1) for p in pieces], 0)
+        chains.advance(prof.num_warmup, keep=False)
+        more = prof.num_samples
+        pieces: list = []
+        while more:
+            pieces += chains.advance(more, transform=constrain)  # one constrain_fn compile
+            draws, extra = _concat(pieces, 1)
             result = ODIFit(
                 data,
                 prof,
-                jax.tree.map(np.asarray, constrain(samples)),
+                draws,
                 int(np.sum(extra["diverging"])),
                 timings,
                 float(np.mean(extra["num_steps"])),
                 int(extra["diverging"].shape[1]),
             )
             more = _more_draws(result, prof)
-            if not more:
-                break
-            for mcmc, piece in zip(runs, pieces):
-                mcmc.num_samples = more
-                mcmc.post_warmup_state = mcmc.last_state
-                mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=FIELDS)
-                piece.append(
-                    (
-                        mcmc.get_samples(group_by_chain=True),
-                        mcmc.get_extra_fields(group_by_chain=True),
-                    )
-                )
         timings["mcmc_s"] = time.perf_counter() - t1
     timings["total_s"] = timings["svi_s"] + timings["mcmc_s"]
     return result
@@ -469,14 +432,20 @@ def odi(
 
     ``thresholds`` go to :func:`diagnostics`, ``ci_level`` / ``gate_levels`` add gate intervals
     (:func:`summarize`). Every fit uses ``seed``, so a model's own fit is the same whatever the
-    panel."""
+    panel. Own and pair fits start with ``own_samples`` draws per chain (at most
+    ``num_samples``; the panel fits with ``num_samples``), each drawn on to the profile's ESS and
+    R̂ targets."""
     table = outcomes(trials, readout)
+    prof = _profile(profile, overrides)
     fits: dict[tuple, ODIFit] = {}  # a pair that is the whole panel reuses the panel's fit
 
-    def summary(data: ODIData, pairs=()) -> dict:
+    def summary(data: ODIData, pairs=(), small: bool = False) -> dict:
+        """``small``: an own or pair fit, started with ``prof.own_samples`` draws per chain."""
         key = (data.outcome, tuple(data.models), data.n)
         if key not in fits:
-            fits[key] = fit(data, profile, seed, **overrides)
+            start = min(prof.own_samples or prof.num_samples, prof.num_samples)
+            start = start if small else prof.num_samples
+            fits[key] = fit(data, prof, seed, num_samples=start)
         return summarize(
             fits[key],
             hdi_prob,
@@ -487,11 +456,12 @@ def odi(
         )
 
     panel = {o: summary(build(table, o)) for o in ("modal", "correct")}
+    small = partial(summary, small=True)
     models = {
-        m: {**v, "own": own_fit(table, m, summary)} for m, v in panel["correct"]["models"].items()
+        m: {**v, "own": own_fit(table, m, small)} for m, v in panel["correct"]["models"].items()
     }
     for m in sorted(set(table["model_id"].astype(str)) - set(models)):
-        models[m] = {"theta": None, "own": own_fit(table, m, summary)}
+        models[m] = {"theta": None, "own": own_fit(table, m, small)}
     return {
         "readout": readout,
         "profile": panel["modal"]["profile"],
@@ -499,7 +469,7 @@ def odi(
         "facets": panel["modal"]["facets"],
         "cells": panel["modal"]["cells"],
         "models": models,
-        "versions": [version_fit(table, c, b, summary) for c, b in versions],
+        "versions": [version_fit(table, c, b, small) for c, b in versions],
         "diagnostics": {o: s["diagnostics"] for o, s in panel.items()},
         "sizes": {o: s["sizes"] for o, s in panel.items()},
         "draws_per_chain": {o: s["draws_per_chain"] for o, s in panel.items()},

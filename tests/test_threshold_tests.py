@@ -1,0 +1,115 @@
+"""A threshold on an item mean decided by two one-sided tests (docs/definitions.md §12.1–12.3):
+hand-computed p-values and e-values per kind of value, the group-sequential stop, unscored items,
+futility and a regression case's pending fixed-N tests."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from flipgate.metrics.betting import log_e_process
+from flipgate.metrics.onesided import Looks, sides
+from flipgate.metrics.sequential import ItemValues
+from flipgate.metrics.threshold_tests import decide_mean, pending_fixed
+
+ALPHA = 0.05
+
+
+def test_sides_follow_the_direction():
+    assert sides("max") == ("above", "below") and sides("min") == ("below", "above")
+
+
+def test_binary_fixed_n_is_the_exact_binomial_test():
+    """flip_rate <= 0.25 on 11 items without a flip: conformance p = 0.75^11 = 0.042 → pass;
+    on 10: p = 0.056 → undecided."""
+    passed = decide_mean(ItemValues.of(np.zeros(11), kind="binary"), 0.25, "max", ALPHA)
+    assert passed.decision == "pass" and passed.decided_at == 11
+    assert passed.conformance.value == pytest.approx(0.75**11)
+    assert passed.describe() == f"exact binomial p = {0.75**11:.4f} <= 0.0500 (n = 11)"
+    undecided = decide_mean(ItemValues.of(np.zeros(10), kind="binary"), 0.25, "max", ALPHA)
+    assert undecided.decision is None and undecided.conformance.value == pytest.approx(0.75**10)
+    # 6 flips of 10 against <= 0.25: violation p = P[Bin(10, 0.25) >= 6]
+    failed = decide_mean(ItemValues.of([1.0] * 6 + [0.0] * 4, kind="binary"), 0.25, "max", ALPHA)
+    assert failed.decision == "fail"
+    assert failed.violation.value == pytest.approx(float(binom.sf(5, 10, 0.25)))
+
+
+def test_a_control_that_never_flips_passes_at_72_items_of_200():
+    """The issue's all-zero control against flip_rate <= 0.05 at cap 200: 72 items (the SPRT
+    oracle needs 64 on the batch grid; the turn-3 rule needed 144)."""
+    decided = decide_mean(
+        ItemValues.of(np.zeros(200), kind="binary"), 0.05, "max", ALPHA, Looks(200)
+    )
+    assert decided.decision == "pass" and decided.decided_at == 72
+    assert decided.deciding.test == "group-sequential binomial"
+    assert decided.deciding.value >= decided.deciding.critical
+
+
+def test_the_planted_paired_regression_fails_at_25_items():
+    """10 of 25 items newly flip, none fixed, against delta_flip_rate <= 0.05."""
+    d = ItemValues.of([1.0] * 10 + [0.0] * 15, -1.0, 1.0, "paired")
+    decided = decide_mean(d, 0.05, "max", ALPHA)
+    assert decided.decision == "fail"
+    assert decided.describe() == "exact paired (unconditional) p = 0.0013 <= 0.0500 (n = 25)"
+
+
+def test_a_share_is_tested_through_the_items_at_either_end():
+    """parse_rate >= 0.9: 29 items that all parse prove it (0.9^29 = 0.047), 28 do not
+    (0.052); items half parsed prove nothing either way (conservative)."""
+    passed = decide_mean(ItemValues.of(np.ones(29), kind="share"), 0.9, "min", ALPHA)
+    assert passed.decision == "pass" and passed.conformance.value == pytest.approx(0.9**29)
+    assert passed.deciding.test == "exact binomial on the items at the top of the range"
+    assert decide_mean(ItemValues.of(np.ones(28), kind="share"), 0.9, "min", ALPHA).decision is None
+    halves = decide_mean(ItemValues.of(np.full(60, 0.5), kind="share"), 0.4, "min", ALPHA)
+    assert halves.decision is None  # mean 0.5 > 0.4, but no item is at the top
+    # an item parsed in no trial counts against "above": 20 of 40 at 0 prove parse_rate < 0.9
+    failed = decide_mean(ItemValues.of([0.0] * 20 + [1.0] * 20, kind="share"), 0.9, "min", ALPHA)
+    assert failed.decision == "fail"
+    assert failed.deciding.test == "exact binomial on the items above the bottom of the range"
+
+
+def test_bounded_values_use_the_betting_e_process():
+    """parse_rate-like bounded values all at 1 against >= 0.9: the e-process on the values,
+    rejecting once it reaches 1/α = 20."""
+    x = np.ones(60)
+    crossed = int(np.argmax(log_e_process(x, 0.9, "above") >= math.log(20))) + 1
+    decided = decide_mean(ItemValues.of(x), 0.9, "min", ALPHA)
+    assert decided.decision == "pass" and decided.deciding.test == "betting e-process"
+    early = decide_mean(ItemValues.of(x[: crossed - 1]), 0.9, "min", ALPHA)
+    assert early.decision is None and early.conformance.value < 20
+
+
+def test_an_unscored_item_counts_against_each_test():
+    """NaN enters the violation test of a max bound as 0 and its conformance test as 1: 11 items
+    without a flip and one unscored no longer prove flip_rate <= 0.25 at fixed N (12 values, one
+    of them a flip for the conformance test: P[Bin(12, .25) <= 1] = 0.158)."""
+    values = ItemValues.of([*np.zeros(11), np.nan], kind="binary")
+    decided = decide_mean(values, 0.25, "max", ALPHA)
+    assert values.n == 11 and values.drawn == 12 and values.estimate == 0.0
+    assert decided.decision is None
+    assert decided.conformance.value == pytest.approx(float(binom.cdf(1, 12, 0.25)))
+
+
+def test_futility_when_neither_test_can_reject_by_the_cap():
+    """flip_rate <= 0.5 at cap 40 after 16 of 32 flips: neither the violation (needs ≥ 26 flips
+    of 40) nor the conformance test (≤ 14) can still reject."""
+    values = ItemValues.of(np.tile([0.0, 1.0], 16), kind="binary")
+    decided = decide_mean(values, 0.5, "max", ALPHA, Looks(40))
+    assert decided.decision is None and decided.futile
+    assert not decide_mean(values, 0.5, "max", ALPHA, Looks(200)).futile
+
+
+def test_a_regression_case_waits_for_its_planned_pairs():
+    """Before its planned 25 pairs a case is undecided, reachable while the best continuation
+    could still make a test reject; at 25 the fixed-N test decides."""
+    some = ItemValues.of([1.0] * 6 + [0.0] * 10, -1.0, 1.0, "paired")
+    waiting = pending_fixed(some, 0.05, "max", ALPHA, 25)
+    assert waiting.decision is None and not waiting.futile
+    assert waiting.violation.describe() == (
+        "exact paired (unconditional) once 25 items are in: pending (n = 16)"
+    )
+    full = ItemValues.of([1.0] * 10 + [0.0] * 15, -1.0, 1.0, "paired")
+    assert pending_fixed(full, 0.05, "max", ALPHA, 25).decision == "fail"
