@@ -82,15 +82,18 @@ def test_bounded_values_use_the_betting_e_process():
     assert early.decision is None and early.conformance.value < 20
 
 
-def test_an_unscored_item_counts_against_each_test():
-    """NaN enters the violation test of a max bound as 0 and its conformance test as 1: 11 items
-    without a flip and one unscored no longer prove flip_rate <= 0.25 at fixed N (12 values, one
-    of them a flip for the conformance test: P[Bin(12, .25) <= 1] = 0.158)."""
+def test_an_unscored_item_counts_against_each_test_on_a_look_grid():
+    """On a look grid NaN enters the violation test of a max bound as 0 and its conformance
+    test as 1: 11 items without a flip and one unscored at the cap of 12 do not prove
+    flip_rate <= 0.25 (one flip of 12 for the conformance test: P[Bin(12, .25) <= 1] = 0.158);
+    at fixed N the test is on the 11 scored items (0.75^11 = 0.042: pass)."""
     values = ItemValues.of([*np.zeros(11), np.nan], kind="binary")
-    decided = decide_mean(values, 0.25, "max", ALPHA)
     assert values.n == 11 and values.drawn == 12 and values.estimate == 0.0
-    assert decided.decision is None
-    assert decided.conformance.value == pytest.approx(float(binom.cdf(1, 12, 0.25)))
+    on_grid = decide_mean(values, 0.25, "max", ALPHA, Looks(12, 4, 12))
+    assert on_grid.decision is None
+    assert on_grid.conformance.value == pytest.approx(float(binom.cdf(1, 12, 0.25)))
+    fixed = decide_mean(values, 0.25, "max", ALPHA)
+    assert fixed.decision == "pass" and fixed.conformance.value == pytest.approx(0.75**11)
 
 
 def test_futility_when_neither_test_can_reject_by_the_cap():
@@ -113,3 +116,7 @@ def test_a_regression_case_waits_for_its_planned_pairs():
     )
     full = ItemValues.of([1.0] * 10 + [0.0] * 15, -1.0, 1.0, "paired")
     assert pending_fixed(full, 0.05, "max", ALPHA, 25).decision == "fail"
+    # unscored pairs count as compared items: 25 compared, 20 scored, decided on the 20
+    gaps = ItemValues.of([1.0] * 10 + [0.0] * 10 + [np.nan] * 5, -1.0, 1.0, "paired")
+    decided = pending_fixed(gaps, 0.05, "max", ALPHA, 25)
+    assert decided.decision == "fail" and decided.violation.n == 20

@@ -37,7 +37,8 @@ from scipy.stats import beta as beta_distribution
 from flipgate.metrics import binary_tests, paired_exact
 from flipgate.metrics.betting import best_growth, log_e_process
 from flipgate.metrics.onesided import Looks, Side, sides
-from flipgate.metrics.sequential import ValueKind
+from flipgate.metrics.sequential import ItemValues, ValueKind
+from flipgate.metrics.threshold_tests import decide_mean
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -257,6 +258,12 @@ def simulate_gate(
     futile = violation.dead & conformance.dead
     futile_at = np.where(futile.any(axis=1), points[np.argmax(futile, axis=1)], cap)
     stopped = np.minimum(items, futile_at).astype(np.int64)
+    if looks is None:  # a fixed-N test is on the scored items: rows with a gap, one by one
+        for row in np.flatnonzero(np.isnan(x).any(axis=1)):
+            decided = decide_mean(
+                ItemValues.of(x[row], low, high, kind), bound, direction, alpha
+            ).decision
+            decision[row] = {"fail": FAIL, "pass": PASS, None: UNDECIDED}[decided]
     return OperatingResult(decision, items, stopped, cap)
 
 

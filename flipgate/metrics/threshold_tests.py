@@ -21,9 +21,10 @@ when the share of items above the bottom (any trial counted) is proven below m. 
 mostly all or none, where this is as strong as the binary tests (29 items that all parse prove
 ``parse_rate >= 0.9``; the betting e-process needs 37).
 
-An item that could not be scored (NaN) enters each test as the value least favourable to it —
-the range's low end for a test of "above the bound", its high end for "below" — so every look
-stays on the grid and a missing item can only make a test more cautious. A test that can no
+On a look grid an item that could not be scored (NaN) enters each test as the value least
+favourable to it — the range's low end for a test of "above the bound", its high end for
+"below" — so every look stays on the grid and a missing item can only make a test more
+cautious; a fixed-N test is on the items that could be scored. A test that can no
 longer reject by the cap however the remaining items go is *futile*; a threshold whose two tests
 are both futile cannot be decided within the cap.
 """
@@ -121,7 +122,9 @@ def _betting(
 def _one_side(
     values: ItemValues, bound: float, side: Side, alpha: float, looks: Looks | None
 ) -> tuple[Evidence, int | None]:
-    x = _impute(values.values, side, values.low, values.high)
+    # on a look grid an unscored item keeps its place, as the value least favourable to the
+    # test; a fixed-N test is on the items that could be scored
+    x = values.scored if looks is None else _impute(values.values, side, values.low, values.high)
     if values.kind == "binary":
         if looks is None:
             ev = binary_fixed_test(x, bound, side, alpha)

@@ -132,17 +132,19 @@ class CellComparison:
         drawn, on which the gate's one-sided tests decide (docs/definitions.md §12): a
         difference of two binary values (flips, canonical correctness) is ``paired``, in
         {−1, 0, 1}; a difference of parse rates lies in [−1, 1] and of Δ_order in [−2, 2]."""
-        position = {item: i for i, item in enumerate(self.drawn)}
         out = {}
         for r, deltas in self.readouts.items():
             for metric, paired in deltas.per_item.items():
-                rows = sorted(
-                    zip(paired["items"], paired["baseline"], paired["candidate"]),
-                    key=lambda row: position.get(row[0], len(position)),
-                )
+                delta = {
+                    item: b - a
+                    for item, a, b in zip(paired["items"], paired["baseline"], paired["candidate"])
+                }
+                # every compared item in drawn order; NaN where it could not be scored in both
+                drawn = self.drawn or list(delta)
                 span = 2.0 if metric == "delta_delta_order" else 1.0
                 kind: ValueKind = "paired" if metric in PAIRED_BINARY else "bounded"
-                out[r, metric] = ItemValues.of([b - a for _, a, b in rows], -span, span, kind)
+                values = [delta.get(item, float("nan")) for item in drawn]
+                out[r, metric] = ItemValues.of(values, -span, span, kind)
         return out
 
     def to_dict(self) -> dict:
