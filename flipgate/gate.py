@@ -104,12 +104,16 @@ def verdict(
     on_inconclusive: str = "by_rule",
     readout: str | None = None,
     p_value: float | None = None,
+    tested: Label | None = None,
     **context: Any,
 ) -> Verdict:
-    """Threshold ``t`` decided on ``estimate`` and its ``ci``; ``context``: the verdict's
-    ``facet`` (its cell) and, for some gates, ``model``, ``target`` or ``mcnemar``."""
+    """Threshold ``t`` decided on ``estimate`` and its ``ci`` — or, with ``tested``, the label
+    its one-sided tests gave (docs/definitions.md §12; the CI is then only shown); ``context``:
+    the verdict's ``facet`` (its cell) and, for some gates, ``model``, ``target``, ``mcnemar``,
+    ``interval`` or ``test``."""
     lo, hi = ci if ci else (None, None)
-    label = decide(t, estimate, lo, hi)
+    missing = _number(estimate) is None
+    label = decide(t, estimate, lo, hi) if tested is None or missing else tested
     return Verdict(
         threshold=t.label,
         metric=t.metric,
@@ -203,22 +207,14 @@ def tested_verdict(
         draws = None if shown is None else shown.draws
         ci = ci_at(draws, t.level) if draws is not None else (None if shown is None else shown.ci)
         extra = {"interval": BOOTSTRAP}
-    estimate = _number(values.estimate)
-    return Verdict(
-        threshold=t.label,
-        metric=t.metric,
-        bound=t.bound,
-        direction=t.direction,
-        rule=t.rule,
-        level=t.level,
-        readout=readout,
-        estimate=estimate,
-        ci=ci,
-        verdict=label if estimate is not None else "missing",
-        outcome=outcome(label if estimate is not None else "missing", t.rule, on_inconclusive),
-        p_value=p_value,
-        source=t.source,
-        why=t.why,
+    return verdict(
+        t,
+        _number(values.estimate),
+        ci,
+        on_inconclusive,
+        readout,
+        p_value,
+        label,
         test=decided.describe(),
         **extra,
         **context,
