@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.stats import binom
+from test_decomposition import table
 
 from conftest import write
 from flipgate.config import ThresholdSet, parse_thresholds
@@ -34,24 +34,13 @@ def thresholds(tmp_path, text: str) -> ThresholdSet:
     return ThresholdSet(parse_thresholds(write(tmp_path / "th.yaml", text))[0])
 
 
-def trials(answers: dict[str, dict[str, list]]) -> pd.DataFrame:
-    """Trials from ``{item: {readout: [content per condition]}}`` (drawn in the dict's order)."""
-    rows = []
-    for item, by_readout in answers.items():
-        n = len(next(iter(by_readout.values())))
-        for c in range(n):
-            got = {r: a[c] for r, a in by_readout.items()}
-            rows.append({"item_id": item, "condition": c, "mapped": got, "readouts": got})
-    return pd.DataFrame(rows)
-
-
 def artifact_only(n_items: int = 25, n_artifact: int = 10) -> AxisDecomposition:
     """``n_artifact`` of ``n_items`` items flip under letter_logprob only; regex never flips."""
     answers = {
         f"q{i:02d}": {"regex": [0, 0], "letter_logprob": [0, 1] if i < n_artifact else [0, 0]}
         for i in range(n_items)
     }
-    return decompose(trials(answers), "label_set", ["regex", "letter_logprob"], n=200, seed=1)
+    return decompose(table(answers), "label_set", ["regex", "letter_logprob"], n=200, seed=1)
 
 
 def by_metric(verdicts) -> dict[str, object]:
@@ -113,7 +102,7 @@ def test_decomposition_item_values_are_the_record_estimates_in_drawn_order():
         "m": {"regex": [3, None, None], "letter_logprob": [3, 0, 3]},  # regex parsed once
         "b": {"regex": [2, 2, 2], "letter_logprob": [1, 2, 2]},  # letters flip
     }
-    t = trials(answers)
+    t = table(answers)
     assert item_parse_shares(t, "regex").to_dict() == pytest.approx(
         {"z": 1.0, "a": 1.0, "m": 1 / 3, "b": 1.0}
     )
