@@ -57,12 +57,16 @@ def regression_dependents(
     cap = auditor.n_items(model_id, dataset, cell)
     out = []
     for p in pairings(ctx):
-        if p.skip or (cell, dataset) not in compared_cells(cfg, p) or not holding(p.candidate):
+        if p.skip or model_id not in (p.candidate, p.baseline):
+            continue
+        if (cell, dataset) not in compared_cells(cfg, p):
+            continue
+        held = holding(p.candidate)  # the candidate's vs: baseline thresholds on this cell
+        if not held:
             continue
         if p.baseline == model_id and p.run is None:  # an in-run baseline: all its case needs
             planned = min(cap, auditor.n_items(p.candidate, dataset, cell))
-            name = f"{cell} as the baseline of {p.candidate}"
-            out.append(Dependent(name, holding(p.candidate), None, planned))
+            out.append(Dependent(f"{cell} as the baseline of {p.candidate}", held, None, planned))
             continue
         if p.candidate != model_id:
             continue
@@ -94,5 +98,5 @@ def regression_dependents(
             return comparison.sequences()
 
         planned = planned_pairs(cap, int(base.trials["item_id"].nunique()))
-        out.append(Dependent(f"{cell} vs {p.baseline}", holding(model_id), measure, planned))
+        out.append(Dependent(f"{cell} vs {p.baseline}", held, measure, planned))
     return out
