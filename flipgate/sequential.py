@@ -24,6 +24,7 @@ from flipgate.cell import Cell
 from flipgate.config import Threshold
 from flipgate.facets import get_facet
 from flipgate.gate import within
+from flipgate.metrics.futility import FUTILITY_CHANCE
 from flipgate.metrics.onesided import Looks
 from flipgate.metrics.sequential import (
     FloatArray,
@@ -33,7 +34,7 @@ from flipgate.metrics.sequential import (
     from_unit,
     to_unit,
 )
-from flipgate.metrics.threshold_tests import decide_mean, pending_fixed
+from flipgate.metrics.threshold_tests import MeanDecision, decide_mean, pending_fixed
 
 #: the rules whose verdict a confidence sequence can decide; ``point`` and ``warn`` thresholds
 #: never hold a cell (they have no error rate to keep) and are read on the items used
@@ -68,8 +69,8 @@ class ThresholdDecision(BaseModel):
     note: str | None = None
     #: the deciding test with its e-value or p-value (both tests while undecided)
     test: str | None = None
-    #: undecided and no longer decidable within the cap, however the remaining items go: it
-    #: stopped holding the cell
+    #: undecided and no longer decidable within the cap, however the remaining items go, or
+    #: unlikely to be (predictive probability below FUTILITY_CHANCE): it stopped holding the cell
     futile: bool = False
 
 
@@ -162,18 +163,29 @@ def look(
             if planned is None
             else pending_fixed(item_values, t.bound, t.direction, 1 - t.level, planned)
         )
-        futile_note = f"cannot be decided within the cap {looks.cap}" if decided.futile else None
         out.append(
             ThresholdDecision(
                 **common,
                 decision=decided.decision,
                 decided_at=decided.decided_at,
                 test=decided.describe(),
-                futile=decided.futile,
-                note=futile_note,
+                futile=decided.futile or decided.unlikely,
+                note=_futility_note(decided, planned or looks.cap),
             )
         )
     return out
+
+
+def _futility_note(decided: MeanDecision, cap: int) -> str | None:
+    """Why an undecided threshold stopped holding its cell (docs/definitions.md §12.3)."""
+    if decided.futile:
+        return f"cannot be decided within the cap {cap}"
+    if decided.unlikely:
+        return (
+            f"unlikely to be decided within the cap {cap}: predictive probability "
+            f"{decided.chance:.3f} < {FUTILITY_CHANCE}"
+        )
+    return None
 
 
 #: ``measure(n)``: the per-item values of the first ``n`` items, keyed ``(readout, metric)``

@@ -164,11 +164,14 @@ def test_undecided_runs_to_the_cap_and_point_or_warn_rules_never_hold():
     assert "at the cap, undecided: flip_rate <= 0.5 (lower)" in line
 
 
-def test_a_threshold_that_can_no_longer_be_decided_stops_holding_the_cell():
+def test_a_threshold_that_can_no_longer_be_decided_stops_holding_the_cell(monkeypatch):
     """flip_rate <= 0.5 at cap 40: after 32 items with 16 flips the exact binomial test at the
     cap needs S ≥ 26 ones to fail (P[Bin(40, ½) ≥ 26] ≤ 0.05 < P[≥ 25]) and S ≤ 14 to pass;
-    16 + 8 = 24 < 26 and 16 > 14, so neither test can reject: the cell stops at 32, futile."""
+    16 + 8 = 24 < 26 and 16 > 14, so neither test can reject: the cell stops at 32, futile
+    (the predictive rule, which stops it earlier, is switched off here: see the next test)."""
     from scipy.stats import binom
+
+    monkeypatch.setattr("flipgate.metrics.threshold_tests.FUTILITY_CHANCE", 0.0)
 
     assert binom.sf(25, 40, 0.5) <= 0.05 < binom.sf(24, 40, 0.5)
     assert binom.cdf(14, 40, 0.5) <= 0.05 < binom.cdf(15, 40, 0.5)
@@ -179,6 +182,20 @@ def test_a_threshold_that_can_no_longer_be_decided_stops_holding_the_cell():
     assert stop.reason == "undecidable" and stop.n_items == asked[-1] < 40
     assert standing.futile and standing.note == "cannot be decided within the cap 40"
     assert stop.n_items == 32  # at 24 (12 flips) a fail was still reachable: 12 + 16 = 28 ≥ 26
+
+
+def test_a_threshold_unlikely_to_be_decided_stops_holding_the_cell_earlier():
+    """The same cell with predictive futility (docs/definitions.md §12.3): at 16 items with 8
+    flips a decision by the cap 40 is still possible enough (predictive probability 0.070 + 0.070);
+    at 24 with 12 it is not (0.011 each), so the cell stops there, not at 32, and says why."""
+    halves = np.tile([0.0, 1.0], 20)
+    measure, asked = scripted({"flip_rate": halves})
+    stop = run_sequential(SequentialSettings(8, 16), 40, [flip(0.5)], "regex", measure, **KEY)
+    (standing,) = stop.thresholds
+    assert stop.reason == "undecidable" and stop.n_items == asked[-1] == 24
+    assert standing.futile and standing.decision is None
+    assert standing.note is not None
+    assert standing.note.startswith("unlikely to be decided within the cap 40: predictive")
 
 
 def test_a_metric_without_per_item_values_holds_the_cell_to_the_cap():
@@ -281,12 +298,14 @@ def sequential_auditor(tmp_path, backend, cap=40):
     return auditor
 
 
-def test_a_control_holds_its_facet_while_its_thresholds_can_be_decided(tmp_path):
+def test_a_control_holds_its_facet_while_its_thresholds_can_be_decided(tmp_path, monkeypatch):
     """A position-biased model flips on every item (flip_rate <= 0.25 fails at 16) and never on
     the same ordering. Its control's flip_rate <= 0.05 cannot pass within the cap of 40 (0.95^40
     = 0.13) but can still fail while items remain, so it holds the facet to the cap
     (docs/definitions.md §12.4); delta_order <= 0.25 (every item 1 − 0) fails at once. The
-    control then draws exactly the facet's items and decides as the facet saw it."""
+    control then draws exactly the facet's items and decides as the facet saw it. (The
+    predictive rule is off here: it would release the facet at 16, as the next test shows.)"""
+    monkeypatch.setattr("flipgate.metrics.threshold_tests.FUTILITY_CHANCE", 0.0)
     backend = ScriptedBackend()  # always the first label: every item flips
     auditor = sequential_auditor(tmp_path, backend)
     trials, perm = auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
@@ -305,6 +324,22 @@ def test_a_control_holds_its_facet_while_its_thresholds_can_be_decided(tmp_path)
     again, _ = auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
     assert backend.calls == 80 * 6 and len(again) == len(trials)
     assert auditor.store.records(SequentialStop, "scripted")[0].model_id == "scripted"
+
+
+def test_a_control_unlikely_to_be_decided_releases_its_facet(tmp_path):
+    """The same model with predictive futility: after 16 items and no flip on the same ordering,
+    the control's flip_rate <= 0.05 could still fail only if most of the remaining 24 items
+    flipped (predictive probability < 0.05), so it stops holding the facet at 16."""
+    backend = ScriptedBackend()
+    auditor = sequential_auditor(tmp_path, backend)
+    auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
+    facet_stop = auditor.stop("scripted", "arc_challenge", "option_order")
+    control_stop = auditor.stop("scripted", "arc_challenge", "same_ordering:option_order")
+    assert facet_stop.n_items == 16 == control_stop.n_items
+    (flips,) = [d for d in control_stop.thresholds if d.metric == "flip_rate"]
+    assert flips.decision is None and flips.futile
+    assert flips.note is not None and flips.note.startswith("unlikely to be decided")
+    assert backend.calls == (16 + 16) * 6
 
 
 def test_a_facet_stops_when_its_control_is_decided_too(tmp_path):

@@ -81,7 +81,12 @@ def stop_line(cell: str, stop: SequentialCell, esc: Callable[[str], str] = str) 
             f"undecided: {', '.join(open_)}" if open_ else "every threshold decided there"
         )
     elif stop.reason == "undecidable":
-        why = f"cannot be decided within the cap {stop.cap}: {', '.join(open_)}"
+        notes = {t.threshold: t.note for t in stop.thresholds if t.futile and t.note}
+        why = "stopped undecided (futility): " + ", ".join(
+            esc(t.threshold) + (f" ({esc(notes[t.threshold])})" if t.threshold in notes else "")
+            for t in stop.thresholds
+            if t.holds and t.decision is None
+        )
     else:
         why = "at the cap: no threshold its one-sided tests decide"
     of = f" (the cap: the items {esc(stop.cap_from)} used)" if stop.cap_from else ""

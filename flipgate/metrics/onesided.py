@@ -81,6 +81,9 @@ class Evidence:
     #: whether it can still reject by the cap if every remaining value goes its way (False: it
     #: cannot be decided within the cap: futile)
     reachable: bool = True
+    #: the predictive probability that it rejects by the cap (flipgate.metrics.futility); None:
+    #: not computed (a fixed-N test, a rejected one, or one at its cap)
+    chance: float | None = None
 
     def describe(self) -> str:
         """One line, e.g. ``exact binomial p = 0.012 <= 0.050 (n = 25)``."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -36,6 +36,7 @@ from scipy.stats import beta as beta_distribution
 
 from flipgate.metrics import binary_tests, paired_exact
 from flipgate.metrics.betting import best_growth, log_e_process
+from flipgate.metrics.futility import FUTILITY_CHANCE, binary_chance_table
 from flipgate.metrics.onesided import Looks, Side, sides
 from flipgate.metrics.sequential import ItemValues, ValueKind
 from flipgate.metrics.threshold_tests import decide_mean
@@ -89,6 +90,9 @@ class _SideScan:
     reject_at: IntArray
     #: shape (replications, looks)
     dead: BoolArray
+    #: shape (replications, looks): the predictive probability that it rejects at a later look
+    #: (flipgate.metrics.futility; binary designs only: 1 where it is not computed, 0 where dead)
+    chance: FloatArray | None = None
 
 
 def _impute(values: FloatArray, side: Side, low: float, high: float) -> FloatArray:
@@ -145,7 +149,13 @@ def _binary_side(
         for later, region in zip(points[j + 1 :], regions[j + 1 :]):
             reach |= region[s + (later - n) if side == "above" else s]
         reachable.append(reach | regions[j] if j < len(points) - 1 else regions[j])
-    return _scan_regions(stat, regions, reachable, points)
+    scan = _scan_regions(stat, regions, reachable, points)
+    tables = binary_chance_table(design)
+    chance = np.stack(
+        [tables[n][totals[:, n - 1]] if n in tables else np.ones(x.shape[0]) for n in points],
+        axis=1,
+    )
+    return replace(scan, chance=np.where(scan.dead, 0.0, chance))
 
 
 def _paired_side(
@@ -256,8 +266,14 @@ def simulate_gate(
     items = np.where(fails, fail_at, np.where(passes, pass_at, cap)).astype(np.int64)
     points = np.asarray(looks.points if looks is not None else (cap,))
     futile = violation.dead & conformance.dead
+    if violation.chance is not None and conformance.chance is not None:
+        # the predictive futility rule: both tests unlikely to reject by the cap
+        futile |= violation.chance + conformance.chance < FUTILITY_CHANCE
     futile_at = np.where(futile.any(axis=1), points[np.argmax(futile, axis=1)], cap)
     stopped = np.minimum(items, futile_at).astype(np.int64)
+    # a cell stopped for futility before its decision look is undecided (the shipped rule)
+    decision = np.where(items <= futile_at, decision, UNDECIDED).astype(np.int8)
+    items = np.where(items <= futile_at, items, cap).astype(np.int64)
     if looks is None:  # a fixed-N test is on the scored items: rows with a gap, one by one
         for row in np.flatnonzero(np.isnan(x).any(axis=1)):
             decided = decide_mean(

@@ -344,6 +344,21 @@ class PairedDesign:
             rejected or self._reachable(look, b, c),
         )
 
+    def rejects_after(self, paths: npt.ArrayLike, n: int) -> npt.NDArray[np.bool_]:
+        """Per row of ``paths`` (completed paired differences, shape (rows, cap)): whether the
+        design rejects at a look point after ``n`` (region lookups, no p-value: the futility
+        rule's simulated completions, flipgate.metrics.futility)."""
+        d = np.asarray(paths)
+        up, down = np.cumsum(d == 1, axis=1), np.cumsum(d == -1, axis=1)
+        b_all, c_all = (up, down) if self.side == "above" else (down, up)
+        out = np.zeros(d.shape[0], dtype=bool)
+        for look in self._looks:
+            if look.n > n:
+                out |= look.region[b_all[:, look.n - 1], c_all[:, look.n - 1]]
+        cap = self.looks.cap
+        out |= self.final_region[b_all[:, cap - 1], c_all[:, cap - 1]]
+        return out
+
     def _reachable(self, look: int, b: int, c: int) -> bool:
         """Whether a path from (b, c) at look ``look`` that goes all +1 enters a later region
         (regions are monotone, so no other continuation does better)."""

@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from flipgate.metrics.betting import betting_test, log_e_process
 from flipgate.metrics.binary_tests import binary_design, binary_fixed_test
+from flipgate.metrics.futility import FUTILITY_CHANCE, binary_chance, completions
 from flipgate.metrics.onesided import Evidence, Looks, Side, sides
 from flipgate.metrics.paired_exact import paired_design, paired_fixed_test
 from flipgate.metrics.sequential import ItemValues
@@ -73,6 +74,32 @@ class MeanDecision:
         """Undecided, and neither test can reject by the cap however the remaining items go."""
         return self.decision is None and not (
             self.violation.reachable or self.conformance.reachable
+        )
+
+    @property
+    def chance(self) -> float | None:
+        """The predictive probability that one of the two tests rejects by the cap (their sum:
+        an upper bound), or None where a test that can still reject has none."""
+        total = 0.0
+        for evidence in (self.violation, self.conformance):
+            if not evidence.reachable:
+                continue
+            if evidence.chance is None:
+                return None
+            total += evidence.chance
+        return min(total, 1.0)
+
+    @property
+    def unlikely(self) -> bool:
+        """Undecided, not futile, and unlikely to be decided by the cap: the predictive
+        probability of a decision is below :data:`~flipgate.metrics.futility.FUTILITY_CHANCE`
+        (docs/definitions.md §12.3)."""
+        chance = self.chance
+        return (
+            self.decision is None
+            and not self.futile
+            and chance is not None
+            and chance < FUTILITY_CHANCE
         )
 
     def describe(self) -> str:
@@ -119,9 +146,24 @@ def _betting(
     return evidence, (points[0] if points else int(u.size))
 
 
+def _with_chance(evidence: Evidence, chance: float | None) -> Evidence:
+    """``evidence`` with its predictive chance of rejecting by the cap: 0 when it cannot, none
+    once it rejected."""
+    if evidence.rejected:
+        return evidence
+    return replace(evidence, chance=chance if evidence.reachable else 0.0)
+
+
 def _one_side(
-    values: ItemValues, bound: float, side: Side, alpha: float, looks: Looks | None
+    values: ItemValues,
+    bound: float,
+    side: Side,
+    alpha: float,
+    looks: Looks | None,
+    chance: bool = True,
 ) -> tuple[Evidence, int | None]:
+    """One one-sided test on ``values``; on a look grid with ``chance``, its evidence carries
+    the predictive probability that it rejects by the cap (futility, §12.3)."""
     # on a look grid an unscored item keeps its place, as the value least favourable to the
     # test; a fixed-N test is on the items that could be scored
     x = values.scored if looks is None else _impute(values.values, side, values.low, values.high)
@@ -129,25 +171,30 @@ def _one_side(
         if looks is None:
             ev = binary_fixed_test(x, bound, side, alpha)
             return ev, (ev.n if ev.rejected else None)
-        return _scan(binary_design(bound, side, looks, alpha), x, looks, side)
+        design = binary_design(bound, side, looks, alpha)
+        ev, at = _scan(design, x, looks, side)
+        if chance:
+            ev = _with_chance(ev, binary_chance(design, ev.n, int(x[: ev.n].sum())))
+        return ev, at
     if values.kind == "share":
         # exact binary tests on the items at the end of the range that bounds the mean from the
         # other side: 1[x = high] ≤ x proves "above", 1[x > low] ≥ x proves "below"
         span = values.high - values.low
         ends = (x >= values.high) if side == "above" else (x > values.low)
         tops = ItemValues.of(ends.astype(float), kind="binary")
-        ev, at = _one_side(tops, (bound - values.low) / span, side, alpha, looks)
+        ev, at = _one_side(tops, (bound - values.low) / span, side, alpha, looks, chance)
         where = "at the top" if side == "above" else "above the bottom"
         return replace(ev, test=f"{ev.test} on the items {where} of the range"), at
     if values.kind == "paired" and values.low < bound < values.high:
         if looks is None:
             ev = paired_fixed_test(x, bound, side, alpha)
             return ev, (ev.n if ev.rejected else None)
-        return _scan(paired_design(bound, side, looks, alpha), x, looks, side)
-    # bounded values, and a paired bound at the edge of its range (betting handles edges)
-    span = values.high - values.low
-    u = (x - values.low) / span
-    return _betting(u, (bound - values.low) / span, side, alpha, looks)
+        ev, at = _scan(paired_design(bound, side, looks, alpha), x, looks, side)
+    else:  # bounded values, and a paired bound at the edge of its range (betting handles edges)
+        span = values.high - values.low
+        u = (x - values.low) / span
+        ev, at = _betting(u, (bound - values.low) / span, side, alpha, looks)
+    return ev, at
 
 
 def decide_mean(
@@ -169,6 +216,32 @@ def decide_mean(
     if pass_at is not None:
         return MeanDecision("pass", pass_at, violation, conformance)
     return MeanDecision(None, None, violation, conformance)
+
+
+def _fixed_chance(
+    values: ItemValues, bound: float, side: Side, alpha: float, planned: int
+) -> float:
+    """The predictive probability that the fixed-N test of ``side`` rejects once ``planned``
+    values are in, over Bayesian-bootstrap completions (flipgate.metrics.futility)."""
+    paths = completions(values.values, values.low, values.high, planned)
+    if values.kind == "paired" and values.low < bound < values.high:
+        # the exact paired region per number of scored pairs (unscored ones are left out)
+        scored = (~np.isnan(paths)).sum(axis=1)
+        hits = np.zeros(paths.shape[0], dtype=bool)
+        for n in np.unique(scored):
+            if n == 0:
+                continue
+            rows = paths[scored == n]
+            design = paired_design(bound, side, Looks(int(n), int(n), int(n)), alpha)
+            hits[scored == n] = design.rejects_after(rows[~np.isnan(rows)].reshape(-1, n), 0)
+        return float(hits.mean())
+    hits_list = [
+        _one_side(
+            ItemValues.of(row, values.low, values.high, values.kind), bound, side, alpha, None
+        )[0].rejected
+        for row in paths
+    ]
+    return float(np.mean(hits_list))
 
 
 def pending_fixed(
@@ -199,6 +272,7 @@ def pending_fixed(
             ev.critical,
             values.drawn,
             ev.rejected,
+            _fixed_chance(values, bound, side, alpha, planned) if ev.rejected else 0.0,
         )
     violation_side, conformance_side = sides(direction)
     return MeanDecision(None, None, found[violation_side], found[conformance_side])
