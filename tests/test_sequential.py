@@ -185,17 +185,18 @@ def test_a_threshold_that_can_no_longer_be_decided_stops_holding_the_cell(monkey
 
 
 def test_a_threshold_unlikely_to_be_decided_stops_holding_the_cell_earlier():
-    """The same cell with predictive futility (docs/definitions.md §12.3): at 16 items with 8
-    flips a decision by the cap 40 is still possible enough (predictive probability 0.070 + 0.070);
-    at 24 with 12 it is not (0.011 each), so the cell stops there, not at 32, and says why."""
-    halves = np.tile([0.0, 1.0], 20)
+    """Predictive futility (docs/definitions.md §12.3): flip_rate <= 0.5 at cap 100 on items
+    that flip every other time. Both tests together would reject by the cap with predictive
+    probability 0.020 after 64 items and 0.0044 after 72: below 0.01, so the cell stops at 72,
+    before 88 where neither test could reject any more."""
+    halves = np.tile([0.0, 1.0], 50)
     measure, asked = scripted({"flip_rate": halves})
-    stop = run_sequential(SequentialSettings(8, 16), 40, [flip(0.5)], "regex", measure, **KEY)
+    stop = run_sequential(SequentialSettings(8, 16), 100, [flip(0.5)], "regex", measure, **KEY)
     (standing,) = stop.thresholds
-    assert stop.reason == "undecidable" and stop.n_items == asked[-1] == 24
+    assert stop.reason == "undecidable" and stop.n_items == asked[-1] == 72
     assert standing.futile and standing.decision is None
     assert standing.note is not None
-    assert standing.note.startswith("unlikely to be decided within the cap 40: predictive")
+    assert standing.note.startswith("unlikely to be decided within the cap 100: predictive")
 
 
 def test_a_metric_without_per_item_values_holds_the_cell_to_the_cap():
@@ -328,18 +329,19 @@ def test_a_control_holds_its_facet_while_its_thresholds_can_be_decided(tmp_path,
 
 def test_a_control_unlikely_to_be_decided_releases_its_facet(tmp_path):
     """The same model with predictive futility: after 16 items and no flip on the same ordering,
-    the control's flip_rate <= 0.05 could still fail only if most of the remaining 24 items
-    flipped (predictive probability < 0.05), so it stops holding the facet at 16."""
+    the control's flip_rate <= 0.05 could still fail by the cap of 40 with predictive
+    probability 0.013, after 24 only with 0.0006 (below 0.01): it stops holding the facet at
+    24."""
     backend = ScriptedBackend()
     auditor = sequential_auditor(tmp_path, backend)
     auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
     facet_stop = auditor.stop("scripted", "arc_challenge", "option_order")
     control_stop = auditor.stop("scripted", "arc_challenge", "same_ordering:option_order")
-    assert facet_stop.n_items == 16 == control_stop.n_items
+    assert facet_stop.n_items == 24 == control_stop.n_items
     (flips,) = [d for d in control_stop.thresholds if d.metric == "flip_rate"]
     assert flips.decision is None and flips.futile
     assert flips.note is not None and flips.note.startswith("unlikely to be decided")
-    assert backend.calls == (16 + 16) * 6
+    assert backend.calls == (24 + 24) * 6
 
 
 def test_a_facet_stops_when_its_control_is_decided_too(tmp_path):

@@ -56,19 +56,34 @@ def test_the_planted_paired_regression_fails_at_25_items():
     assert decided.describe() == "exact paired (unconditional) p = 0.0013 <= 0.0500 (n = 25)"
 
 
-def test_a_share_is_tested_through_the_items_at_either_end():
-    """parse_rate >= 0.9: 29 items that all parse prove it (0.9^29 = 0.047), 28 do not
-    (0.052); items half parsed prove nothing either way (conservative)."""
-    passed = decide_mean(ItemValues.of(np.ones(29), kind="share"), 0.9, "min", ALPHA)
-    assert passed.decision == "pass" and passed.conformance.value == pytest.approx(0.9**29)
+def test_a_share_is_tested_through_the_items_at_either_end_and_by_betting_on_the_shares():
+    """parse_rate >= 0.9: the ends' exact test keeps 0.8 α = 0.04, so 31 items that all parse
+    prove it (0.9^31 = 0.038), 30 do not (0.042); items all half parsed prove nothing through
+    the ends (none is at the top, every one above the bottom), but the betting e-process on the
+    shares at 0.2 α = 0.01 proves a mean of 0.5 below 0.8."""
+    passed = decide_mean(ItemValues.of(np.ones(31), kind="share"), 0.9, "min", ALPHA)
+    assert passed.decision == "pass" and passed.conformance.value == pytest.approx(0.9**31)
     assert passed.deciding.test == "exact binomial on the items at the top of the range"
-    assert decide_mean(ItemValues.of(np.ones(28), kind="share"), 0.9, "min", ALPHA).decision is None
-    halves = decide_mean(ItemValues.of(np.full(60, 0.5), kind="share"), 0.4, "min", ALPHA)
-    assert halves.decision is None  # mean 0.5 > 0.4, but no item is at the top
+    assert passed.deciding.critical == pytest.approx(0.8 * ALPHA)
+    assert decide_mean(ItemValues.of(np.ones(30), kind="share"), 0.9, "min", ALPHA).decision is None
+    halves = decide_mean(ItemValues.of(np.full(60, 0.5), kind="share"), 0.8, "min", ALPHA)
+    assert halves.decision == "fail"
+    assert halves.deciding.test == "betting e-process on the shares"
+    assert halves.deciding.critical == pytest.approx(1 / (0.2 * ALPHA))
     # an item parsed in no trial counts against "above": 20 of 40 at 0 prove parse_rate < 0.9
     failed = decide_mean(ItemValues.of([0.0] * 20 + [1.0] * 20, kind="share"), 0.9, "min", ALPHA)
     assert failed.decision == "fail"
     assert failed.deciding.test == "exact binomial on the items above the bottom of the range"
+
+
+def test_a_share_undecided_names_both_of_its_tests():
+    near = decide_mean(
+        ItemValues.of(np.full(24, 0.85), kind="share"), 0.8, "min", ALPHA, Looks(100)
+    )
+    assert near.decision is None
+    line = near.conformance.describe()
+    assert line.startswith("group-sequential binomial on the items at the top of the range e = ")
+    assert "; betting e-process on the shares e = " in line and line.endswith("< 100 (n = 24)")
 
 
 def test_bounded_values_use_the_betting_e_process():
@@ -120,3 +135,23 @@ def test_a_regression_case_waits_for_its_planned_pairs():
     gaps = ItemValues.of([1.0] * 10 + [0.0] * 10 + [np.nan] * 5, -1.0, 1.0, "paired")
     decided = pending_fixed(gaps, 0.05, "max", ALPHA, 25)
     assert decided.decision == "fail" and decided.violation.n == 20
+
+
+@pytest.mark.parametrize("spread", ["all_or_none", "partial"])
+def test_a_shares_error_at_the_bound_is_at_most_alpha_under_peeking(spread):
+    """Shares of K = 6 trials whose mean is exactly the bound 0.8, on the look grid to a cap of
+    100: each of the union's sides rejects in at most α of 1,000 cells (within simulation
+    error: 3 standard errors)."""
+    rng = np.random.default_rng(3)
+    reps, cap = 1000, 100
+    if spread == "all_or_none":
+        shares = (rng.random((reps, cap)) < 0.8).astype(float)
+    else:  # per-item parse probabilities Beta(4, 1) (mean 0.8), 6 trials each
+        shares = rng.binomial(6, rng.beta(4.0, 1.0, (reps, cap))) / 6.0
+    decisions = [
+        decide_mean(ItemValues.of(row, kind="share"), 0.8, "min", ALPHA, Looks(cap)).decision
+        for row in shares
+    ]
+    limit = ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / reps)
+    assert decisions.count("fail") / reps <= limit
+    assert decisions.count("pass") / reps <= limit

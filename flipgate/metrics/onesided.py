@@ -84,6 +84,9 @@ class Evidence:
     #: the predictive probability that it rejects by the cap (flipgate.metrics.futility); None:
     #: not computed (a fixed-N test, a rejected one, or one at its cap)
     chance: float | None = None
+    #: a second test of the same side that has not rejected either, in one line (a share's
+    #: betting e-process beside its exact test), printed before the count
+    also: str | None = None
 
     def describe(self) -> str:
         """One line, e.g. ``exact binomial p = 0.012 <= 0.050 (n = 25)``."""
@@ -96,4 +99,5 @@ class Evidence:
         )
         value = f"{self.value:.3g}" if self.statistic == "e" else f"{self.value:.4f}"
         critical = f"{self.critical:.3g}" if self.statistic == "e" else f"{self.critical:.4f}"
-        return f"{self.test} {self.statistic} = {value} {op} {critical} (n = {self.n})"
+        also = f"; {self.also}" if self.also else ""
+        return f"{self.test} {self.statistic} = {value} {op} {critical}{also} (n = {self.n})"

@@ -12,6 +12,7 @@ import pytest
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
+from flipgate.backends.floor import floor_not_measured
 from flipgate.backends.identity import is_verified
 from flipgate.cards.build import git_commit
 from flipgate.cell import Cell
@@ -204,6 +205,15 @@ class RegressionCell:
             comparison.planned = planned_pairs(stop.cap, int(base.trials["item_id"].nunique()))
         return comparison
 
+    def skip_unmeasured_floor(self, live: list[str]) -> None:
+        """A control case compares two measured floors (Δ_order's): where either model's
+        backend copies its replicates (its floor is 0 by construction, docs/definitions.md
+        §12.5), the comparison is not applicable — never a pass."""
+        for model_id in live:
+            why = floor_not_measured(model_id, self.auditor.backend(model_id))
+            if why:
+                skip_not_applicable(f"{self.cell} vs {self.baseline}: {why}")
+
     def run(self) -> list[Verdict]:
         from flipgate.regression.allure import report_regression
 
@@ -216,6 +226,8 @@ class RegressionCell:
                 why = self.auditor.unmeasurable(model_id, self.dataset, Cell.parse(self.cell).facet)
                 if why:
                     skip_not_applicable(why)
+            if Cell.parse(self.cell).is_control:
+                self.skip_unmeasured_floor(live)
             comparison = self.measure()
             verdicts = gate_comparison(comparison, self.thresholds_dir)
         except FlipgateError as exc:
