@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import os
 import secrets
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -530,11 +531,23 @@ class FlipgateSession:
         if not calls:
             return []
         cached = sum(c for _, c in store.answered().values())
+        copies = store.answer_copies()
+
+        def count(model_id: str, n: int) -> str:
+            copied = copies.get(model_id, 0)
+            return f"{model_id} {n}" + (f" ({copied} copies, not computed)" if copied else "")
+
         lines = [
             "flipgate: model calls this run: "
-            + ", ".join(f"{m} {n}" for m, n in calls.items())
+            + ", ".join(count(m, n) for m, n in calls.items())
             + f" ({cached} trials from the response cache)"
         ]
+        if copies:
+            lines.append(
+                f"flipgate: {sum(copies.values())} of the {sum(calls.values())} calls were "
+                "answered as copies of an equal greedy input (a same-ordering control's "
+                "replicates: its facet's canonical ordering), not computed"
+            )
         if self.config.getoption("--fresh-controls"):
             lines.append(
                 f"flipgate: --fresh-controls: same-ordering replicates drawn with new seeds "
@@ -587,9 +600,11 @@ def record_calls(auditor: Auditor, source: str) -> None:
     all) and its API call counts (requests, retries, timeouts, failures); envelope variants
     (``<model>@...``) count for their model."""
     totals: dict[str, dict[str, int]] = {}
+    copies: Counter[str] = Counter()
     for name, backend in auditor.backends().items():
         model_id = auditor.base_model(name)
         auditor.store.add_model_calls(model_id, source, auditor.model_calls[model_id])
+        copies[model_id] += int(getattr(backend, "answer_copies", 0))
         stats = backend.call_stats
         if stats:
             total = totals.setdefault(model_id, dict.fromkeys(stats, 0))
@@ -597,3 +612,5 @@ def record_calls(auditor: Auditor, source: str) -> None:
                 total[key] += value
     for model_id, counts in totals.items():
         auditor.store.add_calls(model_id, source, counts)
+    for model_id, n in copies.items():
+        auditor.store.add_answer_copies(model_id, source, n)

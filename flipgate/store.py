@@ -44,6 +44,8 @@ CREATE TABLE IF NOT EXISTS calls (model_id TEXT, source TEXT, requests INTEGER, 
     timeouts INTEGER, failures INTEGER, PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS model_calls (model_id TEXT, source TEXT, prompts INTEGER,
     PRIMARY KEY (model_id, source));
+CREATE TABLE IF NOT EXISTS answer_copies (model_id TEXT, source TEXT, copies INTEGER,
+    PRIMARY KEY (model_id, source));
 CREATE TABLE IF NOT EXISTS planned (model_id TEXT, dataset TEXT, cell TEXT, trials INTEGER,
     PRIMARY KEY (model_id, dataset, cell));
 CREATE TABLE IF NOT EXISTS planned_at_most (model_id TEXT, dataset TEXT, cell TEXT,
@@ -201,6 +203,24 @@ class TrialStore:
             self.conn.execute(
                 "INSERT OR REPLACE INTO model_calls VALUES (?, ?, ?)", (model_id, source, prompts)
             )
+
+    def add_answer_copies(self, model_id: str, source: str, copies: int) -> None:
+        """Of those prompts, how many the backend answered as copies of an equal input's greedy
+        answer without computing them (a same-ordering control's replicates); cumulative."""
+        with self.writing():
+            self.conn.execute(
+                "INSERT OR REPLACE INTO answer_copies VALUES (?, ?, ?)", (model_id, source, copies)
+            )
+
+    def answer_copies(self) -> dict[str, int]:
+        """Per model: prompts answered as copies, not computed (empty for a run before they
+        were counted)."""
+        if "answer_copies" not in self.tables():
+            return {}
+        rows = self.conn.execute(
+            "SELECT model_id, SUM(copies) FROM answer_copies GROUP BY model_id ORDER BY model_id"
+        )
+        return {m: int(n or 0) for m, n in rows}
 
     def model_calls(self) -> dict[str, int]:
         """Per model: prompts a model answered over the run (0 on a warm rerun)."""

@@ -148,8 +148,12 @@ def test_a_greedy_hf_control_is_not_measured_not_applicable_and_labelled(tiny_mo
     facet_verdicts = gated(FlipCell(auditor, th, FACET, "tiny", DATASET))
     assert {v.threshold for v in facet_verdicts} == {"flip_rate <= 1.0 (point)"}
     computed = count_computed(auditor.backend("tiny"))  # type: ignore[arg-type]
+    copies_before = auditor.backend("tiny").answer_copies  # type: ignore[attr-defined]
     with pytest.raises(pytest.skip.Exception) as skipped:
         FlipCell(auditor, th, CONTROL, "tiny", DATASET).run()
+    # and counted as such: every replicate a copy, none computed (the run's calls line says so)
+    copies = auditor.backend("tiny").answer_copies - copies_before  # type: ignore[attr-defined]
+    assert copies == N_ITEMS * auditor.config.k
     assert str(skipped.value.msg) == NOT_APPLICABLE + floor_not_measured(
         "tiny", auditor.backend("tiny")
     )

@@ -124,6 +124,10 @@ def test_xdist_run_passes_and_writes_valid_cards(xdist_run):
         "flipgate: sequential gates: 0 of 8 cells stopped before their cap, 0 model calls saved "
         "(cap: 144)"
     ) in proc.stdout, proc.stdout[-3000:]
+    # the controls' replicates are copies of their facets' canonical orderings: counted as calls
+    # and said not to be computed (2 models x 2 datasets x 3 items x K = 6 replicates)
+    (copies,) = [line for line in proc.stdout.splitlines() if "answered as copies" in line]
+    assert copies.startswith("flipgate: 72 of the 144 calls were answered as copies"), copies
     # loadgroup: a (model, facet, dataset) group — facet cell and control — ran on one worker
     workers = {}
     for line in proc.stdout.splitlines():

@@ -64,8 +64,10 @@ def make_run(
     config: dict | None = None,
     sha: str = SHA,
     close: bool = True,
+    control: bool = False,
 ) -> Path:
-    """A finished run directory ``root/run_id`` with one model's option_order trials."""
+    """A finished run directory ``root/run_id`` with one model's option_order trials (and, with
+    ``control``, its same-ordering control's: the canonical ordering K times)."""
     run_dir = root / run_id
     store = TrialStore(run_dir / "trials.sqlite")
     store.add_model(
@@ -82,39 +84,41 @@ def make_run(
     rows = []
     for dataset in datasets:
         store.add_manifest(FACET, dataset, K, sha, f"fixtures/manifests/{FACET}__{dataset}.json")
-        for i in items:
-            for c in range(K):
-                label = answer(i, c)
-                rows.append(
-                    dict(
-                        zip(
-                            TRIAL_COLUMNS,
-                            [
-                                run_id,
-                                model,
-                                f"w-{model}",
-                                dataset,
-                                f"{dataset}/item{i}",
-                                FACET,
-                                c,
-                                [(j + c) % 4 for j in range(4)],
-                                0,
-                                f"p{i}-{c}",
-                                json.dumps({"text": f" {label}"}),
-                                {"regex": label},
-                                {"regex": label},
-                                {"regex": label == "A"},
-                                "A",
-                                4,
-                                100,
-                                2,
-                                0.1,
-                                0.0,
-                                0,
-                            ],
-                        )
+        cells = [(FACET, c, [(j + c) % 4 for j in range(4)]) for c in range(K)]
+        if control:
+            cells += [(f"same_ordering:{FACET}", c, [0, 1, 2, 3]) for c in range(K)]
+        for i, (cell, c, perm) in ((i, x) for i in items for x in cells):
+            label = answer(i, c if cell == FACET else 0)
+            rows.append(
+                dict(
+                    zip(
+                        TRIAL_COLUMNS,
+                        [
+                            run_id,
+                            model,
+                            f"w-{model}",
+                            dataset,
+                            f"{dataset}/item{i}",
+                            cell,
+                            c,
+                            perm,
+                            0,
+                            f"p{i}-{c}",
+                            json.dumps({"text": f" {label}"}),
+                            {"regex": label},
+                            {"regex": label},
+                            {"regex": label == "A"},
+                            "A",
+                            4,
+                            100,
+                            2,
+                            0.1,
+                            0.0,
+                            0,
+                        ],
                     )
                 )
+            )
     store.add_trials([Trial(**row) for row in rows])
     store.set_meta(
         {
@@ -649,3 +653,43 @@ def test_audit_script_passes_a_signal_on_to_pytest_and_exits_with_its_status(aud
     assert proc.wait(timeout=20) == 2
     name = "TERM" if sig == signal.SIGTERM else "INT"
     assert (root / "stubenv" / "signals").read_text().splitlines() == [f"stub got {name}"]
+
+
+def test_a_control_with_a_floor_not_measured_is_not_compared(runs, capsys):
+    """Δ_order's delta between two runs whose controls were copies (a greedy hf backend: the
+    floor recorded as 0 by construction) compares nothing: the control cell is listed among the
+    skipped, not applicable, and never gated; the facet cell is compared as before."""
+    from flipgate.backends.floor import NOT_MEASURED_FLOOR
+    from flipgate.results import CellSummary
+
+    root, thresholds = runs
+    (thresholds / "default.yaml").write_text(
+        THRESHOLDS
+        + "  - {metric: delta_delta_order, vs: baseline, facet: same_ordering, max: 0.05,"
+        " rule: lower}\n"
+    )
+    base = make_run(root, "20260101T000000Z-base", control=True, close=False)
+    cand = make_run(root, "20260102T000000Z-cand", control=True)
+    store = TrialStore(base / "trials.sqlite")
+    copies = CellSummary(
+        metrics={},
+        n_items=20,
+        n_items_insufficient=0,
+        k=K,
+        n_trials=20 * K,
+        floor=NOT_MEASURED_FLOOR,
+    )
+    store.add_summaries("m", "ds_a", f"same_ordering:{FACET}", {"regex": copies})
+    store.conn.close()
+    assert RunRecord.open(base).floor_not_measured("m", f"same_ordering:{FACET}", "ds_a")
+    assert not RunRecord.open(cand).floor_not_measured("m", f"same_ordering:{FACET}", "ds_a")
+    code, out, err = compare(capsys, base, cand, "--thresholds", thresholds, "--format", "json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert [c["cell"] for c in result["comparisons"]] == [FACET]
+    (skipped,) = result["skipped"]
+    assert skipped["cell"] == f"same_ordering:{FACET}"
+    assert skipped["reason"].startswith("not applicable: the floor of m@20260101T000000Z-base is")
+    assert NOT_MEASURED_FLOOR in skipped["reason"]
+    # not applicable is not "unchecked": no --allow-ungated needed, and the line says so
+    assert "1 cell compared, 1 skipped (1 not applicable), 0 regressions" in err

@@ -285,6 +285,8 @@ class HFBackend:
             self.settings["prefix_sharing"] = "prefix-tree"
         #: greedy answers computed by earlier calls, by input (see :meth:`_first_equal`)
         self._answered: OrderedDict[tuple, Output] = OrderedDict()
+        #: requests answered as copies of an equal input's answer, not computed (cumulative)
+        self.answer_copies = 0
 
     # -- loading -------------------------------------------------------------------------------
     def _known_fingerprint(self) -> dict[str, Any] | None:
@@ -516,6 +518,7 @@ class HFBackend:
             if (key := inputs[i]) is not None and key in self._answered
         }
         todo = [i for i in range(len(requests)) if first[i] == i and i not in known]
+        self.answer_copies += len(requests) - len(todo)
         todo_ids, todo_budget = [ids[i] for i in todo], [budget[i] for i in todo]
         tree = bool(todo) and self._shares(todo_ids, todo_budget)
         plan = decode_batches if tree else length_batches

@@ -12,7 +12,7 @@ import pytest
 
 from flipgate import FlipgateError
 from flipgate.audit import Auditor
-from flipgate.backends.floor import floor_not_measured
+from flipgate.backends.floor import NOT_MEASURED_FLOOR, floor_not_measured
 from flipgate.backends.identity import is_verified
 from flipgate.cards.build import git_commit
 from flipgate.cell import Cell
@@ -213,6 +213,14 @@ class RegressionCell:
             why = floor_not_measured(model_id, self.auditor.backend(model_id))
             if why:
                 skip_not_applicable(f"{self.cell} vs {self.baseline}: {why}")
+        run = self.pairing.run
+        if run is not None and RunRecord.open(run).floor_not_measured(
+            self.baseline, self.cell, self.dataset
+        ):
+            skip_not_applicable(
+                f"{self.cell} vs {self.baseline}: the baseline's floor is {NOT_MEASURED_FLOOR} "
+                "in its run (docs/definitions.md §12.5)"
+            )
 
     def run(self) -> list[Verdict]:
         from flipgate.regression.allure import report_regression

@@ -22,8 +22,11 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 from flipgate import FlipgateError, __version__, storage
+from flipgate.backends.floor import NOT_MEASURED_FLOOR
+from flipgate.cell import Cell
 from flipgate.cli import OK, USAGE, Parser, run_command
 from flipgate.exitcodes import INTERNAL_ERROR, INTERRUPTED, MEANING, NO_TESTS
 from flipgate.files import atomic_copy, atomic_write, replace_with
@@ -134,7 +137,8 @@ def _compare(argv: list[str]) -> int:
         print(_markdown(result, args.level), end="")
     if result["summary"]["failed"]:
         return REGRESSION
-    unchecked = result["summary"]["skipped"] or not result["summary"]["verdicts"]
+    summary = result["summary"]
+    unchecked = summary["skipped"] > summary["not_applicable"] or not summary["verdicts"]
     if unchecked and not args.allow_ungated:
         print(
             "flipgate: not everything was checked (see the skipped cells above); pass "
@@ -208,7 +212,8 @@ def compare_runs(
             f"candidate {cand_run.path}: run {cand_run.run_id} has no order-suite cell to compare "
             f"(models: {', '.join(sorted(cand_run.models))})"
         )
-    comparisons, skipped, paired = [], [], {}
+    comparisons, paired = [], {}
+    skipped: list[dict[str, Any]] = []
     for cand in [model] if model else with_cells:
         declared = cand_run.models[cand].get("config", {}).get("baseline")
         base, why = baseline_in(base_run, cand, declared)
@@ -246,6 +251,24 @@ def compare_runs(
                     }
                 )
                 continue
+            unmeasured = [
+                f"{m}@{r.run_id}"
+                for m, r in ((base, base_run), (cand, cand_run))
+                if Cell.parse(cell).is_control and r.floor_not_measured(m, cell, dataset)
+            ]
+            if unmeasured:  # Δ_order against a constructed floor: nothing to compare
+                skipped.append(
+                    {
+                        "candidate": cand,
+                        "baseline": name,
+                        "cell": cell,
+                        "dataset": dataset,
+                        "reason": f"not applicable: the floor of {', '.join(unmeasured)} is "
+                        f"{NOT_MEASURED_FLOOR} (docs/definitions.md §12.5)",
+                        "not_applicable": True,
+                    }
+                )
+                continue
             cand_arm = cand_run.arm(cand, cell, dataset)
             assert cand_arm is not None  # one of the candidate's own cells
             comparison = compare_cell(
@@ -272,8 +295,11 @@ def compare_runs(
     regressions = sum(v["verdict"] == "fail" for v in failed)  # the violation test rejected
     other = len(failed) - regressions  # no estimate ("missing"), or not proven under rule: upper
     gated = sum(len(c["verdicts"]) for c in comparisons)
+    not_applicable = sum(bool(s.get("not_applicable")) for s in skipped)
     line = (
-        f"{len(comparisons)} cell{'s' * (len(comparisons) != 1)} compared, {len(skipped)} skipped, "
+        f"{len(comparisons)} cell{'s' * (len(comparisons) != 1)} compared, {len(skipped)} skipped"
+        + (f" ({not_applicable} not applicable)" if not_applicable else "")
+        + ", "
         f"{regressions} regression{'s' * (regressions != 1)}"
         + (
             f", {other} other failed threshold{'s' * (other != 1)} (no estimate, or not proven)"
@@ -292,6 +318,7 @@ def compare_runs(
         "summary": {
             "compared": len(comparisons),
             "skipped": len(skipped),
+            "not_applicable": not_applicable,
             "regressions": regressions,
             "failed": len(failed),
             "verdicts": gated,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from flipgate import FlipgateError, storage
+from flipgate.backends.floor import NOT_MEASURED_FLOOR
 from flipgate.cell import Cell
 from flipgate.facets import FACETS, readouts_for
 from flipgate.grammar import GRAMMAR_VERSION, Manifest
@@ -228,6 +229,14 @@ class RunRecord:
             for stop in self.store.records(SequentialStop, model_id)
         )
         return Arm(model_id, trials, tuple(readouts), manifest, perm, sequential)
+
+    def floor_not_measured(self, model_id: str, cell: str, dataset: str) -> bool:
+        """Whether ``model_id``'s control ``cell`` on ``dataset`` was recorded with a floor of 0
+        by construction (its backend copied the replicates, docs/definitions.md §12.5)."""
+        if "cell_summaries" not in self.store.tables():
+            return False
+        summaries = self.store.cell_summaries(model_id, dataset).get(cell, {})
+        return any(s.floor == NOT_MEASURED_FLOOR for s in summaries.values())
 
     def planned_pairs(self, model_id: str, cell: str, dataset: str, baseline: Arm) -> int | None:
         """The pairs this run's sequential facet cell was held for by its regression case
