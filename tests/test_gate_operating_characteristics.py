@@ -200,3 +200,17 @@ def test_sprt_oracle_log_likelihood_ratios() -> None:
     np.testing.assert_allclose(
         bernoulli_llr(x[:, :2], 0.5, 0.4)[0], [math.log(0.5 / 0.4), math.log(0.5 / 0.6)]
     )
+
+
+@pytest.mark.parametrize("missing", [0.1, 0.5, 0.8])
+def test_error_at_the_bound_within_alpha_with_unscored_items(missing: float) -> None:
+    """Binary values at the bound with a share of the items unscored (NaN, at random): the tests
+    run on the scored items (at each look the largest look point the scored count has reached),
+    and each error stays at most α (within 3 standard errors)."""
+    for cap in (100, 200):
+        rng = np.random.default_rng(cap + int(100 * missing))
+        values = bernoulli_items(0.40)(rng, REPS, cap)
+        values[rng.random((REPS, cap)) < missing] = np.nan
+        result = simulate_gate(values, "binary", 0.0, 1.0, 0.40, "max", ALPHA, Looks(cap))
+        assert result.fail_share <= ERROR_LIMIT, (missing, cap, result.fail_share)
+        assert result.pass_share <= ERROR_LIMIT, (missing, cap, result.pass_share)

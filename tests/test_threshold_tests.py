@@ -97,18 +97,43 @@ def test_bounded_values_use_the_betting_e_process():
     assert early.decision is None and early.conformance.value < 20
 
 
-def test_an_unscored_item_counts_against_each_test_on_a_look_grid():
-    """On a look grid NaN enters the violation test of a max bound as 0 and its conformance
-    test as 1: 11 items without a flip and one unscored at the cap of 12 do not prove
-    flip_rate <= 0.25 (one flip of 12 for the conformance test: P[Bin(12, .25) <= 1] = 0.158);
-    at fixed N the test is on the 11 scored items (0.75^11 = 0.042: pass)."""
+def test_a_binary_test_on_a_look_grid_leaves_unscored_items_out():
+    """Binary values (a flip rate) are tested on the scored items: at each look the largest look
+    point at or below the number scored so far. 11 items without a flip and one unscored at the
+    cap of 12 (one look point, 12) never reach it: nothing is tested; at fixed N the test is on
+    the 11 scored items (0.75^11 = 0.042: pass)."""
     values = ItemValues.of([*np.zeros(11), np.nan], kind="binary")
     assert values.n == 11 and values.drawn == 12 and values.estimate == 0.0
     on_grid = decide_mean(values, 0.25, "max", ALPHA, Looks(12, 4, 12))
-    assert on_grid.decision is None
-    assert on_grid.conformance.value == pytest.approx(float(binom.cdf(1, 12, 0.25)))
+    assert on_grid.decision is None and on_grid.conformance.test == "no look yet"
     fixed = decide_mean(values, 0.25, "max", ALPHA)
     assert fixed.decision == "pass" and fixed.conformance.value == pytest.approx(0.75**11)
+
+
+def test_a_flip_rate_over_items_that_mostly_do_not_parse_is_decided_on_those_that_do():
+    """Two items in three unscored (NaN) and every scored one flipping: imputing them as 0 for the
+    violation test would leave it near the bound of 0.25; on the scored items it fails as soon as
+    16 of them are in (the look after 48 drawn items), on the first 16 scored."""
+    x = np.tile([1.0, np.nan, np.nan], 33)
+    decided = decide_mean(ItemValues.of(x, kind="binary"), 0.25, "max", ALPHA, Looks(100))
+    assert decided.decision == "fail" and decided.decided_at == 48
+    assert decided.violation.n == 16
+
+
+def test_unscored_paired_values_count_against_each_test_on_a_look_grid():
+    """Paired differences keep the imputation: NaN enters the violation test of a max bound as
+    the range's low end and the conformance test as its high end."""
+    x = np.r_[np.full(15, -1.0), np.nan]
+    values = ItemValues.of(x, -1.0, 1.0, "paired")
+    imputed = decide_mean(
+        ItemValues.of(np.r_[np.full(15, -1.0), 1.0], -1.0, 1.0, "paired"),
+        0.05,
+        "max",
+        ALPHA,
+        Looks(16),
+    )
+    got = decide_mean(values, 0.05, "max", ALPHA, Looks(16))
+    assert got.conformance.value == pytest.approx(imputed.conformance.value)
 
 
 def test_futility_when_neither_test_can_reject_by_the_cap():

@@ -18,7 +18,9 @@ instead of calling them per replication:
   replication at once; it rejects at the first item where it reaches 1/α and decides at the first
   look point at or after it.
 
-Unscored items (NaN) enter each test as the value least favourable to it, as in ``decide_mean``.
+Unscored items (NaN) are left out of a binary test (each look at the largest look point the scored
+count has reached) and enter the other tests as the value least favourable to them, as in
+``decide_mean``.
 Besides the decision it reports where the cell would stop when futility also stops it (both tests
 unable to reject by the cap however the remaining items go, §12.3).
 """
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -127,35 +129,63 @@ def _scan_regions(
 
 
 def _binary_side(
-    x: FloatArray, bound: float, side: Side, alpha: float, looks: Looks | None
+    raw: FloatArray, bound: float, side: Side, alpha: float, looks: Looks | None
 ) -> _SideScan:
-    cap = x.shape[1]
-    if looks is None:
+    """The binary test of one side on the scored values (decide_mean's ``_scored_scan``): at
+    each look the largest look point p at or below the scored count so far, once per p, on the
+    first p scored values (without unscored items: every look, as before)."""
+    cap = raw.shape[1]
+    if looks is None:  # rows with a gap are decided one by one (simulate_gate)
+        x = _impute(raw, side, 0.0, 1.0)
         region = binary_tests.fixed_region(cap, bound, side, alpha)
         s_cap = x.sum(axis=1).round().astype(np.int64)
         return _scan_regions([s_cap], [region], [region], (cap,))
     points = looks.points
-    totals = np.cumsum(x, axis=1).round().astype(np.int64)
-    stat: list[IntArray | tuple[IntArray, IntArray]] = [totals[:, n - 1] for n in points]
     if not 0.0 < bound < 1.0:  # every look is the fixed-N test at n (BinaryDesign.evidence)
-        regions = [binary_tests.fixed_region(n, bound, side, alpha) for n in points]
-        return _scan_regions(stat, regions, regions, points)
-    design = binary_tests.binary_design(bound, side, looks, alpha)
-    regions = [design.early_region(n) for n in points[:-1]] + [np.asarray(design.final)]
-    reachable = []
-    for j, n in enumerate(points):
-        reach = np.zeros(n + 1, dtype=bool)
-        s = np.arange(n + 1)
-        for later, region in zip(points[j + 1 :], regions[j + 1 :]):
-            reach |= region[s + (later - n) if side == "above" else s]
-        reachable.append(reach | regions[j] if j < len(points) - 1 else regions[j])
-    scan = _scan_regions(stat, regions, reachable, points)
-    tables = binary_chance_table(design)
-    chance = np.stack(
-        [tables[n][totals[:, n - 1]] if n in tables else np.ones(x.shape[0]) for n in points],
-        axis=1,
+        regions = {n: binary_tests.fixed_region(n, bound, side, alpha) for n in points}
+        reach, tables = regions, {}
+    else:
+        design = binary_tests.binary_design(bound, side, looks, alpha)
+        regions = {n: design.early_region(n) for n in points[:-1]}
+        regions[points[-1]] = np.asarray(design.final)
+        reach = {}
+        for j, n in enumerate(points):
+            alive = regions[n].copy()
+            s = np.arange(n + 1)
+            for later in points[j + 1 :]:
+                alive |= regions[later][s + (later - n) if side == "above" else s]
+            reach[n] = alive
+        tables = binary_chance_table(design)
+    scored = ~np.isnan(raw)
+    rank = np.cumsum(scored, axis=1)
+    ones = np.cumsum(np.where(scored, raw, 0.0), axis=1).round().astype(np.int64)
+    # ones among the first k scored values, k = 0..cap
+    by_rank = np.zeros((raw.shape[0], cap + 1), dtype=np.int64)
+    rows, cols = np.nonzero(scored)
+    by_rank[rows, rank[rows, cols]] = ones[rows, cols]
+    grid = np.asarray(points)
+    reps = raw.shape[0]
+    hit = np.zeros((reps, len(points)), dtype=bool)
+    dead = np.zeros((reps, len(points)), dtype=bool)
+    chance = np.ones((reps, len(points)))
+    before = np.zeros(reps, dtype=np.int64)
+    for j, d in enumerate(points):
+        count = rank[:, d - 1]
+        where = np.searchsorted(grid, count, side="right") - 1
+        point = np.where(where >= 0, grid[np.maximum(where, 0)], 0)
+        for p in np.unique(point[point > 0]):
+            at = point == p
+            s_p = by_rank[at, p]
+            hit[at, j] = regions[p][s_p] & (p != before[at])
+            dead[at, j] = ~reach[p][s_p]
+            if p in tables:
+                chance[at, j] = tables[p][s_p]
+        before = np.where(point > 0, point, before)
+    rejected_so_far = np.logical_or.accumulate(hit, axis=1)
+    dead &= ~rejected_so_far
+    return _SideScan(
+        _first_true(hit, grid), dead, np.where(dead, 0.0, np.where(rejected_so_far, 1.0, chance))
     )
-    return replace(scan, chance=np.where(scan.dead, 0.0, chance))
 
 
 def _paired_side(
@@ -227,9 +257,9 @@ def _side(
     alpha: float,
     looks: Looks | None,
 ) -> _SideScan:
+    if kind == "binary":  # the unscored items are left out, not imputed
+        return _binary_side(values, bound, side, alpha, looks)
     x = _impute(values, side, low, high)
-    if kind == "binary":
-        return _binary_side(x, bound, side, alpha, looks)
     if kind == "paired":
         return _paired_side(x, bound, side, alpha, looks)
     span = high - low

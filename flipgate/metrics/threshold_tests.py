@@ -21,10 +21,12 @@ when the share of items above the bottom (any trial counted) is proven below m. 
 mostly all or none, where this is as strong as the binary tests (29 items that all parse prove
 ``parse_rate >= 0.9``; the betting e-process needs 37).
 
-On a look grid an item that could not be scored (NaN) enters each test as the value least
-favourable to it — the range's low end for a test of "above the bound", its high end for
+An item that could not be scored (NaN): a fixed-N test is on the items that could be scored,
+and so is a binary test on a look grid (:func:`_scored_scan`: at each look the largest look point
+the scored count has reached). Other kinds on a look grid take a NaN as the value least
+favourable to each test — the range's low end for a test of "above the bound", its high end for
 "below" — so every look stays on the grid and a missing item can only make a test more
-cautious; a fixed-N test is on the items that could be scored. A test that can no
+cautious. A test that can no
 longer reject by the cap however the remaining items go is *futile*; a threshold whose two tests
 are both futile cannot be decided within the cap.
 """
@@ -38,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from flipgate.metrics.betting import betting_test, log_e_process
-from flipgate.metrics.binary_tests import binary_design, binary_fixed_test
+from flipgate.metrics.binary_tests import BinaryDesign, binary_design, binary_fixed_test
 from flipgate.metrics.futility import FUTILITY_CHANCE, binary_chance, completions
 from flipgate.metrics.onesided import Evidence, Looks, Side, sides
 from flipgate.metrics.paired_exact import paired_design, paired_fixed_test
@@ -115,6 +117,34 @@ class MeanDecision:
         if deciding is not None:
             return deciding.describe()
         return f"violation: {self.violation.describe()}; conformance: {self.conformance.describe()}"
+
+
+def _scored_scan(
+    design: BinaryDesign, raw: FloatArray, looks: Looks, side: Side
+) -> tuple[Evidence, int | None]:
+    """A group-sequential binary test on the scored values only: at each look (drawn items) the
+    largest look point p at or below the number scored so far, tested once, on the first p scored
+    values. Items are exchangeable, so the scored ones are a sample of the scored population
+    whatever the unscored ones are, and a test that looks at a subset of its look points keeps
+    its error rate; without unscored items this is every look, as :func:`_scan`. The final
+    region is used only when the scored values reach the cap."""
+    scored = raw[~np.isnan(raw)]
+    counts = np.cumsum(~np.isnan(raw))
+    last: Evidence | None = None
+    tested: set[int] = set()
+    for point in looks.points:
+        if point > raw.size:
+            break
+        p = looks.last_point(int(counts[point - 1]))
+        if p is None or p in tested:
+            continue
+        tested.add(p)
+        last = design.evidence(scored[:p], final=p == looks.cap)
+        if last.rejected:
+            return last, point
+    if last is None:  # no look point reached by the scored values yet
+        last = Evidence("no look yet", side, False, "e", 1.0, float("inf"), int(scored.size))
+    return last, None
 
 
 def _impute(values: FloatArray, side: Side, low: float, high: float) -> FloatArray:
@@ -227,9 +257,10 @@ def _one_side(
             ev = binary_fixed_test(x, bound, side, alpha)
             return ev, (ev.n if ev.rejected else None)
         design = binary_design(bound, side, looks, alpha)
-        ev, at = _scan(design, x, looks, side)
+        scored = values.scored
+        ev, at = _scored_scan(design, values.values, looks, side)
         if chance:
-            ev = _with_chance(ev, binary_chance(design, ev.n, int(x[: ev.n].sum())))
+            ev = _with_chance(ev, binary_chance(design, ev.n, int(scored[: ev.n].sum())))
         return ev, at
     if values.kind == "share":
         return _share_side(values, x, bound, side, alpha, looks, chance)
