@@ -29,6 +29,7 @@ def test_repo_models_and_thresholds_are_valid():
     assert cfg.models["smollm2-135m-instruct-q4-gguf"]["server"]["engine"] == "llama.cpp"
     assert cfg.model_caps == {
         "gemma3-270m": {"synthetic_multihop": 16},
+        "smollm2-135m-instruct-nf4": {"arc_challenge": 48},
         "smollm2-135m-instruct-q4-gguf": {"arc_challenge": 16},
     }
     assert [c for c in cfg.cells("gemma3-270m") if "synthetic" in c[1]] == [
