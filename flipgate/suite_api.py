@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 Plan = dict[tuple[str, str, str], int]
 
 
+#: the rank of the suites that read no order cell (envelope one less, its two large cells first):
+#: scheduled after ODI, which waits for every order cell, so they fill the other worker while it
+#: fits (measured: the AVX2 audit left one worker idle for 90 s while ODI fitted last)
+AFTER_ODI = 5
+
+
 @dataclass(frozen=True)
 class Case:
     """One parametrised cell of a suite: ``param`` is what :meth:`Suite.cell` and
@@ -37,7 +43,9 @@ class Case:
     share work share a group, so one worker loads the model and answers once); ``models`` the
     models whose gate it decides (none for a panel-wide cell) on ``dataset`` (what a threshold's
     ``dataset:`` selects: a dataset, benchmark or sweep); ``rank`` when it is scheduled (lower
-    first: the largest work first, so the last group to finish is a small one)."""
+    first): the order suite's cells (1, 2), then ODI and the regression cases, which read them
+    (3), then the other suites (:data:`AFTER_ODI`, the largest work first), so one worker fits
+    ODI while the other runs them and the last group to finish is a small one."""
 
     param: Any
     id: str

@@ -297,9 +297,11 @@ def test_bad_thresholds_file_is_a_clear_collection_error(tmp_path, tiny_model_di
     )
 
 
-def test_groups_are_scheduled_largest_first_and_odi_last():
-    """The collection is sorted envelope → free-form facet cells → other cells → ODI (stable):
-    the ranks the suites give their cases (flipgate.suite_api.Case.rank)."""
+def test_groups_are_scheduled_order_cells_first_then_odi_then_the_other_suites():
+    """The collection is sorted free-form facet cells → other cells → ODI → envelope (stable):
+    the ranks the suites give their cases (flipgate.suite_api.Case.rank). ODI waits for every
+    order cell, so the suites that read none come after it and fill the other worker while it
+    fits."""
     from types import SimpleNamespace
 
     from flipgate.config import load_models
@@ -340,7 +342,7 @@ def test_groups_are_scheduled_largest_first_and_odi_last():
         item("chunks", ORDER, "evidence_chunk_order", "evidence_chunk_order"),
     ]
     pytest_collection_modifyitems(None, items)
-    assert [i.name for i in items] == ["envelope", "chunks", "option", "control", "plain", "odi"]
+    assert [i.name for i in items] == ["chunks", "option", "control", "plain", "odi", "envelope"]
     # each cell names the model it gates for the controller's ledger; panel-wide cells none
     tagged = {i.name: dict(i.user_properties).get("flipgate_models") for i in items}
     assert tagged == {

@@ -180,3 +180,15 @@ def test_a_shares_error_at_the_bound_is_at_most_alpha_under_peeking(spread):
     limit = ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / reps)
     assert decisions.count("fail") / reps <= limit
     assert decisions.count("pass") / reps <= limit
+
+
+def test_a_binary_test_whose_scored_items_cannot_reach_a_look_point_is_futile():
+    """Cap 25, first look point 16: after 16 drawn items of which 6 were scored, even 9 more
+    scored items reach only 15, so neither test can look, let alone reject: futile (the cell
+    stops instead of drawing to its cap for nothing)."""
+    x = np.tile([1.0, np.nan, np.nan], 6)[:16]
+    assert np.count_nonzero(~np.isnan(x)) == 6
+    decided = decide_mean(ItemValues.of(x, kind="binary"), 0.25, "max", ALPHA, Looks(25))
+    assert decided.decision is None and decided.futile
+    roomier = decide_mean(ItemValues.of(x, kind="binary"), 0.25, "max", ALPHA, Looks(40))
+    assert not roomier.futile  # by a cap of 40 the scored values can still reach 16

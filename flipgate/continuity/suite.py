@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flipgate.suite_api import Case, GatedCell, MetricSpec, Plan, SuiteContext
+from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
 #: the continuity cells' name (``facet: continuity`` in thresholds; trials: continuity[...])
@@ -38,7 +38,9 @@ class ContinuitySuite(DeclaredPlanSuite):
         sweep, estimator = key  # a model's sweep is one group: its estimators share the greedy
         group = f"{model_id}/continuity/{sweep}"  # answers (through the response cache)
         case_id = f"{model_id}-{sweep}-{estimator}"
-        return Case((model_id, sweep, estimator), case_id, group, (model_id,), sweep)
+        return Case(
+            (model_id, sweep, estimator), case_id, group, (model_id,), sweep, rank=AFTER_ODI
+        )
 
     def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
         # an estimator is the cell's "readout"

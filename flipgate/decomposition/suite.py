@@ -7,7 +7,7 @@ from typing import Any
 
 from flipgate.axes import AXIS_NAMES
 from flipgate.decomposition.plan import SUITE_NAME
-from flipgate.suite_api import Case, GatedCell, MetricSpec, Plan, SuiteContext
+from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
 #: the decomposition cells' name (``facet: decomposition`` in thresholds)
@@ -40,7 +40,9 @@ class DecompositionSuite(DeclaredPlanSuite):
         dataset, axis = key  # the axes of a (model, dataset) share one group: their canonical
         group = f"{model_id}/decomposition/{dataset}"  # variant is one call
         case_id = f"{model_id}-{dataset}-{axis}"
-        return Case((model_id, dataset, axis), case_id, group, (model_id,), dataset)
+        return Case(
+            (model_id, dataset, axis), case_id, group, (model_id,), dataset, rank=AFTER_ODI + 1
+        )
 
     def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
         return [

@@ -9,7 +9,7 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.store import AnalysisTable
-from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
 from flipgate.suite_base import TypedCardSection
 
 #: the envelope's cell name (``facet: envelope`` in thresholds)
@@ -94,7 +94,7 @@ class EnvelopeSuite(TypedCardSection):
         # one group per benchmark: the benchmarks of an envelope run on separate workers; the
         # largest work, scheduled first
         return [
-            Case(spec, spec.name, f"envelope-{spec.name}", dataset=spec.name, rank=0)
+            Case(spec, spec.name, f"envelope-{spec.name}", dataset=spec.name, rank=AFTER_ODI - 1)
             for spec in envelope(ctx).benchmarks
         ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flipgate.suite_api import Case, GatedCell, MetricSpec, Plan, SuiteContext
+from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
 #: the judge consensus cell's name (``facet: judge`` in thresholds, the trials' facet)
@@ -36,7 +36,14 @@ class JudgesSuite(DeclaredPlanSuite):
     def case(self, model_id: str, key: tuple[str, ...]) -> Case:
         (dataset,) = key  # each its own group: different prompts, nothing shared
         group = f"{model_id}/judge/{dataset}"
-        return Case((model_id, dataset), f"{model_id}-{dataset}", group, (model_id,), dataset)
+        return Case(
+            (model_id, dataset),
+            f"{model_id}-{dataset}",
+            group,
+            (model_id,),
+            dataset,
+            rank=AFTER_ODI,
+        )
 
     def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
         readout = plan.readout_for(config.models[model_id])  # the cell's one readout

@@ -100,6 +100,16 @@ class BinaryDesign:
     #: the level of the exact test at the cap (:data:`FINAL_SHARE` · α with early looks)
     final_alpha: float
 
+    def region(self, point: int) -> BoolArray:
+        """Over S = 0..point: where the design rejects at look ``point`` — its final region at
+        the cap, the early boundary before it (a bound at an edge of [0, 1]: the fixed-N test at
+        every look, as :meth:`evidence`)."""
+        if point == self.looks.cap:
+            return np.asarray(self.final, dtype=bool)
+        if not 0.0 < self.m < 1.0:
+            return fixed_region(point, self.m, self.side, self.alpha)
+        return self.early_region(point)
+
     def early_region(self, n: int) -> BoolArray:
         s = np.arange(n + 1)
         out: BoolArray = shape_log_e(n, s, self.m, self.side) >= self.log_critical

@@ -49,15 +49,6 @@ RATE_GRID = (np.arange(400) + 0.5) / 400
 COMPLETIONS = 128
 
 
-def _region(design: BinaryDesign, point: int) -> npt.NDArray[np.bool_]:
-    """Over S = 0..point: whether the design rejects at look ``point``."""
-    if point == design.looks.cap:
-        return np.asarray(design.final, dtype=bool)
-    if np.isfinite(design.log_critical) and 0.0 < design.m < 1.0:
-        return design.early_region(point)
-    return np.zeros(point + 1, dtype=bool)
-
-
 @cache
 def binary_chance_table(design: BinaryDesign) -> dict[int, FloatArray]:
     """Per look point n before the cap, over S = 0..n: the predictive probability (Jeffreys
@@ -65,7 +56,7 @@ def binary_chance_table(design: BinaryDesign) -> dict[int, FloatArray]:
     points = design.looks.points
     grid = RATE_GRID
     # h[s, g]: P_p(reject at this look point or later | S = s here), p = grid[g]
-    h = np.repeat(_region(design, points[-1]).astype(float)[:, None], grid.size, axis=1)
+    h = np.repeat(design.region(points[-1]).astype(float)[:, None], grid.size, axis=1)
     tables: dict[int, FloatArray] = {}
     for j in range(len(points) - 2, -1, -1):
         n, later = points[j], points[j + 1]
@@ -78,7 +69,7 @@ def binary_chance_table(design: BinaryDesign) -> dict[int, FloatArray]:
         log_w = beta_distribution.logpdf(grid[None, :], s + 0.5, n - s + 0.5)
         weights = np.exp(log_w - logsumexp(log_w, axis=1, keepdims=True))
         tables[n] = np.clip((weights * ahead).sum(axis=1), 0.0, 1.0)
-        h = np.where(_region(design, n)[:, None], 1.0, ahead)
+        h = np.where(design.region(n)[:, None], 1.0, ahead)
     return tables
 
 

@@ -141,21 +141,9 @@ def _binary_side(
         s_cap = x.sum(axis=1).round().astype(np.int64)
         return _scan_regions([s_cap], [region], [region], (cap,))
     points = looks.points
-    if not 0.0 < bound < 1.0:  # every look is the fixed-N test at n (BinaryDesign.evidence)
-        regions = {n: binary_tests.fixed_region(n, bound, side, alpha) for n in points}
-        reach, tables = regions, {}
-    else:
-        design = binary_tests.binary_design(bound, side, looks, alpha)
-        regions = {n: design.early_region(n) for n in points[:-1]}
-        regions[points[-1]] = np.asarray(design.final)
-        reach = {}
-        for j, n in enumerate(points):
-            alive = regions[n].copy()
-            s = np.arange(n + 1)
-            for later in points[j + 1 :]:
-                alive |= regions[later][s + (later - n) if side == "above" else s]
-            reach[n] = alive
-        tables = binary_chance_table(design)
+    design = binary_tests.binary_design(bound, side, looks, alpha)
+    regions = {n: design.region(n) for n in points}
+    tables = binary_chance_table(design) if 0.0 < bound < 1.0 else {}
     scored = ~np.isnan(raw)
     rank = np.cumsum(scored, axis=1)
     ones = np.cumsum(np.where(scored, raw, 0.0), axis=1).round().astype(np.int64)
@@ -173,13 +161,20 @@ def _binary_side(
         count = rank[:, d - 1]
         where = np.searchsorted(grid, count, side="right") - 1
         point = np.where(where >= 0, grid[np.maximum(where, 0)], 0)
+        ones_now = by_rank[np.arange(reps), point]
         for p in np.unique(point[point > 0]):
             at = point == p
-            s_p = by_rank[at, p]
-            hit[at, j] = regions[p][s_p] & (p != before[at])
-            dead[at, j] = ~reach[p][s_p]
+            hit[at, j] = regions[p][ones_now[at]] & (p != before[at])
             if p in tables:
-                chance[at, j] = tables[p][s_p]
+                chance[at, j] = tables[p][ones_now[at]]
+        # reachable through the look points the scored values can still reach by the cap
+        most = count + (cap - d)
+        alive = np.zeros(reps, dtype=bool)
+        for q in points:
+            ahead = (q > point) & (q <= most)
+            best = ones_now + (q - point) if side == "above" else ones_now
+            alive |= ahead & regions[q][np.clip(best, 0, q)]
+        dead[:, j] = ~alive
         before = np.where(point > 0, point, before)
     rejected_so_far = np.logical_or.accumulate(hit, axis=1)
     dead &= ~rejected_so_far

@@ -143,8 +143,16 @@ def _scored_scan(
         if last.rejected:
             return last, point
     if last is None:  # no look point reached by the scored values yet
-        last = Evidence("no look yet", side, False, "e", 1.0, float("inf"), int(scored.size))
-    return last, None
+        last = Evidence("no look yet", side, False, "e", 1.0, float("inf"), 0)
+    # reachable only through look points the scored values can still reach by the cap (every
+    # remaining item scored and going this test's way)
+    most = scored.size + max(looks.cap - raw.size, 0)
+    ones = int(scored[: last.n].sum())
+    later = [p for p in looks.points if last.n < p <= most]
+    reachable = any(
+        design.region(p)[ones + (p - last.n) if side == "above" else ones] for p in later
+    )
+    return replace(last, reachable=reachable), None
 
 
 def _impute(values: FloatArray, side: Side, low: float, high: float) -> FloatArray:
