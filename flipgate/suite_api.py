@@ -30,9 +30,14 @@ if TYPE_CHECKING:
 Plan = dict[tuple[str, str, str], int]
 
 
-#: the rank of the suites that read no order cell (envelope one less, its two large cells first):
-#: scheduled after ODI, which waits for every order cell, so they fill the other worker while it
-#: fits (measured: the AVX2 audit left one worker idle for 90 s while ODI fitted last)
+#: when the cases that read every order cell run (:attr:`Case.rank`): ODI and the regression
+#: cases, after the order suite's cells (1, 2) and the envelope (3), whose two large independent
+#: cells take the workers that free up while the last order cells finish, so ODI does not wait
+#: for them (measured on the AVX2 class: ODI right after the order cells waited 35 s for the
+#: GGUF entry's cell; last, it had left one worker idle for 90 s)
+READS_ORDER_CELLS = 4
+#: the suites that read no order cell and are not the envelope: after ODI, filling the other
+#: worker while it fits, the largest work first (decomposition's small cells one rank later)
 AFTER_ODI = 5
 
 
@@ -43,9 +48,10 @@ class Case:
     share work share a group, so one worker loads the model and answers once); ``models`` the
     models whose gate it decides (none for a panel-wide cell) on ``dataset`` (what a threshold's
     ``dataset:`` selects: a dataset, benchmark or sweep); ``rank`` when it is scheduled (lower
-    first): the order suite's cells (1, 2), then ODI and the regression cases, which read them
-    (3), then the other suites (:data:`AFTER_ODI`, the largest work first), so one worker fits
-    ODI while the other runs them and the last group to finish is a small one."""
+    first): the order suite's cells (1, 2), the envelope (3), ODI and the regression cases, which
+    read the order cells (:data:`READS_ORDER_CELLS`), then the other suites (:data:`AFTER_ODI`),
+    so one worker fits ODI while the other runs them and the last group to finish is a small
+    one."""
 
     param: Any
     id: str

@@ -297,11 +297,12 @@ def test_bad_thresholds_file_is_a_clear_collection_error(tmp_path, tiny_model_di
     )
 
 
-def test_groups_are_scheduled_order_cells_first_then_odi_then_the_other_suites():
-    """The collection is sorted free-form facet cells → other cells → ODI → envelope (stable):
+def test_groups_are_scheduled_order_cells_first_then_the_envelope_then_odi():
+    """The collection is sorted free-form facet cells → other cells → envelope → ODI (stable):
     the ranks the suites give their cases (flipgate.suite_api.Case.rank). ODI waits for every
-    order cell, so the suites that read none come after it and fill the other worker while it
-    fits."""
+    order cell: the envelope's large independent cells take the workers that free up while the
+    last order cells finish, and the other suites come after ODI, filling the other worker
+    while it fits."""
     from types import SimpleNamespace
 
     from flipgate.config import load_models
@@ -342,7 +343,7 @@ def test_groups_are_scheduled_order_cells_first_then_odi_then_the_other_suites()
         item("chunks", ORDER, "evidence_chunk_order", "evidence_chunk_order"),
     ]
     pytest_collection_modifyitems(None, items)
-    assert [i.name for i in items] == ["chunks", "option", "control", "plain", "odi", "envelope"]
+    assert [i.name for i in items] == ["chunks", "option", "control", "plain", "envelope", "odi"]
     # each cell names the model it gates for the controller's ledger; panel-wide cells none
     tagged = {i.name: dict(i.user_properties).get("flipgate_models") for i in items}
     assert tagged == {

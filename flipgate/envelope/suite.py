@@ -9,7 +9,15 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.store import AnalysisTable
-from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_api import (
+    READS_ORDER_CELLS,
+    Case,
+    GatedCell,
+    MetricSpec,
+    NoCases,
+    Plan,
+    SuiteContext,
+)
 from flipgate.suite_base import TypedCardSection
 
 #: the envelope's cell name (``facet: envelope`` in thresholds)
@@ -91,10 +99,16 @@ class EnvelopeSuite(TypedCardSection):
             return NoCases(
                 "no-roster", f"no model in {ctx.option('--models')} lists suite 'envelope'"
             )
-        # one group per benchmark: the benchmarks of an envelope run on separate workers; the
-        # largest work, scheduled first
+        # one group per benchmark: the benchmarks of an envelope run on separate workers; large
+        # independent work, scheduled between the order cells and ODI (flipgate.suite_api)
         return [
-            Case(spec, spec.name, f"envelope-{spec.name}", dataset=spec.name, rank=AFTER_ODI - 1)
+            Case(
+                spec,
+                spec.name,
+                f"envelope-{spec.name}",
+                dataset=spec.name,
+                rank=READS_ORDER_CELLS - 1,
+            )
             for spec in envelope(ctx).benchmarks
         ]
 

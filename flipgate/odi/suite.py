@@ -10,7 +10,15 @@ from flipgate.cell import Cell
 from flipgate.facets import FACETS
 from flipgate.progress import cell_plan
 from flipgate.store import AnalysisTable
-from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_api import (
+    READS_ORDER_CELLS,
+    Case,
+    GatedCell,
+    MetricSpec,
+    NoCases,
+    Plan,
+    SuiteContext,
+)
 from flipgate.suite_base import TypedCardSection, schema_beside
 
 #: the ODI fit's cell name (``facet: odi`` in thresholds)
@@ -49,7 +57,7 @@ class ODISuite(TypedCardSection):
     def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
         ctx.audit_config()  # a bad models.yaml is the collection error
         # its own group, since it reads every model; scheduled last
-        return [Case("order", "order-facets", "odi", rank=3)]
+        return [Case("order", "order-facets", "odi", rank=READS_ORDER_CELLS)]
 
     def gated(self, ctx: SuiteContext) -> list[GatedCell]:
         """The panel's fit, per order-suite model on every dataset of the order plan (a

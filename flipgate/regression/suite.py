@@ -9,7 +9,15 @@ from typing import Any
 from flipgate import FlipgateError
 from flipgate.cell import cell_group
 from flipgate.progress import cell_plan
-from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite_api import (
+    READS_ORDER_CELLS,
+    Case,
+    GatedCell,
+    MetricSpec,
+    NoCases,
+    Plan,
+    SuiteContext,
+)
 from flipgate.suite_base import TypedCardSection
 
 #: paired candidate − baseline deltas (docs/definitions.md §11), on the order suite's cells with
@@ -109,7 +117,7 @@ class RegressionSuite(TypedCardSection):
                 f"regression:{cell_group(p.candidate, cell, dataset)}",
                 models=(p.candidate,),
                 dataset=dataset,
-                rank=3,
+                rank=READS_ORDER_CELLS,
             )
             for p in pairings(ctx)
             for cell, dataset in compared_cells(cfg, p)
