@@ -37,7 +37,9 @@ Plan = dict[tuple[str, str, str], int]
 #: GGUF entry's cell; last, it had left one worker idle for 90 s)
 READS_ORDER_CELLS = 4
 #: the suites that read no order cell and are not the envelope: after ODI, filling the other
-#: worker while it fits, the largest work first (decomposition's small cells one rank later)
+#: worker while it fits, the largest groups first (the decomposition's, one per dataset, ~1.5 min
+#: on the AVX2 class; continuity's and the judges' small groups one rank later, so the last to
+#: finish is small: with the decomposition last one worker waited 29 s for the other)
 AFTER_ODI = 5
 
 

@@ -39,7 +39,7 @@ class ContinuitySuite(DeclaredPlanSuite):
         group = f"{model_id}/continuity/{sweep}"  # answers (through the response cache)
         case_id = f"{model_id}-{sweep}-{estimator}"
         return Case(
-            (model_id, sweep, estimator), case_id, group, (model_id,), sweep, rank=AFTER_ODI
+            (model_id, sweep, estimator), case_id, group, (model_id,), sweep, rank=AFTER_ODI + 1
         )
 
     def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:

@@ -40,9 +40,7 @@ class DecompositionSuite(DeclaredPlanSuite):
         dataset, axis = key  # the axes of a (model, dataset) share one group: their canonical
         group = f"{model_id}/decomposition/{dataset}"  # variant is one call
         case_id = f"{model_id}-{dataset}-{axis}"
-        return Case(
-            (model_id, dataset, axis), case_id, group, (model_id,), dataset, rank=AFTER_ODI + 1
-        )
+        return Case((model_id, dataset, axis), case_id, group, (model_id,), dataset, rank=AFTER_ODI)
 
     def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
         return [

@@ -42,7 +42,7 @@ class JudgesSuite(DeclaredPlanSuite):
             group,
             (model_id,),
             dataset,
-            rank=AFTER_ODI,
+            rank=AFTER_ODI + 1,
         )
 
     def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
