@@ -15,10 +15,13 @@ the completed look grid.
   a grid, backward induction over the look points gives P_p(reject at a later look | S_n); the
   posterior is Beta(S + ½, n − S + ½) (Jeffreys). Tabulated once per design, so a look and the
   simulated cells of the benchmark read it in O(1).
-- **Other values** (paired differences, bounded values, a regression case's fixed-N tests): Monte
-  Carlo over completions drawn by the Bayesian bootstrap (Dirichlet weights over the values so
-  far, with half an item at each end of the range), seeded by the values, so a look is
+- **A regression case's fixed-N tests** at its planned pairs, and **a share's betting part**:
+  Monte Carlo over completions drawn by the Bayesian bootstrap (Dirichlet weights over the values
+  so far, with half an item at each end of the range), seeded by the values, so a look is
   reproducible (:func:`flipgate.metrics.threshold_tests.decide_mean`).
+- **Paired and bounded values inside a cell**: none (only the reachability rule): the
+  operating-characteristics benchmark simulates these kinds and could not afford a Monte Carlo
+  at every look of every simulated cell (shares are not among its kinds).
 """
 
 from __future__ import annotations
