@@ -89,15 +89,22 @@ def new_run(tiny_model_dir, tmp_path_factory) -> SimpleNamespace:
 def test_a_run_pairs_every_cell_with_the_old_store_as_baseline(new_run):
     assert new_run.proc.returncode == GATE_PASSED, new_run.out[-3000:]
     assert "Traceback" not in new_run.out
-    for cell in CELLS:  # run and passed, not skipped
-        case = f"test_versions[tiny-vs-tiny@baseline-run-{cell.replace(':', '-')}-arc_challenge]"
-        assert f"PASSED suites/regression/test_versions.py::{case}" in new_run.out, new_run.out
-    # the facet, both regression cases and the ODI fit; the control of the greedy local model
-    # answers its replicates as copies: not applicable (docs/definitions.md §12.5)
-    assert "3 passed" in new_run.out and "failed" not in new_run.out, new_run.out[-3000:]
+    facet, control = (
+        f"test_versions[tiny-vs-tiny@baseline-run-{cell.replace(':', '-')}-arc_challenge]"
+        for cell in CELLS
+    )
+    # the facet's case ran and passed, not skipped
+    assert f"PASSED suites/regression/test_versions.py::{facet}" in new_run.out, new_run.out
+    # the control of the greedy local model answers its replicates as copies: the control and its
+    # regression case are not applicable (docs/definitions.md §12.5), never a pass
+    assert f"PASSED suites/regression/test_versions.py::{control}" not in new_run.out
+    assert "not applicable: same_ordering:option_order vs tiny: floor 0 by construction" in (
+        new_run.out
+    )
+    assert "2 passed" in new_run.out and "failed" not in new_run.out, new_run.out[-3000:]
     card = json.loads((new_run.tmp / "cards" / "tiny" / "arc_challenge.json").read_text())
     section = card["regression"]
-    assert [c["cell"] for c in section["comparisons"]] == list(CELLS)
+    assert [c["cell"] for c in section["comparisons"]] == [CELLS[0]]
     for comparison in section["comparisons"]:
         assert comparison["baseline"] == f"tiny@{OLD_RUN}"
         assert comparison["overlap"]["shared_items"] == 2 and not comparison["overlap"]["partial"]
@@ -134,7 +141,8 @@ def test_compare_reads_the_old_store_on_either_side(new_run):
         assert proc.returncode == 0, out
         assert "Traceback" not in out and shown in proc.stdout
         assert "| candidate vs baseline | cell | dataset | metric |" in proc.stdout
-        assert "2 cells compared, 0 skipped, 0 regressions" in proc.stdout
+        # the new run's control is copies (floor 0 by construction): not applicable, not compared
+        assert "1 cell compared, 1 skipped (1 not applicable), 0 regressions" in proc.stdout
     untouched(new_run.old)
 
 
@@ -149,7 +157,8 @@ def test_the_old_run_is_promoted_and_compared(new_run, tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["baseline_run"]["run_id"] == OLD_RUN
     assert data["baseline_run"]["grammar_version"] == GRAMMAR_VERSION
-    assert data["summary"]["compared"] == 2 and data["summary"]["skipped"] == 0
+    assert data["summary"]["compared"] == 1 and data["summary"]["skipped"] == 1
+    assert data["summary"]["not_applicable"] == 1
     untouched(new_run.old)
 
 
