@@ -232,7 +232,9 @@ def _share_side(
     if bet_at is not None:
         return bet_ev, bet_at
     bet_chance = None
-    if chance and looks is not None and bet_ev.reachable and 0 < values.drawn < looks.cap:
+    # simulated only where it counts: with no chance for the ends' test the sum has none either
+    wanted = chance and ends_ev.chance is not None and bet_ev.reachable
+    if wanted and looks is not None and 0 < values.drawn < looks.cap:
         paths = completions(values.values, values.low, values.high, looks.cap)
         u = (_impute(paths, side, values.low, values.high) - values.low) / span
         bet_chance = float(
