@@ -205,12 +205,25 @@ def test_sprt_oracle_log_likelihood_ratios() -> None:
 @pytest.mark.parametrize("missing", [0.1, 0.5, 0.8])
 def test_error_at_the_bound_within_alpha_with_unscored_items(missing: float) -> None:
     """Binary values at the bound with a share of the items unscored (NaN, at random): the tests
-    run on the scored items (at each look the largest look point the scored count has reached),
-    and each error stays at most α (within 3 standard errors)."""
-    for cap in (100, 200):
+    run on the scored items (at each look the largest look point the scored count has reached,
+    and at the cap a last look on every scored value), and each error stays at most α (within 3
+    standard errors)."""
+    for cap in (25, 48, 100, 200):
         rng = np.random.default_rng(cap + int(100 * missing))
         values = bernoulli_items(0.40)(rng, REPS, cap)
         values[rng.random((REPS, cap)) < missing] = np.nan
         result = simulate_gate(values, "binary", 0.0, 1.0, 0.40, "max", ALPHA, Looks(cap))
         assert result.fail_share <= ERROR_LIMIT, (missing, cap, result.fail_share)
         assert result.pass_share <= ERROR_LIMIT, (missing, cap, result.pass_share)
+
+
+def test_a_flip_rate_over_few_scored_items_is_decided_at_the_cap() -> None:
+    """The NF4 build's ARC cell: cap 48, 88% of the items unscored, the scored ones flipping at
+    0.9 against ``<= 0.25``. The scored count rarely reaches the first look point (16), so
+    without the cap's last look almost no cell was decided (0.0% of 2,000 before it); with it,
+    about 82% fail, at 48 items, and none passes."""
+    rng = np.random.default_rng(7)
+    values = bernoulli_items(0.9)(rng, REPS, 48)
+    values[rng.random((REPS, 48)) < 0.88] = np.nan
+    result = simulate_gate(values, "binary", 0.0, 1.0, 0.25, "max", ALPHA, Looks(48))
+    assert result.fail_share >= 0.75 and result.pass_share == 0.0

@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import binom
 
 from flipgate.metrics.betting import log_e_process
+from flipgate.metrics.binary_tests import binary_design, fixed_region, last_look_region
 from flipgate.metrics.onesided import Looks, sides
 from flipgate.metrics.sequential import ItemValues
 from flipgate.metrics.threshold_tests import decide_mean, pending_fixed
@@ -100,14 +101,70 @@ def test_bounded_values_use_the_betting_e_process():
 def test_a_binary_test_on_a_look_grid_leaves_unscored_items_out():
     """Binary values (a flip rate) are tested on the scored items: at each look the largest look
     point at or below the number scored so far. 11 items without a flip and one unscored at the
-    cap of 12 (one look point, 12) never reach it: nothing is tested; at fixed N the test is on
-    the 11 scored items (0.75^11 = 0.042: pass)."""
+    cap of 12 (one look point, 12) never reach it; the cap's last look tests the 11 scored items
+    with no look made before it, so at the full α: 0.75^11 = 0.042 <= 0.05, pass — as the
+    fixed-N test on them. One item earlier (11 drawn, 10 scored) nothing is tested yet."""
     values = ItemValues.of([*np.zeros(11), np.nan], kind="binary")
     assert values.n == 11 and values.drawn == 12 and values.estimate == 0.0
     on_grid = decide_mean(values, 0.25, "max", ALPHA, Looks(12, 4, 12))
-    assert on_grid.decision is None and on_grid.conformance.test == "no look yet"
+    assert on_grid.decision == "pass" and on_grid.decided_at == 12
+    assert on_grid.conformance.test == "exact binomial" and on_grid.conformance.n == 11
+    assert on_grid.conformance.value == pytest.approx(0.75**11)
+    short = ItemValues.of([*np.zeros(10), np.nan], kind="binary")
+    before = decide_mean(short, 0.25, "max", ALPHA, Looks(12, 4, 12))
+    assert before.decision is None and before.conformance.test == "no look yet"
     fixed = decide_mean(values, 0.25, "max", ALPHA)
     assert fixed.decision == "pass" and fixed.conformance.value == pytest.approx(0.75**11)
+
+
+def test_the_caps_last_look_uses_every_scored_item_at_the_level_the_looks_left():
+    """A cell at its cap of 48 with 6 scored items, 5 flipping (the NF4 build's ARC cell): the
+    scored count never reached the first look point (16), so the last look is the exact test at
+    the full α: P[Bin(6, 0.25) >= 5] = 6 · 0.25^5 · 0.75 + 0.25^6 = 0.00464 <= its level, fail.
+    Its level is the p-value of the region's edge: P[Bin(6, 0.25) >= 4] = 0.0376 (the fixed-N
+    region at 0.05 is S >= 4)."""
+    raw = np.full(48, np.nan)
+    raw[[3, 9, 17, 25, 33, 41]] = [1, 1, 1, 0, 1, 1]
+    decided = decide_mean(ItemValues.of(raw, kind="binary"), 0.25, "max", ALPHA, Looks(48))
+    assert decided.decision == "fail" and decided.decided_at == 48
+    violation = decided.violation
+    assert violation.n == 6 and violation.value == pytest.approx(6 * 0.25**5 * 0.75 + 0.25**6)
+    assert violation.critical == pytest.approx(binom.sf(3, 6, 0.25))
+    # 40 of the 48 drawn: still open, and reachable through that last look
+    open_ = decide_mean(ItemValues.of(raw[:40], kind="binary"), 0.25, "max", ALPHA, Looks(48))
+    assert open_.decision is None and open_.violation.reachable
+
+
+def test_the_last_look_after_early_looks_keeps_the_exact_level():
+    """After early looks, the last look's region is the largest tail whose exact total error,
+    the early boundaries included, is at most α (checked here by enumerating the looks' paths'
+    law by hand: a dynamic programme over S independent of the one in binary_tests), and never
+    larger than the fixed-N region at α."""
+    looks = Looks(100)
+    design = binary_design(0.25, "above", looks, ALPHA)
+    made, n = (16, 24, 40), 45
+    region = last_look_region(design, made, n)
+    assert region.sum() > 0 and not (region & ~fixed_region(n, 0.25, "above", ALPHA)).any()
+
+    def total(edge: int) -> float:
+        law = {0: 1.0}
+        absorbed, done = 0.0, 0
+        for point in (*made, n):
+            for _ in range(point - done):
+                nxt: dict[int, float] = {}
+                for s, w in law.items():
+                    nxt[s] = nxt.get(s, 0.0) + w * 0.75
+                    nxt[s + 1] = nxt.get(s + 1, 0.0) + w * 0.25
+                law = nxt
+            done = point
+            if point == n:
+                return absorbed + sum(w for s, w in law.items() if s >= edge)
+            crossed = [s for s in law if design.early_region(point)[s]]
+            absorbed += sum(law.pop(s) for s in crossed)
+        raise AssertionError
+
+    edge = int(np.flatnonzero(region)[0])
+    assert total(edge) <= ALPHA < total(edge - 1)
 
 
 def test_a_flip_rate_over_items_that_mostly_do_not_parse_is_decided_on_those_that_do():
@@ -182,13 +239,19 @@ def test_a_shares_error_at_the_bound_is_at_most_alpha_under_peeking(spread):
     assert decisions.count("pass") / reps <= limit
 
 
-def test_a_binary_test_whose_scored_items_cannot_reach_a_look_point_is_futile():
-    """Cap 25, first look point 16: after 16 drawn items of which 6 were scored, even 9 more
-    scored items reach only 15, so neither test can look, let alone reject: futile (the cell
-    stops instead of drawing to its cap for nothing)."""
-    x = np.tile([1.0, np.nan, np.nan], 6)[:16]
-    assert np.count_nonzero(~np.isnan(x)) == 6
-    decided = decide_mean(ItemValues.of(x, kind="binary"), 0.25, "max", ALPHA, Looks(25))
-    assert decided.decision is None and decided.futile
-    roomier = decide_mean(ItemValues.of(x, kind="binary"), 0.25, "max", ALPHA, Looks(40))
-    assert not roomier.futile  # by a cap of 40 the scored values can still reach 16
+def test_a_binary_test_whose_scored_items_cannot_reach_a_look_point_waits_for_the_cap():
+    """Cap 25, first look point 16: after 16 drawn items of which 6 were scored, every one
+    flipping, no look point can be reached (at most 15 scored by the cap), but the cap's last
+    look tests the scored items at the full α: the cell draws on, and fails at the cap on its 9
+    scored items (0.25^9). Futile only where even that look cannot reject: with nothing scored
+    after 16 of a cap of 18, at most 2 scored items, 2 of 2 flipping has p = 0.0625 > 0.05 and 2
+    without a flip 0.5625; a cap of 19 leaves 3 (0.25^3 = 0.016)."""
+    x = np.tile([1.0, np.nan, np.nan], 9)
+    assert np.count_nonzero(~np.isnan(x[:16])) == 6
+    waiting = decide_mean(ItemValues.of(x[:16], kind="binary"), 0.25, "max", ALPHA, Looks(25))
+    assert waiting.decision is None and not waiting.futile
+    at_cap = decide_mean(ItemValues.of(x[:25], kind="binary"), 0.25, "max", ALPHA, Looks(25))
+    assert at_cap.decision == "fail" and at_cap.violation.value == pytest.approx(0.25**9)
+    nothing = ItemValues.of(np.full(16, np.nan), kind="binary")
+    assert decide_mean(nothing, 0.25, "max", ALPHA, Looks(18)).futile
+    assert not decide_mean(nothing, 0.25, "max", ALPHA, Looks(19)).futile

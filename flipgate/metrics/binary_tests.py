@@ -17,6 +17,10 @@ discreteness slack of the fixed-N test and the paths both regions reject pay for
 stops. The null is composite (rate ≤ m); every
 region is monotone in S, so the error is largest at rate = m.
 
+**Last look short of the cap** (a cell at its cap with s < cap scored values, the rest unscored):
+:func:`last_look_region` — the largest tail of S_s whose exact total error, the early boundaries
+at the look points actually tested included, is at most α.
+
 Measured (benchmarks/gate_operating_characteristics.py): a control that never flips proves
 ``flip_rate <= 0.05`` at cap 200 after 72 items (Wald's SPRT: 59; 64 on the batch grid).
 """
@@ -189,6 +193,55 @@ def binary_design(m: float, side: Side, looks: Looks, alpha: float) -> BinaryDes
             low = mid
     size = _size(m, looks, high, final, side)
     return BinaryDesign(m, side, looks, alpha, high, regions, size, final_alpha)
+
+
+@cache
+def last_look_region(design: BinaryDesign, tested: tuple[int, ...], n: int) -> BoolArray:
+    """Over S = 0..n: where a last look at ``n`` values rejects, after early looks at the look
+    points ``tested`` (each below the cap, with the design's early boundary): the largest region
+    of the fixed-N test's shape whose exact total error at rate m, those looks included, is at
+    most α. This is the cap's look of a cell whose scored values fell short of the cap (unscored
+    items): which look points were tested and n depend on the scored count alone, so the test
+    keeps its level. With no earlier look it is the fixed-N region at the full α; it is never
+    larger than that region (its own probability is at most α)."""
+    m, side, alpha = design.m, design.side, design.alpha
+    if not 0.0 < m < 1.0 or not tested:
+        return fixed_region(n, m, side, alpha)
+    dist = np.zeros(n + 1)
+    dist[0] = 1.0
+    absorbed, done = 0.0, 0
+    s = np.arange(n + 1)
+    for point in sorted(tested):
+        for _ in range(point - done):
+            dist = _step(dist, m)
+        done = point
+        early = (shape_log_e(point, s, m, side) >= design.log_critical) & (s <= point)
+        absorbed += float(dist[early].sum())
+        dist = np.where(early, 0.0, dist)
+    for _ in range(n - done):
+        dist = _step(dist, m)
+    # the region is a tail: S >= c (side above) or S <= c (below); grow it while the total holds
+    tail = np.cumsum(dist[::-1])[::-1] if side == "above" else np.cumsum(dist)
+    out: BoolArray = absorbed + tail <= alpha * (1.0 + 1e-12)
+    return out
+
+
+def last_look_test(design: BinaryDesign, tested: tuple[int, ...], x: npt.ArrayLike) -> Evidence:
+    """The test at a cell's last look on ``x``, fewer values than the cap (every one it could
+    score), after early looks at ``tested`` (:func:`last_look_region`): the exact binomial
+    p-value against the region's level, the largest p-value it rejects."""
+    values = np.asarray(x, dtype=float)
+    n, ones = int(values.size), int(values.sum())
+    region = last_look_region(design, tuple(sorted(tested)), n)
+    inside = np.flatnonzero(region)
+    if inside.size == 0:
+        level = 0.0
+    else:  # the region's edge: its smallest S (side above) or largest (below)
+        edge = int(inside[0] if design.side == "above" else inside[-1])
+        level = binomial_p_value(edge, n, design.m, design.side)
+    p = binomial_p_value(ones, n, design.m, design.side)
+    rejected = bool(region[ones])
+    return Evidence(FIXED, design.side, rejected, "p", p, level, n, rejected)
 
 
 def binary_fixed_test(x: npt.ArrayLike, m: float, side: Side, alpha: float) -> Evidence:

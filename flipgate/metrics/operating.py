@@ -133,7 +133,8 @@ def _binary_side(
 ) -> _SideScan:
     """The binary test of one side on the scored values (decide_mean's ``_scored_scan``): at
     each look the largest look point p at or below the scored count so far, once per p, on the
-    first p scored values (without unscored items: every look, as before)."""
+    first p scored values (without unscored items: every look, as before), and at the cap, with
+    fewer scored values than the cap, a last look on all of them (``last_look_region``)."""
     cap = raw.shape[1]
     if looks is None:  # rows with a gap are decided one by one (simulate_gate)
         x = _impute(raw, side, 0.0, 1.0)
@@ -157,6 +158,8 @@ def _binary_side(
     dead = np.zeros((reps, len(points)), dtype=bool)
     chance = np.ones((reps, len(points)))
     before = np.zeros(reps, dtype=np.int64)
+    tested = np.zeros((reps, len(points)), dtype=bool)  # which look points each row tested
+    optimistic = {n: binary_tests.fixed_region(n, bound, side, alpha) for n in range(1, cap)}
     for j, d in enumerate(points):
         count = rank[:, d - 1]
         where = np.searchsorted(grid, count, side="right") - 1
@@ -174,8 +177,29 @@ def _binary_side(
             ahead = (q > point) & (q <= most)
             best = ones_now + (q - point) if side == "above" else ones_now
             alive |= ahead & regions[q][np.clip(best, 0, q)]
+        # the cap's last look on fewer scored values than the cap
+        short = (most < cap) & (most > point)
+        for q in np.unique(most[short]):
+            at = short & (most == q)
+            best = ones_now[at] + (q - point[at]) if side == "above" else ones_now[at]
+            alive[at] |= optimistic[int(q)][np.clip(best, 0, q)]
         dead[:, j] = ~alive
+        tested[np.arange(reps), np.maximum(where, 0)] |= where >= 0
         before = np.where(point > 0, point, before)
+    # the cap's look for the rows short of scored values: every scored value, at the level the
+    # looks each row made leave (and nothing after it)
+    count = rank[:, cap - 1]
+    last = len(points) - 1
+    short = (count > 0) & (count < cap)
+    keys: dict[tuple[tuple[int, ...], int], list[int]] = {}
+    for row in np.flatnonzero(short).tolist():
+        keys.setdefault((tuple(grid[tested[row]].tolist()), int(count[row])), []).append(row)
+    for (made, n), members in keys.items():
+        region = binary_tests.last_look_region(design, made, n)
+        idx = np.asarray(members, dtype=np.int64)
+        final = region[by_rank[idx, n]]
+        hit[idx, last] |= final
+        dead[idx, last] = ~final
     rejected_so_far = np.logical_or.accumulate(hit, axis=1)
     dead &= ~rejected_so_far
     return _SideScan(

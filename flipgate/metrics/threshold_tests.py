@@ -25,7 +25,8 @@ shares themselves, which decides where items parse partly.
 
 An item that could not be scored (NaN): a fixed-N test is on the items that could be scored,
 and so is a binary test on a look grid (:func:`_scored_scan`: at each look the largest look point
-the scored count has reached). Other kinds on a look grid take a NaN as the value least
+the scored count has reached; at the cap, short of it, a last look on every scored value). Other
+kinds on a look grid take a NaN as the value least
 favourable to each test — the range's low end for a test of "above the bound", its high end for
 "below" — so every look stays on the grid and a missing item can only make a test more
 cautious. A test that can no longer reject by the cap however the remaining items go is
@@ -43,7 +44,13 @@ import numpy as np
 import numpy.typing as npt
 
 from flipgate.metrics.betting import betting_test, log_e_process
-from flipgate.metrics.binary_tests import BinaryDesign, binary_design, binary_fixed_test
+from flipgate.metrics.binary_tests import (
+    BinaryDesign,
+    binary_design,
+    binary_fixed_test,
+    fixed_region,
+    last_look_test,
+)
 from flipgate.metrics.futility import FUTILITY_CHANCE, binary_chance, completions
 from flipgate.metrics.onesided import Evidence, Looks, Side, sides
 from flipgate.metrics.paired_exact import paired_design, paired_fixed_test
@@ -130,7 +137,9 @@ def _scored_scan(
     values. Items are exchangeable, so the scored ones are a sample of the scored population
     whatever the unscored ones are, and a test that looks at a subset of its look points keeps
     its error rate; without unscored items this is every look, as :func:`_scan`. The final
-    region is used only when the scored values reach the cap."""
+    region is the design's when the scored values reach the cap; when the cell reaches its cap
+    with fewer, a last look tests every scored value at the level the looks made leave
+    (:func:`~flipgate.metrics.binary_tests.last_look_region`; with none made, the full α)."""
     scored = raw[~np.isnan(raw)]
     counts = np.cumsum(~np.isnan(raw))
     last: Evidence | None = None
@@ -145,16 +154,23 @@ def _scored_scan(
         last = design.evidence(scored[:p], final=p == looks.cap)
         if last.rejected:
             return last, point
+    if raw.size >= looks.cap and 0 < scored.size < looks.cap:  # the cap, short of scored values
+        last = last_look_test(design, tuple(sorted(tested)), scored)
+        return last, (looks.cap if last.rejected else None)
     if last is None:  # no look point reached by the scored values yet
         last = Evidence("no look yet", side, False, "e", 1.0, float("inf"), 0)
     # reachable only through look points the scored values can still reach by the cap (every
-    # remaining item scored and going this test's way)
+    # remaining item scored and going this test's way), or through the cap's last look on fewer
+    # scored values than the cap (its region lies inside the fixed-N region at the full α)
     most = scored.size + max(looks.cap - raw.size, 0)
     ones = int(scored[: last.n].sum())
     later = [p for p in looks.points if last.n < p <= most]
     reachable = any(
         design.region(p)[ones + (p - last.n) if side == "above" else ones] for p in later
     )
+    if most < looks.cap and most > last.n:
+        best = ones + (most - last.n) if side == "above" else ones
+        reachable |= bool(fixed_region(most, design.m, side, design.alpha)[best])
     return replace(last, reachable=reachable), None
 
 
