@@ -110,6 +110,8 @@ def test_a_binary_test_on_a_look_grid_leaves_unscored_items_out():
     assert on_grid.decision == "pass" and on_grid.decided_at == 12
     assert on_grid.conformance.test == "exact binomial" and on_grid.conformance.n == 11
     assert on_grid.conformance.value == pytest.approx(0.75**11)
+    past = ItemValues.of([*np.zeros(11), np.nan, 0.0], kind="binary")  # a value past the cap
+    assert decide_mean(past, 0.25, "max", ALPHA, Looks(12, 4, 12)).conformance.n == 11
     short = ItemValues.of([*np.zeros(10), np.nan], kind="binary")
     before = decide_mean(short, 0.25, "max", ALPHA, Looks(12, 4, 12))
     assert before.decision is None and before.conformance.test == "no look yet"

@@ -25,14 +25,13 @@ shares themselves, which decides where items parse partly.
 
 An item that could not be scored (NaN): a fixed-N test is on the items that could be scored,
 and so is a binary test on a look grid (:func:`_scored_scan`: at each look the largest look point
-the scored count has reached; at the cap, short of it, a last look on every scored value). Other
-kinds on a look grid take a NaN as the value least
-favourable to each test — the range's low end for a test of "above the bound", its high end for
-"below" — so every look stays on the grid and a missing item can only make a test more
-cautious. A test that can no longer reject by the cap however the remaining items go is
-*futile*; a threshold whose two tests are both futile cannot be decided within the cap, and one
-whose tests are unlikely to reject by it (:mod:`flipgate.metrics.futility`) stops holding its
-cell too.
+the scored count has reached; at the cap, short of it, a last look on every scored value).
+Other kinds on a look grid take a NaN as the value least favourable to each test — the range's
+low end for a test of "above the bound", its high end for "below" — so every look stays on the
+grid and a missing item can only make a test more cautious. A test that can no longer reject
+by the cap however the remaining items go is *futile*; a threshold whose two tests are both
+futile cannot be decided within the cap, and one whose tests are unlikely to reject by it
+(:mod:`flipgate.metrics.futility`) stops holding its cell too.
 """
 
 from __future__ import annotations
@@ -154,8 +153,10 @@ def _scored_scan(
         last = design.evidence(scored[:p], final=p == looks.cap)
         if last.rejected:
             return last, point
-    if raw.size >= looks.cap and 0 < scored.size < looks.cap:  # the cap, short of scored values
-        last = last_look_test(design, tuple(sorted(tested)), scored)
+    at_cap = raw[: looks.cap]
+    at_cap = at_cap[~np.isnan(at_cap)]
+    if raw.size >= looks.cap and 0 < at_cap.size < looks.cap:  # the cap, short of scored values
+        last = last_look_test(design, tuple(sorted(tested)), at_cap)
         return last, (looks.cap if last.rejected else None)
     if last is None:  # no look point reached by the scored values yet
         last = Evidence("no look yet", side, False, "e", 1.0, float("inf"), 0)
