@@ -28,6 +28,7 @@ Measured (benchmarks/gate_operating_characteristics.py): a control that never fl
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
@@ -152,22 +153,30 @@ class BinaryDesign:
         return False
 
 
-def _size(m: float, looks: Looks, log_critical: float, final: BoolArray, side: Side) -> float:
-    """The exact probability, at rate m, of crossing an early boundary or ending in ``final``."""
-    cap = looks.cap
-    dist = np.zeros(cap + 1)
+def _early_paths(
+    m: float, side: Side, log_critical: float, points: Iterable[int], n: int
+) -> tuple[float, FloatArray]:
+    """At rate m, the probability of crossing the early boundary (``log_critical``) at one of
+    ``points`` (ascending, each ≤ ``n``), and the law of S_n over the paths that did not."""
+    dist = np.zeros(n + 1)
     dist[0] = 1.0
-    absorbed, n = 0.0, 0
-    s = np.arange(cap + 1)
-    for point in looks.points[:-1]:
-        for _ in range(point - n):
+    absorbed, done = 0.0, 0
+    s = np.arange(n + 1)
+    for point in points:
+        for _ in range(point - done):
             dist = _step(dist, m)
-        n = point
-        early = (shape_log_e(n, s, m, side) >= log_critical) & (s <= n)
+        done = point
+        early = (shape_log_e(point, s, m, side) >= log_critical) & (s <= point)
         absorbed += float(dist[early].sum())
         dist = np.where(early, 0.0, dist)
-    for _ in range(cap - n):
+    for _ in range(n - done):
         dist = _step(dist, m)
+    return absorbed, dist
+
+
+def _size(m: float, looks: Looks, log_critical: float, final: BoolArray, side: Side) -> float:
+    """The exact probability, at rate m, of crossing an early boundary or ending in ``final``."""
+    absorbed, dist = _early_paths(m, side, log_critical, looks.points[:-1], looks.cap)
     return absorbed + float(dist[final].sum())
 
 
@@ -207,19 +216,7 @@ def last_look_region(design: BinaryDesign, tested: tuple[int, ...], n: int) -> B
     m, side, alpha = design.m, design.side, design.alpha
     if not 0.0 < m < 1.0 or not tested:
         return fixed_region(n, m, side, alpha)
-    dist = np.zeros(n + 1)
-    dist[0] = 1.0
-    absorbed, done = 0.0, 0
-    s = np.arange(n + 1)
-    for point in sorted(tested):
-        for _ in range(point - done):
-            dist = _step(dist, m)
-        done = point
-        early = (shape_log_e(point, s, m, side) >= design.log_critical) & (s <= point)
-        absorbed += float(dist[early].sum())
-        dist = np.where(early, 0.0, dist)
-    for _ in range(n - done):
-        dist = _step(dist, m)
+    absorbed, dist = _early_paths(m, side, design.log_critical, sorted(tested), n)
     # the region is a tail: S >= c (side above) or S <= c (below); grow it while the total holds
     tail = np.cumsum(dist[::-1])[::-1] if side == "above" else np.cumsum(dist)
     out: BoolArray = absorbed + tail <= alpha * (1.0 + 1e-12)
