@@ -207,26 +207,27 @@ def binary_design(m: float, side: Side, looks: Looks, alpha: float) -> BinaryDes
 @cache
 def last_look_region(design: BinaryDesign, tested: tuple[int, ...], n: int) -> BoolArray:
     """Over S = 0..n: where a last look at ``n`` values rejects, after early looks at the look
-    points ``tested`` (each below the cap, with the design's early boundary): the largest region
-    of the fixed-N test's shape whose exact total error at rate m, those looks included, is at
-    most α. This is the cap's look of a cell whose scored values fell short of the cap (unscored
-    items): which look points were tested and n depend on the scored count alone, so the test
-    keeps its level. With no earlier look it is the fixed-N region at the full α; it is never
-    larger than that region (its own probability is at most α)."""
+    points ``tested`` (ascending, each below the cap, with the design's early boundary): the
+    largest region of the fixed-N test's shape whose exact total error at rate m, those looks
+    included, is at most α. This is the cap's look of a cell whose scored values fell short of
+    the cap (unscored items): which look points were tested and n depend on the scored count
+    alone, so the test keeps its level. With no earlier look it is the fixed-N region at the
+    full α; it is never larger than that region (its own probability is at most α)."""
     m, side, alpha = design.m, design.side, design.alpha
     if not 0.0 < m < 1.0 or not tested:
         return fixed_region(n, m, side, alpha)
-    absorbed, dist = _early_paths(m, side, design.log_critical, sorted(tested), n)
+    absorbed, dist = _early_paths(m, side, design.log_critical, tested, n)
     # the region is a tail: S >= c (side above) or S <= c (below); grow it while the total holds
     tail = np.cumsum(dist[::-1])[::-1] if side == "above" else np.cumsum(dist)
     out: BoolArray = absorbed + tail <= alpha * (1.0 + 1e-12)
     return out
 
 
-def last_look_test(design: BinaryDesign, tested: tuple[int, ...], x: npt.ArrayLike) -> Evidence:
+def last_look_test(design: BinaryDesign, tested: Iterable[int], x: npt.ArrayLike) -> Evidence:
     """The test at a cell's last look on ``x``, fewer values than the cap (every one it could
-    score), after early looks at ``tested`` (:func:`last_look_region`): the exact binomial
-    p-value against the region's level, the largest p-value it rejects."""
+    score), after early looks at the look points ``tested`` (any order;
+    :func:`last_look_region`): the exact binomial p-value against the region's level, the
+    largest p-value it rejects."""
     values = np.asarray(x, dtype=float)
     n, ones = int(values.size), int(values.sum())
     region = last_look_region(design, tuple(sorted(tested)), n)

@@ -156,7 +156,7 @@ def _scored_scan(
     at_cap = raw[: looks.cap]
     at_cap = at_cap[~np.isnan(at_cap)]
     if raw.size >= looks.cap and 0 < at_cap.size < looks.cap:  # the cap, short of scored values
-        last = last_look_test(design, tuple(sorted(tested)), at_cap)
+        last = last_look_test(design, tested, at_cap)
         return last, (looks.cap if last.rejected else None)
     if last is None:  # no look point reached by the scored values yet
         last = Evidence("no look yet", side, False, "e", 1.0, float("inf"), 0)

@@ -56,7 +56,7 @@ class ODISuite(TypedCardSection):
 
     def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
         ctx.audit_config()  # a bad models.yaml is the collection error
-        # its own group, since it reads every model; scheduled last
+        # its own group, since it reads every model; scheduled once the order cells are done
         return [Case("order", "order-facets", "odi", rank=READS_ORDER_CELLS)]
 
     def gated(self, ctx: SuiteContext) -> list[GatedCell]:
