@@ -3,6 +3,7 @@ parameter recovery of the fast profile on data simulated from the model with kno
 
 import dataclasses
 import json
+import logging
 import math
 
 import jax
@@ -197,7 +198,9 @@ def test_chains_drawn_in_pieces_equal_chains_drawn_at_once():
         return 0.5 * (p["z"] ** 2).sum()
 
     once, twice = (
-        sampler.Chains(potential, init, jax.random.PRNGKey(0), num_warmup=50, chunk=100)
+        sampler.Chains(
+            lambda: potential, init, jax.random.PRNGKey(0), sampler.Kernel(50), chunk=100
+        )
         for _ in range(2)
     )
     once.advance(50, keep=False), twice.advance(50, keep=False)
@@ -224,13 +227,13 @@ def test_short_runs_are_extended_to_the_ess_target():
 
 
 def test_dense_and_per_trial_likelihoods_agree(monkeypatch):
-    """The dense-grid likelihood (used when most of the grid has trials) equals the per-trial one
-    on data with missing trials."""
+    """The dense-grid likelihood (used when the grid is small or most of it has trials) equals the
+    per-trial one on data with missing trials."""
     data, truth = simulate(n_models=3, items_per_cell=5, seed=1)
     keep = np.random.default_rng(0).random(data.n) > 0.2
     per_trial = ("model", "item", "order", "cell", "facet", "y")
     data = dataclasses.replace(data, **{k: getattr(data, k)[keep] for k in per_trial})
-    assert model.DENSE_MIN < data.density < 1
+    assert data.density < 1 and model.model_inputs(data).dense
 
     def energy():  # a fresh jit each call, so the model is traced under the current DENSE_MIN
         return float(
@@ -239,6 +242,8 @@ def test_dense_and_per_trial_likelihoods_agree(monkeypatch):
 
     dense = energy()
     monkeypatch.setattr(model, "DENSE_MIN", 2.0)
+    monkeypatch.setattr(model, "DENSE_GRID", 0)
+    assert not model.model_inputs(data).dense
     assert energy() == pytest.approx(dense, rel=1e-5)
 
 
@@ -356,3 +361,77 @@ def test_each_models_own_sigma_delta_is_recovered(own_fits):
         for k, (s, _) in own_fits.items()
     }
     assert min(cells[1.0]) > max(cells[0.1]), cells
+
+
+# -- compiled programs shared across fits (flipgate.odi.fit, flipgate.odi.model.model_inputs) ----
+def test_padded_sizes_hand_computed():
+    """At least ``least``, then the next multiple of an eighth of the power of two above: at most
+    25% padding, the same size for nearby counts."""
+    sizes = {n: model.padded_size(n, 256) for n in (1, 256, 257, 300, 321, 512, 513, 1000)}
+    assert sizes == {1: 256, 256: 256, 257: 320, 300: 320, 321: 384, 512: 512, 513: 640, 1000: 1024}
+    assert [model.padded_size(n, 4) for n in (1, 3, 4, 5, 9)] == [4, 4, 4, 5, 10]
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["dense", "per-trial"])
+def test_padding_leaves_the_real_posterior_unchanged(monkeypatch, dense):
+    """Padded items have no trials, padded cells no items, padded facets no cells: the potential
+    of a padded fit is the unpadded one plus a term of the padded sites alone, so any two values
+    of the real latents differ by the same energy (the posterior of the real ones is unchanged),
+    on the dense grid and per trial."""
+    if not dense:
+        monkeypatch.setattr(model, "DENSE_MIN", 2.0)
+        monkeypatch.setattr(model, "DENSE_GRID", 0)
+    data, truth = simulate(n_models=3, items_per_cell=5, seed=1)
+    plain, padded = model.model_inputs(data), model.model_inputs(data, pad=True)
+    assert (plain.n_items, plain.n_cells, plain.n_facets) == (10, 2, 2)
+    assert (padded.n_items, padded.n_cells, padded.n_facets) == (256, 8, 4)
+    assert plain.dense is padded.dense is dense
+    rng = np.random.default_rng(0)
+    positive = {"sigma_beta", "alpha", "sigma_delta", "tau_pi"}  # unconstrained: their logs
+    a = {k: np.log(v) if k in positive else np.asarray(v) for k, v in truth["latent"].items()}
+    b = {k: v + rng.normal(0, 0.3, v.shape) for k, v in a.items()}
+    grown = {
+        **dict.fromkeys(model.ITEM_SITES, 256 - 10),
+        **dict.fromkeys(model.CELL_SITES, 8 - 2),
+        **dict.fromkeys(model.FACET_SITES, 4 - 2),
+    }
+    pad = {k: rng.normal(size=(n,) + a[k].shape[1:]) for k, n in grown.items()}
+
+    def energy(inputs, z, padding=None):
+        if padding:
+            z = {k: np.concatenate([v, padding[k]]) if k in padding else v for k, v in z.items()}
+        return float(potential_energy(model.odi_model, (inputs,), {}, z))
+
+    with jax.enable_x64(True):  # energies of ~10³ whose differences are compared to 1e-9
+        difference = energy(plain, a) - energy(plain, b)
+        padded_difference = energy(padded, a, pad) - energy(padded, b, pad)
+        assert padded_difference == pytest.approx(difference, rel=1e-9)
+        assert energy(padded, a, pad) != pytest.approx(energy(plain, a))  # the pads count
+
+
+def test_fits_of_one_panel_size_share_their_compiled_programs():
+    """A fit whose items, cells and facets pad to the sizes of an earlier fit's compiles nothing of
+    its own (SVI, the NUTS start and chunk, the constrain step are reused): two own fits of 10
+    items in 2 cells and of 160 in 4 cells share them; draws are cut back to each fit's own."""
+    small, _ = simulate(n_models=2, items_per_cell=5, seed=3)
+    large, _ = simulate(n_models=2, sigma_pi={"a": 0.3, "b": 0.5}, datasets=(2, 2), seed=4)
+    small, large = one_model(small, 0), one_model(large, 1)
+    assert (len(small.items), len(small.cells)) != (len(large.items), len(large.cells))
+    short = dict(num_warmup=20, num_samples=20, svi_steps=20, ess_target=0)
+    fit(small, "fast", **short)
+    compiled = []
+    handler = logging.Handler()
+    handler.emit = lambda record: compiled.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles():
+            again = fit(large, "fast", **short)
+    finally:
+        logger.removeHandler(handler)
+    programs = [m for m in compiled if any(f"jit({n})" in m for n in ("run", "_fun", "<lambda>"))]
+    assert not programs, programs
+    n_i, n_c, n_f = len(large.items), len(large.cells), len(large.facets)
+    assert again.draws["z_beta"].shape == (4, 20, n_i)
+    assert again.draws["z_delta"].shape == (4, 20, n_c, large.k)
+    assert again.draws["sigma_delta"].shape == (4, 20, n_f)

@@ -8,7 +8,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -23,8 +23,15 @@ from numpyro.optim import Adam
 
 from flipgate import FlipgateError
 from flipgate.odi.data import ODIData, build, outcomes
-from flipgate.odi.model import has_item_noise, odi_model, reported
-from flipgate.odi.sampler import Chains
+from flipgate.odi.model import (
+    ModelInputs,
+    has_item_noise,
+    model_inputs,
+    odi_model,
+    reported,
+    unpad,
+)
+from flipgate.odi.sampler import Chains, Kernel
 
 
 def use_host_devices(n: int | None = None) -> int:
@@ -117,15 +124,15 @@ def _profile(profile: str | Profile, overrides: dict) -> Profile:
         raise FlipgateError(f"bad ODI profile override {sorted(overrides)}: {e}") from None
 
 
-def _potential(data: ODIData):
-    """Potential energy (negative log joint) of unconstrained latent values given ``data``."""
-    return partial(potential_energy, odi_model, (data,), {})
+def _potential(inputs: ModelInputs):
+    """Potential energy (negative log joint) of unconstrained latent values given ``inputs``."""
+    return partial(potential_energy, odi_model, (inputs,), {})
 
 
-def _prior_means(data: ODIData) -> dict:
+def _prior_means(inputs: ModelInputs) -> dict:
     """Unconstrained prior means of the latent sites (where chains would start with
     init_to_mean)."""
-    trace = handlers.trace(handlers.seed(odi_model, 0)).get_trace(data)
+    trace = handlers.trace(handlers.seed(odi_model, 0)).get_trace(inputs)
     return {
         k: biject_to(v["fn"].support).inv(v["fn"].mean)
         for k, v in trace.items()
@@ -133,17 +140,19 @@ def _prior_means(data: ODIData) -> dict:
     }
 
 
-def _svi_start(data: ODIData, prof: Profile, key) -> tuple[dict, dict]:
+@lru_cache(maxsize=16)
+def _svi_program(steps: int, lr: float, num_chains: int, x64: bool):
     """Mean-field Gaussian VI on the unconstrained posterior (ADVI, what AutoNormal fits) from the
     prior means, as one compiled program with one RNG draw per step (NumPyro's SVI set-up compiles
-    several times longer). Returns per-chain starting points drawn from the fit, and its
-    variances."""
-    potential = _potential(data)
-    opt = Adam(prof.svi_lr)
+    several times longer), taking the data as an argument: every fit of the same sizes reuses it
+    (``x64``: the precision it is compiled for). Returns per-chain starting points drawn from the
+    fit, and its variances."""
+    opt = Adam(lr)
 
     @jax.jit
-    def run(key):
-        loc, unravel = ravel_pytree(_prior_means(data))
+    def run(key, inputs: ModelInputs):
+        potential = _potential(inputs)
+        loc, unravel = ravel_pytree(_prior_means(inputs))
 
         def neg_elbo(params, key):
             m, log_s = params
@@ -157,14 +166,19 @@ def _svi_start(data: ODIData, prof: Profile, key) -> tuple[dict, dict]:
 
         k_fit, k_init = random.split(key)
         start = opt.init((loc, jnp.full_like(loc, jnp.log(0.1))))
-        state, _ = lax.scan(step, start, random.split(k_fit, prof.svi_steps))
+        state, _ = lax.scan(step, start, random.split(k_fit, steps))
         loc, log_scale = opt.get_params(state)
-        draws = loc + jnp.exp(log_scale) * random.normal(
-            k_init, (prof.num_chains, loc.size), loc.dtype
-        )
+        draws = loc + jnp.exp(log_scale) * random.normal(k_init, (num_chains, loc.size), loc.dtype)
         return jax.vmap(unravel)(draws), unravel(jnp.exp(2 * log_scale))
 
-    return run(key)
+    return run
+
+
+@lru_cache(maxsize=1)
+def _constrain_program():
+    """Unconstrained draws (leaves (chain, draw, …)) → the model's sites, compiled once per
+    data sizes (the data an argument)."""
+    return jax.jit(lambda z, inputs: constrain_fn(odi_model, (inputs,), {}, z, batch_ndims=2))
 
 
 def _concat(pieces: list, axis: int):
@@ -203,39 +217,40 @@ def fit(
     of its fields: SVI for starting points and a mass matrix, then NUTS on the model's potential
     (each one compiled program, :mod:`flipgate.odi.sampler`; NumPyro's eager model set-up would
     cost more than a small fit), extended past ``num_samples`` while the ESS or R̂ misses
-    ``ess_target`` / ``rhat_target``. ``timings``: SVI, NUTS and total seconds, compiling
+    ``ess_target`` / ``rhat_target``. The data are padded (:func:`model_inputs`) and passed to the
+    programs as arguments, so a fit of the same padded sizes reuses an earlier fit's programs; the
+    draws are cut back to ``data``'s own items, cells and facets. ``timings``: SVI, NUTS and total seconds, compiling
     included."""
     prof = _profile(profile, overrides)
     key_svi, key_mcmc = random.split(random.PRNGKey(seed))
     timings = {}
     with jax.enable_x64(prof.x64):
+        inputs = model_inputs(data, pad=True)
         t0 = time.perf_counter()
-        init, variances = jax.block_until_ready(_svi_start(data, prof, key_svi))
+        svi = _svi_program(prof.svi_steps, prof.svi_lr, prof.num_chains, prof.x64)
+        init, variances = jax.block_until_ready(svi(key_svi, inputs))
         timings["svi_s"] = time.perf_counter() - t0
         mass = ravel_pytree(variances)[0] if prof.svi_mass else None
-        constrain = jax.jit(partial(constrain_fn, odi_model, (data,), {}, batch_ndims=2))
+        constrain = _constrain_program()
         t1 = time.perf_counter()
-        chains = Chains(
-            _potential(data),
-            init,
-            key_mcmc,
+        kernel = Kernel(
             prof.num_warmup,
-            inverse_mass=mass,
-            target_accept=prof.target_accept,
-            adapt_mass=prof.adapt_mass,
-            dense_mass=prof.dense_mass,
-            max_tree_depth=prof.max_tree_depth,
+            prof.target_accept,
+            prof.adapt_mass,
+            prof.dense_mass,
+            prof.max_tree_depth,
         )
+        chains = Chains(_potential, init, key_mcmc, kernel, inverse_mass=mass, args=(inputs,))
         chains.advance(prof.num_warmup, keep=False)
         more = prof.num_samples
         pieces: list = []
         while more:
-            pieces += chains.advance(more, transform=constrain)  # one constrain_fn compile
+            pieces += chains.advance(more, transform=lambda z: constrain(z, inputs))
             draws, extra = _concat(pieces, 1)
             result = ODIFit(
                 data,
                 prof,
-                draws,
+                unpad(draws, data),
                 int(np.sum(extra["diverging"])),
                 timings,
                 float(np.mean(extra["num_steps"])),
