@@ -2,6 +2,7 @@
 parameter recovery of the fast profile on data simulated from the model with known truth."""
 
 import dataclasses
+import importlib
 import json
 import logging
 import math
@@ -224,6 +225,31 @@ def test_short_runs_are_extended_to_the_ess_target():
     assert extended.draws["theta_z"].shape[:2] == (4, extended.draws_per_chain)  # 4 chains
     capped = fit(data, "fast", num_samples=100, ess_target=1e6, max_samples=250)
     assert capped.draws_per_chain == 250
+
+
+@pytest.mark.parametrize(
+    "rhat, ess, more",
+    [
+        (1.005, 500, 0),  # both met
+        (1.012, 500, 330),  # R̂ − 1 at 1.2× its target: 1.1 × 1500 × 0.2
+        (1.0101, 500, 100),  # a near miss asks for the least, 100
+        (1.005, 220, 1650),  # ESS at half its target: 1.1 × 1500 × 1
+        (1.03, 400, 2500),  # R̂ − 1 at 3×: 3300 wanted, 2500 left to max_samples
+        (1.005, 0, 2500),  # no ESS: all that is left
+    ],
+)
+def test_draws_added_to_reach_the_targets_hand_computed(monkeypatch, rhat, ess, more):
+    """A fit at 1500 draws per chain (max 4000, ESS target 440, R̂ target 1.01) asks for the
+    draws that would bring ESS (∝ draws) and R̂ − 1 (∝ 1 / draws) to their targets, +10%."""
+    fit_module = importlib.import_module("flipgate.odi.fit")
+    prof = fit_module.PROFILES["fast"]
+    monkeypatch.setattr(
+        fit_module,
+        "diagnostics",
+        lambda *a, **k: {"rhat_max": rhat, "ess_bulk_min": ess, "ess_tail_min": ess + 100},
+    )
+    result = fit_module.ODIFit(None, prof, {}, 0, draws_per_chain=1500)  # type: ignore[arg-type]
+    assert fit_module._more_draws(result, prof) == more
 
 
 def test_dense_and_per_trial_likelihoods_agree(monkeypatch):

@@ -187,24 +187,28 @@ def _concat(pieces: list, axis: int):
 
 
 def _more_draws(result: "ODIFit", prof: Profile) -> int:
-    """Draws per chain to add so the reported quantities reach ``prof.ess_target`` (ESS grows
-    about linearly with draws; 10% margin) and ``prof.rhat_target`` (double the draws: R̂ has no
-    such rule), within ``prof.max_samples``; 0 when done."""
+    """Draws per chain to add so the reported quantities reach ``prof.ess_target`` and
+    ``prof.rhat_target``, within ``prof.max_samples``; 0 when done. Once chains mix, ESS grows
+    about linearly with the draws and R̂ − 1 falls about as their inverse (its between-chain part
+    is the variance of the chains' means), so each asks for the draws that would bring it to its
+    target, with a 10% margin and at least 100; a fit still short is asked again."""
     room = prof.max_samples - result.draws_per_chain
     if not prof.ess_target or room <= 0:
         return 0
     d = diagnostics(result, rhat_max=prof.rhat_target, ess_min=prof.ess_target)
     ess = min(d["ess_bulk_min"], d["ess_tail_min"])
-    want = 0
+    short = []  # the factor by which the draws fall short of each target
     if ess < prof.ess_target:
-        want = (
-            room
-            if ess <= 0
-            else math.ceil(1.1 * result.draws_per_chain * (prof.ess_target / ess - 1))
-        )
+        short.append(math.inf if ess <= 0 else prof.ess_target / ess)
     if d["rhat_max"] > prof.rhat_target:
-        want = max(want, result.draws_per_chain)
-    return min(room, max(100, want)) if want else 0
+        short.append((d["rhat_max"] - 1) / (prof.rhat_target - 1))
+    if not short:
+        return 0
+    factor = max(short)
+    if math.isinf(factor):
+        return room
+    want = math.ceil(round(1.1 * result.draws_per_chain * (factor - 1), 6))  # 1650.0000000002: 1650
+    return min(room, max(100, want))
 
 
 def fit(
@@ -219,8 +223,8 @@ def fit(
     cost more than a small fit), extended past ``num_samples`` while the ESS or R̂ misses
     ``ess_target`` / ``rhat_target``. The data are padded (:func:`model_inputs`) and passed to the
     programs as arguments, so a fit of the same padded sizes reuses an earlier fit's programs; the
-    draws are cut back to ``data``'s own items, cells and facets. ``timings``: SVI, NUTS and total seconds, compiling
-    included."""
+    draws are cut back to ``data``'s own items, cells and facets. ``timings``: SVI, NUTS and total
+    seconds, compiling included."""
     prof = _profile(profile, overrides)
     key_svi, key_mcmc = random.split(random.PRNGKey(seed))
     timings = {}
