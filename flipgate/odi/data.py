@@ -46,6 +46,10 @@ class ODIData:
         return int(self.y.size)
 
     @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    @property
     def density(self) -> float:
         """Share of the model × item × ordering grid that has a trial."""
         return self.n / (len(self.models) * len(self.items) * self.k)

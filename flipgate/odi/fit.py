@@ -8,7 +8,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field, replace
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -140,45 +140,40 @@ def _prior_means(inputs: ModelInputs) -> dict:
     }
 
 
-@lru_cache(maxsize=16)
-def _svi_program(steps: int, lr: float, num_chains: int, x64: bool):
+@partial(jax.jit, static_argnames=("steps", "lr", "num_chains"))
+def _svi_start(key, inputs: ModelInputs, steps: int, lr: float, num_chains: int):
     """Mean-field Gaussian VI on the unconstrained posterior (ADVI, what AutoNormal fits) from the
     prior means, as one compiled program with one RNG draw per step (NumPyro's SVI set-up compiles
-    several times longer), taking the data as an argument: every fit of the same sizes reuses it
-    (``x64``: the precision it is compiled for). Returns per-chain starting points drawn from the
-    fit, and its variances."""
+    several times longer), taking the data as an argument: every fit of the same sizes and
+    settings reuses it. Returns per-chain starting points drawn from the fit, and its
+    variances."""
     opt = Adam(lr)
+    potential = _potential(inputs)
+    loc, unravel = ravel_pytree(_prior_means(inputs))
 
-    @jax.jit
-    def run(key, inputs: ModelInputs):
-        potential = _potential(inputs)
-        loc, unravel = ravel_pytree(_prior_means(inputs))
+    def neg_elbo(params, key):
+        m, log_s = params
+        return (
+            potential(unravel(m + jnp.exp(log_s) * random.normal(key, m.shape, m.dtype)))
+            - log_s.sum()
+        )
 
-        def neg_elbo(params, key):
-            m, log_s = params
-            return (
-                potential(unravel(m + jnp.exp(log_s) * random.normal(key, m.shape, m.dtype)))
-                - log_s.sum()
-            )
+    def step(state, key):
+        return opt.update(jax.grad(neg_elbo)(opt.get_params(state), key), state), None
 
-        def step(state, key):
-            return opt.update(jax.grad(neg_elbo)(opt.get_params(state), key), state), None
-
-        k_fit, k_init = random.split(key)
-        start = opt.init((loc, jnp.full_like(loc, jnp.log(0.1))))
-        state, _ = lax.scan(step, start, random.split(k_fit, steps))
-        loc, log_scale = opt.get_params(state)
-        draws = loc + jnp.exp(log_scale) * random.normal(k_init, (num_chains, loc.size), loc.dtype)
-        return jax.vmap(unravel)(draws), unravel(jnp.exp(2 * log_scale))
-
-    return run
+    k_fit, k_init = random.split(key)
+    start = opt.init((loc, jnp.full_like(loc, jnp.log(0.1))))
+    state, _ = lax.scan(step, start, random.split(k_fit, steps))
+    loc, log_scale = opt.get_params(state)
+    draws = loc + jnp.exp(log_scale) * random.normal(k_init, (num_chains, loc.size), loc.dtype)
+    return jax.vmap(unravel)(draws), unravel(jnp.exp(2 * log_scale))
 
 
-@lru_cache(maxsize=1)
-def _constrain_program():
-    """Unconstrained draws (leaves (chain, draw, …)) → the model's sites, compiled once per
-    data sizes (the data an argument)."""
-    return jax.jit(lambda z, inputs: constrain_fn(odi_model, (inputs,), {}, z, batch_ndims=2))
+@jax.jit
+def _constrain(z, inputs: ModelInputs):
+    """Unconstrained draws (leaves (chain, draw, …)) → the model's sites, compiled once per data
+    sizes (the data an argument)."""
+    return constrain_fn(odi_model, (inputs,), {}, z, batch_ndims=2)
 
 
 def _concat(pieces: list, axis: int):
@@ -231,11 +226,11 @@ def fit(
     with jax.enable_x64(prof.x64):
         inputs = model_inputs(data, pad=True)
         t0 = time.perf_counter()
-        svi = _svi_program(prof.svi_steps, prof.svi_lr, prof.num_chains, prof.x64)
-        init, variances = jax.block_until_ready(svi(key_svi, inputs))
+        init, variances = jax.block_until_ready(
+            _svi_start(key_svi, inputs, prof.svi_steps, prof.svi_lr, prof.num_chains)
+        )
         timings["svi_s"] = time.perf_counter() - t0
         mass = ravel_pytree(variances)[0] if prof.svi_mass else None
-        constrain = _constrain_program()
         t1 = time.perf_counter()
         kernel = Kernel(
             prof.num_warmup,
@@ -249,7 +244,7 @@ def fit(
         more = prof.num_samples
         pieces: list = []
         while more:
-            pieces += chains.advance(more, transform=lambda z: constrain(z, inputs))
+            pieces += chains.advance(more, transform=lambda z: _constrain(z, inputs))
             draws, extra = _concat(pieces, 1)
             result = ODIFit(
                 data,

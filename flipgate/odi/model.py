@@ -170,7 +170,7 @@ def odi_model(data: ODIData | ModelInputs, sample_y: bool = False) -> None:
     delta = ordering_offsets(sigma_delta, z_delta, cell_facet)
 
     offset = beta[:, None] + delta[item_cell]  # (I, K): β_i + δ[f,d,o] (+ γ[i,o] below)
-    if n_m > 1:  # has_item_noise
+    if has_item_noise(x):
         mu_pi = numpyro.sample("mu_pi", dist.Normal(-1.2, 0.5).expand([n_f]).to_event(1))
         tau_pi = numpyro.sample("tau_pi", dist.HalfNormal(0.1).expand([n_f]).to_event(1))
         z_pi = numpyro.sample("z_pi", std.expand([n_i]).to_event(1))
@@ -193,10 +193,10 @@ def odi_model(data: ODIData | ModelInputs, sample_y: bool = False) -> None:
         )
 
 
-def has_item_noise(data: ODIData) -> bool:
+def has_item_noise(data: ODIData | ModelInputs) -> bool:
     """Whether the fit has the per-item ordering noise γ (σ_π): only a panel of ≥ 2 models
     identifies it (module docstring)."""
-    return len(data.models) > 1
+    return data.n_models > 1
 
 
 def ordering_offsets(sigma_delta, z_delta, cell_facet):
