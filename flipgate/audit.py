@@ -23,7 +23,7 @@ from flipgate.backends.base import is_streaming, measures_replicates
 from flipgate.backends.identity import cache_settings
 from flipgate.cache import ResponseCache, cache_key
 from flipgate.cell import Cell
-from flipgate.config import AuditConfig, load_thresholds
+from flipgate.config import AuditConfig, ThresholdSet, load_thresholds
 from flipgate.facets import get_facet, readouts_for
 from flipgate.grammar import GRAMMAR_VERSION, Manifest, item_seed
 from flipgate.hashing import sha256_json
@@ -94,6 +94,20 @@ class Auditor:
         self._plans: dict[tuple[str, str], list[tuple[Item, int, tuple[int, ...], int]]] = {}
         #: prompts this process sent to each model (envelope variants count for their model)
         self.model_calls: Counter[str] = Counter()
+        self._thresholds: dict[tuple[str, str], ThresholdSet] = {}
+
+    def thresholds(self, model_id: str, directory: str | None = None) -> ThresholdSet:
+        """The thresholds that apply to ``model_id`` in ``directory`` (this run's
+        ``--thresholds`` when None), read once per process: every cell, sequential stop and
+        regression hold of the session decides on the same set. A bad file raises its one-line
+        FlipgateError each time it is asked for."""
+        directory = directory if directory is not None else self.thresholds_dir
+        if directory is None:
+            raise FlipgateError("no thresholds directory is set for this run (--thresholds)")
+        key = (str(directory), model_id)
+        if key not in self._thresholds:
+            self._thresholds[key] = load_thresholds(directory, model_id)
+        return self._thresholds[key]
 
     @property
     def calls(self) -> int:
@@ -343,7 +357,7 @@ class Auditor:
             perm, facet_stop = self.sequential_trials(model_id, dataset, cell.facet)
             cap, test_cap = facet_stop.n_items, facet_stop.looks.cap
         readouts, primary = self.readouts(model_id, cell.facet)
-        all_thresholds = load_thresholds(self.thresholds_dir, model_id)
+        all_thresholds = self.thresholds(model_id)
         # a control whose backend copies its replicates decides nothing (its thresholds are not
         # applicable, docs/definitions.md §12.5): it draws its facet's items and holds nothing
         thresholds = (

@@ -1,21 +1,21 @@
-"""What every suite's test shares (each suite's cell, ``flipgate/<suite>/cell.py``, runs one test):
-the live progress display's terminal, the input-error failure, the not-applicable and ungated
-skips, and acting on the verdicts (:func:`assert_verdicts`)."""
+"""The core's cell loop (:func:`run_cell`): every suite's test measures its cell
+(``flipgate/<suite>/cell.py``, :meth:`flipgate.suite_api.SuiteCell.measure`), and this decides
+its thresholds, stores, reports to Allure and asserts; with the live progress display's
+terminal, the input-error failure, the not-applicable and ungated skips, and acting on the
+verdicts (:func:`assert_verdicts`)."""
 
 from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import pytest
 
 from flipgate import FlipgateError
-from flipgate.config import ThresholdSet, load_thresholds
+from flipgate.config import ThresholdSet
 from flipgate.results import Verdict
-
-T = TypeVar("T")
+from flipgate.suite_api import Gated, Measurement, SuiteCell
 
 
 def live_output(capture_manager: Any = None):  # pytest's CaptureManager, a private type
@@ -41,15 +41,51 @@ UNGATED = "not gated (--allow-ungated): "
 NOTHING_GATED = "flipgate: nothing gated: "
 
 
-def measure_cell(
-    thresholds_dir: str, model_id: str, measure: Callable[[], T]
-) -> tuple[ThresholdSet, T]:
-    """The thresholds that apply to ``model_id`` and what ``measure()`` measured; a bad input
-    in either fails the cell with its one-line message (:func:`fail_input`)."""
+def decide(gated: Gated, thresholds: ThresholdSet) -> list[Verdict]:
+    """The verdicts of ``thresholds`` (its model's) on ``gated``
+    (:class:`~flipgate.suite_api.Gated`)."""
+    from flipgate.gate import evaluate
+
+    if gated.decide is not None:
+        return gated.decide(thresholds)
+    selected = thresholds.for_cell(gated.select or gated.cell, gated.dataset, gated.vs)
+    return evaluate(
+        [t for t in selected if gated.applies is None or gated.applies(t)],
+        gated.estimates,
+        gated.readout,
+        thresholds.on_inconclusive,
+        gated.sequences,
+        gated.looks,
+        gated.planned,
+        **gated.context,
+    )
+
+
+def run_cell(cell: SuiteCell) -> list[Verdict]:
+    """One test: measure the cell, decide each gated part on its model's thresholds, store the
+    measurement and the verdicts, report them to Allure and act on them (:func:`assert_verdicts`).
+    A bad input fails the cell with its one-line message (:func:`fail_input`)."""
     try:
-        return load_thresholds(thresholds_dir, model_id), measure()
+        measurement: Measurement = cell.measure()
+        decided = [(g, decide(g, cell.thresholds(g.model))) for g in measurement.gated]
     except FlipgateError as exc:
         fail_input(exc)
+    store = cell.auditor.store
+    if measurement.record is not None:
+        measurement.record(store)
+    verdicts: list[Verdict] = []
+    for gated, mine in decided:
+        store.add_verdicts(gated.model, gated.dataset, gated.cell, mine)
+        verdicts += mine
+    if measurement.report is not None:
+        measurement.report(verdicts)
+    if measurement.not_applicable:
+        skip_not_applicable(measurement.not_applicable)
+    if measurement.failure:
+        violated = "".join(f"\n  {v.describe()}" for v in verdicts if v.outcome == "fail")
+        pytest.fail(measurement.failure + violated, pytrace=False)
+    assert_verdicts(verdicts, cell.auditor.allow_ungated)
+    return verdicts
 
 
 def skip_not_applicable(why: str) -> NoReturn:

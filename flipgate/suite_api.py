@@ -13,8 +13,10 @@ No suite is imported here; this module sits with the core services (docs/archite
 
 from __future__ import annotations
 
+import contextlib
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -22,8 +24,9 @@ if TYPE_CHECKING:
     from flipgate.audit import Auditor
     from flipgate.cards.build import CardContext
     from flipgate.cards.model import GridCard
-    from flipgate.config import AuditConfig
+    from flipgate.config import AuditConfig, Threshold, ThresholdSet
     from flipgate.cost import Ledger, Projection
+    from flipgate.results import Verdict
     from flipgate.store import TrialStore
 
 #: planned trials per (model id, dataset, cell), the live progress display's unit
@@ -112,10 +115,80 @@ class GatedCell:
     panel: bool = False
 
 
-class Cell(Protocol):
-    """What one parametrised test calls: measure, record, report and assert."""
+@dataclass
+class Gated:
+    """One model's part of a cell's :class:`Measurement` that thresholds decide. The core
+    (:func:`flipgate.suite.run_cell`) reads the model's thresholds once per session, decides
+    them and stores the verdicts under (``model``, ``dataset``, ``cell``).
 
-    def run(self) -> Any: ...
+    By default the core applies the thresholds that select ``select`` (``cell`` when None) on
+    ``dataset`` (with ``vs``), those ``applies`` keeps, to ``estimates`` (``{readout: {metric:
+    MetricEstimate}}``; ``readout`` is the primary one): a ``lower``/``upper`` threshold on a
+    metric with per-item values in ``sequences`` (``{(readout, metric): ItemValues}``) is decided
+    by the one-sided tests of docs/definitions.md §12 on the look grid ``looks`` of a cell that
+    drew sequentially (fixed N otherwise; ``planned``: the items fixed-N tests wait for), any other
+    by its interval; ``context`` goes to every verdict. A suite whose thresholds reach its
+    estimates in a way of its own (a readout or a CI level per threshold) gives ``decide``, which
+    the core calls with the model's thresholds instead."""
+
+    model: str
+    dataset: str
+    cell: str
+    estimates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    readout: str = ""
+    select: str | None = None
+    vs: str | None = None
+    applies: Callable[[Threshold], bool] | None = None
+    sequences: Mapping[tuple[str, str], Any] | None = None
+    looks: Any = None
+    planned: int | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+    decide: Callable[[ThresholdSet], list[Verdict]] | None = None
+
+
+@dataclass
+class Measurement:
+    """What a cell measured, for the core to decide, store, report and assert
+    (:func:`flipgate.suite.run_cell`): its ``gated`` parts; ``record`` stores what it measured
+    besides the verdicts (called once they are decided, so a record may carry them); ``report``
+    attaches it to Allure with the verdicts; ``not_applicable``: the cell is reported and then
+    skipped with this reason (never a pass); ``failure``: reported, then the cell fails with
+    this reason and any violated threshold."""
+
+    gated: list[Gated]
+    record: Callable[[TrialStore], None] | None = None
+    report: Callable[[list[Verdict]], None] | None = None
+    not_applicable: str | None = None
+    failure: str | None = None
+
+
+class SuiteCell:
+    """The base of a suite's cell: a subclass sets ``auditor`` and ``thresholds_dir`` (and
+    ``capture_manager`` to show live progress) and gives :meth:`measure`; :meth:`run`, what the
+    test calls, is the core's cell loop (:func:`flipgate.suite.run_cell`): decide, store, report
+    to Allure and assert."""
+
+    auditor: Auditor
+    thresholds_dir: str
+    capture_manager: Any = None  # pytest's CaptureManager (a private type)
+
+    def measure(self) -> Measurement:
+        """Measure the cell (model calls through :attr:`auditor`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define measure()")
+
+    def thresholds(self, model_id: str) -> ThresholdSet:
+        """``model_id``'s thresholds, read once per session."""
+        return self.auditor.thresholds(model_id, self.thresholds_dir)
+
+    def live_output(self) -> contextlib.AbstractContextManager:
+        """A context in which the live progress display reaches the terminal."""
+        cm = self.capture_manager
+        return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
+
+    def run(self) -> list[Verdict]:
+        from flipgate.suite import run_cell
+
+        return run_cell(self)
 
 
 class SuiteContext(Protocol):
@@ -220,8 +293,12 @@ class Suite(Protocol):
         collection-time check of the thresholds files: a threshold must select one of them."""
         ...
 
-    def cell(self, ctx: SuiteContext, param: Any, auditor: Auditor, capture_manager: Any) -> Cell:
-        """The cell of a case (``param`` of one of :meth:`cases`); the test calls its ``run()``."""
+    def cell(
+        self, ctx: SuiteContext, param: Any, auditor: Auditor, capture_manager: Any
+    ) -> SuiteCell:
+        """The cell of a case (``param`` of one of :meth:`cases`): a :class:`SuiteCell` whose
+        :meth:`~SuiteCell.measure` measures it; the test calls its ``run()``, the core's cell
+        loop, which decides, stores, reports and asserts."""
         ...
 
     def planned(self, ctx: SuiteContext, param: Any) -> Plan:

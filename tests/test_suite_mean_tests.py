@@ -15,7 +15,7 @@ from test_decomposition import table
 from conftest import write
 from flipgate.config import ThresholdSet, parse_thresholds
 from flipgate.decomposition.gate import gate as decomposition_gate
-from flipgate.judges.cell import gate as judge_gate
+from flipgate.judges.cell import gated as judge_gated
 from flipgate.judges.record import JudgeRecord
 from flipgate.metrics.consensus import RunJudgement
 from flipgate.metrics.decomposition import (
@@ -26,6 +26,7 @@ from flipgate.metrics.decomposition import (
 )
 from flipgate.metrics.judging import JudgedItem, judge_consensus, judge_item_values
 from flipgate.metrics.paired_exact import paired_fixed_test
+from flipgate.suite import decide
 
 P_VALUE = re.compile(r"p = ([0-9.]+)")
 
@@ -177,7 +178,9 @@ def test_a_judge_that_never_flips_passes_once_0_75_to_the_n_is_below_alpha(tmp_p
     """0 flips over N sets against judge_flip_rate ≤ 0.25: the conformance p-value is
     P[Bin(N, 0.25) = 0] = 0.75^N — 0.0563 at N = 10 (not proven; a lower rule passes with a
     warning), 0.0422 at N = 11 (proven)."""
-    verdicts = by_metric(judge_gate(steady_judge(n_sets), thresholds(tmp_path, JUDGE_THRESHOLDS)))
+    verdicts = by_metric(
+        decide(judge_gated(steady_judge(n_sets)), thresholds(tmp_path, JUDGE_THRESHOLDS))
+    )
     flips = verdicts["judge_flip_rate"]
     assert (flips.estimate, flips.verdict) == (0.0, label)
     assert flips.outcome == ("warn" if label == "inconclusive" else "pass")
@@ -200,7 +203,9 @@ def test_a_consensus_that_loses_8_of_20_sets_fails_its_gain_by_the_paired_test(t
     np.testing.assert_array_equal(gain.values, [-1] * 8 + [0] * 12)
     assert gain.estimate == pytest.approx(record.result.consensus_gain.estimate) == -0.4
     assert values["judge_flip_rate"].estimate == pytest.approx(0.4)
-    v = by_metric(judge_gate(record, thresholds(tmp_path, JUDGE_THRESHOLDS)))["consensus_gain"]
+    v = by_metric(decide(judge_gated(record), thresholds(tmp_path, JUDGE_THRESHOLDS)))[
+        "consensus_gain"
+    ]
     assert (v.verdict, v.outcome) == ("fail", "fail")
     assert v.test == paired_fixed_test(gain.values, -0.05, "below", 0.05).describe()
     p = float(P_VALUE.search(v.test).group(1))
@@ -225,9 +230,9 @@ thresholds:
   - {metric: judge_flip_rate, facet: judge, max: 0.25, rule: lower}
 """,
     )
-    verdicts = by_metric(judge_gate(record, ts))
+    verdicts = by_metric(decide(judge_gated(record), ts))
     assert verdicts["consensus_macro_accuracy"].test is None  # a mean of per-source means
     assert verdicts["judge_flip_rate"].test.startswith("exact binomial")
     bare = record.model_copy(update={"result": record.result.model_copy(update={"items": {}})})
     assert judge_item_values(bare.result) == {}
-    assert by_metric(judge_gate(bare, ts))["judge_flip_rate"].test is None
+    assert by_metric(decide(judge_gated(bare), ts))["judge_flip_rate"].test is None

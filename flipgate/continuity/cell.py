@@ -8,42 +8,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from flipgate.audit import Auditor
-from flipgate.config import ThresholdSet
 from flipgate.continuity.allure import report_continuity
 from flipgate.continuity.plan import ContinuityPlan
 from flipgate.continuity.record import ContinuityRecord
 from flipgate.continuity.run import EstimatorUnavailable, SweepRunner
 from flipgate.continuity.suite import CONTINUITY_CELL
 from flipgate.continuity.sweeps import SWEEPS
-from flipgate.gate import evaluate
 from flipgate.metrics.continuity import continuity
-from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, live_output, measure_cell, skip_not_applicable
-
-
-def gate(record: ContinuityRecord, ts: ThresholdSet) -> list[Verdict]:
-    """``facet: continuity`` thresholds on the record's estimates: those of its estimator
-    (``readout:``, or none named). A threshold on the abstention AUC is not applied where the
-    AUC is undefined (accuracy saturated: a model right on every input cannot rank its errors);
-    the card and Allure give the reason."""
-    undefined = record.result.auc_undefined is not None
-    thresholds = [
-        t
-        for t in ts.for_cell(CONTINUITY_CELL, record.sweep)
-        if t.readout in (None, record.estimator)
-        and not (undefined and t.metric == "abstention_auc")
-    ]
-    return evaluate(
-        thresholds,
-        {record.estimator: record.result.metrics()},
-        record.estimator,
-        ts.on_inconclusive,
-        facet=CONTINUITY_CELL,
-    )
+from flipgate.suite import skip_not_applicable
+from flipgate.suite_api import Gated, Measurement, SuiteCell
 
 
 @dataclass
-class ContinuityCell:
+class ContinuityCell(SuiteCell):
     auditor: Auditor
     thresholds_dir: str
     plan: ContinuityPlan
@@ -63,9 +40,9 @@ class ContinuityCell:
             return f"{self.model_id} takes no audio; {self.sweep} is an audio sweep"
         return None
 
-    def measure(self) -> ContinuityRecord:
+    def sweep_record(self) -> ContinuityRecord:
         runner = SweepRunner(self.auditor, self.plan)
-        with live_output(self.capture_manager):
+        with self.live_output():
             points = runner.points(self.model_id, self.sweep, self.estimator)
         cfg = self.auditor.config
         manifest = self.auditor.store.manifests().get((CONTINUITY_CELL, self.sweep), {})
@@ -82,7 +59,7 @@ class ContinuityCell:
         )
 
     def measurable(self) -> ContinuityRecord:
-        """:meth:`measure`, or a skip (not applicable) where the model cannot take the sweep or
+        """:meth:`sweep_record`, or a skip (not applicable) where the model cannot take the sweep or
         the estimator is unavailable to it."""
         why = self.unmeasurable()
         if why is not None:
@@ -91,18 +68,33 @@ class ContinuityCell:
                 self.auditor.store.set_planned(self.model_id, self.sweep, cell, 0)
             skip_not_applicable(why)
         try:
-            return self.measure()
+            return self.sweep_record()
         except EstimatorUnavailable as exc:
             skip_not_applicable(str(exc))
 
-    def run(self) -> list[Verdict]:
-        thresholds, record = measure_cell(self.thresholds_dir, self.model_id, self.measurable)
-        store = self.auditor.store
-        store.add_record(record)
-        verdicts = gate(record, thresholds)
-        store.add_verdicts(
-            self.model_id, self.sweep, f"{CONTINUITY_CELL}[{self.estimator}]", verdicts
+    def measure(self) -> Measurement:
+        """``facet: continuity`` thresholds on the record's estimates: those of its estimator
+        (``readout:``, or none named). A threshold on the abstention AUC is not applied where the
+        AUC is undefined (accuracy saturated: a model right on every input cannot rank its
+        errors); the card and Allure give the reason."""
+        record = self.measurable()
+        undefined = record.result.auc_undefined is not None
+        return Measurement(
+            [
+                Gated(
+                    self.model_id,
+                    self.sweep,
+                    f"{CONTINUITY_CELL}[{self.estimator}]",
+                    {record.estimator: record.result.metrics()},
+                    record.estimator,
+                    select=CONTINUITY_CELL,
+                    applies=lambda t: (
+                        t.readout in (None, record.estimator)
+                        and not (undefined and t.metric == "abstention_auc")
+                    ),
+                    context={"facet": CONTINUITY_CELL},
+                )
+            ],
+            record=lambda store: store.add_record(record),
+            report=lambda verdicts: report_continuity(record, verdicts),
         )
-        report_continuity(record, verdicts)
-        assert_verdicts(verdicts, self.auditor.allow_ungated)
-        return verdicts

@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from flipgate.audit import Auditor
 from flipgate.decomposition.allure import report_decomposition
 from flipgate.decomposition.gate import gate
@@ -19,11 +17,12 @@ from flipgate.judge.choice import judge_gate, load_agreement_set
 from flipgate.metrics.decomposition import decompose
 from flipgate.paraphrases import ParaphraseStore
 from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, live_output, measure_cell
+from flipgate.store import TrialStore
+from flipgate.suite_api import Gated, Measurement, SuiteCell
 
 
 @dataclass
-class DecompositionCell:
+class DecompositionCell(SuiteCell):
     auditor: Auditor
     thresholds_dir: str
     plan: DecompositionPlan
@@ -32,7 +31,7 @@ class DecompositionCell:
     axis: str
     capture_manager: Any = None  # pytest's CaptureManager (a private type)
 
-    def measure(self) -> DecompositionRecord:
+    def decomposed(self) -> DecompositionRecord:
         """The cell's record; a failed gate gives a record with ``stopped`` set and no numbers."""
         store = ParaphraseStore.load(self.plan.paraphrases)
         runner = DecompositionRunner(self.auditor, self.plan, store)
@@ -52,7 +51,7 @@ class DecompositionCell:
                     stopped=f"paraphrase gate: {paraphrased.reason}",
                 )
         if "judge" in readouts:
-            with live_output(self.capture_manager):
+            with self.live_output():
                 judged = judge_gate(
                     self.auditor,
                     runner.judge_id(self.model_id),
@@ -65,7 +64,7 @@ class DecompositionCell:
             if not judged.passed:  # the judge's numbers never reach the record
                 readouts.remove("judge")
                 missing["judge"] = f"judge gate: {judged.reason}"
-        with live_output(self.capture_manager):
+        with self.live_output():
             trials = runner.trials(self.model_id, spec, self.axis, readouts)
         cfg = self.auditor.config
         result = decompose(
@@ -82,30 +81,47 @@ class DecompositionCell:
             gates=gates,
         )
 
-    def run(self) -> list[Verdict]:
-        thresholds, record = measure_cell(self.thresholds_dir, self.model_id, self.measure)
-        store = self.auditor.store
-        store.add_record(record)
+    def measure(self) -> Measurement:
+        """The record, gated by ``facet: decomposition`` thresholds
+        (:func:`flipgate.decomposition.gate.gate`); a cell stopped by its paraphrase gate, or
+        whose judge failed its gate, fails after it is recorded and reported."""
+        record = self.decomposed()
+
+        def report(verdicts: list[Verdict]) -> None:
+            measured = [
+                r.decomposition
+                for r in self.auditor.store.records(DecompositionRecord, self.model_id)
+                if r.dataset == self.dataset and r.decomposition is not None
+            ]
+            report_decomposition(record, verdicts, measured)
+
+        def store_record(store: TrialStore) -> None:
+            store.add_record(record)
+
         if record.decomposition is None:
-            report_decomposition(record, [])
-            pytest.fail(f"{record.stopped} (no numbers recorded for this cell)", pytrace=False)
-        verdicts = gate(record.decomposition, thresholds, self.dataset)
-        store.add_verdicts(
-            self.model_id, self.dataset, f"{DECOMPOSITION_CELL}[{self.axis}]", verdicts
-        )
-        measured = [
-            r.decomposition
-            for r in store.records(DecompositionRecord, self.model_id)
-            if r.dataset == self.dataset and r.decomposition is not None
-        ]
-        report_decomposition(record, verdicts, measured)
-        judge = record.gates.get("judge")
-        if judge is not None and not judge["passed"]:
-            violated = [v.describe() for v in verdicts if v.outcome == "fail"]
-            pytest.fail(
-                f"judge gate: {judge['reason']}; the judge readout was not measured (the other "
-                "readouts were recorded)" + "".join(f"\n  {line}" for line in violated),
-                pytrace=False,
+            return Measurement(
+                [],
+                record=store_record,
+                report=lambda verdicts: report_decomposition(record, []),
+                failure=f"{record.stopped} (no numbers recorded for this cell)",
             )
-        assert_verdicts(verdicts, self.auditor.allow_ungated)
-        return verdicts
+        result = record.decomposition
+        judge = record.gates.get("judge")
+        return Measurement(
+            [
+                Gated(
+                    self.model_id,
+                    self.dataset,
+                    f"{DECOMPOSITION_CELL}[{self.axis}]",
+                    decide=lambda ts: gate(result, ts, self.dataset),
+                )
+            ],
+            record=store_record,
+            report=report,
+            failure=(
+                f"judge gate: {judge['reason']}; the judge readout was not measured (the other "
+                "readouts were recorded)"
+                if judge is not None and not judge["passed"]
+                else None
+            ),
+        )

@@ -3,16 +3,14 @@ benchmark, analyse, record, report and gate (thresholds with ``facet: envelope``
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from flipgate import FlipgateError
 from flipgate.audit import Auditor
-from flipgate.config import ThresholdSet, load_thresholds
+from flipgate.config import ThresholdSet
 from flipgate.envelope.allure import report_envelope
 from flipgate.envelope.analysis import NOT_VARIED, analyse, gate_analysis, gate_metrics
 from flipgate.envelope.render import TEMPLATE_SHA256
@@ -22,7 +20,7 @@ from flipgate.envelope.suite import ENVELOPE_ANALYSES, ENVELOPE_CELL
 from flipgate.gate import evaluate
 from flipgate.items import DatasetSpec
 from flipgate.results import Verdict, estimates
-from flipgate.suite import assert_verdicts, fail_input
+from flipgate.suite_api import Gated, Measurement, SuiteCell
 
 
 def thetas_for(threshold_sets) -> list[float]:
@@ -37,7 +35,7 @@ def thetas_for(threshold_sets) -> list[float]:
 
 
 @dataclass
-class EnvelopeCell:
+class EnvelopeCell(SuiteCell):
     auditor: Auditor
     thresholds_dir: str
     envelope: Envelope
@@ -47,10 +45,9 @@ class EnvelopeCell:
     def roster(self) -> list[str]:
         return self.envelope.roster or self.auditor.config.audited("envelope")
 
-    def measure(self, thresholds: dict[str, ThresholdSet]) -> tuple[dict, pd.DataFrame]:
+    def analysed(self, thresholds: dict[str, ThresholdSet]) -> tuple[dict, pd.DataFrame]:
         runner = EnvelopeRunner(self.auditor, self.envelope)
-        cm = self.capture_manager
-        with cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext():
+        with self.live_output():
             per_seed = pd.concat(
                 [runner.scores(m, self.benchmark) for m in self.roster()], ignore_index=True
             )
@@ -93,13 +90,12 @@ class EnvelopeCell:
         )
         return analysis, scores
 
-    def run(self) -> list[Verdict]:
-        try:
-            thresholds = {m: load_thresholds(self.thresholds_dir, m) for m in self.roster()}
-            analysis, scores = self.measure(thresholds)
-        except FlipgateError as exc:
-            fail_input(exc)
-        store, name, cfg = self.auditor.store, self.benchmark.name, self.auditor.config
+    def measure(self) -> Measurement:
+        """Every roster model's configurations on the benchmark, analysed; each model gated by
+        its ``facet: envelope`` thresholds, each threshold on CIs at its own level."""
+        thresholds = {m: self.thresholds(m) for m in self.roster()}
+        analysis, scores = self.analysed(thresholds)
+        name, cfg = self.benchmark.name, self.auditor.config
         at_level = functools.cache(
             lambda level: gate_analysis(
                 scores,
@@ -110,13 +106,12 @@ class EnvelopeCell:
                 level,
             )
         )
-        store.add_analysis(ENVELOPE_ANALYSES, name, analysis)
-        verdicts = []
-        for model, ts in thresholds.items():
-            mine = []
+
+        def decide(model: str, ts: ThresholdSet) -> list[Verdict]:
+            verdicts = []
             for t in ts.for_cell(ENVELOPE_CELL, name):  # each CI at its threshold's level
                 block = gate_metrics(analysis if t.level == cfg.level else at_level(t.level), model)
-                mine += evaluate(
+                verdicts += evaluate(
                     [t],
                     {"envelope": estimates(block)},
                     "envelope",
@@ -124,8 +119,13 @@ class EnvelopeCell:
                     facet=ENVELOPE_CELL,
                     model=model,
                 )
-            store.add_verdicts(model, name, ENVELOPE_CELL, mine)
-            verdicts += mine
-        report_envelope(name, analysis, scores, verdicts)
-        assert_verdicts(verdicts, self.auditor.allow_ungated)
-        return verdicts
+            return verdicts
+
+        return Measurement(
+            [
+                Gated(model, name, ENVELOPE_CELL, decide=functools.partial(decide, model))
+                for model in thresholds
+            ],
+            record=lambda store: store.add_analysis(ENVELOPE_ANALYSES, name, analysis),
+            report=lambda verdicts: report_envelope(name, analysis, scores, verdicts),
+        )

@@ -9,37 +9,35 @@ from dataclasses import dataclass
 from typing import Any
 
 from flipgate.audit import Auditor
-from flipgate.config import ThresholdSet
-from flipgate.gate import evaluate
 from flipgate.judges.allure import report_judge
 from flipgate.judges.plan import JudgePlan
 from flipgate.judges.record import JudgeRecord
 from flipgate.judges.run import JudgeRunner
 from flipgate.judges.suite import JUDGE_CELL
 from flipgate.metrics.judging import judge_consensus, judge_item_values
-from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, live_output, measure_cell
+from flipgate.suite_api import Gated, Measurement, SuiteCell
 
 
-def gate(record: JudgeRecord, ts: ThresholdSet) -> list[Verdict]:
+def gated(record: JudgeRecord) -> Gated:
     """``facet: judge`` thresholds on the record's estimates (a macro-accuracy threshold on a
     dataset with one source is ``missing``). A ``lower``/``upper`` threshold on a per-set mean
     (flip rate, accuracies, consensus gain, parse rate) is decided by the two one-sided tests of
     docs/definitions.md §12.1 at fixed N (the cell judges all its sets at once); the macro
     accuracies keep the bootstrap-CI rule (:func:`~flipgate.metrics.judging.judge_item_values`)."""
     values = judge_item_values(record.result)
-    return evaluate(
-        ts.for_cell(JUDGE_CELL, record.dataset),
+    return Gated(
+        record.model_id,
+        record.dataset,
+        JUDGE_CELL,
         {record.readout: record.result.metrics()},
         record.readout,
-        ts.on_inconclusive,
         sequences={(record.readout, metric): v for metric, v in values.items()},
-        facet=JUDGE_CELL,
+        context={"facet": JUDGE_CELL},
     )
 
 
 @dataclass
-class JudgeCell:
+class JudgeCell(SuiteCell):
     auditor: Auditor
     thresholds_dir: str
     plan: JudgePlan
@@ -47,10 +45,10 @@ class JudgeCell:
     dataset: str
     capture_manager: Any = None  # pytest's CaptureManager (a private type)
 
-    def measure(self) -> JudgeRecord:
+    def judge(self) -> JudgeRecord:
         runner = JudgeRunner(self.auditor, self.plan)
         spec = self.plan.dataset(self.dataset)
-        with live_output(self.capture_manager):
+        with self.live_output():
             judged = runner.judged(self.model_id, spec)
         cfg = self.auditor.config
         settings = self.plan.consensus
@@ -68,12 +66,10 @@ class JudgeCell:
             parse_failures=dict(failures.most_common()),
         )
 
-    def run(self) -> list[Verdict]:
-        thresholds, record = measure_cell(self.thresholds_dir, self.model_id, self.measure)
-        store = self.auditor.store
-        store.add_record(record)
-        verdicts = gate(record, thresholds)
-        store.add_verdicts(self.model_id, self.dataset, JUDGE_CELL, verdicts)
-        report_judge(record, verdicts)
-        assert_verdicts(verdicts, self.auditor.allow_ungated)
-        return verdicts
+    def measure(self) -> Measurement:
+        record = self.judge()
+        return Measurement(
+            [gated(record)],
+            record=lambda store: store.add_record(record),
+            report=lambda verdicts: report_judge(record, verdicts),
+        )

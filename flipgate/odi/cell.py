@@ -5,7 +5,7 @@ together), record, report, gate each model on its own fit and report the panel c
 
 from __future__ import annotations
 
-import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,14 +15,13 @@ import pandas as pd
 from flipgate import FlipgateError
 from flipgate.analysis_cache import AnalysisCache, analysis_key, table_sha256
 from flipgate.audit import Auditor
-from flipgate.config import load_thresholds
 from flipgate.odi.allure import report_odi
 from flipgate.odi.fit import odi
 from flipgate.odi.gate import diagnostic_bounds, gate, gate_levels, panel_checks
 from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
 from flipgate.report import dumped
-from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, fail_input, skip_not_applicable
+from flipgate.suite import skip_not_applicable
+from flipgate.suite_api import Gated, Measurement, SuiteCell
 
 #: the readout name of the panel table: each (model, facet)'s own primary readout
 PRIMARY = "primary"
@@ -37,7 +36,7 @@ def primary_view(trials: pd.DataFrame, readout: str) -> pd.DataFrame:
 
 
 @dataclass
-class ODICell:
+class ODICell(SuiteCell):
     auditor: Auditor
     thresholds_dir: str
     capture_manager: Any = None  # pytest's CaptureManager (a private type)
@@ -51,8 +50,7 @@ class ODICell:
         frames: list[pd.DataFrame] = []
         used: dict[str, dict[str, str]] = {m: {} for m in self.roster()}
         unmeasured: list[str] = []
-        cm = self.capture_manager
-        with cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext():
+        with self.live_output():
             for facet, specs in self.auditor.config.facets.items():
                 for spec in specs:
                     for model_id in self.roster():
@@ -71,7 +69,7 @@ class ODICell:
             )
         return pd.concat(frames, ignore_index=True), used, unmeasured
 
-    def measure(self, bounds: dict, level: float, levels=()) -> dict:
+    def fitted(self, bounds: dict, level: float, levels=()) -> dict:
         settings = dict(self.auditor.config.plans.get("odi") or {})
         profile, seed = settings.pop("profile", "fast"), settings.pop("seed", 0)
         trials, used, unmeasured = self.panel()
@@ -103,30 +101,32 @@ class ODICell:
         analysis.update(roster=self.roster(), unmeasured=unmeasured, ci_level=level, readouts=used)
         return analysis
 
-    def run(self) -> list[Verdict]:
+    def measure(self) -> Measurement:
+        """The panel's fits; each roster model gated on its own fit only (its ``facet: odi``
+        thresholds), the panel checks reported with the analysis (they gate no model)."""
         roster = self.roster()
         if len(roster) < 2:
             skip_not_applicable(
                 f"ODI centres θ across a panel: it needs ≥ 2 models in the order suites, "
                 f"{self.auditor.config.path} lists {roster}"
             )
-        try:
-            thresholds = {m: load_thresholds(self.thresholds_dir, m) for m in roster}
-            level = max(ts.level for ts in thresholds.values())
-            analysis = self.measure(
-                diagnostic_bounds(thresholds.values()), level, gate_levels(thresholds.values())
-            )
-        except FlipgateError as exc:
-            fail_input(exc)
-        store = self.auditor.store
+        thresholds = {m: self.thresholds(m) for m in roster}
+        level = max(ts.level for ts in thresholds.values())
+        analysis = self.fitted(
+            diagnostic_bounds(thresholds.values()), level, gate_levels(thresholds.values())
+        )
         panel = panel_checks(analysis, thresholds.values())  # gate no model: reported only
         analysis["panel_checks"] = dumped(panel)
-        store.add_analysis(ODI_FITS, ORDER_PANEL, analysis)
-        verdicts = []
-        for model_id, ts in thresholds.items():  # each on its own fit only
-            mine = gate(analysis, ts, model_id)
-            store.add_verdicts(model_id, "odi", "odi", mine)
-            verdicts += mine
-        report_odi(analysis, verdicts, panel)
-        assert_verdicts(verdicts, self.auditor.allow_ungated)
-        return verdicts
+        return Measurement(
+            [
+                Gated(
+                    model_id,
+                    "odi",
+                    "odi",
+                    decide=functools.partial(gate, analysis, model_id=model_id),
+                )
+                for model_id in thresholds
+            ],
+            record=lambda store: store.add_analysis(ODI_FITS, ORDER_PANEL, analysis),
+            report=lambda verdicts: report_odi(analysis, verdicts, panel),
+        )

@@ -7,26 +7,25 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.backends.floor import NOT_MEASURED_FLOOR, floor_not_measured
 from flipgate.cards.disclosure import card_section, stop_line
 from flipgate.cell import Cell
-from flipgate.config import ThresholdSet, load_thresholds
 from flipgate.facets import get_facet
-from flipgate.gate import evaluate
 from flipgate.metrics.sequential import ItemValues
 from flipgate.order.allure import report_cell
 from flipgate.results import CellSummary, Verdict
 from flipgate.sequential import SequentialStop
-from flipgate.suite import assert_verdicts, fail_input, live_output, skip_not_applicable
+from flipgate.store import TrialStore
+from flipgate.suite import skip_not_applicable
+from flipgate.suite_api import Gated, Measurement, SuiteCell
 from flipgate.summary import control_summary, facet_summary, item_values
 from flipgate.trend import metric_trend
 
 
 @dataclass
-class FlipCell:
-    """One parametrised suite case; ``run()`` measures, records, reports and asserts."""
+class FlipCell(SuiteCell):
+    """One parametrised suite case: a facet or control cell of a model on a dataset."""
 
     auditor: Auditor
     thresholds_dir: str
@@ -39,12 +38,12 @@ class FlipCell:
     #: where a sequential cell stopped
     stop: SequentialStop | None = None
 
-    def measure(self) -> tuple[dict[str, CellSummary], pd.DataFrame]:
+    def summarised(self) -> tuple[dict[str, CellSummary], pd.DataFrame]:
         cfg = self.auditor.config
         cell = Cell.parse(self.name)
         control, facet = cell.control, cell.facet
         readouts = self.auditor.readouts(self.model_id, facet)[0]
-        with live_output(self.capture_manager):
+        with self.live_output():
             trials, perm = self.auditor.cell_trials(self.model_id, self.dataset, self.name)
             # per-item values: the thresholds on means are decided by one-sided tests
             # (docs/definitions.md §12), on the look grid when the cell drew sequentially
@@ -78,72 +77,74 @@ class FlipCell:
         assert self.stop is not None
         return stop_line(self.name, card_section(self.stop, self.auditor.config.level))
 
-    def run(self) -> list[Verdict]:
+    def measure(self) -> Measurement:
+        """The cell's summaries and item table, gated by the thresholds on the cell; a control
+        whose backend answered its replicates as copies measured no floor: its summaries are
+        kept, labelled, and its thresholds are not applicable (§12.5)."""
         facet = Cell.parse(self.name).facet
-        try:
-            thresholds: ThresholdSet = load_thresholds(self.thresholds_dir, self.model_id)
-            why = self.auditor.unmeasurable(self.model_id, self.dataset, facet)
-            if why:
-                skip_not_applicable(why)
-            summaries, items = self.measure()
-            # a control whose backend answered its replicates as copies measured no floor: its
-            # summaries are kept, labelled, and its thresholds are not applicable (§12.5)
-            unmeasured = (
-                floor_not_measured(self.model_id, self.auditor.backend(self.model_id))
-                if Cell.parse(self.name).is_control
-                else None
-            )
-        except FlipgateError as exc:
-            fail_input(exc)
+        why = self.auditor.unmeasurable(self.model_id, self.dataset, facet)
+        if why:
+            skip_not_applicable(why)
+        summaries, items = self.summarised()
+        unmeasured = (
+            floor_not_measured(self.model_id, self.auditor.backend(self.model_id))
+            if Cell.parse(self.name).is_control
+            else None
+        )
         if unmeasured:
             summaries = {
                 r: s.model_copy(update={"floor": NOT_MEASURED_FLOOR}) for r, s in summaries.items()
             }
         primary = self.auditor.readouts(self.model_id, facet)[1]
-        verdicts = (
-            []
-            if unmeasured
-            else evaluate(
-                thresholds.for_cell(self.name, self.dataset),
-                {r: s.metrics for r, s in summaries.items()},
-                primary,
-                thresholds.on_inconclusive,
-                self.sequences,
-                self.stop.looks if self.stop else None,
-                facet=self.name,
-            )
-        )
-        store = self.auditor.store
-        store.add_verdicts(self.model_id, self.dataset, self.name, verdicts)
-        store.add_summaries(self.model_id, self.dataset, self.name, summaries)
-        store.add_item_table(self.model_id, self.dataset, self.name, items)
-        # the runs directory holds every run's store: this cell's flip rate across them, this run
-        # last
-        trend = metric_trend(
-            store.path.parent.parent, self.model_id, self.dataset, self.name, primary, "flip_rate"
-        )
-        report_cell(
-            self.name,
-            self.dataset,
+        gated = Gated(
             self.model_id,
-            summaries,
-            items,
-            verdicts,
-            {
-                "model": self.model_id,
-                "dataset": self.dataset,
-                "facet": self.name,
-                "K": self.auditor.config.k,
-                "N": summaries[primary].n_items,
-                "primary_readout": primary,
-                "thresholds": ", ".join(thresholds.files),
-                **({"sequential": self._stop_line()} if self.stop else {}),
-                **({"floor": NOT_MEASURED_FLOOR} if unmeasured else {}),
-            },
-            trend,
-            stop=self.stop,
+            self.dataset,
+            self.name,
+            {r: s.metrics for r, s in summaries.items()},
+            primary,
+            sequences=self.sequences,
+            looks=self.stop.looks if self.stop else None,
+            context={"facet": self.name},
+            decide=(lambda ts: []) if unmeasured else None,
         )
-        if unmeasured:  # shown, never a pass
-            skip_not_applicable(unmeasured)
-        assert_verdicts(verdicts, self.auditor.allow_ungated)
-        return verdicts
+
+        def record(store: TrialStore) -> None:
+            store.add_summaries(self.model_id, self.dataset, self.name, summaries)
+            store.add_item_table(self.model_id, self.dataset, self.name, items)
+
+        def report(verdicts: list[Verdict]) -> None:
+            store = self.auditor.store
+            # the runs directory holds every run's store: this cell's flip rate across them,
+            # this run last
+            trend = metric_trend(
+                store.path.parent.parent,
+                self.model_id,
+                self.dataset,
+                self.name,
+                primary,
+                "flip_rate",
+            )
+            thresholds = self.thresholds(self.model_id)
+            report_cell(
+                self.name,
+                self.dataset,
+                self.model_id,
+                summaries,
+                items,
+                verdicts,
+                {
+                    "model": self.model_id,
+                    "dataset": self.dataset,
+                    "facet": self.name,
+                    "K": self.auditor.config.k,
+                    "N": summaries[primary].n_items,
+                    "primary_readout": primary,
+                    "thresholds": ", ".join(thresholds.files),
+                    **({"sequential": self._stop_line()} if self.stop else {}),
+                    **({"floor": NOT_MEASURED_FLOOR} if unmeasured else {}),
+                },
+                trend,
+                stop=self.stop,
+            )
+
+        return Measurement([gated], record=record, report=report, not_applicable=unmeasured)

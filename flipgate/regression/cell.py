@@ -10,13 +10,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from flipgate import FlipgateError
 from flipgate.audit import Auditor
 from flipgate.backends.floor import NOT_MEASURED_FLOOR, floor_not_measured
 from flipgate.backends.identity import is_verified
 from flipgate.cards.build import git_commit
 from flipgate.cell import Cell
-from flipgate.config import Threshold, load_thresholds
+from flipgate.config import Threshold, ThresholdSet
 from flipgate.gate import evaluate
 from flipgate.redact import redacted_json
 from flipgate.regression.compare import Arm, CellComparison, compare_cell
@@ -24,16 +23,16 @@ from flipgate.regression.hold import planned_pairs
 from flipgate.regression.plan import Pairing
 from flipgate.regression.runs import RunRecord
 from flipgate.results import Verdict
-from flipgate.suite import assert_verdicts, fail_input, live_output, skip_not_applicable
+from flipgate.suite import skip_not_applicable
+from flipgate.suite_api import Gated, Measurement, SuiteCell
 
 #: the regression thresholds' selector value
 VS = "baseline"
 
 
-def gate_comparison(comparison: CellComparison, thresholds_dir: str) -> list[Verdict]:
+def gate_comparison(comparison: CellComparison, thresholds: ThresholdSet) -> list[Verdict]:
     """Evaluate the candidate's ``vs: baseline`` thresholds on a comparison; sets and returns
     its verdicts."""
-    thresholds = load_thresholds(thresholds_dir, comparison.candidate)
     return apply_thresholds(
         comparison,
         thresholds.for_cell(comparison.cell, comparison.dataset, VS),
@@ -105,7 +104,7 @@ def same_model_note(base: Arm, cand: Arm, base_fp: dict, cand_fp: dict) -> str |
 
 
 @dataclass
-class RegressionCell:
+class RegressionCell(SuiteCell):
     """One parametrised case of suites/regression: (pairing, cell, dataset); call ``run()``."""
 
     auditor: Auditor
@@ -162,9 +161,9 @@ class RegressionCell:
         models = RunRecord.open(self.pairing.run).models
         return models.get(self.baseline, {}).get("fingerprint") or {}
 
-    def measure(self) -> CellComparison:
+    def compared(self) -> CellComparison:
         cfg, facet = self.auditor.config, Cell.parse(self.cell).facet
-        with live_output(self.capture_manager):
+        with self.live_output():
             base, identity = self.baseline_arm()
             if base is None:
                 pytest.skip(
@@ -222,34 +221,39 @@ class RegressionCell:
                 "in its run (docs/definitions.md §12.5)"
             )
 
-    def run(self) -> list[Verdict]:
-        from flipgate.regression.allure import report_regression
-
+    def measure(self) -> Measurement:
+        """The comparison, gated by the candidate's ``vs: baseline`` thresholds; a case that
+        cannot exist (no baseline, an unmeasurable model or floor) is skipped, never passed."""
         p = self.pairing
         if p.skip:
             pytest.skip(p.skip)
-        try:
-            live = [p.candidate] + ([self.baseline] if p.run is None else [])  # measured here
-            for model_id in live:
-                why = self.auditor.unmeasurable(model_id, self.dataset, Cell.parse(self.cell).facet)
-                if why:
-                    skip_not_applicable(why)
-            if Cell.parse(self.cell).is_control:
-                self.skip_unmeasured_floor(live)
-            comparison = self.measure()
-            verdicts = gate_comparison(comparison, self.thresholds_dir)
-        except FlipgateError as exc:
-            fail_input(exc)
-        store = self.auditor.store
-        store.add_verdicts(
-            p.candidate,
-            self.dataset,
-            (verdicts[0].facet or self.cell) if verdicts else self.cell,
-            verdicts,
+        live = [p.candidate] + ([self.baseline] if p.run is None else [])  # measured here
+        for model_id in live:
+            why = self.auditor.unmeasurable(model_id, self.dataset, Cell.parse(self.cell).facet)
+            if why:
+                skip_not_applicable(why)
+        if Cell.parse(self.cell).is_control:
+            self.skip_unmeasured_floor(live)
+        comparison = self.compared()
+
+        def report(verdicts: list[Verdict]) -> None:
+            from flipgate.regression.allure import report_regression
+
+            report_regression(comparison, self.auditor.config.level)
+
+        # stored under the cell its verdicts name (apply_thresholds)
+        compared_cell = f"{comparison.cell} vs {comparison.baseline}"
+        return Measurement(
+            [
+                Gated(
+                    p.candidate,
+                    self.dataset,
+                    compared_cell,
+                    decide=lambda thresholds: gate_comparison(comparison, thresholds),
+                )
+            ],
+            record=lambda store: store.add_comparison(
+                p.candidate, self.dataset, self.cell, comparison.baseline, comparison.to_dict()
+            ),
+            report=report,
         )
-        store.add_comparison(
-            p.candidate, self.dataset, self.cell, comparison.baseline, comparison.to_dict()
-        )
-        report_regression(comparison, self.auditor.config.level)
-        assert_verdicts(verdicts, self.auditor.allow_ungated)
-        return verdicts

@@ -183,6 +183,7 @@ def compare_runs(
     versions and gate them. Returns ``{"comparisons": [CellComparison.to_dict()], "skipped": [...],
     "summary": {...}, "baseline_run": identity, "candidate_run": identity}``; raises FlipgateError
     (IncomparableCell included) on bad or incomparable input."""
+    from flipgate.config import load_thresholds
     from flipgate.regression.cell import gate_comparison
     from flipgate.regression.compare import compare_cell
     from flipgate.regression.plan import baseline_in
@@ -285,7 +286,7 @@ def compare_runs(
             comparison.baseline = name
             comparison.baseline_identity = base_run.identity(base)
             comparison.planned = cand_run.planned_pairs(cand, cell, dataset, base_arm)
-            gate_comparison(comparison, str(thresholds_dir))
+            gate_comparison(comparison, load_thresholds(thresholds_dir, comparison.candidate))
             comparisons.append(comparison.to_dict())
     if not comparisons:
         raise FlipgateError(

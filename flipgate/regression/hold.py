@@ -17,7 +17,6 @@ import pandas as pd
 
 from flipgate import FlipgateError
 from flipgate.cell import Cell
-from flipgate.config import load_thresholds
 from flipgate.metrics.sequential import ItemValues
 from flipgate.regression.compare import Arm, compare_cell
 from flipgate.sequential import DECIDING_RULES, Dependent
@@ -48,7 +47,7 @@ def regression_dependents(
     def holding(candidate: str) -> list:
         return [
             t
-            for t in load_thresholds(ctx.thresholds_dir, candidate).for_cell(cell, dataset, VS)
+            for t in auditor.thresholds(candidate, ctx.thresholds_dir).for_cell(cell, dataset, VS)
             if t.rule in DECIDING_RULES
         ]
 

@@ -3,9 +3,9 @@
 whichever option is displayed first, over the option_order orderings of a dataset. With no
 position bias it is 1 / (options shown); a model that always answers "A" scores 1.
 
-It uses only what any third-party suite may use: flipgate.suite_api for the protocol, the
-auditor's requests and cached model calls, the thresholds and gate, the trials store's generic
-suite records, and allure-pytest for its attachment. No flipgate file names it."""
+It uses only what any third-party suite may use: flipgate.suite_api for the protocol and the
+measurement the core decides, the auditor's requests and cached model calls, the trials store's
+generic suite records, and allure-pytest for its attachment. No flipgate file names it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases
+from flipgate.suite_api import Case, Gated, GatedCell, Measurement, MetricSpec, NoCases, SuiteCell
 
 NAME = "first_label"
 METRIC = "first_label_rate"
@@ -26,7 +26,7 @@ class FirstLabelPlan:
 
 
 @dataclass
-class FirstLabelCell:
+class FirstLabelCell(SuiteCell):
     auditor: Any
     thresholds_dir: str
     model_id: str
@@ -35,12 +35,9 @@ class FirstLabelCell:
     def requests(self) -> list:
         return self.auditor.cell_requests(self.dataset, "option_order")[1]
 
-    def run(self) -> list:
+    def measure(self) -> Measurement:
         import allure
 
-        from flipgate.config import load_thresholds
-        from flipgate.gate import evaluate
-        from flipgate.suite import assert_verdicts
         from flipgate.summary import mean_estimate
 
         cfg, requests = self.auditor.config, self.requests()
@@ -55,21 +52,23 @@ class FirstLabelCell:
         ]
         items = [key[1] for key in (r.key for r in requests)]
         estimate = mean_estimate(firsts, cfg.bootstrap_n, cfg.level, cfg.seed, cluster=items)
-        thresholds = load_thresholds(self.thresholds_dir, self.model_id)
-        verdicts = evaluate(
-            thresholds.for_cell(NAME, self.dataset),
-            {"letter_logprob": {METRIC: estimate}},
-            "letter_logprob",
-            thresholds.on_inconclusive,
-            facet=NAME,
-        )
         record = {"rate": estimate.estimate, "ci": estimate.ci, "n_answers": len(firsts)}
-        store = self.auditor.store
-        store.add_suite_record(NAME, self.model_id, self.dataset, record)
-        store.add_verdicts(self.model_id, self.dataset, NAME, verdicts)
-        allure.attach(json.dumps(record), name=f"{NAME}.json", attachment_type="application/json")
-        assert_verdicts(verdicts, self.auditor.allow_ungated)
-        return verdicts
+        return Measurement(
+            [
+                Gated(
+                    self.model_id,
+                    self.dataset,
+                    NAME,
+                    {"letter_logprob": {METRIC: estimate}},
+                    "letter_logprob",
+                    context={"facet": NAME},
+                )
+            ],
+            record=lambda store: store.add_suite_record(NAME, self.model_id, self.dataset, record),
+            report=lambda verdicts: allure.attach(
+                json.dumps(record), name=f"{NAME}.json", attachment_type="application/json"
+            ),
+        )
 
 
 class FirstLabelSuite:
