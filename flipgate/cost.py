@@ -192,6 +192,21 @@ def add_call(proj: Projection, request: Request, max_out: int, times: int = 1) -
     proj.tokens_out += times * t_out
 
 
+def project_calls(auditor, suite: str, model_id: str, requests: list[Request]) -> Projection:
+    """``requests`` of ``model_id`` as one suite's projection: every call of a local model
+    (free; its backend is not loaded to ask the cache), an API model's calls that the response
+    cache cannot answer, at its price (refused when it has none: :func:`require_prices`)."""
+    model = auditor.config.models[model_id]
+    proj = Projection(model_id, suite=suite)
+    paid = model["backend"] == "litellm"
+    if paid:
+        require_prices(auditor.config.models, [model_id])
+    max_out = int(model.get("max_new_tokens", 16))
+    for request in uncached(auditor, model_id, requests) if paid else requests:
+        add_call(proj, request, max_out)
+    return charge(proj, model)
+
+
 def check_budget(projections: list[Projection], budget: float) -> str:
     """A table of projections; raises :class:`BudgetRefused` (carrying the table) when the projected
     spend, the pilot's included, is over ``budget`` USD or a model has no known price."""

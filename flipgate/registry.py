@@ -2,9 +2,9 @@
 ``flipgate.suites`` entry-point group (docs/architecture.md).
 
 Entries are ``"module:attribute"`` strings imported on first use, so reading models.yaml does not
-import every suite's runner. An entry point's object must satisfy :class:`flipgate.suite_api.
-Suite` (every member declared) and bring a name no other suite has; a broken one is a one-line
-error naming its distribution and entry point.
+import every suite's runner. An entry point's object must be a :class:`flipgate.suite_api.Suite`
+that defines the required members (:data:`flipgate.suite_api.REQUIRED`) and bring a name no
+other suite has; a broken one is a one-line error naming its distribution and entry point.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from importlib.metadata import entry_points
 
 from flipgate import FlipgateError, config
-from flipgate.suite_api import Suite
+from flipgate.suite_api import REQUIRED, Suite
 
 #: entry-point group through which an installed package adds a suite
 ENTRY_POINT_GROUP = "flipgate.suites"
@@ -31,36 +31,27 @@ BUILTIN: dict[str, str] = {
 }
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
-#: the Suite protocol's members, every one of which a suite must declare
-MEMBERS = (
-    "name",
-    "config_key",
-    "schema",
-    "facet",
-    "metrics",
-    "test_dirs",
-    "piloted",
-    "parse",
-    "configure",
-    "cases",
-    "gated",
-    "cell",
-    "planned",
-    "project",
-    "card_section",
-    "card_markdown",
-    "summary_lines",
-)
 
 _loaded: dict[str, Suite] | None = None
 
 
 def _check(suite: object, where: str) -> Suite:
-    missing = [m for m in MEMBERS if not hasattr(suite, m)]
-    if missing or not isinstance(suite, Suite):
+    if not isinstance(suite, Suite):
         raise FlipgateError(
-            f"{where}: not a flipgate suite: it lacks {', '.join(missing) or 'a member'} of "
+            f"{where}: not a flipgate suite: {type(suite).__name__} is not a subclass of "
             "flipgate.suite_api.Suite"
+        )
+    own = type(suite)
+    defined = {
+        "name": hasattr(suite, "name"),
+        "cases": own.cases is not Suite.cases,
+        "measure": own.measure is not Suite.measure or own.cell is not Suite.cell,
+    }
+    missing = [member for member in REQUIRED if not defined[member]]
+    if missing:
+        raise FlipgateError(
+            f"{where}: not a flipgate suite: {own.__name__} does not define "
+            f"{', '.join(missing)} (flipgate.suite_api.REQUIRED)"
         )
     if not isinstance(suite.name, str) or not NAME.match(suite.name):
         raise FlipgateError(

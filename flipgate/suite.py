@@ -57,7 +57,7 @@ def decide(gated: Gated, thresholds: ThresholdSet) -> list[Verdict]:
         gated.sequences,
         gated.looks,
         gated.planned,
-        **gated.context,
+        **{"facet": gated.select or gated.cell, **gated.context},
     )
 
 

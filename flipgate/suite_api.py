@@ -1,12 +1,13 @@
-"""The Suite protocol: everything a suite gives the core, and nothing else.
+"""The suite API: everything a suite gives the core, and the one module a suite imports.
 
 The core (the pytest plugin, the session, the cost guard, the progress display, the cards and the
-thresholds and models.yaml checks) iterates :mod:`flipgate.registry`. A suite is one object with
-the members of :class:`Suite`; a package outside flipgate adds one through the
-``flipgate.suites`` entry-point group (docs/architecture.md). Every member is declared by every
-suite: the registry refuses an object that lacks one, and nothing reads a member with a default.
-flipgate's own suites also give :class:`TypedCardSuite`, the typed fields of the GRID card that
-they fill (the cards name no suite).
+thresholds and models.yaml checks) iterates :mod:`flipgate.registry`. A suite is an instance of a
+subclass of :class:`Suite` that defines the :data:`REQUIRED` members (a name, its cases, how a
+case is measured) and overrides any default that does not fit; a package outside flipgate adds
+one through the ``flipgate.suites`` entry-point group (docs/architecture.md). A case's
+:class:`Measurement` is decided, stored, reported and asserted by the core's cell loop
+(flipgate.suite.run_cell). flipgate's own suites also give :class:`TypedCardSuite`, the typed
+fields of the GRID card that they fill (the cards name no suite).
 
 No suite is imported here; this module sits with the core services (docs/architecture.md).
 """
@@ -20,8 +21,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+__all__ = [
+    "Case",
+    "FlipgateError",
+    "Gated",
+    "GatedCell",
+    "Measurement",
+    "MetricSpec",
+    "NoCases",
+    "Suite",
+    "SuiteCell",
+    "SuiteContext",
+    "mean_estimate",
+]
+
+from flipgate import FlipgateError
+
 if TYPE_CHECKING:
     from flipgate.audit import Auditor
+    from flipgate.backends import Request
     from flipgate.cards.build import CardContext
     from flipgate.cards.model import GridCard
     from flipgate.config import AuditConfig, Threshold, ThresholdSet
@@ -127,9 +145,10 @@ class Gated:
     metric with per-item values in ``sequences`` (``{(readout, metric): ItemValues}``) is decided
     by the one-sided tests of docs/definitions.md §12 on the look grid ``looks`` of a cell that
     drew sequentially (fixed N otherwise; ``planned``: the items fixed-N tests wait for), any other
-    by its interval; ``context`` goes to every verdict. A suite whose thresholds reach its
-    estimates in a way of its own (a readout or a CI level per threshold) gives ``decide``, which
-    the core calls with the model's thresholds instead."""
+    by its interval; ``context`` goes to every verdict (its ``facet`` is the selector unless
+    ``context`` names one). A suite whose thresholds reach its estimates in a way of its own (a
+    readout or a CI level per threshold) gives ``decide``, which the core calls with the model's
+    thresholds instead."""
 
     model: str
     dataset: str
@@ -243,84 +262,161 @@ class SuiteContext(Protocol):
         ...
 
 
-@runtime_checkable
-class Suite(Protocol):
-    """A suite (docs/architecture.md). One ``name`` everywhere: a model lists it under
-    ``suites:`` in models.yaml, a test module names it with ``SUITE = "<name>"`` (and takes the
-    ``flipgate_cell`` fixture), the gate ledger and the progress plan count its cells under it."""
+class Suite:
+    """A suite (docs/architecture.md): subclass it. Three members are required
+    (:data:`REQUIRED`): :attr:`name`, :meth:`cases` and :meth:`measure` (or :meth:`cell`, which
+    makes a cell of its own); every other member has a default here that a suite overrides
+    where it does not fit. One ``name`` everywhere: a model lists it under ``suites:`` in
+    models.yaml, a test module names it with ``SUITE = "<name>"`` (and takes the
+    ``flipgate_cell`` fixture), thresholds select its cells with ``facet: <name>``, the gate
+    ledger, the progress plan and the card count its cells under it."""
 
-    #: the suite's one name
+    #: the suite's one name (required)
     name: str
+    #: the heading of its section in the GRID card's Markdown (:meth:`card_markdown`); its name
+    #: when empty
+    title: str = ""
     #: the key of its settings under ``audit:`` in models.yaml (None: it has none)
-    config_key: str | None
+    config_key: str | None = None
     #: JSON Schema of ``audit.<config_key>``, merged into models.yaml's schema (None: the
     #: shipped schema already describes it)
-    schema: dict | None
-    #: the value of a threshold's ``facet:`` that selects its cells; None when thresholds name
-    #: its metrics on the facets' cells (the order suite; the regression suite's ``vs: baseline``)
-    facet: str | None
+    schema: dict | None = None
     #: the metrics thresholds may name on its cells
-    metrics: tuple[MetricSpec, ...]
-    #: the folders whose test modules run it: under the project root, or under an installed
-    #: package when the first part names one (``flipgate_suites/facets``: the suites flipgate
-    #: ships); the cost guard prices a suite only when the run may collect one of them (every
-    #: suite when none exists)
-    test_dirs: tuple[str, ...]
+    metrics: tuple[MetricSpec, ...] = ()
     #: True when :meth:`project` pays for a pilot (it is projected after the suites that only
     #: reserve, so the pilot knows what is left of the budget)
-    piloted: bool
+    piloted: bool = False
+
+    @property
+    def facet(self) -> str | None:
+        """The value of a threshold's ``facet:`` that selects its cells: its name. flipgate's
+        order suite and regression suite give None: thresholds name their metrics on the facets'
+        cells (``vs: baseline`` for the regression suite's)."""
+        return self.name
+
+    @property
+    def test_dirs(self) -> tuple[str, ...]:
+        """The folders whose test modules run it (``suites/<name>``): under the project root, or
+        under an installed package when the first part names one (``flipgate_suites/facets``:
+        the suites flipgate ships); the cost guard prices a suite only when the run may collect
+        one of them (every suite when none exists)."""
+        return (f"suites/{self.name}",)
 
     def parse(self, spec: dict, where: str, config: AuditConfig) -> Any:
         """``audit.<config_key>`` (already valid against :attr:`schema`) as the suite's plan;
-        ``where`` names the file and field for a one-line error."""
-        ...
+        ``where`` names the file and field for a one-line error (a FlipgateError). By default
+        the settings as they are."""
+        return spec
 
     def configure(self, ctx: SuiteContext) -> None:
         """Checks before anything is collected (the controller, at pytest's configure): a
         FlipgateError is the run's one-line usage error (e.g. a bad ``--baseline``). What it
-        reads it may keep with ``ctx.memo``."""
-        ...
+        reads it may keep with ``ctx.memo``. By default nothing."""
 
     def cases(self, ctx: SuiteContext, part: str | None) -> list[Case] | NoCases:
-        """Its parametrisation: every cell this run would measure. A suite whose tests are
-        spread over several modules gets the module's ``PART`` (e.g. the order suite's facet;
-        None when the module declares none) and returns that part's cells; an unknown part is a
-        FlipgateError. ``part=None`` asks for every part (the thresholds check)."""
-        ...
+        """Its parametrisation (required): every cell this run would measure. A suite whose tests
+        are spread over several modules gets the module's ``PART`` (e.g. the order suite's
+        facet; None when the module declares none) and returns that part's cells; an unknown part
+        is a FlipgateError. ``part=None`` asks for every part (the thresholds check)."""
+        raise NotImplementedError(f"suite {self.name!r} defines no cases()")
 
-    def gated(self, ctx: SuiteContext) -> list[GatedCell]:
-        """Its cells over models.yaml's whole plan (not the ``-k`` selection), for the
-        collection-time check of the thresholds files: a threshold must select one of them."""
-        ...
+    def measure(self, cell: SuiteCell, param: Any) -> Measurement:
+        """Measure the case ``param`` (of one of :meth:`cases`) with ``cell``'s auditor (its
+        model calls), thresholds and live output, for the core to decide, store, report and
+        assert (required unless :meth:`cell` is overridden)."""
+        raise NotImplementedError(f"suite {self.name!r} defines no measure()")
 
     def cell(
         self, ctx: SuiteContext, param: Any, auditor: Auditor, capture_manager: Any
     ) -> SuiteCell:
-        """The cell of a case (``param`` of one of :meth:`cases`): a :class:`SuiteCell` whose
-        :meth:`~SuiteCell.measure` measures it; the test calls its ``run()``, the core's cell
-        loop, which decides, stores, reports and asserts."""
-        ...
+        """The cell of a case: a :class:`SuiteCell` whose ``run()`` (the test's) is the core's
+        cell loop. By default one that calls :meth:`measure`."""
+        return CaseCell(self, param, auditor, ctx.thresholds_dir, capture_manager)
+
+    def gated(self, ctx: SuiteContext) -> list[GatedCell]:
+        """Its cells over models.yaml's whole plan (not the ``-k`` selection), for the
+        collection-time check of the thresholds files: a threshold must select one of them. By
+        default each model of each of :meth:`cases` on the case's dataset."""
+        cases = self.cases(ctx, None)
+        return [
+            GatedCell(model, self.facet or self.name, case.dataset)
+            for case in (cases if isinstance(cases, list) else [])
+            for model in case.models
+        ]
 
     def planned(self, ctx: SuiteContext, param: Any) -> Plan:
-        """Trials the case will record, for the live progress display."""
-        ...
+        """Trials the case will record, for the live progress display (none by default)."""
+        return {}
+
+    def requests(self, auditor: Auditor, param: Any) -> list[Request]:
+        """The model calls the case ``param`` makes to each of its models (for the cost guard's
+        default :meth:`project`)."""
+        from flipgate import FlipgateError
+
+        raise FlipgateError(
+            f"suite {self.name!r}: the cost guard (--budget) cannot price its calls: it defines "
+            "neither requests() nor project() (flipgate.suite_api.Suite)"
+        )
 
     def project(self, ctx: SuiteContext, auditor: Auditor, ledger: Ledger) -> list[Projection]:
         """The paid calls this run would make, priced (flipgate.cost): the cost guard sums them
-        against ``--budget`` before any cell runs."""
-        ...
+        against ``--budget`` before any cell runs. By default the :meth:`requests` of every case,
+        less those the response cache answers, at each model's price."""
+        from flipgate.cost import project_calls
+
+        cases = self.cases(ctx, None)
+        calls: dict[str, list[Request]] = {}
+        for case in cases if isinstance(cases, list) else []:
+            for model_id in case.models:
+                calls.setdefault(model_id, []).extend(self.requests(auditor, case.param))
+        return [project_calls(auditor, self.name, m, found) for m, found in calls.items()]
 
     def card_section(self, store: TrialStore, model_id: str, dataset: str) -> dict | None:
-        """Its section of the (model, dataset) GRID card (JSON data), None when it has none."""
-        ...
+        """Its section of the (model, dataset) GRID card (JSON data), None when it has none. By
+        default the first record it stored for them (``store.add_suite_record``)."""
+        records = store.suite_records(self.name, model_id, dataset)
+        return records[0] if records else None
 
     def card_markdown(self, section: dict) -> list[str]:
-        """The Markdown lines of :meth:`card_section`'s section."""
-        ...
+        """The Markdown lines of :meth:`card_section`'s section. By default a heading
+        (:attr:`title`) and a table of its fields."""
+        rows = [f"| {key} | {value} |" for key, value in section.items()]
+        return [f"## {self.title or self.name}", "", "| field | value |", "|---|---|", *rows, ""]
 
     def summary_lines(self, store: TrialStore) -> list[str]:
-        """Lines for the terminal summary at the end of the run."""
-        ...
+        """Lines for the terminal summary at the end of the run. By default how many records it
+        stored."""
+        rows = store.suite_records(self.name)
+        return [f"flipgate: {self.name}: {len(rows)} cell(s) recorded"] if rows else []
+
+
+#: the members a suite must define itself (:meth:`Suite.cell` in place of :meth:`Suite.measure`
+#: makes a cell of its own)
+REQUIRED = ("name", "cases", "measure")
+
+
+@dataclass
+class CaseCell(SuiteCell):
+    """The cell of a case of a suite that gives :meth:`Suite.measure`."""
+
+    suite: Suite
+    param: Any
+    auditor: Auditor
+    thresholds_dir: str
+    capture_manager: Any = None  # pytest's CaptureManager (a private type)
+
+    def measure(self) -> Measurement:
+        return self.suite.measure(self, self.param)
+
+
+def mean_estimate(values: list[float], cell: SuiteCell, cluster: list | None = None) -> Any:
+    """The mean of per-answer ``values`` with its bootstrap CI at the run's settings (level,
+    draws, seed), resampling whole ``cluster``s (e.g. items) when given: a
+    :class:`~flipgate.results.MetricEstimate` to put in :attr:`Gated.estimates`."""
+    from flipgate.summary import mean_estimate as estimate
+
+    cfg = cell.auditor.config
+    return estimate(values, cfg.bootstrap_n, cfg.level, cfg.seed, cluster=cluster)
 
 
 @runtime_checkable

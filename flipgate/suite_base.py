@@ -10,10 +10,10 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from flipgate.suite_api import Case, GatedCell, NoCases, Plan, SuiteContext
+from flipgate.suite_api import Case, GatedCell, NoCases, Plan, Suite, SuiteContext
 
 
-class TypedCardSection:
+class TypedCardSection(Suite):
     """A built-in suite whose card section is a typed field of the GRID card
     (flipgate/cards/model.py), so it adds nothing through the protocol's generic ``suites``
     section, and prints no lines of its own. It gives its typed fields through

@@ -510,3 +510,39 @@ def test_a_suite_the_guard_cannot_find_makes_no_call(start_server, tmp_path):
     assert proc.returncode == exitcodes.USAGE_ERROR, out[-3000:]
     assert "the order suite was collected but not priced" in out
     assert server.counts["requests"] == 0 and projection(tmp_path)["suites"] == []
+
+
+def test_a_suites_default_projection_prices_the_requests_it_declares():
+    """``Suite.project``'s default (a third-party suite's): its ``requests()`` per case model,
+    a local model's calls counted free, an API model's at its price; a suite that gives neither
+    ``requests()`` nor ``project()`` is refused in one line, so ``--budget`` never waves it
+    through."""
+    from types import SimpleNamespace
+
+    from flipgate import FlipgateError
+    from flipgate.cost import estimate_tokens
+    from flipgate.suite_api import Case, Suite
+
+    class Declared(Suite):
+        name = "declared"
+
+        def cases(self, ctx, part):
+            return [Case(m, m, m, models=(m,)) for m in ("api", "local")]
+
+    class Counted(Declared):
+        def requests(self, auditor, param):
+            return [request(i) for i in range(3)]
+
+    price = {"input_per_mtok": 1.0, "output_per_mtok": 2000.0}
+    models = {
+        "api": {"backend": "litellm", "price": price, "max_new_tokens": 4},
+        "local": {"backend": "hf"},
+    }
+    auditor = SimpleNamespace(config=SimpleNamespace(models=models), cache=None)
+    api, local = Counted().project(SimpleNamespace(), auditor, None)
+    t_in, t_out = estimate_tokens(request(0), 4)
+    assert (api.suite, api.n_calls, api.tokens_out) == ("declared", 3, 3 * t_out)
+    assert api.usd == pytest.approx(3 * (t_in * 1e-6 + t_out * 2000e-6))
+    assert (local.n_calls, local.usd) == (3, 0.0)
+    with pytest.raises(FlipgateError, match="'declared': the cost guard .* cannot price its calls"):
+        Declared().project(SimpleNamespace(), auditor, None)

@@ -7,7 +7,6 @@ flipgate file naming it."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import subprocess
@@ -22,7 +21,7 @@ from conftest import REPO, write
 from flipgate import FlipgateError, registry
 from flipgate.exitcodes import GATE_FAILED, GATE_PASSED, USAGE_ERROR
 from flipgate.store import TrialStore
-from flipgate.suite_api import Suite
+from flipgate.suite_api import REQUIRED, Suite
 
 NINTH = REPO / "tests" / "ninth_suite"
 
@@ -37,13 +36,22 @@ def test_flipgates_suites_satisfy_the_protocol_with_one_name_each():
             d.startswith("flipgate_suites/") and (REPO / "suites" / d.partition("/")[2]).is_dir()
             for d in suite.test_dirs
         ), suite.name
-    # the registry's member list is the protocol's, every one of them
-    declared = {
-        name
-        for name, _ in inspect.getmembers(Suite)
-        if not name.startswith("_") and name not in dir(object)
-    } | set(Suite.__annotations__)
-    assert declared == set(registry.MEMBERS)
+    # a suite defines three members itself; every other has a default in the base class
+    assert REQUIRED == ("name", "cases", "measure")
+
+
+def test_a_suite_that_lacks_a_required_member_is_one_line_naming_it(entry_points):
+    class Nameless(Suite):
+        def measure(self, cell, param):
+            raise AssertionError
+
+    entry_points.append(_EntryPoint("bad", Nameless()))
+    with pytest.raises(FlipgateError) as exc:
+        registry.suites()
+    assert str(exc.value) == (
+        "entry point 'bad' of some-dist (group flipgate.suites): not a flipgate suite: Nameless "
+        "does not define name, cases (flipgate.suite_api.REQUIRED)"
+    )
 
 
 def test_each_suite_module_in_suites_names_a_registered_suite():
@@ -98,7 +106,7 @@ def test_a_registered_suite_joins_flipgates_own(entry_points):
 @pytest.mark.parametrize(
     "obj, message",
     [
-        (object(), "it lacks name, config_key"),
+        (object(), "object is not a subclass of flipgate.suite_api.Suite"),
         (ImportError("no module named pkg"), "cannot load 'pkg:bad': no module named pkg"),
     ],
     ids=["not-a-suite", "import-error"],

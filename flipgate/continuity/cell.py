@@ -92,7 +92,6 @@ class ContinuityCell(SuiteCell):
                         t.readout in (None, record.estimator)
                         and not (undefined and t.metric == "abstention_auc")
                     ),
-                    context={"facet": CONTINUITY_CELL},
                 )
             ],
             record=lambda store: store.add_record(record),

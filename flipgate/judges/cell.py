@@ -32,7 +32,6 @@ def gated(record: JudgeRecord) -> Gated:
         {record.readout: record.result.metrics()},
         record.readout,
         sequences={(record.readout, metric): v for metric, v in values.items()},
-        context={"facet": JUDGE_CELL},
     )
 
 

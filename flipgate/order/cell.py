@@ -104,7 +104,6 @@ class FlipCell(SuiteCell):
             primary,
             sequences=self.sequences,
             looks=self.stop.looks if self.stop else None,
-            context={"facet": self.name},
             decide=(lambda ts: []) if unmeasured else None,
         )
 
