@@ -7,9 +7,9 @@ reports arrive there too) and sorts each cell into
 
 - **gated**: it ran and a threshold decided it (passed, failed or xfailed);
 - **ungated**: no threshold could fail it (flipgate.suite.assert_verdicts fails it with a usage
-  error, or skips it under ``--allow-ungated``);
+  error, or skips it under ``--allow-ungated``; typed in flipgate.outcomes);
 - **not applicable**: the cell cannot exist for its model (a text-only model on an image facet,
-  an ODI panel of one; flipgate.suite.skip_not_applicable);
+  an ODI panel of one; flipgate.suite.skip_not_applicable, typed in flipgate.outcomes);
 - **skipped**: a declared cell that did not run for another reason (a baseline with nothing to
   compare, ...).
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from flipgate.exitcodes import GATE_FAILED, GATE_PASSED, INTERRUPTED, USAGE_ERROR
-from flipgate.suite import NOT_APPLICABLE, NOTHING_GATED, UNGATED
+from flipgate.outcomes import Outcome, outcome_of
 
 #: the ``user_properties`` key under which a cell carries the models it gates
 MODELS_PROPERTY = "flipgate_models"
@@ -60,18 +60,16 @@ class GateLedger:
     def kind(report: pytest.TestReport) -> str | None:
         """What a cell's final report says happened to it, or None for a report that is not a
         cell's last word (setup that passed, teardown)."""
+        outcome = outcome_of(report)
         if report.skipped:
             if hasattr(report, "wasxfail"):
                 return "gated"
-            reason = _skip_reason(report)
-            if reason.startswith(NOT_APPLICABLE):
+            if outcome is Outcome.NOT_APPLICABLE:
                 return "not applicable"
-            return "ungated" if reason.startswith(UNGATED) else "skipped"
-        if report.failed and NOTHING_GATED in str(report.longrepr):
+            return "ungated" if outcome is Outcome.UNGATED else "skipped"
+        if report.failed and outcome is Outcome.NOTHING_GATED:
             return "ungated"
-        if report.failed and (
-            report.when != "call" or str(report.longrepr).startswith("flipgate: ")
-        ):
+        if report.failed and (report.when != "call" or outcome is Outcome.BAD_INPUT):
             return "error"  # could not run: bad input (exit 4), or a setup error
         return "gated" if report.when == "call" else None
 

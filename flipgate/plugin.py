@@ -21,6 +21,7 @@ from flipgate import FlipgateError, registry
 from flipgate.cost import budget_option, positive_int_option
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.gate_ledger import MODELS_PROPERTY, GateLedger
+from flipgate.outcomes import USAGE_ERRORS, outcome_of, stamp
 from flipgate.session import SESSION_KEY, FlipgateSession, record_calls
 from flipgate.suite_api import Case, NoCases
 
@@ -157,7 +158,9 @@ class _XdistHooks:
 class _BadInputStatus:
     """Controller: a flipgate input error (a FlipgateError at collection or in a cell, here or on a
     worker: bad config, unreadable data, a failed backend) ends the run with the usage-error
-    status, so CI can tell "could not run" from "a gate failed"."""
+    status, so CI can tell "could not run" from "a gate failed". A cell's report carries its
+    typed outcome (flipgate.outcomes); a collection error is one of flipgate's own
+    ``CollectError``s, whose message starts ``flipgate: ``."""
 
     def __init__(self):
         self.seen = False
@@ -167,7 +170,7 @@ class _BadInputStatus:
             self.seen = True
 
     def pytest_runtest_logreport(self, report):
-        if report.failed and str(report.longrepr).startswith("flipgate: "):
+        if report.failed and outcome_of(report) in USAGE_ERRORS:
             self.seen = True
 
     @pytest.hookimpl(trylast=True)
@@ -454,6 +457,15 @@ def _projection_path(state) -> Path:
     """The cost guard's projection of this run (written by the controller, read by every
     process)."""
     return state.store_path.parent / "cost_projection.json"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Every process: a phase that ended in one of flipgate's typed outcomes (flipgate.outcomes)
+    carries it on its report, to the controller's gate ledger and usage-error status."""
+    report = yield
+    stamp(report, call.excinfo.value if call.excinfo is not None else None)
+    return report
 
 
 @pytest.fixture

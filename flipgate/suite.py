@@ -14,6 +14,7 @@ import pytest
 
 from flipgate import FlipgateError
 from flipgate.config import ThresholdSet
+from flipgate.outcomes import BadInput, NotApplicable, NothingGated, Ungated
 from flipgate.results import Verdict
 from flipgate.suite_api import Gated, Measurement, SuiteCell
 
@@ -26,18 +27,20 @@ def live_output(capture_manager: Any = None):  # pytest's CaptureManager, a priv
 
 
 def fail_input(exc: FlipgateError) -> NoReturn:
-    """Fail the cell with the error's one-line message (no chained traceback); the plugin turns a
-    "flipgate: " failure into the run's usage-error status (flipgate.exitcodes)."""
-    raise pytest.fail.Exception(f"flipgate: {exc}", pytrace=False) from None
+    """Fail the cell with the error's one-line message (no chained traceback), typed
+    :class:`~flipgate.outcomes.BadInput`: the run's usage-error status (flipgate.exitcodes)."""
+    raise BadInput(f"flipgate: {exc}", pytrace=False) from None
 
 
-#: a skip reason that starts with this is a cell that cannot exist for the model (it takes no
-#: images, an ODI panel of one): reported, and not a reason to withhold GATE_PASSED
+#: how the skip reason of a cell that cannot exist for the model begins (it takes no images, an
+#: ODI panel of one; typed :class:`~flipgate.outcomes.NotApplicable`): reported, and not a reason
+#: to withhold GATE_PASSED
 NOT_APPLICABLE = "not applicable: "
-#: a skip reason that starts with this is a cell that ran but that no threshold could fail, let
-#: through by ``--allow-ungated``
+#: how the skip reason of a cell that no threshold could fail begins, let through by
+#: ``--allow-ungated`` (typed :class:`~flipgate.outcomes.Ungated`)
 UNGATED = "not gated (--allow-ungated): "
-#: the one-line failure of a cell that no threshold could fail (flipgate.gate_ledger counts it)
+#: how the one-line failure of a cell that no threshold could fail begins (typed
+#: :class:`~flipgate.outcomes.NothingGated`; flipgate.gate_ledger counts it)
 NOTHING_GATED = "flipgate: nothing gated: "
 
 
@@ -90,7 +93,7 @@ def run_cell(cell: SuiteCell) -> list[Verdict]:
 
 def skip_not_applicable(why: str) -> NoReturn:
     """Skip a cell that cannot exist for this model (:data:`NOT_APPLICABLE`)."""
-    pytest.skip(NOT_APPLICABLE + why)
+    raise NotApplicable(NOT_APPLICABLE + why)
 
 
 class InconclusiveThreshold(UserWarning):
@@ -115,8 +118,8 @@ def assert_verdicts(verdicts: list[Verdict], allow_ungated: bool) -> None:
             else f"only rule: warn thresholds apply to this cell ({', '.join(warned)})"
         )
         if allow_ungated:
-            pytest.skip(UNGATED + why)
-        pytest.fail(
+            raise Ungated(UNGATED + why)
+        raise NothingGated(
             f"{NOTHING_GATED}{why}, so nothing could fail it; declare a threshold for it "
             "(docs/thresholds.md) or pass --allow-ungated to accept ungated cells",
             pytrace=False,

@@ -18,6 +18,7 @@ from conftest import write
 from flipgate.__main__ import main
 from flipgate.exitcodes import GATE_FAILED, GATE_PASSED, INTERRUPTED, USAGE_ERROR
 from flipgate.gate_ledger import MODELS_PROPERTY, GateLedger
+from flipgate.outcomes import OUTCOME_PROPERTY, Outcome
 from flipgate.suite import NOT_APPLICABLE, NOTHING_GATED, UNGATED
 
 GATING = """
@@ -30,8 +31,16 @@ thresholds:
 # ------------------------------------------------------------------------------ the ledger, alone
 
 
-def report(outcome: str, when: str = "call", reason: str = "", models=("m",), **extra):
+def report(
+    outcome: str,
+    when: str = "call",
+    reason: str = "",
+    models=("m",),
+    typed: Outcome | None = None,
+    **extra,
+):
     longrepr = ("f.py", 1, f"Skipped: {reason}") if outcome == "skipped" else (reason or None)
+    typed_as = [(OUTCOME_PROPERTY, typed.value)] if typed is not None else []
     rep = pytest.TestReport(
         nodeid=f"suites/x.py::test[{len(reason)}-{outcome}-{when}]",
         location=("suites/x.py", 1, "test"),
@@ -39,7 +48,7 @@ def report(outcome: str, when: str = "call", reason: str = "", models=("m",), **
         outcome=outcome,  # type: ignore[arg-type]
         longrepr=longrepr,
         when=when,  # type: ignore[arg-type]
-        user_properties=[(MODELS_PROPERTY, list(models))],
+        user_properties=[(MODELS_PROPERTY, list(models)), *typed_as],
     )
     for key, value in extra.items():
         setattr(rep, key, value)
@@ -63,23 +72,26 @@ def test_ledger_counts_each_kind_of_cell():
         report("passed"),
         report("failed", reason="threshold(s) violated: ..."),
         report("skipped", reason="inconclusive", wasxfail="inconclusive threshold"),
-        report("failed", reason=NOTHING_GATED + "no threshold ..."),
-        report("skipped", "setup", NOT_APPLICABLE + "model takes no images"),
+        report("failed", reason=NOTHING_GATED + "no threshold ...", typed=Outcome.NOTHING_GATED),
+        report("skipped", "setup", NOT_APPLICABLE + "no images", typed=Outcome.NOT_APPLICABLE),
         report("skipped", "call", "baseline run r has no cell: nothing to compare with"),
-        report("failed", reason="flipgate: data/x.jsonl: row 3: field options: ..."),
+        report("failed", reason="flipgate: data/x.jsonl: row 3: ...", typed=Outcome.BAD_INPUT),
+        # the ledger reads the type, not the message: an untyped look-alike is what it is
+        report("skipped", "call", NOT_APPLICABLE + "a suite's own skip reason"),
+        report("failed", reason="flipgate: a threshold's own message"),
         report("passed", "setup"),  # not a cell's last word
         report("passed", "teardown"),
     ):
         ledger.pytest_runtest_logreport(rep)
     assert dict(ledger.outcomes) == {
-        "gated": 3,
+        "gated": 4,
         "ungated": 1,
         "not applicable": 1,
-        "skipped": 1,
+        "skipped": 2,
         "error": 1,
     }
     lines = ledger.summary_lines()
-    assert lines[0] == ("flipgate: cells: 3 gated, 1 ungated, 1 skipped, 1 not applicable, 1 error")
+    assert lines[0] == ("flipgate: cells: 4 gated, 1 ungated, 2 skipped, 1 not applicable, 1 error")
     assert any("nothing to compare with" in line for line in lines)
 
 
@@ -98,9 +110,13 @@ def test_a_skipped_cell_withholds_gate_passed_unless_allowed():
 def test_not_applicable_cells_pass_only_beside_a_gated_cell_of_the_model():
     ledger = GateLedger()
     ledger.pytest_runtest_logreport(report("passed", models=("a",)))
-    ledger.pytest_runtest_logreport(report("skipped", reason=NOT_APPLICABLE + "x", models=("a",)))
+    ledger.pytest_runtest_logreport(
+        report("skipped", reason="x", models=("a",), typed=Outcome.NOT_APPLICABLE)
+    )
     assert settle(ledger, GATE_PASSED) == GATE_PASSED
-    ledger.pytest_runtest_logreport(report("skipped", reason=NOT_APPLICABLE + "y", models=("b",)))
+    ledger.pytest_runtest_logreport(
+        report("skipped", reason="y", models=("b",), typed=Outcome.NOT_APPLICABLE)
+    )
     assert settle(ledger, GATE_PASSED) == USAGE_ERROR
     assert "model 'b': none of its 1 cells was gated" in "\n".join(ledger.summary_lines())
 
@@ -108,7 +124,9 @@ def test_not_applicable_cells_pass_only_beside_a_gated_cell_of_the_model():
 def test_ungated_cells_under_the_opt_out_are_counted_not_hidden():
     ledger = GateLedger(allow_ungated=True)
     ledger.pytest_runtest_logreport(report("passed"))
-    ledger.pytest_runtest_logreport(report("skipped", reason=UNGATED + "no threshold"))
+    ledger.pytest_runtest_logreport(
+        report("skipped", reason=UNGATED + "no threshold", typed=Outcome.UNGATED)
+    )
     assert settle(ledger, GATE_PASSED) == GATE_PASSED
     assert ledger.summary_lines()[0] == "flipgate: cells: 1 gated, 1 ungated"
 
@@ -170,6 +188,16 @@ def test_cells_no_threshold_can_fail_are_not_passes(
         assert NOTHING_GATED in out and "--allow-ungated" in out, out[-3000:]
     # the measurements are kept either way: the cards were written
     assert list((tmp_path / "cards" / "tiny").glob("*.json")), out[-3000:]
+
+
+def test_typed_outcomes_reach_the_controller_from_xdist_workers(tiny_model_dir, tmp_path):
+    """The ledger reads a cell's typed outcome (flipgate.outcomes), not its message: under
+    xdist the outcome travels with the worker's report to the controller."""
+    warn_only = "thresholds:\n  - {metric: flip_rate, max: 0.25, rule: warn}\n"
+    args = ("--allow-ungated", "-n", "2")
+    proc, out = audit(tmp_path, one_model(tiny_model_dir), warn_only, *args)
+    assert proc.returncode == GATE_PASSED, out[-3000:]
+    assert "flipgate: cells: 0 gated, 1 ungated, 2 not applicable" in out, out[-3000:]
 
 
 def test_a_text_only_model_whose_every_cell_needs_images_is_not_a_pass(tiny_model_dir, tmp_path):
