@@ -1,29 +1,21 @@
 """The core's cell loop (:func:`run_cell`): every suite's test measures its cell
-(``flipgate/<suite>/cell.py``, :meth:`flipgate.suite_api.SuiteCell.measure`), and this decides
-its thresholds, stores, reports to Allure and asserts; with the live progress display's
-terminal, the input-error failure, the not-applicable and ungated skips, and acting on the
-verdicts (:func:`assert_verdicts`)."""
+(:meth:`flipgate.suite_api.SuiteCell.measure`), and this decides its thresholds, stores, reports
+to Allure and asserts; with the input-error failure, the not-applicable and ungated skips, and
+acting on the verdicts (:func:`assert_verdicts`)."""
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import pytest
 
 from flipgate import FlipgateError
 from flipgate.config import ThresholdSet
+from flipgate.gate import evaluate
 from flipgate.outcomes import BadInput, NotApplicable, NothingGated, Ungated
 from flipgate.results import Verdict
 from flipgate.suite_api import Gated, Measurement, SuiteCell
-
-
-def live_output(capture_manager: Any = None):  # pytest's CaptureManager, a private type
-    """A context in which the live progress display reaches the terminal: pytest's output
-    capture (its CaptureManager) suspended, or nothing without one."""
-    cm = capture_manager
-    return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
 
 
 def fail_input(exc: FlipgateError) -> NoReturn:
@@ -47,8 +39,6 @@ NOTHING_GATED = "flipgate: nothing gated: "
 def decide(gated: Gated, thresholds: ThresholdSet) -> list[Verdict]:
     """The verdicts of ``thresholds`` (its model's) on ``gated``
     (:class:`~flipgate.suite_api.Gated`)."""
-    from flipgate.gate import evaluate
-
     if gated.decide is not None:
         return gated.decide(thresholds)
     selected = thresholds.for_cell(gated.select or gated.cell, gated.dataset, gated.vs)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from flipgate import FlipgateError
+
 __all__ = [
     "Case",
     "FlipgateError",
@@ -29,13 +31,12 @@ __all__ = [
     "Measurement",
     "MetricSpec",
     "NoCases",
+    "REQUIRED",
     "Suite",
     "SuiteCell",
     "SuiteContext",
     "mean_estimate",
 ]
-
-from flipgate import FlipgateError
 
 if TYPE_CHECKING:
     from flipgate.audit import Auditor
