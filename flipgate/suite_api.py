@@ -362,14 +362,22 @@ class Suite:
     def project(self, ctx: SuiteContext, auditor: Auditor, ledger: Ledger) -> list[Projection]:
         """The paid calls this run would make, priced (flipgate.cost): the cost guard sums them
         against ``--budget`` before any cell runs. By default the :meth:`requests` of every case,
-        less those the response cache answers, at each model's price."""
+        less those the response cache answers, at each model's price; a case that would call
+        models but names none (a panel-wide case) is refused, as its calls have no price."""
         from flipgate.cost import project_calls
 
         cases = self.cases(ctx, None)
         calls: dict[str, list[Request]] = {}
         for case in cases if isinstance(cases, list) else []:
+            requests = self.requests(auditor, case.param)
+            if requests and not case.models:
+                raise FlipgateError(
+                    f"suite {self.name!r}: the cost guard (--budget) cannot price case "
+                    f"{case.id!r}: it names no models (Case.models), so whose calls its "
+                    "requests() are is unknown; define project() (flipgate.suite_api.Suite)"
+                )
             for model_id in case.models:
-                calls.setdefault(model_id, []).extend(self.requests(auditor, case.param))
+                calls.setdefault(model_id, []).extend(requests)
         return [project_calls(auditor, self.name, m, found) for m, found in calls.items()]
 
     def card_section(self, store: TrialStore, model_id: str, dataset: str) -> dict | None:

@@ -515,8 +515,8 @@ def test_a_suite_the_guard_cannot_find_makes_no_call(start_server, tmp_path):
 def test_a_suites_default_projection_prices_the_requests_it_declares():
     """``Suite.project``'s default (a third-party suite's): its ``requests()`` per case model,
     a local model's calls counted free, an API model's at its price; a suite that gives neither
-    ``requests()`` nor ``project()`` is refused in one line, so ``--budget`` never waves it
-    through."""
+    ``requests()`` nor ``project()``, or a case whose calls name no model, is refused in one
+    line, so ``--budget`` never waves it through."""
     from types import SimpleNamespace
 
     from flipgate import FlipgateError
@@ -546,3 +546,15 @@ def test_a_suites_default_projection_prices_the_requests_it_declares():
     assert (local.n_calls, local.usd) == (3, 0.0)
     with pytest.raises(FlipgateError, match="'declared': the cost guard .* cannot price its calls"):
         Declared().project(SimpleNamespace(), auditor, None)
+
+    class Panel(Counted):  # a panel-wide case calls models but gates none: its calls unpriced
+        def cases(self, ctx, part):
+            return [Case("all", "all", "all")]
+
+    with pytest.raises(FlipgateError) as refused:
+        Panel().project(SimpleNamespace(), auditor, None)
+    assert str(refused.value) == (
+        "suite 'declared': the cost guard (--budget) cannot price case 'all': it names no models "
+        "(Case.models), so whose calls its requests() are is unknown; define project() "
+        "(flipgate.suite_api.Suite)"
+    )
