@@ -29,7 +29,7 @@ COMMANDS = {
     "init": "flipgate.init:init_main",
     "compare": "flipgate.regression.cli:compare_main",
     "baseline": "flipgate.regression.cli:promote_main",
-    "card": "flipgate.cards.cli:card_main",
+    "card": "flipgate.exports.model_card:card_main",
     "export": "flipgate.exports.cli:export_main",
     "prepare": "flipgate.prepare:prepare_main",
     "generate-paraphrases": "flipgate.decomposition.generate:generate_main",

@@ -1,6 +1,6 @@
 """Markdown text safe to paste into a GRID card, a comparison table or a pull request: the one
 escape every user-supplied string goes through (:mod:`flipgate.cards.build`,
-:mod:`flipgate.regression.table`, :mod:`flipgate.cards.cli`)."""
+:mod:`flipgate.regression.table`, :mod:`flipgate.exports.model_card`)."""
 
 from __future__ import annotations
 

@@ -363,7 +363,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def flipgate_auditor(request):
-    """This process's :class:`~flipgate.audit.Auditor` (models load once per worker); its API call
+    """This process's :class:`~flipgate.calls.Auditor` (models load once per worker); its API call
     counts are stored at teardown."""
     try:
         auditor = FlipgateSession.of(request.config).auditor()

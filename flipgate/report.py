@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pydantic import BaseModel
 
-    from flipgate.cards.build import WrittenCard
+    from flipgate.cards.write import WrittenCard
 
 
 def allure_module():

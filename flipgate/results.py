@@ -22,8 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from flipgate.backends.base import Output, Request
-from flipgate.hashing import sha256_bytes, sha256_text
+from flipgate.backends.base import Output, Request, prompt_sha256
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -84,16 +83,6 @@ class Trial(BaseModel):
 
 #: the run store's trial columns, in order
 TRIAL_COLUMNS = list(Trial.model_fields)
-
-
-def prompt_sha256(request: Request) -> str:
-    """sha256 of what the model was shown: messages, answer prefix and each image's (and audio
-    clip's) sha256."""
-    images = [sha256_bytes(im) for im in request.images]
-    shown: list[object] = [request.messages, request.answer_prefix, images]
-    if request.audios:  # only then: every other prompt hash stays as it was
-        shown.append([sha256_bytes(a) for a in request.audios])
-    return sha256_text(json.dumps(shown))
 
 
 def trials_frame(trials: list[Trial]) -> pd.DataFrame:

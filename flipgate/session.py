@@ -21,8 +21,8 @@ import pytest
 from flipgate import FlipgateError
 
 if TYPE_CHECKING:
-    from flipgate.audit import Auditor
-    from flipgate.cards.build import WrittenCard
+    from flipgate.calls import Auditor
+    from flipgate.cards.write import WrittenCard
     from flipgate.config import AuditConfig
     from flipgate.interrupts import Interrupts
     from flipgate.progress import LiveProgress, Plan
@@ -255,9 +255,9 @@ class FlipgateSession:
 
     # -- running -----------------------------------------------------------------------------
     def auditor(self) -> Auditor:
-        """A new :class:`~flipgate.audit.Auditor` for this process (models load once in it)."""
+        """A new :class:`~flipgate.calls.Auditor` for this process (models load once in it)."""
         from flipgate import registry
-        from flipgate.audit import Auditor, Paths
+        from flipgate.calls import Auditor, Paths
 
         cfg = self.audit_config()
         workers = int((getattr(self.config, "workerinput", None) or {}).get("workercount", 1))
@@ -387,7 +387,8 @@ class FlipgateSession:
         Returns the run's exit status: ``exitstatus``, or ``INTERNAL_ERROR`` when the cards could
         not be written (the trials store is kept)."""
         from flipgate import __version__, registry
-        from flipgate.cards.build import git_commit, write_cards
+        from flipgate.cards.build import git_commit
+        from flipgate.cards.write import write_cards
         from flipgate.exitcodes import GATE_PASSED, INTERNAL_ERROR, INTERRUPTED
         from flipgate.grammar import GRAMMAR_VERSION
         from flipgate.store import TrialStore

@@ -1,12 +1,16 @@
-"""The core's cell loop (:func:`run_cell`): every suite's test measures its cell
-(:meth:`flipgate.suite_api.SuiteCell.measure`), and this decides its thresholds, stores, reports
-to Allure and asserts; with the input-error failure, the not-applicable and ungated skips, and
-acting on the verdicts (:func:`assert_verdicts`)."""
+"""The core's cell: what a suite's cell gives (:class:`SuiteCell`, whose :meth:`~SuiteCell.measure`
+returns a typed :class:`Measurement` of :class:`Gated` parts) and the cell loop (:func:`run_cell`)
+that decides its thresholds, stores, reports to Allure and asserts; with the input-error failure,
+the not-applicable and ungated skips, and acting on the verdicts (:func:`assert_verdicts`). A
+suite imports these through :mod:`flipgate.suite_api`."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from typing import NoReturn
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -15,7 +19,86 @@ from flipgate.config import ThresholdSet
 from flipgate.gate import evaluate
 from flipgate.outcomes import BadInput, NotApplicable, NothingGated, Ungated
 from flipgate.results import Verdict
-from flipgate.suite_api import Gated, Measurement, SuiteCell
+
+if TYPE_CHECKING:
+    from flipgate.calls import Auditor
+    from flipgate.config import Threshold
+    from flipgate.store import TrialStore
+
+
+@dataclass
+class Gated:
+    """One model's part of a cell's :class:`Measurement` that thresholds decide. The core
+    (:func:`run_cell`) reads the model's thresholds once per session, decides
+    them and stores the verdicts under (``model``, ``dataset``, ``cell``).
+
+    By default the core applies the thresholds that select ``select`` (``cell`` when None) on
+    ``dataset`` (with ``vs``), those ``applies`` keeps, to ``estimates`` (``{readout: {metric:
+    MetricEstimate}}``; ``readout`` is the primary one): a ``lower``/``upper`` threshold on a
+    metric with per-item values in ``sequences`` (``{(readout, metric): ItemValues}``) is decided
+    by the one-sided tests of docs/definitions.md §12 on the look grid ``looks`` of a cell that
+    drew sequentially (fixed N otherwise; ``planned``: the items fixed-N tests wait for), any other
+    by its interval; ``context`` goes to every verdict (its ``facet`` is the selector unless
+    ``context`` names one). A suite whose thresholds reach its estimates in a way of its own (a
+    readout or a CI level per threshold) gives ``decide``, which the core calls with the model's
+    thresholds instead."""
+
+    model: str
+    dataset: str
+    cell: str
+    estimates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    readout: str = ""
+    select: str | None = None
+    vs: str | None = None
+    applies: Callable[[Threshold], bool] | None = None
+    sequences: Mapping[tuple[str, str], Any] | None = None
+    looks: Any = None
+    planned: int | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+    decide: Callable[[ThresholdSet], list[Verdict]] | None = None
+
+
+@dataclass
+class Measurement:
+    """What a cell measured, for the core to decide, store, report and assert
+    (:func:`run_cell`): its ``gated`` parts; ``record`` stores what it measured
+    besides the verdicts (called once they are decided, so a record may carry them); ``report``
+    attaches it to Allure with the verdicts; ``not_applicable``: the cell is reported and then
+    skipped with this reason (never a pass); ``failure``: reported, then the cell fails with
+    this reason and any violated threshold."""
+
+    gated: list[Gated]
+    record: Callable[[TrialStore], None] | None = None
+    report: Callable[[list[Verdict]], None] | None = None
+    not_applicable: str | None = None
+    failure: str | None = None
+
+
+class SuiteCell:
+    """The base of a suite's cell: a subclass sets ``auditor`` and ``thresholds_dir`` (and
+    ``capture_manager`` to show live progress) and gives :meth:`measure`; :meth:`run`, what the
+    test calls, is the core's cell loop (:func:`run_cell`): decide, store, report
+    to Allure and assert."""
+
+    auditor: Auditor
+    thresholds_dir: str
+    capture_manager: Any = None  # pytest's CaptureManager (a private type)
+
+    def measure(self) -> Measurement:
+        """Measure the cell (model calls through :attr:`auditor`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define measure()")
+
+    def thresholds(self, model_id: str) -> ThresholdSet:
+        """``model_id``'s thresholds, read once per session."""
+        return self.auditor.thresholds(model_id, self.thresholds_dir)
+
+    def live_output(self) -> contextlib.AbstractContextManager:
+        """A context in which the live progress display reaches the terminal."""
+        cm = self.capture_manager
+        return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
+
+    def run(self) -> list[Verdict]:
+        return run_cell(self)
 
 
 def fail_input(exc: FlipgateError) -> NoReturn:

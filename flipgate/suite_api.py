@@ -6,20 +6,20 @@ subclass of :class:`Suite` that defines the :data:`REQUIRED` members (a name, it
 case is measured) and overrides any default that does not fit; a package outside flipgate adds
 one through the ``flipgate.suites`` entry-point group (docs/architecture.md). A case's
 :class:`Measurement` is decided, stored, reported and asserted by the core's cell loop
-(flipgate.suite.run_cell). flipgate's own suites also give :class:`TypedCardSuite`, the typed
-fields of the GRID card that they fill (the cards name no suite).
+(flipgate.suite.run_cell, where :class:`SuiteCell`, :class:`Measurement` and :class:`Gated` are
+defined; this module re-exports them). flipgate's own suites also give
+flipgate.cards.build.TypedCardSuite, the typed fields of the GRID card that they fill (the cards
+name no suite).
 
 No suite is imported here; this module sits with the core services (docs/architecture.md).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from flipgate import FlipgateError
 
@@ -35,17 +35,17 @@ __all__ = [
     "Suite",
     "SuiteCell",
     "SuiteContext",
+    "facet_requests",
     "mean_estimate",
 ]
 
+from flipgate.suite import Gated, Measurement, SuiteCell
+
 if TYPE_CHECKING:
-    from flipgate.audit import Auditor
     from flipgate.backends import Request
-    from flipgate.cards.build import CardContext
-    from flipgate.cards.model import GridCard
-    from flipgate.config import AuditConfig, Threshold, ThresholdSet
+    from flipgate.calls import Auditor
+    from flipgate.config import AuditConfig
     from flipgate.cost import Ledger, Projection
-    from flipgate.results import Verdict
     from flipgate.store import TrialStore
 
 #: planned trials per (model id, dataset, cell), the live progress display's unit
@@ -132,83 +132,6 @@ class GatedCell:
     part: str | None = None
     #: a panel-wide cell (the ODI fit): it alone does not give a model a check
     panel: bool = False
-
-
-@dataclass
-class Gated:
-    """One model's part of a cell's :class:`Measurement` that thresholds decide. The core
-    (:func:`flipgate.suite.run_cell`) reads the model's thresholds once per session, decides
-    them and stores the verdicts under (``model``, ``dataset``, ``cell``).
-
-    By default the core applies the thresholds that select ``select`` (``cell`` when None) on
-    ``dataset`` (with ``vs``), those ``applies`` keeps, to ``estimates`` (``{readout: {metric:
-    MetricEstimate}}``; ``readout`` is the primary one): a ``lower``/``upper`` threshold on a
-    metric with per-item values in ``sequences`` (``{(readout, metric): ItemValues}``) is decided
-    by the one-sided tests of docs/definitions.md §12 on the look grid ``looks`` of a cell that
-    drew sequentially (fixed N otherwise; ``planned``: the items fixed-N tests wait for), any other
-    by its interval; ``context`` goes to every verdict (its ``facet`` is the selector unless
-    ``context`` names one). A suite whose thresholds reach its estimates in a way of its own (a
-    readout or a CI level per threshold) gives ``decide``, which the core calls with the model's
-    thresholds instead."""
-
-    model: str
-    dataset: str
-    cell: str
-    estimates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    readout: str = ""
-    select: str | None = None
-    vs: str | None = None
-    applies: Callable[[Threshold], bool] | None = None
-    sequences: Mapping[tuple[str, str], Any] | None = None
-    looks: Any = None
-    planned: int | None = None
-    context: Mapping[str, Any] = field(default_factory=dict)
-    decide: Callable[[ThresholdSet], list[Verdict]] | None = None
-
-
-@dataclass
-class Measurement:
-    """What a cell measured, for the core to decide, store, report and assert
-    (:func:`flipgate.suite.run_cell`): its ``gated`` parts; ``record`` stores what it measured
-    besides the verdicts (called once they are decided, so a record may carry them); ``report``
-    attaches it to Allure with the verdicts; ``not_applicable``: the cell is reported and then
-    skipped with this reason (never a pass); ``failure``: reported, then the cell fails with
-    this reason and any violated threshold."""
-
-    gated: list[Gated]
-    record: Callable[[TrialStore], None] | None = None
-    report: Callable[[list[Verdict]], None] | None = None
-    not_applicable: str | None = None
-    failure: str | None = None
-
-
-class SuiteCell:
-    """The base of a suite's cell: a subclass sets ``auditor`` and ``thresholds_dir`` (and
-    ``capture_manager`` to show live progress) and gives :meth:`measure`; :meth:`run`, what the
-    test calls, is the core's cell loop (:func:`flipgate.suite.run_cell`): decide, store, report
-    to Allure and assert."""
-
-    auditor: Auditor
-    thresholds_dir: str
-    capture_manager: Any = None  # pytest's CaptureManager (a private type)
-
-    def measure(self) -> Measurement:
-        """Measure the cell (model calls through :attr:`auditor`)."""
-        raise NotImplementedError(f"{type(self).__name__} does not define measure()")
-
-    def thresholds(self, model_id: str) -> ThresholdSet:
-        """``model_id``'s thresholds, read once per session."""
-        return self.auditor.thresholds(model_id, self.thresholds_dir)
-
-    def live_output(self) -> contextlib.AbstractContextManager:
-        """A context in which the live progress display reaches the terminal."""
-        cm = self.capture_manager
-        return cm.global_and_fixture_disabled() if cm is not None else contextlib.nullcontext()
-
-    def run(self) -> list[Verdict]:
-        from flipgate.suite import run_cell
-
-        return run_cell(self)
 
 
 class SuiteContext(Protocol):
@@ -428,58 +351,8 @@ def mean_estimate(values: list[float], cell: SuiteCell, cluster: list | None = N
     return estimate(values, cfg.bootstrap_n, cfg.level, cfg.seed, cluster=cluster)
 
 
-@runtime_checkable
-class TypedCardSuite(Protocol):
-    """What flipgate's own suites give the GRID cards besides :class:`Suite`'s generic
-    ``suites`` section: their sections are typed fields of :class:`~flipgate.cards.model.GridCard`
-    (its checked-in schema names them), so only they give these members, and a suite from another
-    package, which cannot add a typed field, need not (flipgate.cards builds with what a suite that
-    is one gives, and skips one that is not). flipgate/suite_base.py's ``TypedCardSection`` holds
-    the defaults: no cells, fields, card, lines or pages."""
-
-    #: where its card comes in the search for the card of a dataset no facet or control cell ran
-    #: on (:meth:`own_card`): lower first
-    own_card_rank: int
-
-    def owns_cell(self, cell: str) -> bool:
-        """True for a trials-store cell (``facet`` column) that it records: not a facet cell of
-        the card."""
-        ...
-
-    def card_fields(self, ctx: CardContext) -> dict[str, Any]:
-        """The GridCard fields it fills on the card of ``ctx.model_id`` on ``ctx.dataset`` (e.g.
-        ``{"judge_consensus": JudgeConsensusSection}``), and any axis-receipt fields (e.g.
-        ``envelope_rules_sha256``); empty where it has none."""
-        ...
-
-    def own_card(self, ctx: CardContext, sections: dict[str, Any]) -> GridCard | None:
-        """The card of a dataset that no facet or control cell ran on, where it audited it (built
-        with :meth:`CardContext.suite_card`), else None; ``sections`` are the GridCard fields every
-        suite's :meth:`card_fields` gave the card."""
-        ...
-
-    def card_fields_markdown(self, card: dict) -> list[str]:
-        """The Markdown lines of its typed sections of ``card`` (JSON data); none where the card
-        has none."""
-        ...
-
-    def model_pages(
-        self, store: TrialStore, model_id: str, run_id: str, level: float
-    ) -> dict[str, str]:
-        """Pages it writes next to a model's cards: file name in ``grid_cards/<model>/`` -> text."""
-        ...
-
-    def model_index_metrics(self, card: dict) -> list[dict]:
-        """Its headline metrics of ``card`` (JSON data) for the model's Hugging Face
-        ``model-index`` (``type``, ``name``, ``value``); none where the card has no section."""
-        ...
-
-    def own_card_label(self, card: dict) -> str | None:
-        """How the model card's table names the row of a card of its own (Markdown); None
-        where ``card`` is not one."""
-        ...
-
-    def model_card_lines(self, cards: list[dict]) -> list[str]:
-        """Its Markdown lines in the flipgate section of a Hugging Face model card
-        (``python -m flipgate card``), from the model's cards (JSON data)."""
-        ...
+def facet_requests(auditor: Auditor, dataset: str, facet: str) -> list[Request]:
+    """The requests of ``facet``'s cell on ``dataset``: its items, each under the K orderings of
+    the run's manifest, rendered as the order suite asks them (flipgate.facet_plan), so a suite can
+    ask a model the same prompts (the response cache then answers them once)."""
+    return auditor.plans.cell_requests(dataset, facet)[1]

@@ -17,7 +17,7 @@ class TypedCardSection(Suite):
     """A built-in suite whose card section is a typed field of the GRID card
     (flipgate/cards/model.py), so it adds nothing through the protocol's generic ``suites``
     section, and prints no lines of its own. It gives its typed fields through
-    flipgate.suite_api.TypedCardSuite: each member it gives is the function of the same name and
+    flipgate.cards.build.TypedCardSuite: each member it gives is the function of the same name and
     arguments in :attr:`card_module` (imported on first use, so that reading models.yaml does not
     load the card code); a member that module does not define gives nothing (no fields, no card
     of its own, no lines, no pages)."""

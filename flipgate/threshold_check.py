@@ -15,27 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flipgate import FlipgateError
-from flipgate.cell import Cell
 from flipgate.config import AuditConfig, Threshold, ThresholdSet, parse_thresholds, threshold_files
-from flipgate.facets import readouts_for
 from flipgate.suite_api import GatedCell, Suite
-
-
-def facet_cells(cfg: AuditConfig) -> list[GatedCell]:
-    """Every facet and control cell of every order-suite model, with the readouts the model
-    gives on that facet (the order suite's gated cells, and the regression suite's)."""
-    out = []
-    for model_id in cfg.audited("order"):
-        model = cfg.models[model_id]
-        for cell, dataset in cfg.cells(model_id):
-            try:
-                readouts = readouts_for(
-                    Cell.parse(cell).facet, model["readouts"], model["primary_readout"]
-                )[0]
-            except FlipgateError:  # the cell itself reports this when it runs
-                readouts = model["readouts"]
-            out.append(GatedCell(model_id, cell, dataset, tuple(readouts)))
-    return out
 
 
 def suite_of(t: Threshold, suites: Sequence[Suite]) -> str:

@@ -212,7 +212,7 @@ def tiny_audio_dir(tmp_path_factory) -> Path:
 
 def llava_auditor(model_dir: Path, tmp_path: Path, facet: str, dataset: str, n_items: int):
     """An Auditor over the tiny LLaVA for one facet × dataset (letter log-prob primary)."""
-    from flipgate.audit import Auditor, Paths
+    from flipgate.calls import Auditor, Paths
     from flipgate.config import AuditConfig
     from flipgate.items import DatasetSpec
 

@@ -15,6 +15,7 @@ from flipgate import FlipgateError
 from flipgate.backends.api import LiteLLMBackend, content_parts, label_logprobs, retry_after_s
 from flipgate.backends.base import Request
 from flipgate.items import DatasetSpec
+from flipgate.order.measure import order_cells
 from flipgate.readouts import read_label
 from flipgate.serve import Faults, LoopbackServer
 from flipgate.summary import facet_summary
@@ -247,13 +248,13 @@ def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_pa
     with pytest.raises(
         FlipgateError, match=r"model 'api' .* call failed after 2 attempt\(s\) for trial"
     ):
-        auditor.trials("scripted", "arc_challenge", "option_order")
+        order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
     c = server.counts
     assert c["failed_after"] > 2  # calls were in the air when the trial failed
     assert c["requests"] == c["ok"] + c["failed_after"]  # and none is left there
     assert c["ok"] == len(auditor.cache) == 11  # every answer was cached before the error surfaced
     server.faults.fail_after = None
-    trials = auditor.trials("scripted", "arc_challenge", "option_order")
+    trials = order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
     assert len(trials) == 30 and trials["from_cache"].sum() == 11  # 5 items x K=6
     assert c["ok"] == 30  # only the 19 missing ones were asked again
     summary, _ = facet_summary(trials, "regex")

@@ -7,9 +7,10 @@ import pytest
 
 from conftest import ScriptedBackend
 from flipgate import FlipgateError
-from flipgate.audit import Auditor, Paths
+from flipgate.calls import Auditor, Paths
 from flipgate.config import AuditConfig
 from flipgate.items import DatasetSpec
+from flipgate.order.measure import order_cells
 from flipgate.session import record_calls
 from flipgate.summary import control_summary, facet_summary
 
@@ -44,7 +45,9 @@ def make_auditor(tmp_path: Path, backend, cache=True, run_id="r1", control_salt=
 
 def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):
     biased = make_auditor(tmp_path, ScriptedBackend())
-    s, _ = facet_summary(biased.trials("scripted", "arc_challenge", "option_order"), "regex")
+    s, _ = facet_summary(
+        order_cells(biased).trials("scripted", "arc_challenge", "option_order"), "regex"
+    )
     assert (
         s.metrics["flip_rate"].estimate == 1.0
         and s.metrics["parse_rate"].estimate == 1.0
@@ -63,7 +66,9 @@ def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):
         raise AssertionError("gold option not rendered")
 
     perfect = make_auditor(tmp_path / "p", ScriptedBackend(rule=always_gold))
-    s, _ = facet_summary(perfect.trials("scripted", "arc_challenge", "option_order"), "regex")
+    s, _ = facet_summary(
+        order_cells(perfect).trials("scripted", "arc_challenge", "option_order"), "regex"
+    )
     assert (
         s.metrics["flip_rate"].estimate == 0.0
         and s.metrics["accuracy"].estimate == 1.0
@@ -74,27 +79,27 @@ def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):
 def test_warm_cache_makes_no_calls(tmp_path):
     backend = ScriptedBackend()
     first = make_auditor(tmp_path, backend)
-    first.trials("scripted", "arc_challenge", "option_order")
-    first.trials("scripted", "arc_challenge", "same_ordering:option_order")
+    order_cells(first).trials("scripted", "arc_challenge", "option_order")
+    order_cells(first).trials("scripted", "arc_challenge", "same_ordering:option_order")
     assert backend.calls == 30 + 30  # K canonical calls per item for the control
     rerun = make_auditor(tmp_path, backend, run_id="r2")
-    df = rerun.trials("scripted", "arc_challenge", "option_order")
-    control = rerun.trials("scripted", "arc_challenge", "same_ordering:option_order")
+    df = order_cells(rerun).trials("scripted", "arc_challenge", "option_order")
+    control = order_cells(rerun).trials("scripted", "arc_challenge", "same_ordering:option_order")
     assert backend.calls == 60 and df["from_cache"].all() and control["from_cache"].all()
 
 
 def test_no_cache_option(tmp_path):
     backend = ScriptedBackend()
     auditor = make_auditor(tmp_path, backend, cache=False)
-    auditor.trials("scripted", "arc_challenge", "option_order")
-    auditor.trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
     assert backend.calls == 60
 
 
 def test_delta_order_from_trials(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
-    perm = auditor.trials("scripted", "arc_challenge", "option_order")
-    same = auditor.trials("scripted", "arc_challenge", "same_ordering:option_order")
+    perm = order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
+    same = order_cells(auditor).trials("scripted", "arc_challenge", "same_ordering:option_order")
     s, _ = control_summary(perm, same, "regex", n_boot=200)
     assert s.metrics["flip_rate_same"].estimate == 0.0
     assert (
@@ -105,7 +110,9 @@ def test_delta_order_from_trials(tmp_path):
 
 def test_unparsable_answers_counted_not_guessed(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend(rule=lambda r: None if r.key[3] % 2 else "A"))
-    s, _ = facet_summary(auditor.trials("scripted", "arc_challenge", "option_order"), "regex")
+    s, _ = facet_summary(
+        order_cells(auditor).trials("scripted", "arc_challenge", "option_order"), "regex"
+    )
     assert s.metrics["parse_rate"].estimate == 0.5
 
 
@@ -119,17 +126,17 @@ def test_backend_error_keeps_finished_batches(tmp_path):
     flaky = Flaky()
     auditor = make_auditor(tmp_path, flaky)
     with pytest.raises(FlipgateError, match=r"model 'scripted': backend call failed .*HTTP 503"):
-        auditor.trials("scripted", "arc_challenge", "option_order")
+        order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
     assert len(auditor.cache) == 8  # two batches of 4 were kept
     healthy = ScriptedBackend()
     resumed = make_auditor(tmp_path, healthy, run_id="r2")
-    resumed.trials("scripted", "arc_challenge", "option_order")
+    order_cells(resumed).trials("scripted", "arc_challenge", "option_order")
     assert healthy.calls == 30 - 8
 
 
 def test_trials_are_recorded_with_identity(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
-    auditor.trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
     df = auditor.store.trials(model_id="scripted")
     assert len(df) == 30 and set(df["condition"]) == set(range(6))
     row = df.iloc[0]
@@ -151,7 +158,7 @@ def test_evidence_facet_scores_short_answers(tmp_path):
 
     right = auditor_for(lambda req: golds[req.key[1]])
     s, _ = facet_summary(
-        right.trials("scripted", "synthetic_multihop", "evidence_chunk_order"), "regex"
+        order_cells(right).trials("scripted", "synthetic_multihop", "evidence_chunk_order"), "regex"
     )
     assert (
         s.metrics["accuracy"].estimate == 1.0
@@ -176,17 +183,17 @@ def test_a_cell_is_measured_once_per_run_and_read_back_by_every_reader(tmp_path,
     original = auditor._draw_items
     monkeypatch.setattr(auditor, "_draw_items", lambda *a: draws.append(a) or original(*a))
     control = "same_ordering:option_order"
-    first = auditor.measured_trials("scripted", "arc_challenge", control)
+    first = order_cells(auditor).measured_trials("scripted", "arc_challenge", control)
     calls = backend.calls
     assert calls == 5 * 6
-    again = auditor.measured_trials("scripted", "arc_challenge", control)
+    again = order_cells(auditor).measured_trials("scripted", "arc_challenge", control)
     pd.testing.assert_frame_equal(
         again[["item_id", "condition", "sample", "raw_output"]],
         first[["item_id", "condition", "sample", "raw_output"]],
     )
     assert backend.calls == calls  # read back, not re-measured
-    perm = auditor.measured_trials("scripted", "arc_challenge", "option_order")
-    auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    perm = order_cells(auditor).measured_trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).measured_trials("scripted", "arc_challenge", "option_order")
     assert backend.calls == calls + len(perm)  # the facet cell, once, without a cache
     assert draws == [("arc_challenge", "option_order")]  # items drawn once per process
     s, _ = control_summary(perm, again, "regex", n_boot=200)
@@ -196,13 +203,13 @@ def test_a_cell_is_measured_once_per_run_and_read_back_by_every_reader(tmp_path,
 def test_an_incomplete_stored_cell_is_measured_again(tmp_path):
     backend = ScriptedBackend()
     auditor = make_auditor(tmp_path, backend, cache=False)
-    auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).measured_trials("scripted", "arc_challenge", "option_order")
     with auditor.store.conn:  # a cell whose write was cut short
         auditor.store.conn.execute(
             "DELETE FROM trials WHERE item_id = (SELECT MIN(item_id) FROM trials)"
         )
     calls = backend.calls
-    again = auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    again = order_cells(auditor).measured_trials("scripted", "arc_challenge", "option_order")
     assert backend.calls == 2 * calls and len(again) == calls
 
 
@@ -212,23 +219,23 @@ def test_control_replicates_are_replayed_by_seed_and_fresh_controls_measure_agai
     control = "same_ordering:option_order"
     backend = ScriptedBackend()
     first = make_auditor(tmp_path, backend, run_id="r1")
-    cold = first.measured_trials("scripted", "arc_challenge", control)
+    cold = order_cells(first).measured_trials("scripted", "arc_challenge", control)
     assert backend.calls == 5 * 6 and not cold["from_cache"].any()
-    _, requests = first.cell_requests("arc_challenge", control)
+    _, requests = first.plans.cell_requests("arc_challenge", control)
     keys = first.cache_keys("scripted", requests, by_seed=True)
     assert len(set(keys)) == len(keys)  # six replicates of one prompt, six keys
     assert len(set(first.cache_keys("scripted", requests))) == 5  # without seeds: one per item
     record_calls(first, "gw0")
     assert first.store.model_calls() == {"scripted": 30}
     rerun = make_auditor(tmp_path, backend, run_id="r2")
-    warm = rerun.measured_trials("scripted", "arc_challenge", control)
+    warm = order_cells(rerun).measured_trials("scripted", "arc_challenge", control)
     assert backend.calls == 5 * 6 and warm["from_cache"].all()  # replayed, no model call
     assert list(warm["raw_output"]) == list(cold["raw_output"])
     record_calls(rerun, "gw0")
     assert rerun.store.answered() == {"scripted": (0, 30)}
     assert rerun.store.model_calls() == {"scripted": 0}  # counted, and zero
     fresh = make_auditor(tmp_path, backend, run_id="r3", control_salt="r3")
-    _, fresh_requests = fresh.cell_requests("arc_challenge", control)
+    _, fresh_requests = fresh.plans.cell_requests("arc_challenge", control)
     assert {r.seed for r in fresh_requests}.isdisjoint({r.seed for r in requests})
-    again = fresh.measured_trials("scripted", "arc_challenge", control)
+    again = order_cells(fresh).measured_trials("scripted", "arc_challenge", control)
     assert backend.calls == 2 * 5 * 6 and not again["from_cache"].any()

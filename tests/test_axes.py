@@ -153,7 +153,7 @@ def test_generate_paraphrases_writes_unchecked_rewrites(tmp_path, monkeypatch):
             texts = [" In words: what is it?\nmore", "   ", " " + requests[-1].key[1]]
             return [Output(texts[i % 3]) for i in range(len(requests))]
 
-    monkeypatch.setattr("flipgate.audit.create_backend", lambda cfg: Rewriter())
+    monkeypatch.setattr("flipgate.calls.create_backend", lambda cfg: Rewriter())
     models = write(
         tmp_path / "models.yaml",
         """

@@ -9,9 +9,10 @@ from huggingface_hub import ModelCard
 from test_audit_runner import ScriptedBackend, make_auditor
 
 from flipgate.cards import build_card, validate_card, write_cards
-from flipgate.cards.build import card_markdown
+from flipgate.cards.markdown import card_markdown
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec
+from flipgate.order.measure import order_cells
 from flipgate.results import CellSummary, Verdict
 
 
@@ -42,8 +43,8 @@ def card_store(tmp_path):
         {"backend": "scripted", "weights_sha256": "abc", "source": None},
         {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
     )
-    auditor.trials("scripted", "arc_challenge", "option_order")
-    auditor.trials("scripted", "arc_challenge", "same_ordering:option_order")
+    order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).trials("scripted", "arc_challenge", "same_ordering:option_order")
     auditor.store.add_verdicts(
         "scripted",
         "arc_challenge",
@@ -177,7 +178,7 @@ def _table_rows(md: str) -> list[list[str]]:
 
 
 def test_markdown_escapes_user_strings(card_store):
-    from flipgate.cards.build import md_escape
+    from flipgate.markdown_text import md_escape
 
     evil = "main|<script>alert(1)</script>"
     card_store.add_model(
@@ -250,7 +251,7 @@ def test_verdict_why_in_card_json_and_markdown(card_store):
 
 
 def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
-    from flipgate.cards.build import StaleCardWarning
+    from flipgate.cards.write import StaleCardWarning
 
     out = tmp_path / "cards"
     first = make_auditor(tmp_path / "a", ScriptedBackend(), run_id="r1")
@@ -259,7 +260,7 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
     )
     first.config.facets["option_order"].append(DatasetSpec("mmlu"))
     for dataset in ("arc_challenge", "mmlu"):
-        first.trials("scripted", dataset, "option_order")
+        order_cells(first).trials("scripted", dataset, "option_order")
     write_cards(first.store, out, "r1", n_boot=200)
     (out / "scripted/old_broken.json").write_text(json.dumps({"schema_version": "grid-card/0.0"}))
     (out / "scripted/truncated.json").write_text("{")
@@ -267,7 +268,7 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
     second.store.add_model(
         "scripted", {"backend": "scripted", "weights_sha256": "abc"}, {"readouts": ["regex"]}
     )
-    second.trials("scripted", "arc_challenge", "option_order")
+    order_cells(second).trials("scripted", "arc_challenge", "option_order")
     with pytest.warns(StaleCardWarning) as caught:
         written = write_cards(second.store, out, "r2", n_boot=200)
     assert {p.name for p in written.paths} == {
@@ -307,7 +308,7 @@ def test_the_suites_give_their_headline_metrics_to_the_model_index():
     """The envelope's SDI and CFR and the ODI fit's σ_π reach model-index.yaml through the
     suites (TypedCardSuite.model_index_metrics): flipgate.cards names neither."""
     from flipgate import registry
-    from flipgate.cards.build import model_index
+    from flipgate.cards.write import model_index
 
     card = {
         "axis_receipt": {"scoring_path": {"primary_readout": {}}},
@@ -353,7 +354,7 @@ def two_model_grid(tmp_path, models=("scripted", "acme/other")) -> Path:
             {"backend": "scripted", "weights_sha256": model, "source": None},
             {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
         )
-        auditor.trials(model, "arc_challenge", "option_order")
+        order_cells(auditor).trials(model, "arc_challenge", "option_order")
     write_cards(auditor.store, tmp_path / "grid_cards", "r1", n_boot=200)
     return tmp_path / "grid_cards"
 
@@ -399,7 +400,7 @@ def test_card_into_dir_writes_one_model_card_per_model(tmp_path, capsys):
 
 
 def test_card_into_dir_writes_nothing_when_one_card_fails(tmp_path, capsys):
-    from flipgate.cards.cli import BEGIN
+    from flipgate.exports.model_card import BEGIN
 
     grid = two_model_grid(tmp_path)
     out = tmp_path / "model_cards"

@@ -64,7 +64,7 @@ def test_defaults_when_audit_section_missing(tmp_path):
 
 
 def test_per_dataset_n_overrides_items_per_dataset(tmp_path):
-    from flipgate.audit import Auditor, Paths
+    from flipgate.calls import Auditor, Paths
 
     text = (
         "audit:\n  items_per_dataset: 3\n  facets:\n    option_order:\n"
@@ -74,11 +74,11 @@ def test_per_dataset_n_overrides_items_per_dataset(tmp_path):
     assert [(d.name, d.n) for d in cfg.facets["option_order"]] == [("mmlu", None), ("arc_easy", 5)]
     paths = Paths(tmp_path / "t.sqlite", None, tmp_path / "manifests", tmp_path / "models")
     auditor = Auditor(cfg, "r", paths, progress=False)
-    assert [len(auditor.items(d, "option_order")) for d in ("mmlu", "arc_easy")] == [3, 5]
+    assert [len(auditor.plans.items(d, "option_order")) for d in ("mmlu", "arc_easy")] == [3, 5]
     quick = Auditor(
         cfg, "r", paths, items_per_dataset=2, progress=False
     )  # --items-per-dataset wins
-    assert [len(quick.items(d, "option_order")) for d in ("mmlu", "arc_easy")] == [2, 2]
+    assert [len(quick.plans.items(d, "option_order")) for d in ("mmlu", "arc_easy")] == [2, 2]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from test_end_to_end import models_yaml, run_suite, write
 
 from conftest import ScriptedBackend
-from flipgate.audit import Auditor, Paths
+from flipgate.calls import Auditor, Paths
 from flipgate.config import AuditConfig, load_models
 from flipgate.continuity.estimators import ESTIMATORS
 from flipgate.continuity.plan import ContinuityPlan

@@ -12,15 +12,17 @@ import pytest
 from test_audit_runner import make_auditor
 
 from conftest import ScriptedBackend, tiny_hf_config
-from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Request, measures_replicates
 from flipgate.backends.floor import NOT_MEASURED_FLOOR, floor_not_measured
 from flipgate.backends.hf import HFBackend
 from flipgate.backends.replay import ReplayBackend
-from flipgate.cards.build import build_card, card_markdown
+from flipgate.calls import Auditor, Paths
+from flipgate.cards.build import build_card
+from flipgate.cards.markdown import card_markdown
 from flipgate.config import AuditConfig
 from flipgate.items import DatasetSpec
 from flipgate.order.cell import FlipCell
+from flipgate.order.measure import order_cells
 from flipgate.regression.compare import compare_cell
 from flipgate.regression.runs import RunRecord
 from flipgate.results import Verdict
@@ -200,9 +202,9 @@ def test_a_greedy_hf_control_is_not_measured_not_applicable_and_labelled(tiny_mo
 
 def test_a_sequential_greedy_control_decides_nothing_and_holds_nothing(tiny_model_dir, tmp_path):
     auditor = hf_auditor(tiny_model_dir, tmp_path, sequential=True)
-    trials, perm = auditor.cell_trials("tiny", DATASET, CONTROL)
-    facet_stop = auditor.stop("tiny", DATASET, FACET)
-    control_stop = auditor.stop("tiny", DATASET, CONTROL)
+    trials, perm = order_cells(auditor).cell_trials("tiny", DATASET, CONTROL)
+    facet_stop = order_cells(auditor).stop("tiny", DATASET, FACET)
+    control_stop = order_cells(auditor).stop("tiny", DATASET, CONTROL)
     assert facet_stop is not None and control_stop is not None
     assert facet_stop.held_by == []  # the control's thresholds held the facet for nothing
     assert control_stop.reason == "nothing to decide" and control_stop.thresholds == []

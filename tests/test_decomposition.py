@@ -13,9 +13,10 @@ import pytest
 
 from conftest import ScriptedBackend, write
 from flipgate import registry
-from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Output, Request
-from flipgate.cards.build import card_markdown, write_cards
+from flipgate.calls import Auditor, Paths
+from flipgate.cards.markdown import card_markdown
+from flipgate.cards.write import write_cards
 from flipgate.config import AuditConfig, ThresholdSet, parse_thresholds
 from flipgate.decomposition.cell import DecompositionCell
 from flipgate.decomposition.gate import gate

@@ -13,13 +13,14 @@ import yaml
 
 from conftest import REPO, ScriptedBackend, write
 from flipgate import FlipgateError, registry
-from flipgate.audit import Auditor, Paths
-from flipgate.cards.build import card_markdown, write_cards
+from flipgate.calls import Auditor, Paths
+from flipgate.cards.markdown import card_markdown
+from flipgate.cards.write import write_cards
 from flipgate.config import AuditConfig
 from flipgate.envelope.cell import EnvelopeCell
+from flipgate.envelope.names import ENVELOPE_ANALYSES
 from flipgate.envelope.render import TEMPLATES, render
 from flipgate.envelope.spec import Config, load_envelope
-from flipgate.envelope.suite import ENVELOPE_ANALYSES
 from flipgate.items import DatasetSpec, load_items
 
 SMALL = """

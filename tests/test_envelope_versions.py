@@ -14,10 +14,12 @@ from test_envelope_suite import roster_cell  # noqa: F401  (fixture: planted goo
 
 from flipgate import metrics as M
 from flipgate import registry
-from flipgate.cards.build import SCHEMA_PATH, card_markdown, write_cards
+from flipgate.cards.build import SCHEMA_PATH
+from flipgate.cards.markdown import card_markdown
+from flipgate.cards.write import write_cards
 from flipgate.envelope.analysis import analyse, version_deltas
 from flipgate.envelope.card import envelope_markdown, envelope_section
-from flipgate.envelope.suite import ENVELOPE_ANALYSES
+from flipgate.envelope.names import ENVELOPE_ANALYSES
 
 CONFIGS = [
     "T1|greedy|0shot|free_form|fp32",

@@ -19,6 +19,7 @@ from test_audit_runner import ScriptedBackend, make_auditor
 from flipgate.cards import write_cards
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec
+from flipgate.order.measure import order_cells
 
 MODEL = "acme/tiny"
 DATASETS = ("arc_challenge", "mmlu", "mmlu_philosophy")  # the last has no Hub benchmark
@@ -39,8 +40,8 @@ def grid(tmp_path_factory) -> Path:
     for dataset in DATASETS[1:]:
         auditor.config.facets["option_order"].append(DatasetSpec(dataset))
     for dataset in DATASETS:
-        auditor.trials(MODEL, dataset, "option_order")
-    auditor.trials(MODEL, "arc_challenge", "same_ordering:option_order")
+        order_cells(auditor).trials(MODEL, dataset, "option_order")
+    order_cells(auditor).trials(MODEL, "arc_challenge", "same_ordering:option_order")
     write_cards(auditor.store, tmp / "grid_cards", "r1", n_boot=200)
     return tmp / "grid_cards"
 
@@ -209,7 +210,7 @@ def test_every_eval_ever_needs_a_developer_for_a_flat_model_id(tmp_path, capsys)
     auditor.store.add_model(
         "scripted", {"backend": "scripted", "weights_sha256": "abc"}, {"readouts": ["regex"]}
     )
-    auditor.trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
     write_cards(auditor.store, tmp_path / "grid_cards", "r1", n_boot=200)
     args = ("--grid-cards-dir", tmp_path / "grid_cards", "--out", tmp_path / "data")
     assert flipgate("export", "every-eval-ever", *args) == USAGE_ERROR

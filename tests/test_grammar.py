@@ -205,7 +205,7 @@ def test_facet_trials_cached_before_the_grammar_version_are_cold(tmp_path):
     """A response cache filled under keys without the grammar version (before it existed) is not
     hit by a facet cell: the first run re-asks the model, the next is warm."""
     from conftest import ScriptedBackend
-    from flipgate.audit import Auditor, Paths
+    from flipgate.calls import Auditor, Paths
     from flipgate.config import AuditConfig
     from flipgate.items import DatasetSpec
 
@@ -241,7 +241,7 @@ def test_facet_trials_cached_before_the_grammar_version_are_cold(tmp_path):
 
     backend = ScriptedBackend()
     old = auditor("r0", backend)
-    _, requests = old.cell_requests("arc_challenge", "option_order")
+    _, requests = old.plans.cell_requests("arc_challenge", "option_order")
     old.cache.put_many(
         "scripted",
         {

@@ -13,6 +13,7 @@ from flipgate.grammar import orderings
 from flipgate.items import DatasetSpec, Item, load_items
 from flipgate.items.hub import load_mantis_eval, load_medframeqa
 from flipgate.items.shapes import draw
+from flipgate.order.measure import order_cells
 from flipgate.summary import facet_summary
 
 FACET = get_facet("image_set_order")
@@ -105,7 +106,7 @@ def test_image_cell_through_the_runner_records_screen(tiny_llava_dir, tmp_path):
     from conftest import llava_auditor
 
     auditor = llava_auditor(tiny_llava_dir, tmp_path, "image_set_order", "synthetic_shapes", 4)
-    df = auditor.trials("llava", "synthetic_shapes", "image_set_order")
+    df = order_cells(auditor).trials("llava", "synthetic_shapes", "image_set_order")
     s, _ = facet_summary(df, "letter_logprob", n_boot=200)
     assert s.n_items == 4 and s.k == 6 and s.metrics["parse_rate"].estimate == 1.0
     screen = auditor.store.screens("synthetic_shapes")["image_set_order"]

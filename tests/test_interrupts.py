@@ -24,7 +24,7 @@ from test_end_to_end import suite_command, suite_env
 from conftest import ScriptedBackend, write
 from flipgate import registry
 from flipgate.cards import validate_card, write_cards
-from flipgate.cards.build import PARTIAL, card_markdown
+from flipgate.cards.markdown import PARTIAL, card_markdown
 from flipgate.exitcodes import INTERRUPTED, USAGE_ERROR
 from flipgate.regression.cli import promote_main
 from flipgate.results import Trial

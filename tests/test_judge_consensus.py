@@ -13,9 +13,10 @@ from scipy.stats import binomtest
 
 from conftest import ScriptedBackend, write
 from flipgate import FlipgateError, registry
-from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Output, Request
-from flipgate.cards.build import card_markdown, write_cards
+from flipgate.calls import Auditor, Paths
+from flipgate.cards.markdown import card_markdown
+from flipgate.cards.write import write_cards
 from flipgate.config import AuditConfig, parse_thresholds
 from flipgate.items import DatasetSpec, load_items
 from flipgate.judge.listwise import listwise_request, parse_listwise, run_judgement

@@ -7,6 +7,7 @@ from flipgate.facets import get_facet
 from flipgate.grammar import orderings
 from flipgate.items import DatasetSpec, load_items
 from flipgate.judge import UNPARSABLE, is_sem_flip, sem_flip_request, verdict_from_label
+from flipgate.order.measure import order_cells
 from flipgate.summary import facet_summary
 
 FACET = get_facet("mixed_modality_order")
@@ -89,12 +90,14 @@ def test_mixed_cell_with_tiny_llava_and_judge(tiny_llava_dir, tmp_path):
     from conftest import llava_auditor
 
     auditor = llava_auditor(tiny_llava_dir, tmp_path, "mixed_modality_order", "synthetic_mixed", 3)
-    trials = auditor.trials("llava", "synthetic_mixed", "mixed_modality_order")
+    trials = order_cells(auditor).trials("llava", "synthetic_mixed", "mixed_modality_order")
     assert len(trials) == 18 and auditor.readouts("llava", "mixed_modality_order") == (
         ["regex"],
         "regex",
     )
-    verdicts = auditor.judgements("llava", "synthetic_mixed", "mixed_modality_order", trials)
+    verdicts = order_cells(auditor).judgements(
+        "llava", "synthetic_mixed", "mixed_modality_order", trials
+    )
     assert len(verdicts) == 3 and set(verdicts.values()) <= {
         "equivalent",
         "partial-flip",
@@ -102,5 +105,5 @@ def test_mixed_cell_with_tiny_llava_and_judge(tiny_llava_dir, tmp_path):
     }
     assert auditor.store.judgements("llava", "synthetic_mixed", "mixed_modality_order") == verdicts
     calls = auditor.calls
-    auditor.judgements("llava", "synthetic_mixed", "mixed_modality_order", trials)
+    order_cells(auditor).judgements("llava", "synthetic_mixed", "mixed_modality_order", trials)
     assert auditor.calls == calls  # judge calls are cached too

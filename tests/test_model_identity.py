@@ -30,6 +30,7 @@ from flipgate.backends.identity import UNVERIFIED, cache_settings
 from flipgate.backends.servers import ServerSpec, free_port, launch
 from flipgate.cache import cache_key
 from flipgate.config import load_models
+from flipgate.order.measure import order_cells
 from flipgate.regression.cell import same_model_note
 from flipgate.regression.compare import Arm
 
@@ -178,14 +179,19 @@ def test_an_endpoint_that_cannot_say_who_it_is_gets_a_per_run_cache(serve, tmp_p
     assert first.fingerprint["weights_sha256"] == UNVERIFIED
     assert first.identity is not None and first.identity.per_run
     run1 = make_auditor(tmp_path, first, run_id="r1")
-    trials = run1.trials("scripted", "arc_challenge", "option_order")
+    trials = order_cells(run1).trials("scripted", "arc_challenge", "option_order")
     asked = server.counts["ok"]
     assert asked == len(trials) == 30 and trials["from_cache"].sum() == 0
     resumed = make_auditor(tmp_path, backend(), run_id="r1")  # the same run: from the cache
-    assert resumed.trials("scripted", "arc_challenge", "option_order")["from_cache"].all()
+    assert (
+        order_cells(resumed).trials("scripted", "arc_challenge", "option_order")["from_cache"].all()
+    )
     assert server.counts["ok"] == asked
     run2 = make_auditor(tmp_path, backend(), run_id="r2")  # the next run asks again
-    assert run2.trials("scripted", "arc_challenge", "option_order")["from_cache"].sum() == 0
+    assert (
+        order_cells(run2).trials("scripted", "arc_challenge", "option_order")["from_cache"].sum()
+        == 0
+    )
     assert server.counts["ok"] == 2 * asked
 
 
@@ -242,7 +248,7 @@ def test_declared_weights_on_an_entry_flipgate_digests_itself_is_refused(tmp_pat
 
 def arm(tmp_path: Path, rule, run_id: str) -> Arm:
     auditor = make_auditor(tmp_path, ScriptedBackend(rule=rule), run_id=run_id)
-    trials = auditor.trials("scripted", "arc_challenge", "option_order")
+    trials = order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
     return Arm("scripted", trials, ("regex",))
 
 

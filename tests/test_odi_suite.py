@@ -10,14 +10,16 @@ import pytest
 
 from conftest import ScriptedBackend, write
 from flipgate import FlipgateError, registry
-from flipgate.audit import Auditor, Paths
-from flipgate.cards.build import card_markdown, validate_card, write_cards
+from flipgate.calls import Auditor, Paths
+from flipgate.cards.build import validate_card
+from flipgate.cards.markdown import card_markdown
+from flipgate.cards.write import write_cards
 from flipgate.config import AuditConfig, load_thresholds
 from flipgate.items import DatasetSpec, load_items
 from flipgate.odi.allure import odi_plot
 from flipgate.odi.cell import ODICell
 from flipgate.odi.gate import diagnostic_bounds, gate, panel_checks
-from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
+from flipgate.odi.names import ODI_FITS, ORDER_PANEL
 from flipgate.odi.suite import SUITE as ODI_SUITE
 
 

@@ -15,10 +15,11 @@ import pytest
 from test_end_to_end import REPO, run_suite
 
 from conftest import ScriptedBackend, write
-from flipgate.audit import Auditor, Paths
+from flipgate.calls import Auditor, Paths
 from flipgate.config import load_models
 from flipgate.exitcodes import GATE_FAILED
 from flipgate.items import load_items
+from flipgate.order.measure import order_cells
 from flipgate.store import export_replay
 
 CAP, DATASET, FACET = 25, "arc_challenge", "option_order"
@@ -90,13 +91,13 @@ def replays(tmp_path_factory) -> dict[str, Path]:
     auditor = Auditor(
         cfg, "record", Paths(tmp / "store.sqlite", None, tmp / "manifests", tmp / "models")
     )
-    order = [it.item_id for it in auditor.items(DATASET, FACET)][:CAP]
+    order = [it.item_id for it in auditor.plans.items(DATASET, FACET)][:CAP]
     planted = {order[i] for i in PLANTED}
     rules = {"v1": gold_or_first(set()), "v2": gold_or_first(planted), "v1-twin": None}
     for model_id, rule in rules.items():
         auditor._backends[model_id] = ScriptedBackend(model_id, rule or rules["v1"])
         for cell in (FACET, f"same_ordering:{FACET}"):
-            auditor.trials(model_id, DATASET, cell)
+            order_cells(auditor).trials(model_id, DATASET, cell)
         export_replay(auditor.store, out[model_id], model_id)
     return out
 

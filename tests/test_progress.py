@@ -11,6 +11,7 @@ from test_audit_runner import make_auditor
 from conftest import ScriptedBackend, write
 from flipgate.items import DatasetSpec
 from flipgate.metrics.sequential import SequentialSettings
+from flipgate.order.measure import order_cells
 from flipgate.progress import (
     LiveProgress,
     Rate,
@@ -25,7 +26,9 @@ from flipgate.store import TrialStore
 
 def test_snapshot_counts_each_cell_up_to_its_plan_and_adds_calls_in_flight(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
-    auditor.measured_trials("scripted", "arc_challenge", "option_order")  # 5 items x K=6
+    order_cells(auditor).measured_trials(
+        "scripted", "arc_challenge", "option_order"
+    )  # 5 items x K=6
     store = auditor.store
     store.add_planned(
         {
@@ -52,7 +55,7 @@ def test_a_call_notes_its_outputs_while_in_flight_and_clears_them_when_done(tmp_
             return super().complete(requests)
 
     auditor = make_auditor(tmp_path, Watched())
-    auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).measured_trials("scripted", "arc_challenge", "option_order")
     # batches of 4 over 30 trials: 0, 4, 8, ... returned before each batch, of 30 planned
     assert seen == [(a, 30) for a in range(0, 30, 4)]
     assert auditor.store.conn.execute("SELECT COUNT(*) FROM live").fetchone() == (0,)
@@ -67,7 +70,7 @@ def test_a_cell_the_model_cannot_take_plans_nothing(tmp_path):
     plan = cell_plan(auditor.config, None, "scripted", "same_ordering:image_set_order", shapes.name)
     auditor.store.add_planned(plan)
     assert read_snapshot(auditor.store.conn).models == {"scripted": (0, 2 * 5 * 6)}
-    assert auditor.unmeasurable("scripted", shapes.name, "image_set_order")
+    assert order_cells(auditor).unmeasurable("scripted", shapes.name, "image_set_order")
     assert read_snapshot(auditor.store.conn).models == {}  # nothing left to wait for
 
 
@@ -228,7 +231,7 @@ def test_a_sequential_cells_plan_is_an_upper_bound_until_it_stops(tmp_path):
         "scripted"
     }
     assert describe(snap, None) == "0/≤84 trials (≥0%) · other 0/12 · scripted 0/≤72"
-    _, stop = auditor.sequential_trials("scripted", "arc_challenge", "option_order")
+    _, stop = order_cells(auditor).sequential_trials("scripted", "arc_challenge", "option_order")
     assert stop.n_items == 4 and seen and all(s.at_most == {"scripted"} for s in seen)
     snap = read_snapshot(auditor.store.conn)
     assert snap.models["scripted"] == (4 * 6, 4 * 6) and not snap.bounded

@@ -10,12 +10,13 @@ from test_audit_runner import ScriptedBackend, make_auditor
 
 from flipgate import registry
 from flipgate.cards import validate_card, write_cards
-from flipgate.cards.build import card_markdown
-from flipgate.cards.cli import BEGIN, END
-from flipgate.cards.cli import card_main as cli_card_main
+from flipgate.cards.markdown import card_markdown
 from flipgate.config import Threshold
 from flipgate.exitcodes import USAGE_ERROR
+from flipgate.exports.model_card import BEGIN, END
+from flipgate.exports.model_card import card_main as cli_card_main
 from flipgate.items import DatasetSpec, load_items
+from flipgate.order.measure import order_cells
 from flipgate.regression import Arm, compare_cell
 from flipgate.regression.card import ITEMS_SHOWN, regression_markdown
 from flipgate.regression.cell import apply_thresholds
@@ -75,8 +76,10 @@ def compared(tmp_path_factory):
     base = make_auditor(tmp / "base", ScriptedBackend(rule=stable_on(IDS[:3])))
     arms = {}
     for name, auditor in (("scripted-v1", base), ("scripted", cand)):
-        perm = auditor.trials("scripted", "arc_challenge", "option_order")
-        same = auditor.trials("scripted", "arc_challenge", "same_ordering:option_order")
+        perm = order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
+        same = order_cells(auditor).trials(
+            "scripted", "arc_challenge", "same_ordering:option_order"
+        )
         arms[name] = (perm, same)
     store = cand.store
     store.add_model(
@@ -270,7 +273,7 @@ def test_regression_md_written(written):
 
 def test_no_regression_md_without_comparisons(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
-    auditor.trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
     paths = write_cards(
         auditor.store, tmp_path / "cards", "r1", n_boot=200, suites=registry.suites()
     ).paths

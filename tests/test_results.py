@@ -10,7 +10,7 @@ import numpy as np
 import pydantic
 import pytest
 
-from flipgate.backends.base import Output, Request
+from flipgate.backends.base import Output, Request, prompt_sha256
 from flipgate.config import Threshold
 from flipgate.gate import evaluate, verdict
 from flipgate.results import (
@@ -19,7 +19,6 @@ from flipgate.results import (
     MetricEstimate,
     Trial,
     Verdict,
-    prompt_sha256,
     trials_frame,
 )
 from flipgate.store import TrialStore

@@ -23,6 +23,7 @@ from flipgate.metrics.sequential import (
     interval,
     predictable_bets,
 )
+from flipgate.order.measure import order_cells
 from flipgate.sequential import (
     SequentialStop,
     bernoulli_items,
@@ -309,9 +310,13 @@ def test_a_control_holds_its_facet_while_its_thresholds_can_be_decided(tmp_path,
     monkeypatch.setattr("flipgate.metrics.threshold_tests.FUTILITY_CHANCE", 0.0)
     backend = ScriptedBackend()  # always the first label: every item flips
     auditor = sequential_auditor(tmp_path, backend)
-    trials, perm = auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
-    facet_stop = auditor.stop("scripted", "arc_challenge", "option_order")
-    control_stop = auditor.stop("scripted", "arc_challenge", "same_ordering:option_order")
+    trials, perm = order_cells(auditor).cell_trials(
+        "scripted", "arc_challenge", "same_ordering:option_order"
+    )
+    facet_stop = order_cells(auditor).stop("scripted", "arc_challenge", "option_order")
+    control_stop = order_cells(auditor).stop(
+        "scripted", "arc_challenge", "same_ordering:option_order"
+    )
     assert facet_stop.n_items == 40 and facet_stop.reason == "decided"
     assert {d.metric: d.decided_at for d in facet_stop.thresholds} == {"flip_rate": 16}
     assert facet_stop.held_by == []  # flip_rate_same was never decided: it held to the cap
@@ -322,7 +327,9 @@ def test_a_control_holds_its_facet_while_its_thresholds_can_be_decided(tmp_path,
     assert decisions == {"flip_rate": None, "delta_order": "fail"}
     assert backend.calls == (40 + 40) * 6
     # read back, not measured again (the stored stop and trials)
-    again, _ = auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
+    again, _ = order_cells(auditor).cell_trials(
+        "scripted", "arc_challenge", "same_ordering:option_order"
+    )
     assert backend.calls == 80 * 6 and len(again) == len(trials)
     assert auditor.store.records(SequentialStop, "scripted")[0].model_id == "scripted"
 
@@ -334,9 +341,11 @@ def test_a_control_unlikely_to_be_decided_releases_its_facet(tmp_path):
     24."""
     backend = ScriptedBackend()
     auditor = sequential_auditor(tmp_path, backend)
-    auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
-    facet_stop = auditor.stop("scripted", "arc_challenge", "option_order")
-    control_stop = auditor.stop("scripted", "arc_challenge", "same_ordering:option_order")
+    order_cells(auditor).cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
+    facet_stop = order_cells(auditor).stop("scripted", "arc_challenge", "option_order")
+    control_stop = order_cells(auditor).stop(
+        "scripted", "arc_challenge", "same_ordering:option_order"
+    )
     assert facet_stop.n_items == 24 == control_stop.n_items
     (flips,) = [d for d in control_stop.thresholds if d.metric == "flip_rate"]
     assert flips.decision is None and flips.futile
@@ -352,9 +361,11 @@ def test_a_facet_stops_when_its_control_is_decided_too(tmp_path):
     (tmp_path / "thresholds" / "default.yaml").write_text(
         THRESHOLDS.replace("facet: same_ordering, max: 0.05", "facet: same_ordering, max: 0.5")
     )
-    auditor.cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
-    facet_stop = auditor.stop("scripted", "arc_challenge", "option_order")
-    control_stop = auditor.stop("scripted", "arc_challenge", "same_ordering:option_order")
+    order_cells(auditor).cell_trials("scripted", "arc_challenge", "same_ordering:option_order")
+    facet_stop = order_cells(auditor).stop("scripted", "arc_challenge", "option_order")
+    control_stop = order_cells(auditor).stop(
+        "scripted", "arc_challenge", "same_ordering:option_order"
+    )
     assert facet_stop.n_items == 16 == control_stop.n_items and facet_stop.reason == "decided"
     assert {d.metric: d.decision for d in control_stop.thresholds} == {
         "flip_rate": "pass",
@@ -367,9 +378,9 @@ def test_fixed_n_spends_the_cap(tmp_path):
     backend = ScriptedBackend()
     auditor = sequential_auditor(tmp_path, backend, cap=24)
     auditor.sequential = None
-    trials = auditor.measured_trials("scripted", "arc_challenge", "option_order")
+    trials = order_cells(auditor).measured_trials("scripted", "arc_challenge", "option_order")
     assert trials["item_id"].nunique() == 24 and backend.calls == 24 * 6
-    assert auditor.stop("scripted", "arc_challenge", "option_order") is None
+    assert order_cells(auditor).stop("scripted", "arc_challenge", "option_order") is None
 
 
 # -- a regression case of sequential cells: the shared prefix --------------------------------------

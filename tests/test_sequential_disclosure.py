@@ -14,8 +14,6 @@ from test_audit_runner import make_auditor
 import flipgate.registry  # noqa: F401  (the suites read models.yaml through it)
 from conftest import ScriptedBackend, write
 from flipgate.cards import build_card, validate_card
-from flipgate.cards.build import card_markdown
-from flipgate.cards.cli import grid_section
 from flipgate.cards.disclosure import (
     BOOTSTRAP_LABEL,
     SEQUENCE_LABEL,
@@ -23,10 +21,13 @@ from flipgate.cards.disclosure import (
     run_line,
     stop_line,
 )
+from flipgate.cards.markdown import card_markdown
+from flipgate.exports.model_card import grid_section
 from flipgate.markdown_text import md_escape
 from flipgate.metrics.sequential import SequentialSettings
 from flipgate.order import allure as order_allure
 from flipgate.order.cell import FlipCell
+from flipgate.order.measure import order_cells
 from flipgate.sequential import SequentialStop, ThresholdDecision
 
 #: a position-biased model flips on every item, and never on the same ordering: both thresholds
@@ -151,7 +152,7 @@ def test_card_section_is_typed_and_schema_valid(sequential_run):
 
 def test_a_fixed_n_card_has_no_sequential_section(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
-    auditor.trials("scripted", "arc_challenge", "option_order")
+    order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
     card = build_card(auditor.store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
     assert "sequential" not in card and "## Sequential gates" not in card_markdown(card)
 

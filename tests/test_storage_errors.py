@@ -410,12 +410,14 @@ def test_corrupt_cache_ends_the_run_with_one_line(tmp_path, capsys, kind):
 
 @pytest.mark.parametrize("edit", ["truncated", "swapped"])
 def test_bad_manifest_fails_its_cell_with_one_line(tmp_path, capsys, edit):
-    from flipgate.audit import Auditor, Paths
+    from flipgate.calls import Auditor, Paths
     from flipgate.config import load_models
 
     (tmp_path / "m.yaml").write_text(ARC)
     paths = Paths(tmp_path / "s.sqlite", None, tmp_path / "manifests", tmp_path / "cache")
-    Auditor(load_models(tmp_path / "m.yaml"), "r", paths).cell_plan("arc_challenge", "option_order")
+    Auditor(load_models(tmp_path / "m.yaml"), "r", paths).plans.cell_plan(
+        "arc_challenge", "option_order"
+    )
     (path,) = (tmp_path / "manifests").glob("option_order__arc_challenge__*.json")
     text = path.read_text()
     path.write_text(text[: len(text) // 2] if edit == "truncated" else _swap_orderings_first(text))

@@ -82,8 +82,8 @@ def test_the_suites_records_keep_the_tables_older_stores_have():
 def test_analyses_round_trip_by_key_and_an_older_stores_tables_read_as_before(tmp_path):
     """A suite's analyses (the envelope's per benchmark, the ODI fit per panel) live in the table
     its AnalysisTable names: created on the first write, the same layout older stores have."""
-    from flipgate.envelope.suite import ENVELOPE_ANALYSES
-    from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
+    from flipgate.envelope.names import ENVELOPE_ANALYSES
+    from flipgate.odi.names import ODI_FITS, ORDER_PANEL
     from flipgate.store import AnalysisTable
 
     store = TrialStore(tmp_path / "trials.sqlite")

@@ -11,12 +11,13 @@ from test_bad_input import MODELS, Case, models_with, run_in_process, th
 
 from conftest import ScriptedBackend, write
 from flipgate import FlipgateError
-from flipgate.audit import Auditor, Paths
 from flipgate.backends.replay import ReplayBackend
+from flipgate.calls import Auditor, Paths
 from flipgate.config import MAX_ITEMS_PER_DATASET, AuditConfig, load_models, parse_thresholds
 from flipgate.envelope.spec import load_envelope
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec
+from flipgate.order.measure import order_cells
 from flipgate.store import export_replay
 from flipgate.yamlio import MAX_ALIASES, MAX_DEPTH, load_strict
 
@@ -568,15 +569,17 @@ def test_a_replay_recorded_at_another_k_is_refused(tmp_path):
     with one line naming the file and the mismatch instead of mapping answers back through the
     wrong ordering; at the recording's K it serves every trial."""
     recorded = replay_auditor(tmp_path / "k6", 6, ScriptedBackend())
-    recorded.measured_trials("scripted", "arc_challenge", "option_order")
+    order_cells(recorded).measured_trials("scripted", "arc_challenge", "option_order")
     replay_file = tmp_path / "scripted.replay.jsonl"
     assert export_replay(recorded.store, replay_file, "scripted") == 5 * 6
     source = {"id": "scripted", "backend": "replay", "source": {"path": str(replay_file)}}
     same = replay_auditor(tmp_path / "same", 6, ReplayBackend(source))
-    assert len(same.measured_trials("scripted", "arc_challenge", "option_order")) == 5 * 6
+    assert (
+        len(order_cells(same).measured_trials("scripted", "arc_challenge", "option_order")) == 5 * 6
+    )
     other = replay_auditor(tmp_path / "k4", 4, ReplayBackend(source))
     message = refused(
-        lambda: other.measured_trials("scripted", "arc_challenge", "option_order"),
+        lambda: order_cells(other).measured_trials("scripted", "arc_challenge", "option_order"),
         str(replay_file),
         "recorded for another prompt",
         "k, seed, grammar",

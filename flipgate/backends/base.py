@@ -6,8 +6,11 @@ log-probabilities of each candidate label at the answer position.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, TypeGuard
+
+from flipgate.hashing import sha256_bytes, sha256_text
 
 
 @dataclass(frozen=True)
@@ -127,3 +130,13 @@ def measures_replicates(backend: Backend) -> bool:
     """:attr:`Backend.measures_replicates`; True for a backend that does not declare it (a test
     double, a backend written before it existed): each request is its own computation."""
     return bool(getattr(backend, "measures_replicates", True))
+
+
+def prompt_sha256(request: Request) -> str:
+    """sha256 of what the model was shown: messages, answer prefix and each image's (and audio
+    clip's) sha256."""
+    images = [sha256_bytes(im) for im in request.images]
+    shown: list[object] = [request.messages, request.answer_prefix, images]
+    if request.audios:  # only then: every other prompt hash stays as it was
+        shown.append([sha256_bytes(a) for a in request.audios])
+    return sha256_text(json.dumps(shown))

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from flipgate import FlipgateError
-from flipgate.backends.base import Output, Request
+from flipgate.backends.base import Output, Request, prompt_sha256
 from flipgate.hashing import sha256_file
-from flipgate.results import prompt_sha256
 
 KEY_FIELDS = ("dataset", "item_id", "facet", "condition", "sample")
 

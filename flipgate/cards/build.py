@@ -7,19 +7,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import jsonschema
-import yaml
 
-from flipgate import FlipgateError, storage
+from flipgate import FlipgateError
 from flipgate import metrics as M
 from flipgate.analysis_cache import package_versions
-from flipgate.cards.disclosure import card_section, interval_text, labelled_intervals, stop_line
+from flipgate.cards.disclosure import card_section
 from flipgate.cards.model import (
     SCHEMA_PATH,
     SCHEMA_VERSION,
@@ -42,12 +40,9 @@ from flipgate.cards.model import (
 )
 from flipgate.cell import Cell
 from flipgate.facets import FACETS, readouts_for
-from flipgate.gate import SEQUENCE
-from flipgate.markdown_text import md_escape
 from flipgate.results import CellSummary, Verdict
 from flipgate.sequential import SequentialStop
 from flipgate.store import TrialStore
-from flipgate.suite_api import TypedCardSuite
 from flipgate.summary import answers_frame, control_summary, facet_summary
 
 LIBRARIES = [
@@ -63,12 +58,6 @@ LIBRARIES = [
     "allure-pytest",
     "jsonschema",
 ]
-#: how an interrupted run's card (``run.interrupted``) names itself, and each of its verdicts
-PARTIAL = "interrupted run, partial card"
-PARTIAL_WHY = (
-    "its cells and threshold verdicts are those of the cells that finished before the run "
-    "stopped (or a cell's trials so far), not the audit's verdict"
-)
 NOT_VARIED = [
     "prompt template (one template per facet; see template_sha256)",
     "decoding settings (see decoding)",
@@ -132,7 +121,7 @@ def threshold_entry(v: Verdict) -> CardVerdict:
 @dataclass(frozen=True)
 class CardContext:
     """What a suite gets to fill its part of the card of ``model_id`` on ``dataset``
-    (flipgate.suite_api.TypedCardSuite): the store, every trial of the pair (the suites' cells
+    (:class:`TypedCardSuite`): the store, every trial of the pair (the suites' cells
     included), the store's entry of the model (its ``fingerprint`` and models.yaml ``config``) and
     the run's bootstrap settings; :meth:`suite_card` builds the card of a dataset that one suite
     alone audited."""
@@ -206,6 +195,64 @@ class CardContext:
         )
 
 
+@runtime_checkable
+class TypedCardSuite(Protocol):
+    """What flipgate's own suites give the GRID cards besides the generic ``suites`` section
+    of :class:`flipgate.suite_api.Suite`: their sections are typed fields of
+    :class:`~flipgate.cards.model.GridCard` (its checked-in schema names them), so only they give
+    these members, and a suite from another package, which cannot add a typed field, need not
+    (flipgate.cards builds with what a suite that is one gives, and skips one that is not).
+    flipgate/suite_base.py's ``TypedCardSection`` holds the defaults: no cells, fields, card,
+    lines or pages."""
+
+    #: where its card comes in the search for the card of a dataset no facet or control cell ran
+    #: on (:meth:`own_card`): lower first
+    own_card_rank: int
+
+    def owns_cell(self, cell: str) -> bool:
+        """True for a trials-store cell (``facet`` column) that it records: not a facet cell of
+        the card."""
+        ...
+
+    def card_fields(self, ctx: CardContext) -> dict[str, Any]:
+        """The GridCard fields it fills on the card of ``ctx.model_id`` on ``ctx.dataset`` (e.g.
+        ``{"judge_consensus": JudgeConsensusSection}``), and any axis-receipt fields (e.g.
+        ``envelope_rules_sha256``); empty where it has none."""
+        ...
+
+    def own_card(self, ctx: CardContext, sections: dict[str, Any]) -> GridCard | None:
+        """The card of a dataset that no facet or control cell ran on, where it audited it (built
+        with :meth:`CardContext.suite_card`), else None; ``sections`` are the GridCard fields every
+        suite's :meth:`card_fields` gave the card."""
+        ...
+
+    def card_fields_markdown(self, card: dict) -> list[str]:
+        """The Markdown lines of its typed sections of ``card`` (JSON data); none where the card
+        has none."""
+        ...
+
+    def model_pages(
+        self, store: TrialStore, model_id: str, run_id: str, level: float
+    ) -> dict[str, str]:
+        """Pages it writes next to a model's cards: file name in ``grid_cards/<model>/`` -> text."""
+        ...
+
+    def model_index_metrics(self, card: dict) -> list[dict]:
+        """Its headline metrics of ``card`` (JSON data) for the model's Hugging Face
+        ``model-index`` (``type``, ``name``, ``value``); none where the card has no section."""
+        ...
+
+    def own_card_label(self, card: dict) -> str | None:
+        """How the model card's table names the row of a card of its own (Markdown); None
+        where ``card`` is not one."""
+        ...
+
+    def model_card_lines(self, cards: list[dict]) -> list[str]:
+        """Its Markdown lines in the flipgate section of a Hugging Face model card
+        (``python -m flipgate card``), from the model's cards (JSON data)."""
+        ...
+
+
 class NoCard(FlipgateError):
     """A (model, dataset) with trials in the store but nothing to build its card from: only a
     suite's cells ran on it and none recorded its result (a cell that was interrupted or failed
@@ -224,8 +271,8 @@ def build_card(
     suites: Sequence[Any] = (),
 ) -> GridCard:
     """The card of ``model_id`` on ``dataset``: a facet card with the typed sections ``suites``
-    (the registered suites, flipgate.registry.suites(); each a flipgate.suite_api.TypedCardSuite
-    or not) fill, or, where no facet or control cell ran on it, the card of the suite that alone
+    (the registered suites, flipgate.registry.suites(); each a :class:`TypedCardSuite` or
+    not) fill, or, where no facet or control cell ran on it, the card of the suite that alone
     audited it (:meth:`TypedCardSuite.own_card`, lowest ``own_card_rank`` first); checked against
     the shipped schema. The suites' cells (:meth:`TypedCardSuite.owns_cell`) are not facet cells.
     Raises :class:`NoCard` where only a suite's cells ran on the pair and none finished."""
@@ -400,359 +447,3 @@ def _run_info(store: TrialStore, model_id: str, run_id: str) -> RunInfo:
         calls=Calls.model_validate(calls) if calls else None,
         interrupted=store.interruption(),
     )
-
-
-def num(x) -> str:
-    """A number as the cards print it (3 decimals), – where it is missing or NaN."""
-    return "–" if x is None or x != x else f"{x:.3f}"
-
-
-def ci_text(verdict: dict) -> str:
-    """A verdict's interval as ``[lo, hi]`` with the level it was computed at, or – where it has
-    none."""
-    return interval_text(verdict.get("ci"), verdict.get("level"))
-
-
-def verdict_interval(card: dict, verdict: dict) -> str:
-    """A threshold verdict's interval on ``card`` (JSON data): its CI (:func:`ci_text`), or, for
-    a sequential cell, the confidence sequence and, labelled apart, the fixed-N bootstrap CI of
-    the same metric and readout from the cell's metrics; both shown, the deciding test is the
-    verdict's ``test`` (docs/definitions.md §12.6)."""
-    if verdict.get("interval") != SEQUENCE:
-        return ci_text(verdict)
-    cell = verdict.get("facet") or ""
-    metrics = (card["order_robustness"].get(cell) or card["controls"].get(cell) or {}).get(
-        verdict.get("readout") or "", {}
-    )
-    bootstrap = (metrics.get(verdict["metric"]) or {}).get("ci")
-    level = card.get("sequential", {}).get(cell, {}).get("bootstrap_level")
-    return labelled_intervals(verdict.get("ci"), verdict.get("level"), bootstrap, level)
-
-
-def verdict_text(v: dict) -> str:
-    """The label, and what the gate did with it where that differs (docs/thresholds.md):
-    e.g. "**inconclusive** → fail" for an unproven ``upper`` bound."""
-    label, outcome = v["verdict"], v.get("outcome")
-    return f"**{md_escape(label)}**" + (
-        f" → {md_escape(outcome)}" if outcome and outcome != label else ""
-    )
-
-
-def fmt_estimate(m: dict | None) -> str:
-    """An estimate (JSON data) as the cards print it: the value and its CI, – where it has none."""
-    if m is None or m["estimate"] is None:
-        return "–"
-    ci = m.get("ci")
-    tail = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and ci[0] is not None else ""
-    return f"{m['estimate']:.3f}{tail}"
-
-
-def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
-    """The card (JSON data) as Markdown; each of ``suites`` (the registered suites, in their
-    order) that is a flipgate.suite_api.TypedCardSuite adds the lines of its typed sections."""
-    r = card["axis_receipt"]
-    fmt = fmt_estimate
-    # every string below that came from models.yaml, thresholds, envelopes or the store
-    esc = md_escape
-    lines = [
-        f"# GRID card: {esc(card['model']['id'])} on {esc(card['dataset']['name'])}",
-        "",
-        f"Run {esc(card['run']['run_id'])}, {esc(card['run']['created'])}; N = "
-        f"{card['dataset']['n_items']} items "
-        f"({esc(card['dataset']['sampling'])}).",
-    ]
-    interrupted = card["run"].get("interrupted")
-    if interrupted:
-        lines += ["", f"**{PARTIAL}** ({esc(interrupted)}): {PARTIAL_WHY}.", ""]
-    lines += [
-        f"Position-reference screen ({esc(f)}): {s['excluded']} of {s['considered']} items "
-        "excluded, "
-        f"{s['kept']} kept."
-        for f, s in card["dataset"].get("screens", {}).items()
-    ]
-    calls = card["run"].get("calls")
-    if calls:
-        lines.append(
-            f"API calls: {calls['requests']} requests, {calls['retries']} retries, "
-            f"{calls['timeouts']} "
-            f"timeouts, {calls.get('failures', 0)} failed."
-        )
-    lines += [
-        "",
-        "## Axis receipt",
-        "",
-        "| field | value |",
-        "|---|---|",
-        f"| backend | {esc(card['model'].get('backend'))} |",
-        f"| source | {esc(card['model'].get('source'))} |",
-    ]
-    for key in (
-        "template_id",
-        "template_sha256",
-        "weights_sha256",
-        "tokenizer_sha256",
-        "chat_template_sha256",
-        "quantization",
-        "dtype",
-        "model_revision",
-        "git_commit",
-    ):
-        lines.append(f"| {key} | {esc(r.get(key))} |")
-    if r.get("dtype_choice"):  # a local model's: declared, or auto by the hardware
-        lines.append(f"| dtype chosen | {esc(r['dtype_choice'])} |")
-    lines += [
-        f"| decoding | {esc(json.dumps(r['decoding']))} |",
-        f"| scoring path | {esc(json.dumps(r['scoring_path']))} |",
-        f"| manifests | {esc(json.dumps(r['manifest_sha256']))} |",
-        "",
-        "## Scores",
-        "",
-        f"Facet {esc(card['scores']['facet'])}, primary readout "
-        f"{esc(card['scores']['primary_readout'])}.",
-        "",
-        f"- accuracy (canonical ordering): {fmt(card['scores']['accuracy_canonical'])}",
-        f"- accuracy (all orderings): {fmt(card['scores']['accuracy_all_orderings'])}",
-        "",
-        "## Order robustness",
-        "",
-        "| facet | readout | N | K | flip rate | OSI | pairwise disagr. | parse rate | accuracy | "
-        "acc swing | Δ_order |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for group in ("order_robustness", "controls"):
-        for facet, by_readout in card[group].items():
-            for readout, m in by_readout.items():
-                lines.append(
-                    f"| {esc(facet)} | {esc(readout)} | {m['n_items']} | {m['k']} | "
-                    f"{fmt(m['flip_rate'])} | {fmt(m['osi'])} "
-                    f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | "
-                    f"{fmt(m['accuracy'])} "
-                    f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))}"
-                    + (f" (floor {esc(m['floor'])})" if m.get("floor") else "")
-                    + " |"
-                )
-    unmeasured = [
-        c for c, by in card["controls"].items() if any(m.get("floor") for m in by.values())
-    ]
-    if unmeasured:  # docs/definitions.md §12.5
-        lines += [
-            "",
-            f"Floor not measured ({', '.join(map(esc, unmeasured))}): the backend answered the K "
-            "replicates as copies of one computation, so the control's flip rate is 0 by "
-            "construction, its thresholds are not applicable and Δ_order is the facet's flip rate "
-            "against that floor (docs/suites/order.md).",
-        ]
-    for facet, by_readout in card["order_robustness"].items():
-        primary = card["axis_receipt"]["scoring_path"]["primary_readout"].get(facet)
-        m = by_readout.get(primary) or next(iter(by_readout.values()))
-        if not m.get("k_policies"):
-            continue
-        lines += [
-            "",
-            f"### K-policies: {esc(facet)} ({esc(primary)})",
-            "",
-            f"K=2 screen recall against K={m['k']} flip: {num(m.get('k2_screen_recall'))}; "
-            "flip rate by K: "
-            + ", ".join(f"K={k}: {num(v)}" for k, v in m["k_ablation"].items())
-            + ".",
-            "",
-            "| policy | cost (calls/item) | accuracy | selective accuracy | coverage |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {esc(r['policy'])} | {r['cost']} | {num(r['accuracy'])} | "
-            f"{num(r['selective_accuracy'])} "
-            f"| {num(r['coverage'])} |"
-            for r in m["k_policies"]
-        ]
-    for suite in suites:
-        if isinstance(suite, TypedCardSuite):
-            lines += suite.card_fields_markdown(card)
-    lines += [
-        "",
-        "## Threshold verdicts",
-        "",
-        "| cell | threshold | estimate | CI | deciding test | p | BH q | verdict | why |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for v in card["thresholds"]:
-        lines.append(
-            f"| {esc(v.get('facet', ''))} | {esc(v['threshold'])} | {num(v.get('estimate'))} | "
-            f"{verdict_interval(card, v)} | {esc(v.get('test') or '–')} "
-            f"| {num(v.get('p_value'))} | {num(v.get('q_value'))} | {verdict_text(v)}"
-            f"{' (' + PARTIAL + ')' if interrupted else ''} "
-            f"| {esc(v.get('why') or '')} |"
-        )
-    if card.get("sequential"):
-        lines += [
-            "",
-            "## Sequential gates",
-            "",
-            "Items drawn in batches until every threshold its one-sided tests decide was "
-            "decided or could no longer be decided, or the cap (docs/definitions.md §12):",
-            "",
-        ]
-        lines += [
-            f"- {stop_line(cell, SequentialCell.model_validate(stop), esc)}"
-            for cell, stop in card["sequential"].items()
-        ]
-    lines += [
-        "",
-        "## Scope",
-        "",
-        "Varied: " + "; ".join(map(esc, card["scope"]["varied"])) + ".",
-        "",
-        "Not varied: " + "; ".join(map(esc, card["scope"]["not_varied"])) + ".",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def model_index(model_id: str, cards: list[dict], suites: Sequence[Any] = ()) -> dict:
-    """A Hugging Face ``model-index`` block with each card's facet metrics, and the headline
-    metrics of the suites' sections (``TypedCardSuite.model_index_metrics``)."""
-    results = []
-    for card in cards:
-        primaries = card["axis_receipt"]["scoring_path"]["primary_readout"]
-        metrics = [
-            {
-                "type": "accuracy",
-                "name": "accuracy (canonical ordering)",
-                "value": card["scores"]["accuracy_canonical"]["estimate"],
-            }
-        ]
-        for group in ("order_robustness", "controls"):
-            for facet, by_readout in card[group].items():
-                m = by_readout.get(primaries.get(Cell.parse(facet).facet)) or next(
-                    iter(by_readout.values())
-                )
-                metrics.append(
-                    {
-                        "type": "flip_rate",
-                        "name": f"{facet} flip rate (K={m['k']})",
-                        "value": m["flip_rate"]["estimate"],
-                    }
-                )
-        for suite in suites:
-            if isinstance(suite, TypedCardSuite):
-                metrics += suite.model_index_metrics(card)
-        results.append(
-            {
-                "task": {"type": "multiple-choice", "name": "ordering robustness"},
-                "dataset": {"name": card["dataset"]["name"], "type": card["dataset"]["name"]},
-                "metrics": [m for m in metrics if m["value"] is not None],
-            }
-        )
-    return {"model-index": [{"name": model_id, "results": results}]}
-
-
-class StaleCardWarning(UserWarning):
-    """A card JSON on disk that cannot enter its model's model-index.yaml (unreadable or not
-    schema-valid)."""
-
-
-def cards_on_disk(model_dir: Path, model_id: str) -> list[dict]:
-    """Every valid card of ``model_id`` under ``model_dir`` (this run's and earlier runs'), by
-    dataset name; a file that does not parse or validate is skipped with a StaleCardWarning."""
-    cards = []
-    for path in sorted(Path(model_dir).rglob("*.json")):
-        try:
-            card = json.loads(path.read_text())
-            validate_card(card)
-        except (OSError, ValueError, jsonschema.ValidationError) as exc:
-            reason = (
-                exc.message
-                if isinstance(exc, jsonschema.ValidationError)
-                else f"{type(exc).__name__}: {exc}"
-            )
-            warnings.warn(
-                f"flipgate: {path} left out of model-index.yaml: {reason}",
-                StaleCardWarning,
-                stacklevel=2,
-            )
-            continue
-        if (
-            card["model"]["id"] == model_id
-        ):  # a nested model id's directory (org/model) is not this model's
-            cards.append(card)
-    return sorted(cards, key=lambda c: c["dataset"]["name"])
-
-
-@dataclass(frozen=True)
-class WrittenCard:
-    """A card this run built, and the two files it was written to."""
-
-    card: GridCard
-    json_path: Path
-    markdown_path: Path
-
-
-@dataclass
-class WrittenCards:
-    """What :func:`write_cards` wrote: the cards (as built, for the Allure results and the
-    terminal) and every file, model indexes and regression pages included."""
-
-    cards: list[WrittenCard] = field(default_factory=list)
-    paths: list[Path] = field(default_factory=list)
-    #: the (model, dataset) pairs with trials but no card (:class:`NoCard`), one line each
-    missing: list[str] = field(default_factory=list)
-
-
-def write_cards(
-    store: TrialStore,
-    out_dir: Path,
-    run_id: str,
-    n_boot: int = 1000,
-    level: float = 0.95,
-    seed: int = 42,
-    root: Path | None = None,
-    suites: Sequence[Any] = (),
-) -> WrittenCards:
-    """One card (JSON + MD) per (model, dataset) in the store, plus model-index.yaml per model. The
-    index is rebuilt from every card on disk in the model's directory, so a partial run (``-k arc``)
-    keeps the datasets it did not audit; it returns what this run wrote. ``suites`` are the
-    registered suites (flipgate.registry.suites()): flipgate's own fill their typed card fields
-    and write their pages next to a model's cards (flipgate.suite_api.TypedCardSuite); every suite
-    adds its section to the cards it has one for (the card's ``suites``). A pair with no card to
-    build (:class:`NoCard`: a suite's cell that did not finish) is listed in ``missing``, and the
-    other pairs' cards are written."""
-    pairs = store.conn.execute(
-        "SELECT DISTINCT model_id, dataset FROM trials ORDER BY 1, 2"
-    ).fetchall()
-    written = WrittenCards()
-    store.adjust_q_values()
-    for model_id, dataset in pairs:
-        try:
-            card = build_card(store, model_id, dataset, run_id, n_boot, level, seed, root, suites)
-        except NoCard as exc:
-            written.missing.append(str(exc))
-            continue
-        markdown = card_markdown(card.to_data(), suites)
-        sections = {s: s.card_section(store, model_id, dataset) for s in suites}
-        sections = {s: section for s, section in sections.items() if section is not None}
-        if sections:
-            card = card.model_copy(update={"suites": {s.name: x for s, x in sections.items()}})
-            validate_card(card.to_data())
-            markdown += "\n" + "\n".join(
-                line for s, x in sections.items() for line in s.card_markdown(x)
-            )
-        base = Path(out_dir) / model_id / dataset
-        done = WrittenCard(card, base.with_suffix(".json"), base.with_suffix(".md"))
-        storage.write_text(storage.CARDS, done.json_path, card.to_json())
-        storage.write_text(storage.CARDS, done.markdown_path, markdown)
-        written.cards.append(done)
-        written.paths += [done.json_path, done.markdown_path]
-    for model_id in dict.fromkeys(c.card.model.id for c in written.cards):
-        cards = cards_on_disk(Path(out_dir) / model_id, model_id)
-        path = Path(out_dir) / model_id / "model-index.yaml"
-        index = yaml.safe_dump(model_index(model_id, cards, suites), sort_keys=False)
-        storage.write_text(storage.CARDS, path, index)
-        written.paths.append(path)
-        for suite in suites:
-            if not isinstance(suite, TypedCardSuite):
-                continue
-            for name, page in suite.model_pages(store, model_id, run_id, level).items():
-                path = Path(out_dir) / model_id / name
-                storage.write_text(storage.CARDS, path, page)
-                written.paths.append(path)
-    return written

@@ -1,12 +1,13 @@
 """The continuity suite in a GRID card (docs/definitions.md §10): the section built from the run
 store's records of one sweep, the card of a sweep, and the Markdown table (what
-flipgate.continuity.suite gives the cards through flipgate.suite_api.TypedCardSuite)."""
+flipgate.continuity.suite gives the cards through flipgate.cards.build.TypedCardSuite)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flipgate.cards.build import CardContext, fmt_estimate
+from flipgate.cards.build import CardContext
+from flipgate.cards.markdown import fmt_estimate
 from flipgate.cards.model import (
     ContinuityEstimator,
     ContinuitySection,
@@ -17,8 +18,8 @@ from flipgate.cards.model import (
     ScoringPath,
     Template,
 )
+from flipgate.continuity.names import CONTINUITY_CELL
 from flipgate.continuity.record import ContinuityRecord
-from flipgate.continuity.suite import CONTINUITY_CELL
 from flipgate.continuity.sweeps import SWEEPS
 from flipgate.hashing import sha256_text
 from flipgate.markdown_text import md_escape

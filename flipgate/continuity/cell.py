@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flipgate.audit import Auditor
+from flipgate.calls import Auditor
 from flipgate.continuity.allure import report_continuity
+from flipgate.continuity.names import CONTINUITY_CELL
 from flipgate.continuity.plan import ContinuityPlan
 from flipgate.continuity.record import ContinuityRecord
 from flipgate.continuity.run import EstimatorUnavailable, SweepRunner
-from flipgate.continuity.suite import CONTINUITY_CELL
 from flipgate.continuity.sweeps import SWEEPS
 from flipgate.metrics.continuity import continuity
 from flipgate.suite import skip_not_applicable

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from filelock import FileLock
 
 from flipgate import FlipgateError
-from flipgate.audit import Auditor
 from flipgate.backends.base import Output, Request
+from flipgate.calls import Auditor
 from flipgate.continuity.estimators import (
     answer_probabilities,
     cluster_key,
@@ -20,8 +20,8 @@ from flipgate.continuity.estimators import (
     festa,
     logprob_uncertainty,
 )
+from flipgate.continuity.names import CONTINUITY_CELL
 from flipgate.continuity.plan import ContinuityPlan
-from flipgate.continuity.suite import CONTINUITY_CELL
 from flipgate.continuity.sweeps import SWEEPS, SweepInput, SweepSpec, generate
 from flipgate.files import atomic_write
 from flipgate.hashing import sha256_bytes, sha256_text

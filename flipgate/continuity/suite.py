@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from flipgate.continuity.names import CELL_PREFIX, CONTINUITY_CELL
 from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
-#: the continuity cells' name (``facet: continuity`` in thresholds; trials: continuity[...])
-CONTINUITY_CELL = "continuity"
 CONTINUITY_METRICS = (
     MetricSpec("l_local", 0.0, 1.0),
     MetricSpec("l_global", 0.0, 1.0),
@@ -17,9 +16,6 @@ CONTINUITY_METRICS = (
     MetricSpec("accuracy", 0.0, 1.0, shared=True),
     MetricSpec("parse_rate", 0.0, 1.0, shared=True),
 )
-
-#: the prefix of its cells in the trials store (``continuity[<sweep>]``)
-CELL_PREFIX = "continuity["
 
 
 class ContinuitySuite(DeclaredPlanSuite):
@@ -70,7 +66,7 @@ class ContinuitySuite(DeclaredPlanSuite):
 
         return [project_continuity(auditor, plan, model_id)]
 
-    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    # -- its GRID card (flipgate.cards.build.TypedCardSuite)
     card_module = "flipgate.continuity.card"
     cell_prefix = CELL_PREFIX
     #: a sweep's card, after an envelope-only benchmark's (flipgate.cards.build.build_card)

@@ -1,7 +1,7 @@
 """The readout decomposition in a GRID card (docs/definitions.md §8): the section built from the
 run store's records, the card of a dataset only the decomposition suite audited, and the
 Markdown table (what flipgate.decomposition.suite gives the cards through
-flipgate.suite_api.TypedCardSuite)."""
+flipgate.cards.build.TypedCardSuite)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from flipgate import metrics as M
 from flipgate.axes.formats import FORMATS
 from flipgate.axes.variant import LABEL_SETS
-from flipgate.cards.build import CardContext, fmt_estimate
+from flipgate.cards.build import CardContext
+from flipgate.cards.markdown import fmt_estimate
 from flipgate.cards.model import (
     DecompositionAxis,
     DecompositionReadout,
@@ -22,8 +23,8 @@ from flipgate.cards.model import (
     ScoringPath,
     Template,
 )
+from flipgate.decomposition.names import CELL_PREFIX
 from flipgate.decomposition.record import DecompositionRecord
-from flipgate.decomposition.suite import CELL_PREFIX
 from flipgate.markdown_text import md_escape
 from flipgate.results import MetricEstimate
 

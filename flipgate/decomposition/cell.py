@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flipgate.audit import Auditor
+from flipgate.calls import Auditor
 from flipgate.decomposition.allure import report_decomposition
 from flipgate.decomposition.gate import gate
+from flipgate.decomposition.names import DECOMPOSITION_CELL
 from flipgate.decomposition.plan import DecompositionPlan
 from flipgate.decomposition.record import DecompositionRecord
 from flipgate.decomposition.run import DecompositionRunner, axis_cell
-from flipgate.decomposition.suite import DECOMPOSITION_CELL
 from flipgate.judge.choice import judge_gate, load_agreement_set
 from flipgate.metrics.decomposition import decompose
 from flipgate.paraphrases import ParaphraseStore

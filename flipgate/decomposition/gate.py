@@ -12,7 +12,7 @@ values at fixed N (the cell draws all its items at once: no look before the end)
 from __future__ import annotations
 
 from flipgate.config import ThresholdSet
-from flipgate.decomposition.suite import DECOMPOSITION_CELL
+from flipgate.decomposition.names import DECOMPOSITION_CELL
 from flipgate.gate import evaluate
 from flipgate.metrics.decomposition import AxisDecomposition, decomposition_item_values
 from flipgate.results import Verdict

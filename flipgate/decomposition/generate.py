@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from flipgate import FlipgateError
-from flipgate.audit import Auditor, Paths
 from flipgate.backends.base import Request
+from flipgate.calls import Auditor, Paths
 from flipgate.cli import OK, Parser, run_command
 from flipgate.config import load_models
 from flipgate.decomposition.plan import SUITE_NAME

@@ -8,9 +8,9 @@ import json
 import pandas as pd
 
 from flipgate import FlipgateError
-from flipgate.audit import Auditor
 from flipgate.axes import Axis, Variant, get_axis
 from flipgate.axes.formats import FORMATS
+from flipgate.calls import Auditor
 from flipgate.decomposition.plan import DecompositionPlan
 from flipgate.files import atomic_write
 from flipgate.hashing import sha256_json

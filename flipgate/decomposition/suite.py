@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from flipgate.axes import AXIS_NAMES
+from flipgate.decomposition.names import CELL_PREFIX, DECOMPOSITION_CELL
 from flipgate.decomposition.plan import SUITE_NAME
 from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
-#: the decomposition cells' name (``facet: decomposition`` in thresholds)
-DECOMPOSITION_CELL = "decomposition"
 DECOMPOSITION_METRICS = (
     MetricSpec("genuine_flip_rate", 0.0, 1.0, at=AXIS_NAMES, at_name="axis"),
     MetricSpec("artifact", -1.0, 1.0, at=AXIS_NAMES, at_name="axis"),
@@ -19,9 +18,6 @@ DECOMPOSITION_METRICS = (
     MetricSpec("flip_rate", 0.0, 1.0, shared=True, at=AXIS_NAMES, at_name="axis"),  # per readout
     MetricSpec("parse_rate", 0.0, 1.0, shared=True, at=AXIS_NAMES, at_name="axis"),
 )
-
-#: the prefix of its cells in the trials store (flipgate.decomposition.run.axis_cell)
-CELL_PREFIX = "axis["
 
 
 class DecompositionSuite(DeclaredPlanSuite):
@@ -71,7 +67,7 @@ class DecompositionSuite(DeclaredPlanSuite):
 
         return project_decomposition(auditor, plan, model_id)
 
-    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    # -- its GRID card (flipgate.cards.build.TypedCardSuite)
     card_module = "flipgate.decomposition.card"
     cell_prefix = CELL_PREFIX
     #: a dataset only the decomposition audited: after a judge's card, which carries the

@@ -1,13 +1,14 @@
 """The configuration envelope in a GRID card (SafetyRepro App. B (iii)–(vi)): the section built
 from the run's envelope analysis, the card of a benchmark only the envelope audited, and the
-Markdown (what flipgate.envelope.suite gives the cards through flipgate.suite_api.TypedCardSuite).
+Markdown (what flipgate.envelope.suite gives the cards through flipgate.cards.build.TypedCardSuite).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from flipgate.cards.build import CardContext, fmt_estimate, num
+from flipgate.cards.build import CardContext
+from flipgate.cards.markdown import fmt_estimate, num
 from flipgate.cards.model import (
     CoreTier,
     Decoding,
@@ -22,7 +23,7 @@ from flipgate.cards.model import (
     Scores,
     ScoringPath,
 )
-from flipgate.envelope.suite import ENVELOPE_ANALYSES
+from flipgate.envelope.names import ENVELOPE_ANALYSES
 from flipgate.markdown_text import md_escape
 
 

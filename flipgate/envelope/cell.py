@@ -9,14 +9,14 @@ from typing import Any
 
 import pandas as pd
 
-from flipgate.audit import Auditor
+from flipgate.calls import Auditor
 from flipgate.config import ThresholdSet
 from flipgate.envelope.allure import report_envelope
 from flipgate.envelope.analysis import NOT_VARIED, analyse, gate_analysis, gate_metrics
+from flipgate.envelope.names import ENVELOPE_ANALYSES, ENVELOPE_CELL
 from flipgate.envelope.render import TEMPLATE_SHA256
 from flipgate.envelope.run import EnvelopeRunner, config_scores
 from flipgate.envelope.spec import Envelope
-from flipgate.envelope.suite import ENVELOPE_ANALYSES, ENVELOPE_CELL
 from flipgate.gate import evaluate
 from flipgate.items import DatasetSpec
 from flipgate.results import Verdict, estimates

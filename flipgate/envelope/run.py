@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from flipgate import FlipgateError
-from flipgate.audit import Auditor
+from flipgate.calls import Auditor
 from flipgate.envelope.render import render
 from flipgate.envelope.spec import Config, Envelope
 from flipgate.items import DatasetSpec, Item, load_items

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from flipgate import FlipgateError
-from flipgate.store import AnalysisTable
+from flipgate.envelope.names import CELL_PREFIX, ENVELOPE_CELL
 from flipgate.suite_api import (
     READS_ORDER_CELLS,
     Case,
@@ -20,10 +20,6 @@ from flipgate.suite_api import (
 )
 from flipgate.suite_base import TypedCardSection
 
-#: the envelope's cell name (``facet: envelope`` in thresholds)
-ENVELOPE_CELL = "envelope"
-#: its analysis of each benchmark over the whole roster (docs/definitions.md §7), in the store
-ENVELOPE_ANALYSES = AnalysisTable("envelopes", "dataset")
 ENVELOPE_METRICS = (
     MetricSpec("sdi", 0.0, math.inf),
     MetricSpec("cfr", 0.0, 1.0, at="number", at_name="θ"),  # cfr@θ, e.g. cfr@0.5
@@ -72,10 +68,6 @@ def shipped_envelope(name: str) -> Path:
             f"({', '.join(shipped)})"
         )
     return path
-
-
-#: the prefix of its cells in the trials store (flipgate.envelope.run.envelope_cell)
-CELL_PREFIX = "envelope["
 
 
 def roster(ctx: SuiteContext) -> list[str]:
@@ -145,7 +137,7 @@ class EnvelopeSuite(TypedCardSection):
             return []
         return [project_envelope(auditor, envelope(ctx), m) for m in roster(ctx)]
 
-    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    # -- its GRID card (flipgate.cards.build.TypedCardSuite)
     card_module = "flipgate.envelope.card"
     cell_prefix = CELL_PREFIX
     #: an envelope-only benchmark's card comes first (the other suites' own cards are of datasets

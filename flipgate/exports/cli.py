@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from flipgate.cards.cli import ALLOW_SKIPPED, ALLOW_SKIPPED_HELP, load_model, model_dirs
+from flipgate.cards.load import ALLOW_SKIPPED, ALLOW_SKIPPED_HELP, load_model, model_dirs
 from flipgate.cli import OK, Parser, run_command
 from flipgate.exports import eval_results, every_eval_ever
 

@@ -1,6 +1,7 @@
-"""What the exports read off a GRID card (JSON data, as :func:`flipgate.cards.build.cards_on_disk`
+"""What the exports read off a GRID card (JSON data, as :func:`flipgate.cards.write.cards_on_disk`
 gives it): its score and each order cell's metrics under the cell's primary readout, the way the
-model card's table and model-index read them (flipgate/cards/cli.py, flipgate/cards/build.py)."""
+model card's table and model-index read them (flipgate/exports/model_card.py,
+flipgate/cards/write.py)."""
 
 from __future__ import annotations
 

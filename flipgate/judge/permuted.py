@@ -27,9 +27,9 @@ T = TypeVar("T")
 
 
 class JudgeCaller(Protocol):
-    """What a judgement needs of the auditor (:class:`flipgate.audit.Auditor` is one): a model's
+    """What a judgement needs of the auditor (:class:`flipgate.calls.Auditor` is one): a model's
     settings and the outputs of requests to it. A protocol, so that this module does not import
-    :mod:`flipgate.audit`, which imports it."""
+    :mod:`flipgate.calls`, which imports it."""
 
     @property
     def config(self) -> Any:

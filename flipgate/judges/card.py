@@ -1,13 +1,14 @@
 """The judge consensus suite in a GRID card (docs/definitions.md §9): the section built from the
 run store's record, the card of a dataset only the judge suite audited, and the Markdown table
-(what flipgate.judges.suite gives the cards through flipgate.suite_api.TypedCardSuite)."""
+(what flipgate.judges.suite gives the cards through flipgate.cards.build.TypedCardSuite)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from flipgate import metrics as M
-from flipgate.cards.build import CardContext, fmt_estimate
+from flipgate.cards.build import CardContext
+from flipgate.cards.markdown import fmt_estimate
 from flipgate.cards.model import (
     Estimate,
     GridCard,
@@ -19,8 +20,8 @@ from flipgate.cards.model import (
     Template,
 )
 from flipgate.hashing import sha256_text
+from flipgate.judges.names import JUDGE_CELL
 from flipgate.judges.record import JudgeRecord
-from flipgate.judges.suite import JUDGE_CELL
 from flipgate.markdown_text import md_escape
 
 if TYPE_CHECKING:

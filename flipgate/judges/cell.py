@@ -8,12 +8,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from flipgate.audit import Auditor
+from flipgate.calls import Auditor
 from flipgate.judges.allure import report_judge
+from flipgate.judges.names import JUDGE_CELL
 from flipgate.judges.plan import JudgePlan
 from flipgate.judges.record import JudgeRecord
 from flipgate.judges.run import JudgeRunner
-from flipgate.judges.suite import JUDGE_CELL
 from flipgate.metrics.judging import judge_consensus, judge_item_values
 from flipgate.suite_api import Gated, Measurement, SuiteCell
 

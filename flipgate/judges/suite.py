@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from flipgate.judges.names import JUDGE_CELL
 from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
-#: the judge consensus cell's name (``facet: judge`` in thresholds, the trials' facet)
-JUDGE_CELL = "judge"
 JUDGE_METRICS = (
     MetricSpec("judge_flip_rate", 0.0, 1.0),
     MetricSpec("direct_accuracy", 0.0, 1.0),
@@ -68,7 +67,7 @@ class JudgesSuite(DeclaredPlanSuite):
 
         return [project_judges(auditor, plan, model_id)]
 
-    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    # -- its GRID card (flipgate.cards.build.TypedCardSuite)
     card_module = "flipgate.judges.card"
     #: a candidate-set dataset's card, after a sweep's (flipgate.cards.build.build_card)
     own_card_rank = 2

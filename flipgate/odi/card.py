@@ -1,16 +1,17 @@
 """The ODI fit in a GRID card (docs/definitions.md §4): the section of one card built from the
 run's panel-wide analysis, and its Markdown (what flipgate.odi.suite gives the cards through
-flipgate.suite_api.TypedCardSuite)."""
+flipgate.cards.build.TypedCardSuite)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from flipgate.cards.build import CardContext, ci_text, num, verdict_text
+from flipgate.cards.build import CardContext
+from flipgate.cards.markdown import ci_text, num, verdict_text
 from flipgate.cards.model import OdiSection
 from flipgate.markdown_text import md_escape
-from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
+from flipgate.odi.names import ODI_FITS, ORDER_PANEL
 from flipgate.results import Verdict
 
 

@@ -14,11 +14,12 @@ import pandas as pd
 
 from flipgate import FlipgateError
 from flipgate.analysis_cache import AnalysisCache, analysis_key, table_sha256
-from flipgate.audit import Auditor
+from flipgate.calls import Auditor
 from flipgate.odi.allure import report_odi
 from flipgate.odi.fit import odi
 from flipgate.odi.gate import diagnostic_bounds, gate, gate_levels, panel_checks
-from flipgate.odi.suite import ODI_FITS, ORDER_PANEL
+from flipgate.odi.names import ODI_FITS, ORDER_PANEL
+from flipgate.order.measure import order_cells
 from flipgate.report import dumped
 from flipgate.suite import skip_not_applicable
 from flipgate.suite_api import Gated, Measurement, SuiteCell
@@ -50,18 +51,19 @@ class ODICell(SuiteCell):
         frames: list[pd.DataFrame] = []
         used: dict[str, dict[str, str]] = {m: {} for m in self.roster()}
         unmeasured: list[str] = []
+        cells = order_cells(self.auditor)
         with self.live_output():
             for facet, specs in self.auditor.config.facets.items():
                 for spec in specs:
                     for model_id in self.roster():
                         if (facet, spec.name) not in self.auditor.config.cells(model_id):
                             continue  # the model's facets: / datasets: leave this cell out
-                        why = self.auditor.unmeasurable(model_id, spec.name, facet)
+                        why = cells.unmeasurable(model_id, spec.name, facet)
                         if why:
                             unmeasured.append(why)
                             continue
                         used[model_id][facet] = self.auditor.readouts(model_id, facet)[1]
-                        trials = self.auditor.measured_trials(model_id, spec.name, facet)
+                        trials = cells.measured_trials(model_id, spec.name, facet)
                         frames.append(primary_view(trials, used[model_id][facet]))
         if not frames:
             raise FlipgateError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flipgate.config import Threshold, ThresholdSet
 from flipgate.gate import evaluate
-from flipgate.odi.suite import ODI_CELL
+from flipgate.odi.names import ODI_CELL
 from flipgate.results import Direction, Verdict, estimates
 
 #: diagnostic metric -> (direction, docs/definitions.md §4 default bound)

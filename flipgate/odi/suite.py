@@ -8,8 +8,8 @@ from typing import Any
 
 from flipgate.cell import Cell
 from flipgate.facets import FACETS
+from flipgate.odi.names import ODI_CELL, ODI_FITS, ORDER_PANEL
 from flipgate.progress import cell_plan
-from flipgate.store import AnalysisTable
 from flipgate.suite_api import (
     READS_ORDER_CELLS,
     Case,
@@ -21,12 +21,6 @@ from flipgate.suite_api import (
 )
 from flipgate.suite_base import TypedCardSection, schema_beside
 
-#: the ODI fit's cell name (``facet: odi`` in thresholds)
-ODI_CELL = "odi"
-#: the ODI fit over a panel's order-suite trials (docs/definitions.md §4), in the store; the
-#: order suites' panel is keyed "order"
-ODI_FITS = AnalysisTable("odi", "name")
-ORDER_PANEL = "order"
 _INF = math.inf
 _FACETS = tuple(sorted(FACETS))  # e.g. sigma_pi@option_order
 #: posterior quantities (``@<facet>`` selects one facet) and fit diagnostics
@@ -113,7 +107,7 @@ class ODISuite(TypedCardSection):
             + (f"; panel checks failed: {'; '.join(failed)}" if failed else "")
         ]
 
-    # -- its GRID card (flipgate.suite_api.TypedCardSuite)
+    # -- its GRID card (flipgate.cards.build.TypedCardSuite)
     card_module = "flipgate.odi.card"
 
 

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from flipgate.audit import Auditor
 from flipgate.backends.floor import NOT_MEASURED_FLOOR, floor_not_measured
+from flipgate.calls import Auditor
 from flipgate.cards.disclosure import card_section, stop_line
 from flipgate.cell import Cell
 from flipgate.facets import get_facet
 from flipgate.metrics.sequential import ItemValues
 from flipgate.order.allure import report_cell
+from flipgate.order.measure import order_cells
 from flipgate.results import CellSummary, Verdict
 from flipgate.sequential import SequentialStop
 from flipgate.store import TrialStore
@@ -43,18 +44,17 @@ class FlipCell(SuiteCell):
         cell = Cell.parse(self.name)
         control, facet = cell.control, cell.facet
         readouts = self.auditor.readouts(self.model_id, facet)[0]
+        cells = order_cells(self.auditor)
         with self.live_output():
-            trials, perm = self.auditor.cell_trials(self.model_id, self.dataset, self.name)
+            trials, perm = cells.cell_trials(self.model_id, self.dataset, self.name)
             # per-item values: the thresholds on means are decided by one-sided tests
             # (docs/definitions.md §12), on the look grid when the cell drew sequentially
             self.sequences = item_values(trials, readouts, perm)
-            if self.auditor.is_sequential(self.name):
-                self.stop = self.auditor.stop(self.model_id, self.dataset, self.name)
+            if cells.is_sequential(self.name):
+                self.stop = cells.stop(self.model_id, self.dataset, self.name)
             judged = get_facet(facet).judged and not control
             verdicts = (
-                self.auditor.judgements(self.model_id, self.dataset, self.name, trials)
-                if judged
-                else None
+                cells.judgements(self.model_id, self.dataset, self.name, trials) if judged else None
             )
         summaries: dict[str, CellSummary] = {}
         items: pd.DataFrame | None = None
@@ -82,7 +82,7 @@ class FlipCell(SuiteCell):
         whose backend answered its replicates as copies measured no floor: its summaries are
         kept, labelled, and its thresholds are not applicable (§12.5)."""
         facet = Cell.parse(self.name).facet
-        why = self.auditor.unmeasurable(self.model_id, self.dataset, facet)
+        why = order_cells(self.auditor).unmeasurable(self.model_id, self.dataset, facet)
         if why:
             skip_not_applicable(why)
         summaries, items = self.summarised()

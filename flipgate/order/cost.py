@@ -39,7 +39,7 @@ def project(
     assert price is not None  # require_prices raised otherwise
     k = cfg.k
     for name, dataset in cfg.cells(model_id):
-        plan, requests = auditor.cell_requests(dataset, name)
+        plan, requests = auditor.plans.cell_requests(dataset, name)
         pilot = requests[: pilot_items * k]
         fresh = uncached(auditor, model_id, pilot)
         worst = estimate_usd(fresh, price, int(cfg.models[model_id].get("max_new_tokens", 16)))

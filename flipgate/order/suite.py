@@ -7,14 +7,30 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.cell import Cell, cell_group
-from flipgate.config import CONTROL_METRICS, FACET_METRIC_RANGES, FACET_METRICS
-from flipgate.facets import CONTROLS, FACETS, get_facet
+from flipgate.config import CONTROL_METRICS, FACET_METRIC_RANGES, FACET_METRICS, AuditConfig
+from flipgate.facets import CONTROLS, FACETS, get_facet, readouts_for
 from flipgate.facets.short_answer import ShortAnswerFacet
 from flipgate.progress import cell_plan
 from flipgate.sequential import draws_sequentially
 from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
 from flipgate.suite_base import TypedCardSection
-from flipgate.threshold_check import facet_cells
+
+
+def facet_cells(cfg: AuditConfig) -> list[GatedCell]:
+    """Every facet and control cell of every order-suite model, with the readouts the model
+    gives on that facet (the order suite's gated cells, and the regression suite's)."""
+    out = []
+    for model_id in cfg.audited("order"):
+        model = cfg.models[model_id]
+        for cell, dataset in cfg.cells(model_id):
+            try:
+                readouts = readouts_for(
+                    Cell.parse(cell).facet, model["readouts"], model["primary_readout"]
+                )[0]
+            except FlipgateError:  # the cell itself reports this when it runs
+                readouts = model["readouts"]
+            out.append(GatedCell(model_id, cell, dataset, tuple(readouts)))
+    return out
 
 
 class OrderSuite(TypedCardSection):

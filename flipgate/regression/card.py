@@ -1,7 +1,7 @@
 """Regression against the baseline in a GRID card (docs/definitions.md §11): the section of one
 card built from the stored comparisons, its Markdown, ``grid_cards/<model>/regression.md`` and the
 table in a Hugging Face model card (what flipgate.regression.suite gives the cards through
-flipgate.suite_api.TypedCardSuite)."""
+flipgate.cards.build.TypedCardSuite)."""
 
 from __future__ import annotations
 

@@ -10,24 +10,22 @@ from dataclasses import dataclass
 
 import pytest
 
-from flipgate.audit import Auditor
 from flipgate.backends.floor import NOT_MEASURED_FLOOR, floor_not_measured
 from flipgate.backends.identity import is_verified
+from flipgate.calls import Auditor
 from flipgate.cards.build import git_commit
 from flipgate.cell import Cell
 from flipgate.config import Threshold, ThresholdSet
 from flipgate.gate import evaluate
+from flipgate.order.measure import OrderCells, order_cells
 from flipgate.redact import redacted_json
+from flipgate.regression.baseline import VS
 from flipgate.regression.compare import Arm, CellComparison, compare_cell
-from flipgate.regression.hold import planned_pairs
 from flipgate.regression.plan import Pairing
-from flipgate.regression.runs import RunRecord
+from flipgate.regression.runs import RunRecord, planned_pairs
 from flipgate.results import Verdict
 from flipgate.suite import skip_not_applicable
 from flipgate.suite_api import Gated, Measurement, SuiteCell
-
-#: the regression thresholds' selector value
-VS = "baseline"
 
 
 def gate_comparison(comparison: CellComparison, thresholds: ThresholdSet) -> list[Verdict]:
@@ -116,6 +114,11 @@ class RegressionCell(SuiteCell):
     capture_manager: object = None
 
     @property
+    def order_cells(self) -> OrderCells:
+        """The order cells this case compares, measured in this process."""
+        return order_cells(self.auditor)
+
+    @property
     def baseline(self) -> str:
         """The baseline's model id (a pairing without one carries ``skip`` and is not run)."""
         assert self.pairing.baseline is not None, self.pairing.skip
@@ -124,7 +127,7 @@ class RegressionCell(SuiteCell):
     def live_arm(self, model_id: str) -> Arm:
         """A model's side of the cell, measured (or replayed from the cache) in this session."""
         facet = Cell.parse(self.cell).facet
-        trials, perm = self.auditor.cell_trials(model_id, self.dataset, self.cell)
+        trials, perm = self.order_cells.cell_trials(model_id, self.dataset, self.cell)
         manifest = self.auditor.store.manifests().get((facet, self.dataset), {}).get("sha256")
         return Arm(
             model_id,
@@ -132,7 +135,7 @@ class RegressionCell(SuiteCell):
             tuple(self.auditor.readouts(model_id, facet)[0]),
             manifest,
             perm,
-            self.auditor.stop(model_id, self.dataset, self.cell) is not None,
+            self.order_cells.stop(model_id, self.dataset, self.cell) is not None,
         )
 
     def baseline_arm(self) -> tuple[Arm | None, dict]:
@@ -199,7 +202,7 @@ class RegressionCell(SuiteCell):
             self.baseline if self.pairing.run is None else f"{self.baseline}@{identity['run_id']}"
         )
         comparison.baseline_identity = identity
-        stop = self.auditor.stop(self.pairing.candidate, self.dataset, self.cell)
+        stop = self.order_cells.stop(self.pairing.candidate, self.dataset, self.cell)
         if stop is not None and not Cell.parse(self.cell).is_control:  # held by this case
             comparison.planned = planned_pairs(stop.cap, int(base.trials["item_id"].nunique()))
         return comparison
@@ -229,7 +232,7 @@ class RegressionCell(SuiteCell):
             pytest.skip(p.skip)
         live = [p.candidate] + ([self.baseline] if p.run is None else [])  # measured here
         for model_id in live:
-            why = self.auditor.unmeasurable(model_id, self.dataset, Cell.parse(self.cell).facet)
+            why = self.order_cells.unmeasurable(model_id, self.dataset, Cell.parse(self.cell).facet)
             if why:
                 skip_not_applicable(why)
         if Cell.parse(self.cell).is_control:

@@ -4,8 +4,9 @@ drawing, up to the items its baseline drew (or the candidate's cap), so the case
 all the pairs it could have — not on the few a facet decided by its own thresholds would leave.
 
 The case's thresholds are decided by the fixed-N paired tests once the planned pairs are in
-(:func:`planned_pairs`); until then they only hold the cell while reachable, so the cell's
-stopping never looks at the paired differences' evidence and the fixed-N tests keep their α.
+(:func:`flipgate.regression.runs.planned_pairs`); until then they only hold the cell while
+reachable, so the cell's stopping never looks at the paired differences' evidence and the
+fixed-N tests keep their α.
 """
 
 from __future__ import annotations
@@ -18,17 +19,14 @@ import pandas as pd
 from flipgate import FlipgateError
 from flipgate.cell import Cell
 from flipgate.metrics.sequential import ItemValues
+from flipgate.order.measure import order_cells
+from flipgate.regression.baseline import VS, compared_cells, pairings
 from flipgate.regression.compare import Arm, compare_cell
+from flipgate.regression.runs import RunRecord, planned_pairs
 from flipgate.sequential import DECIDING_RULES, Dependent
 
 #: bootstrap draws while a held cell measures a case (its verdict draws the run's own number)
 HOLD_BOOTSTRAP = 20
-
-
-def planned_pairs(candidate_cap: int, baseline_items: int) -> int:
-    """The pairs a regression case of a sequential candidate is tested on: the items its
-    baseline drew, at most the candidate's cap."""
-    return min(candidate_cap, baseline_items)
 
 
 def regression_dependents(
@@ -36,9 +34,6 @@ def regression_dependents(
 ) -> list[Dependent]:
     """The regression cases that compare ``model_id``'s facet ``cell`` × ``dataset`` with a
     baseline, as dependents of that cell (flipgate.sequential.Dependent)."""
-    from flipgate.regression.cell import VS
-    from flipgate.regression.runs import RunRecord
-    from flipgate.regression.suite import compared_cells, pairings
 
     if Cell.parse(cell).is_control or ctx.thresholds_dir is None:
         return []
@@ -53,7 +48,8 @@ def regression_dependents(
 
     readouts, primary = auditor.readouts(model_id, cell)
     manifest = auditor.store.manifests().get((cell, dataset), {}).get("sha256")
-    cap = auditor.n_items(model_id, dataset, cell)
+    cells = order_cells(auditor)
+    cap = cells.n_items(model_id, dataset, cell)
     out = []
     for p in pairings(ctx):
         if p.skip or model_id not in (p.candidate, p.baseline):
@@ -64,7 +60,7 @@ def regression_dependents(
         if not held:
             continue
         if p.baseline == model_id and p.run is None:  # an in-run baseline: all its case needs
-            planned = min(cap, auditor.n_items(p.candidate, dataset, cell))
+            planned = min(cap, cells.n_items(p.candidate, dataset, cell))
             out.append(Dependent(f"{cell} as the baseline of {p.candidate}", held, None, planned))
             continue
         if p.candidate != model_id:
@@ -72,14 +68,14 @@ def regression_dependents(
         if p.run is not None:
             base = RunRecord.open(p.run).arm(p.baseline, cell, dataset)
         else:  # the baseline model of this run: its own cell, measured first
-            trials = auditor.measured_trials(p.baseline, dataset, cell)
+            trials = cells.measured_trials(p.baseline, dataset, cell)
             base = Arm(
                 p.baseline,
                 trials,
                 tuple(auditor.readouts(p.baseline, cell)[0]),
                 manifest,
                 None,
-                auditor.stop(p.baseline, dataset, cell) is not None,
+                cells.stop(p.baseline, dataset, cell) is not None,
             )
         if base is None:
             continue

@@ -242,8 +242,6 @@ class RunRecord:
         """The pairs this run's sequential facet cell was held for by its regression case
         (flipgate.regression.hold), as the case in the run decided: None for a fixed-N cell or
         a control."""
-        from flipgate.regression.hold import planned_pairs
-
         if Cell.parse(cell).is_control:
             return None
         for stop in self.store.records(SequentialStop, model_id):
@@ -267,3 +265,9 @@ class RunRecord:
         return sorted(
             (c, d) for m, c, d in self.cells if m == model_id and Cell.parse(c).facet in FACETS
         )
+
+
+def planned_pairs(candidate_cap: int, baseline_items: int) -> int:
+    """The pairs a regression case of a sequential candidate is tested on: the items its
+    baseline drew, at most the candidate's cap."""
+    return min(candidate_cap, baseline_items)

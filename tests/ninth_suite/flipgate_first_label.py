@@ -47,7 +47,7 @@ class FirstLabelSuite(api.Suite):
         return {(*param, NAME): cfg.n_items(param[1], ctx.items_override) * cfg.k}
 
     def requests(self, auditor, param):
-        return auditor.cell_requests(param[1], "option_order")[1]
+        return api.facet_requests(auditor, param[1], "option_order")
 
     def measure(self, cell, param):
         (model_id, dataset), requests = param, self.requests(cell.auditor, param)

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,17 +23,13 @@ from typing import Any
 import yaml
 
 from flipgate import FlipgateError, storage
-from flipgate.cards.build import (
-    StaleCardWarning,
-    cards_on_disk,
-    md_escape,
-    model_index,
-    verdict_interval,
-)
+from flipgate.cards.build import TypedCardSuite
+from flipgate.cards.load import ALLOW_SKIPPED, ALLOW_SKIPPED_HELP, load_model, model_dirs
+from flipgate.cards.markdown import verdict_interval
 from flipgate.cell import Cell
 from flipgate.cli import OK, Parser, one_line, run_command
 from flipgate.gate import SEQUENCE
-from flipgate.suite_api import TypedCardSuite
+from flipgate.markdown_text import md_escape
 
 MODEL_CARD = storage.Place("model card", "--into", "delete it or give another --into")
 BEGIN, END = "<!-- flipgate:begin -->", "<!-- flipgate:end -->"
@@ -48,7 +42,7 @@ NOTE = (
 def card_main(argv: list[str] | None = None, suites: Sequence[Any] = ()) -> int:
     """``python -m flipgate card --into README.md ...``; returns the exit status. ``suites``: the
     registered suites (flipgate.__main__ passes flipgate.registry.suites()), whose lines the
-    section carries (flipgate.suite_api.TypedCardSuite.model_card_lines)."""
+    section carries (flipgate.cards.build.TypedCardSuite.model_card_lines)."""
     return run_command(lambda args: _card(args, suites), argv)
 
 
@@ -124,94 +118,6 @@ def _card(argv: list[str], suites: Sequence[Any]) -> int:
             cards = next(c for p, m, c, _ in targets if p == path)
             write_eval_results(path.parent, model, cards, args.source_url or grid.as_posix())
     return OK
-
-
-def model_dirs(grid_dir: Path) -> list[str]:
-    """The model ids under ``grid_dir``: every directory holding a model-index.yaml (org/model
-    nests)."""
-    return sorted(
-        p.parent.relative_to(grid_dir).as_posix() for p in grid_dir.rglob("model-index.yaml")
-    )
-
-
-#: the option that lets a command go on without the card files it cannot read
-ALLOW_SKIPPED = "--allow-skipped-cards"
-ALLOW_SKIPPED_HELP = (
-    "export the readable cards when a card file under --grid-cards-dir cannot be read or "
-    "validated (a truncated or stale one), naming each left out on stderr; without it such a "
-    "file stops the command (exit 4) before anything is written"
-)
-
-
-def _left_out(warned: list[str], allow_skipped: bool) -> None:
-    """The card files :func:`~flipgate.cards.build.cards_on_disk` left out (its warnings, each
-    naming the file and why): a FlipgateError naming them all, or with ``allow_skipped`` one
-    stderr line each."""
-    said = [
-        w.removeprefix("flipgate: ").replace(" left out of model-index.yaml: ", ": ", 1)
-        for w in warned
-    ]
-    if said and not allow_skipped:
-        raise FlipgateError(
-            f"{'; '.join(said)}: {len(said)} card file{'s' * (len(said) != 1)} could not be "
-            f"read, so nothing was written; fix or delete {'them' if len(said) > 1 else 'it'} "
-            f"(a rerun of the audit writes it again), or pass {ALLOW_SKIPPED} to go on without"
-        )
-    for line in said:
-        print(f"flipgate: left out {line}", file=sys.stderr)
-
-
-def load_model(
-    grid_dir: Path, model: str | None, suites: Sequence[Any] = (), allow_skipped: bool = False
-) -> tuple[str, list[dict], dict]:
-    """(model id, its valid cards by dataset, its model-index) from ``grid_dir``, or a
-    FlipgateError; a card file that cannot be read or validated is one too, unless
-    ``allow_skipped`` (then it is named on stderr and left out)."""
-    if not grid_dir.is_dir():
-        raise FlipgateError(
-            f"{grid_dir}: no GRID cards directory (run the audit first, or pass --grid-cards-dir)"
-        )
-    if model is None:
-        models = model_dirs(grid_dir)
-        if len(models) != 1:
-            raise FlipgateError(
-                f"{grid_dir}: "
-                + (
-                    f"holds {len(models)} models ({', '.join(models)}); a model card is one "
-                    "model's: pick one with --model, or give --into DIR/ to write "
-                    "DIR/<model>/README.md for each"
-                    if models
-                    else "holds no model's GRID cards"
-                )
-            )
-        model = models[0]
-    model_dir = grid_dir / model
-    with warnings.catch_warnings(record=True) as caught:  # a stale or broken card: left out
-        warnings.simplefilter("always")
-        cards = cards_on_disk(model_dir, model) if model_dir.is_dir() else []
-    _left_out(
-        [str(w.message) for w in caught if issubclass(w.category, StaleCardWarning)],
-        allow_skipped,
-    )
-    if not cards:
-        known = model_dirs(grid_dir)
-        raise FlipgateError(
-            f"{model_dir}: no GRID cards of model {model!r}"
-            + (f" (models there: {', '.join(known)})" if known else "")
-        )
-    path = model_dir / "model-index.yaml"
-    if path.is_file():
-        try:
-            index = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise FlipgateError(
-                f"{path}: unreadable ({type(exc).__name__}: {one_line(exc)})"
-            ) from None
-        if not isinstance(index, dict) or not isinstance(index.get("model-index"), list):
-            raise FlipgateError(f"{path}: has no model-index list")
-    else:
-        index = model_index(model, cards, suites)
-    return model, cards, index
 
 
 def _fmt(m: dict | None) -> str:
