@@ -1,24 +1,28 @@
 """Trials/s of the litellm backend at concurrency 1 vs 16 against the loopback OpenAI-compatible
 server.
 
-The server (flipgate.serve) serves the embedded SmolLM2 with dynamic batching, so concurrent
-requests share forward passes; ``--latency-s`` adds a fixed per-request delay in the server
-(like a network round trip) to show what concurrency buys against a remote provider. Same
-prompts, same server, same run; the response cache is not used.
+The server (tests/support/loopback_server.py, the tests' own) serves the embedded SmolLM2 with
+dynamic batching, so concurrent requests share forward passes; ``--latency-s`` adds a fixed
+per-request delay in the server (like a network round trip) to show what concurrency buys
+against a remote provider. Same prompts, same server, same run; the response cache is not used.
     python benchmarks/api_concurrency.py [--n 64] [--levels 1,16] [--latency-s 0.2]
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
+from pathlib import Path
 
 from common import model_config, option_order_requests, parser
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.loopback_server import Faults, LoopbackServer  # noqa: E402
 
 from flipgate.backends.api import LiteLLMBackend
 from flipgate.backends.hf import HFBackend
 from flipgate.readouts import read_label
-from flipgate.serve import Faults, LoopbackServer
 
 
 def rate(server: LoopbackServer, requests, concurrency: int) -> tuple[float, list]:
@@ -57,7 +61,7 @@ def main() -> None:
     requests = option_order_requests(args.dataset, args.n)
     levels = [int(x) for x in args.levels.split(",")]
     print(
-        f"model {args.model} behind flipgate.serve (dynamic batching, max 16), "
+        f"model {args.model} behind the loopback server (dynamic batching, max 16), "
         f"{len(requests)} trials per arm"
     )
     for latency in (float(x) for x in args.latencies.split(",")):

@@ -33,7 +33,7 @@ COMMANDS = {
     "export": "flipgate.exports.cli:export_main",
     "prepare": "flipgate.prepare:prepare_main",
     "generate-paraphrases": "flipgate.decomposition.generate:generate_main",
-    "serve-llamacpp": "flipgate.serve:serve_llamacpp_main",
+    "serve-llamacpp": "flipgate.serve_llamacpp:serve_llamacpp_main",
 }
 #: the commands that take the registered suites too (a core module cannot import the registry)
 WITH_SUITES = {"card"}

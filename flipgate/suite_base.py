@@ -24,8 +24,6 @@ class TypedCardSection(Suite):
 
     #: the module of its card code (``flipgate.<suite>.card``); None: it gives no card fields
     card_module: str | None = None
-    #: the prefix of its cells in the trials store; None: it records none of its own
-    cell_prefix: str | None = None
     #: where its own card comes in the search for a dataset's card (last: it has none)
     own_card_rank = 100
 
@@ -40,9 +38,6 @@ class TypedCardSection(Suite):
 
     def configure(self, ctx: Any) -> None:
         """Nothing of its own to check before collection."""
-
-    def owns_cell(self, cell: str) -> bool:
-        return self.cell_prefix is not None and cell.startswith(self.cell_prefix)
 
     def _give(self, member: str, nothing: Any, *args: Any) -> Any:
         """What :attr:`card_module`'s function ``member`` returns for ``args``; ``nothing`` where

@@ -261,7 +261,7 @@ def serve():
     started = []
 
     def start(backend, **kw):
-        from flipgate.serve import LoopbackServer
+        from support.loopback_server import LoopbackServer
 
         server = LoopbackServer(backend, **kw)
         server.start()

@@ -1,5 +1,5 @@
-"""litellm backend against a real OpenAI-compatible server on 127.0.0.1 (flipgate.serve), with
-faults."""
+"""litellm backend against a real OpenAI-compatible server on 127.0.0.1
+(tests/support/loopback_server.py), with faults."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from support.loopback_server import Faults, LoopbackServer
 
 from conftest import REPO, ScriptedBackend
 from flipgate import FlipgateError
@@ -17,7 +18,6 @@ from flipgate.backends.base import Request
 from flipgate.items import DatasetSpec
 from flipgate.order.measure import order_cells
 from flipgate.readouts import read_label
-from flipgate.serve import Faults, LoopbackServer
 from flipgate.summary import facet_summary
 
 KEY = "sk-flipgate-test-5f1c0ffee0ddba11"
@@ -225,12 +225,11 @@ def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_pa
     0.3 s, so calls are always in the air when that trial fails for good: a client that
     cancelled them left them to be decided after ``fail_after`` was lifted, answered uncached and
     asked again by the resume (20 answers instead of 19 when a loaded server was slow)."""
+    import support.loopback_server as loopback
     from test_audit_runner import make_auditor
 
-    import flipgate.serve
-
     server = serve(ScriptedBackend(rule=lambda r: "B"), api_key=KEY, faults=Faults(fail_after=11))
-    parse, failing = flipgate.serve.request_from_body, {}
+    parse, failing = loopback.request_from_body, {}
 
     def parse_and_hold(body, prefill):
         request = parse(body, prefill)
@@ -240,7 +239,7 @@ def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_pa
             time.sleep(0.3)
         return request
 
-    monkeypatch.setattr(flipgate.serve, "request_from_body", parse_and_hold)
+    monkeypatch.setattr(loopback, "request_from_body", parse_and_hold)
     auditor = make_auditor(
         tmp_path,
         LiteLLMBackend(api_model(server, retries={"max_attempts": 2, "base_delay_s": 0.01})),

@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 
 import pytest
+from support.loopback_server import LoopbackServer
 from test_end_to_end import PASSING, models_yaml, run_suite
 
 from conftest import write
 from flipgate.backends.hf import HFBackend
 from flipgate.cards import validate_card
-from flipgate.serve import LoopbackServer
 
 KEY = "sk-flipgate-secret-a1b2c3d4e5f60718"
 

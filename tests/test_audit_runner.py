@@ -168,7 +168,9 @@ def test_evidence_facet_scores_short_answers(tmp_path):
     # answering with whatever passage comes first: the content answer follows the ordering
     first_word = lambda req: req.messages[0][1].split("[1] ")[1].split()[0]  # noqa: E731
     s, _ = facet_summary(
-        auditor_for(first_word).trials("scripted", "synthetic_multihop", "evidence_chunk_order"),
+        order_cells(auditor_for(first_word)).trials(
+            "scripted", "synthetic_multihop", "evidence_chunk_order"
+        ),
         "regex",
     )
     assert s.metrics["flip_rate"].estimate == 1.0 and s.metrics["accuracy"].estimate == 0.0
@@ -180,8 +182,8 @@ def test_a_cell_is_measured_once_per_run_and_read_back_by_every_reader(tmp_path,
     backend = ScriptedBackend()
     auditor = make_auditor(tmp_path, backend, cache=False)
     draws = []
-    original = auditor._draw_items
-    monkeypatch.setattr(auditor, "_draw_items", lambda *a: draws.append(a) or original(*a))
+    original = auditor.plans._draw_items
+    monkeypatch.setattr(auditor.plans, "_draw_items", lambda *a: draws.append(a) or original(*a))
     control = "same_ordering:option_order"
     first = order_cells(auditor).measured_trials("scripted", "arc_challenge", control)
     calls = backend.calls

@@ -11,6 +11,10 @@ from test_cards import card_store  # noqa: F401  (fixture)
 
 from flipgate.cards import build_card, validate_card
 from flipgate.cards.model import SCHEMA_PATH, GridCard, MetricBlock, card_schema, schema_text
+from flipgate.registry import suites as registered_suites
+
+#: the registered suites, as the session hands them to the cards
+SUITES = registered_suites()
 
 
 def test_checked_in_schema_is_generated_from_the_model():
@@ -18,7 +22,9 @@ def test_checked_in_schema_is_generated_from_the_model():
 
 
 def test_card_round_trips_through_the_model(card_store):  # noqa: F811
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     assert GridCard.model_validate(card).to_data() == card
     control = card["controls"]["same_ordering:option_order"]["regex"]
     assert "k_policies" not in control and "k2_screen_recall" not in control  # absent, not null
@@ -78,7 +84,9 @@ def test_schema_keeps_the_cards_constraints():
 )
 def test_schema_and_model_reject_bad_cards(card_store, mutate):  # noqa: F811
     card = copy.deepcopy(
-        build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+        build_card(
+            card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+        ).to_data()
     )
     mutate(card)
     with pytest.raises(jsonschema.ValidationError):

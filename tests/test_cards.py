@@ -13,7 +13,11 @@ from flipgate.cards.markdown import card_markdown
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec
 from flipgate.order.measure import order_cells
+from flipgate.registry import suites as registered_suites
 from flipgate.results import CellSummary, Verdict
+
+#: the registered suites, as the session hands them to the cards
+SUITES = registered_suites()
 
 
 def typed(verdicts: list[dict]) -> list[Verdict]:
@@ -55,7 +59,9 @@ def card_store(tmp_path):
 
 
 def test_card_is_schema_valid_and_reproducible(card_store):
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     validate_card(card)
     oo = card["order_robustness"]["option_order"]["regex"]
     assert oo["flip_rate"]["estimate"] == 1.0 and oo["n_items"] == 5 and oo["k"] == 6
@@ -63,9 +69,11 @@ def test_card_is_schema_valid_and_reproducible(card_store):
     assert ctrl["delta_order"]["estimate"] == 1.0 and ctrl["flip_rate_same"]["estimate"] == 0.0
     assert card["axis_receipt"]["manifest_sha256"]["option_order"]
     assert card["thresholds"][0]["verdict"] == "fail"
-    again = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    again = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     assert again["order_robustness"] == card["order_robustness"]
-    assert "| option_order | regex | 5 | 6 | 1.000" in card_markdown(card)
+    assert "| option_order | regex | 5 | 6 | 1.000" in card_markdown(card, SUITES)
 
 
 @pytest.mark.parametrize(
@@ -80,7 +88,9 @@ def test_card_is_schema_valid_and_reproducible(card_store):
 )
 def test_schema_rejects_bad_cards(card_store, mutate):
     card = copy.deepcopy(
-        build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+        build_card(
+            card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+        ).to_data()
     )
     mutate(card)
     with pytest.raises(jsonschema.ValidationError):
@@ -88,7 +98,7 @@ def test_schema_rejects_bad_cards(card_store, mutate):
 
 
 def test_write_cards_and_model_index(card_store, tmp_path):
-    written = write_cards(card_store, tmp_path / "cards", "r1", n_boot=200)
+    written = write_cards(card_store, tmp_path / "cards", "r1", n_boot=200, suites=SUITES)
     assert {p.name for p in written.paths} == {
         "arc_challenge.json",
         "arc_challenge.md",
@@ -137,7 +147,9 @@ def test_card_carries_bh_q_values(card_store):
         ),
     )
     assert sorted(card_store.adjust_q_values()) == pytest.approx([0.02, 0.04])
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     by_threshold = {v["threshold"]: v for v in card["thresholds"]}
     assert by_threshold["delta_order <= 0.1 (lower)"]["q_value"] == pytest.approx(0.02)
     assert by_threshold["flip_rate <= 0.2 (lower)"]["q_value"] is None  # no p-value recorded
@@ -145,7 +157,9 @@ def test_card_carries_bh_q_values(card_store):
 
 
 def test_card_k_policies_section(card_store):
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     block = card["order_robustness"]["option_order"]["regex"]
     assert [r["cost"] for r in block["k_policies"]] == [1, 2, 3, 6, 6, 6]
     # always-"A" flips every item by K=6; the K=2 screen catches those whose first two
@@ -154,7 +168,7 @@ def test_card_k_policies_section(card_store):
         block["k_ablation"]["6"] == 1.0
         and block["k2_screen_recall"] == block["k_ablation"]["2"] > 0
     )
-    assert "### K-policies: option_order (regex)" in card_markdown(card)
+    assert "### K-policies: option_order (regex)" in card_markdown(card, SUITES)
 
 
 def _table_rows(md: str) -> list[list[str]]:
@@ -209,7 +223,9 @@ def test_markdown_escapes_user_strings(card_store):
             ]
         ),
     )
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     assert card["axis_receipt"]["model_revision"] == evil
     assert {v["threshold"]: v["why"] for v in card["thresholds"]}[
         "flip_rate <= 0.2 (lower)"
@@ -217,7 +233,7 @@ def test_markdown_escapes_user_strings(card_store):
     card["model"]["id"] = "acme|model`x`"
     card["dataset"]["name"] = "arc|<img src=x onerror=alert(1)>"
     validate_card(card)
-    md = card_markdown(card)
+    md = card_markdown(card, SUITES)
     for needle in ("<script", "<img", "<a ", "<b>", "onerror=alert(1)>", "`x`"):
         assert needle not in md, needle
     for rows in _table_rows(md):
@@ -239,9 +255,11 @@ def test_verdict_why_in_card_json_and_markdown(card_store):
         "option_order",
         typed([{"why": "users see a different answer if the options move"}]),
     )
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     assert card["thresholds"][0]["why"] == "users see a different answer if the options move"
-    md = card_markdown(card)
+    md = card_markdown(card, SUITES)
     assert "| cell | threshold | estimate | CI | deciding test | p | BH q | verdict | why |" in md
     assert "| **fail** | users see a different answer if the options move |" in md
     bad = copy.deepcopy(card)
@@ -261,7 +279,7 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
     first.config.facets["option_order"].append(DatasetSpec("mmlu"))
     for dataset in ("arc_challenge", "mmlu"):
         order_cells(first).trials("scripted", dataset, "option_order")
-    write_cards(first.store, out, "r1", n_boot=200)
+    write_cards(first.store, out, "r1", n_boot=200, suites=SUITES)
     (out / "scripted/old_broken.json").write_text(json.dumps({"schema_version": "grid-card/0.0"}))
     (out / "scripted/truncated.json").write_text("{")
     second = make_auditor(tmp_path / "b", ScriptedBackend(), run_id="r2")  # a partial run: -k arc
@@ -270,7 +288,7 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
     )
     order_cells(second).trials("scripted", "arc_challenge", "option_order")
     with pytest.warns(StaleCardWarning) as caught:
-        written = write_cards(second.store, out, "r2", n_boot=200)
+        written = write_cards(second.store, out, "r2", n_boot=200, suites=SUITES)
     assert {p.name for p in written.paths} == {
         "arc_challenge.json",
         "arc_challenge.md",
@@ -291,13 +309,17 @@ def test_model_index_keeps_datasets_of_earlier_runs(tmp_path):
 def test_card_shows_the_summaries_the_cell_test_stored(card_store):
     """Cards read each cell's stored summary (computed once, by the cell's test); only a cell
     with trials but no stored summary is summarised when the card is built."""
-    first = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    first = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     planted = copy.deepcopy(first["order_robustness"]["option_order"]["regex"])
     planted["flip_rate"] = {"estimate": 0.125, "ci": [0.0, 0.25]}  # not what the trials give
     card_store.add_summaries(
         "scripted", "arc_challenge", "option_order", {"regex": CellSummary.model_validate(planted)}
     )
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     assert card["order_robustness"]["option_order"]["regex"] == planted
     computed = card["order_robustness"]["option_order"]["letter_logprob"]  # nothing stored
     assert computed == first["order_robustness"]["option_order"]["letter_logprob"]
@@ -355,7 +377,7 @@ def two_model_grid(tmp_path, models=("scripted", "acme/other")) -> Path:
             {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
         )
         order_cells(auditor).trials(model, "arc_challenge", "option_order")
-    write_cards(auditor.store, tmp_path / "grid_cards", "r1", n_boot=200)
+    write_cards(auditor.store, tmp_path / "grid_cards", "r1", n_boot=200, suites=SUITES)
     return tmp_path / "grid_cards"
 
 
@@ -417,17 +439,21 @@ def test_card_into_dir_writes_nothing_when_one_card_fails(tmp_path, capsys):
 def test_the_receipt_says_how_the_dtype_was_chosen(card_store):
     """A local model's ``dtype: auto`` choice reaches the card's JSON and markdown; a model
     without one (an API model, a replay) has neither the field nor the row."""
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     assert "dtype_choice" not in card["axis_receipt"]
-    assert "dtype chosen" not in card_markdown(card)
+    assert "dtype chosen" not in card_markdown(card, SUITES)
     why = "auto: CPU without native bf16 (torch CPU kernels AVX2) -> float32"
     card_store.add_model(
         "scripted",
         {"backend": "hf", "weights_sha256": "abc", "dtype": "float32", "dtype_choice": why},
         {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
     )
-    card = build_card(card_store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(
+        card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
     validate_card(card)
     assert card["axis_receipt"]["dtype"] == "float32"
     assert card["axis_receipt"]["dtype_choice"] == why
-    assert f"| dtype chosen | {why.replace('>', '&gt;')} |" in card_markdown(card)
+    assert f"| dtype chosen | {why.replace('>', '&gt;')} |" in card_markdown(card, SUITES)

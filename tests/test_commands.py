@@ -16,9 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import tiny_hf_config
 from flipgate.__main__ import COMMANDS, main
 from flipgate.backends.servers import SERVED_NAME, ServerSpec, free_port
 from flipgate.exitcodes import GATE_PASSED, USAGE_ERROR
@@ -132,44 +130,6 @@ def _interrupt(proc: subprocess.Popen) -> tuple[int, str, str]:
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     return proc.returncode, out, err
-
-
-def test_python_m_flipgate_serve_serves_a_model_of_models_yaml(tmp_path, tiny_model_dir):
-    """docs/configuration.md's ``python -m flipgate.serve --model ... --port ...`` (it read
-    models.yaml before any suite was registered: "no suite is registered")."""
-    entry = tiny_hf_config(tiny_model_dir, tmp_path)
-    entry.pop("_cache_dir")
-    models = tmp_path / "models.yaml"
-    models.write_text(yaml.safe_dump({"models": [{**entry, "max_new_tokens": 2}]}))
-    port = free_port()
-    proc = _start("flipgate.serve", "--model", "tiny", "--port", str(port), cwd=tmp_path)
-    try:
-        _wait_ready(proc, f"http://127.0.0.1:{port}/v1/models")
-        reply = _get(
-            f"http://127.0.0.1:{port}/v1/chat/completions",
-            {"messages": [{"role": "user", "content": "Which? A or B"}], "max_tokens": 2},
-        )
-        assert reply["choices"][0]["message"]["content"].startswith("Answer:")
-    finally:
-        status, out, err = _interrupt(proc)
-    assert "Traceback" not in err and f"serving tiny at http://127.0.0.1:{port}/v1" in out, err
-
-
-def test_python_m_flipgate_serve_names_a_bad_model_in_one_line(tmp_path):
-    (tmp_path / "models.yaml").write_text(
-        "models:\n  - {id: a, backend: hf, source: {path: nowhere}}\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "flipgate.serve", "--model", "b"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == USAGE_ERROR
-    assert one_line(proc.stderr) == (
-        "flipgate: option --model 'b': no such model in models.yaml (its models: a)"
-    )
 
 
 def _smollm2_gguf() -> Path:

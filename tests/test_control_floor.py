@@ -23,11 +23,15 @@ from flipgate.config import AuditConfig
 from flipgate.items import DatasetSpec
 from flipgate.order.cell import FlipCell
 from flipgate.order.measure import order_cells
+from flipgate.registry import suites as registered_suites
 from flipgate.regression.compare import compare_cell
 from flipgate.regression.runs import RunRecord
 from flipgate.results import Verdict
 from flipgate.sequential import SequentialSettings, SequentialStop
 from flipgate.suite import NOT_APPLICABLE
+
+#: the registered suites, as the session hands them to the cards
+SUITES = registered_suites()
 
 FACET, CONTROL, DATASET = "option_order", "same_ordering:option_order", "arc_challenge"
 K, N_ITEMS = 6, 4
@@ -180,12 +184,12 @@ def test_a_greedy_hf_control_is_not_measured_not_applicable_and_labelled(tiny_mo
     facet_flip = stored[FACET]["letter_logprob"].metrics["flip_rate"].estimate
     assert summaries["letter_logprob"].metrics["delta_order"].estimate == pytest.approx(facet_flip)
 
-    card = build_card(store, "tiny", DATASET, "r1", n_boot=200).to_data()
+    card = build_card(store, "tiny", DATASET, "r1", n_boot=200, suites=SUITES).to_data()
     block = card["controls"][CONTROL]
     assert all(m["floor"] == NOT_MEASURED_FLOOR for m in block.values())
     assert "floor" not in card["order_robustness"][FACET]["letter_logprob"]
     assert [v["facet"] for v in card["thresholds"]] == [FACET]
-    markdown = card_markdown(card)
+    markdown = card_markdown(card, SUITES)
     assert markdown.count("(floor 0 by construction (not measured))") == 2  # Δ_order, 2 readouts
     assert f"Floor not measured ({CONTROL})" in markdown
 

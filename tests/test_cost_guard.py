@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.loopback_server import Faults, LoopbackServer
 from test_end_to_end import PASSING, models_yaml, run_suite
 
 from conftest import REPO, ScriptedBackend, write
@@ -20,7 +21,6 @@ from flipgate import exitcodes
 from flipgate.backends.api import LiteLLMBackend
 from flipgate.backends.base import Request
 from flipgate.cards import validate_card
-from flipgate.serve import Faults, LoopbackServer
 from flipgate.store import TrialStore
 
 KEY = "sk-flipgate-guard-0badc0ffee123456"

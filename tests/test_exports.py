@@ -20,6 +20,10 @@ from flipgate.cards import write_cards
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec
 from flipgate.order.measure import order_cells
+from flipgate.registry import suites as registered_suites
+
+#: the registered suites, as the session hands them to the cards
+SUITES = registered_suites()
 
 MODEL = "acme/tiny"
 DATASETS = ("arc_challenge", "mmlu", "mmlu_philosophy")  # the last has no Hub benchmark
@@ -42,7 +46,7 @@ def grid(tmp_path_factory) -> Path:
     for dataset in DATASETS:
         order_cells(auditor).trials(MODEL, dataset, "option_order")
     order_cells(auditor).trials(MODEL, "arc_challenge", "same_ordering:option_order")
-    write_cards(auditor.store, tmp / "grid_cards", "r1", n_boot=200)
+    write_cards(auditor.store, tmp / "grid_cards", "r1", n_boot=200, suites=SUITES)
     return tmp / "grid_cards"
 
 
@@ -211,7 +215,7 @@ def test_every_eval_ever_needs_a_developer_for_a_flat_model_id(tmp_path, capsys)
         "scripted", {"backend": "scripted", "weights_sha256": "abc"}, {"readouts": ["regex"]}
     )
     order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
-    write_cards(auditor.store, tmp_path / "grid_cards", "r1", n_boot=200)
+    write_cards(auditor.store, tmp_path / "grid_cards", "r1", n_boot=200, suites=SUITES)
     args = ("--grid-cards-dir", tmp_path / "grid_cards", "--out", tmp_path / "data")
     assert flipgate("export", "every-eval-ever", *args) == USAGE_ERROR
     assert "give --developer NAME" in one_line(capsys.readouterr().err)

@@ -13,6 +13,7 @@ from flipgate import FlipgateError
 from flipgate.backends.base import Request
 from flipgate.cache import cache_key
 from flipgate.grammar import GRAMMAR_VERSION, Manifest, inverse, item_seed, orderings
+from flipgate.order.measure import order_cells
 
 
 def test_seed_is_the_spec_sha256_formula():
@@ -250,7 +251,7 @@ def test_facet_trials_cached_before_the_grammar_version_are_cold(tmp_path):
         },
     )
     backend.calls = 0
-    df = auditor("r1", backend).trials("scripted", "arc_challenge", "option_order")
+    df = order_cells(auditor("r1", backend)).trials("scripted", "arc_challenge", "option_order")
     assert backend.calls == len(requests) == 18 and not df["from_cache"].any()
-    df = auditor("r2", backend).trials("scripted", "arc_challenge", "option_order")
+    df = order_cells(auditor("r2", backend)).trials("scripted", "arc_challenge", "option_order")
     assert backend.calls == 18 and df["from_cache"].all()

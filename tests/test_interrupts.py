@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.loopback_server import Faults, LoopbackServer
 from test_cards import card_store, typed  # noqa: F401 - card_store: test_cards' fixture
 from test_end_to_end import suite_command, suite_env
 
@@ -26,9 +27,12 @@ from flipgate import registry
 from flipgate.cards import validate_card, write_cards
 from flipgate.cards.markdown import PARTIAL, card_markdown
 from flipgate.exitcodes import INTERRUPTED, USAGE_ERROR
+from flipgate.registry import suites as registered_suites
 from flipgate.regression.cli import promote_main
 from flipgate.results import Trial
-from flipgate.serve import Faults, LoopbackServer
+
+#: the registered suites, as the session hands them to the cards
+SUITES = registered_suites()
 
 KEY = "sk-flipgate-interrupt-test"
 THRESHOLDS = """
@@ -220,15 +224,23 @@ def test_an_interrupted_runs_card_is_marked_partial_and_no_verdict_is_a_bare_pas
     card_store.add_verdicts(
         "scripted", "arc_challenge", "same_ordering:option_order", typed([{"verdict": "pass"}])
     )
-    whole = write_cards(card_store, tmp_path / "cards", "r1", n_boot=200).cards[0].card.to_data()
-    assert "interrupted" not in whole["run"] and PARTIAL not in card_markdown(whole)
+    whole = (
+        write_cards(card_store, tmp_path / "cards", "r1", n_boot=200, suites=SUITES)
+        .cards[0]
+        .card.to_data()
+    )
+    assert "interrupted" not in whole["run"] and PARTIAL not in card_markdown(whole, SUITES)
     card_store.record_end("2026-01-01T00:00:00+00:00", INTERRUPTED, "SIGINT")
     assert card_store.interruption() == "SIGINT"
-    card = write_cards(card_store, tmp_path / "cards", "r1", n_boot=200).cards[0].card.to_data()
+    card = (
+        write_cards(card_store, tmp_path / "cards", "r1", n_boot=200, suites=SUITES)
+        .cards[0]
+        .card.to_data()
+    )
     validate_card(card)
     assert card["run"]["interrupted"] == "SIGINT"
     assert {v["verdict"] for v in card["thresholds"]} == {"pass", "fail"}
-    markdown = card_markdown(card)
+    markdown = card_markdown(card, SUITES)
     assert f"**{PARTIAL}** (SIGINT)" in markdown
     rows = [line for line in markdown.splitlines() if "**pass**" in line or "**fail**" in line]
     assert len(rows) == 2 and all(f"({PARTIAL})" in line for line in rows), rows

@@ -166,8 +166,9 @@ def test_identity_from_a_vllm_model_listing_with_root_and_revision(identity_serv
 
 
 def test_an_endpoint_that_cannot_say_who_it_is_gets_a_per_run_cache(serve, tmp_path, monkeypatch):
-    """flipgate.serve has no /props and lists only the configured name: the same answers are
-    reused within a run (a resume, another worker) and asked again by the next run."""
+    """The loopback server (tests/support) has no /props and lists only the configured name: the
+    same answers are reused within a run (a resume, another worker) and asked again by the next
+    run."""
     monkeypatch.setenv("FLIPGATE_TEST_KEY", "no-key")
     server = serve(ScriptedBackend(rule=lambda r: "B"))
     model = entry(server.base_url, "openai/scripted", api_key_env="FLIPGATE_TEST_KEY")

@@ -28,7 +28,11 @@ from flipgate.metrics.sequential import SequentialSettings
 from flipgate.order import allure as order_allure
 from flipgate.order.cell import FlipCell
 from flipgate.order.measure import order_cells
+from flipgate.registry import suites as registered_suites
 from flipgate.sequential import SequentialStop, ThresholdDecision
+
+#: the registered suites, as the session hands them to the cards
+SUITES = registered_suites()
 
 #: a position-biased model flips on every item, and never on the same ordering: both thresholds
 #: are decided at the first look (the second batch of 2 items)
@@ -103,7 +107,7 @@ def test_the_stops_are_stored(sequential_run):
 
 def test_card_section_is_typed_and_schema_valid(sequential_run):
     store, _ = sequential_run
-    card = build_card(store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES).to_data()
     validate_card(card)
     section = card["sequential"]
     assert set(section) == set(CELLS)
@@ -153,14 +157,16 @@ def test_card_section_is_typed_and_schema_valid(sequential_run):
 def test_a_fixed_n_card_has_no_sequential_section(tmp_path):
     auditor = make_auditor(tmp_path, ScriptedBackend())
     order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
-    card = build_card(auditor.store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
-    assert "sequential" not in card and "## Sequential gates" not in card_markdown(card)
+    card = build_card(
+        auditor.store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
+    ).to_data()
+    assert "sequential" not in card and "## Sequential gates" not in card_markdown(card, SUITES)
 
 
 def test_markdown_labels_the_sequence_and_the_bootstrap_ci_apart(sequential_run):
     store, _ = sequential_run
-    card = build_card(store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
-    md = card_markdown(card)
+    card = build_card(store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES).to_data()
+    md = card_markdown(card, SUITES)
     (verdict,) = [v for v in card["thresholds"] if v["facet"] == "option_order"]
     assert verdict["interval"] == "confidence_sequence"
     lo, hi = verdict["ci"]
@@ -238,7 +244,7 @@ def test_terminal_line_counts_the_cells_stopped_early_and_the_calls_saved(sequen
 
 def test_the_model_card_section_labels_the_sequence_too(sequential_run, tmp_path):
     store, _ = sequential_run
-    card = build_card(store, "scripted", "arc_challenge", "r1", n_boot=200).to_data()
+    card = build_card(store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES).to_data()
     (row,) = [
         line
         for line in grid_section("scripted", [card], tmp_path).splitlines()

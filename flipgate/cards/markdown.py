@@ -135,59 +135,7 @@ def card_markdown(card: dict, suites: Sequence[Any] = ()) -> str:
         "",
         f"- accuracy (canonical ordering): {fmt(card['scores']['accuracy_canonical'])}",
         f"- accuracy (all orderings): {fmt(card['scores']['accuracy_all_orderings'])}",
-        "",
-        "## Order robustness",
-        "",
-        "| facet | readout | N | K | flip rate | OSI | pairwise disagr. | parse rate | accuracy | "
-        "acc swing | Δ_order |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for group in ("order_robustness", "controls"):
-        for facet, by_readout in card[group].items():
-            for readout, m in by_readout.items():
-                lines.append(
-                    f"| {esc(facet)} | {esc(readout)} | {m['n_items']} | {m['k']} | "
-                    f"{fmt(m['flip_rate'])} | {fmt(m['osi'])} "
-                    f"| {fmt(m['pairwise_disagreement'])} | {fmt(m['parse_rate'])} | "
-                    f"{fmt(m['accuracy'])} "
-                    f"| {fmt(m['acc_swing'])} | {fmt(m.get('delta_order'))}"
-                    + (f" (floor {esc(m['floor'])})" if m.get("floor") else "")
-                    + " |"
-                )
-    unmeasured = [
-        c for c, by in card["controls"].items() if any(m.get("floor") for m in by.values())
-    ]
-    if unmeasured:  # docs/definitions.md §12.5
-        lines += [
-            "",
-            f"Floor not measured ({', '.join(map(esc, unmeasured))}): the backend answered the K "
-            "replicates as copies of one computation, so the control's flip rate is 0 by "
-            "construction, its thresholds are not applicable and Δ_order is the facet's flip rate "
-            "against that floor (docs/suites/order.md).",
-        ]
-    for facet, by_readout in card["order_robustness"].items():
-        primary = card["axis_receipt"]["scoring_path"]["primary_readout"].get(facet)
-        m = by_readout.get(primary) or next(iter(by_readout.values()))
-        if not m.get("k_policies"):
-            continue
-        lines += [
-            "",
-            f"### K-policies: {esc(facet)} ({esc(primary)})",
-            "",
-            f"K=2 screen recall against K={m['k']} flip: {num(m.get('k2_screen_recall'))}; "
-            "flip rate by K: "
-            + ", ".join(f"K={k}: {num(v)}" for k, v in m["k_ablation"].items())
-            + ".",
-            "",
-            "| policy | cost (calls/item) | accuracy | selective accuracy | coverage |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {esc(r['policy'])} | {r['cost']} | {num(r['accuracy'])} | "
-            f"{num(r['selective_accuracy'])} "
-            f"| {num(r['coverage'])} |"
-            for r in m["k_policies"]
-        ]
     for suite in suites:
         if isinstance(suite, TypedCardSuite):
             lines += suite.card_fields_markdown(card)

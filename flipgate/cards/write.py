@@ -19,7 +19,6 @@ from flipgate.cards.markdown import card_markdown
 from flipgate.cards.model import (
     GridCard,
 )
-from flipgate.cell import Cell
 from flipgate.store import TrialStore
 
 
@@ -28,7 +27,6 @@ def model_index(model_id: str, cards: list[dict], suites: Sequence[Any] = ()) ->
     metrics of the suites' sections (``TypedCardSuite.model_index_metrics``)."""
     results = []
     for card in cards:
-        primaries = card["axis_receipt"]["scoring_path"]["primary_readout"]
         metrics = [
             {
                 "type": "accuracy",
@@ -36,18 +34,6 @@ def model_index(model_id: str, cards: list[dict], suites: Sequence[Any] = ()) ->
                 "value": card["scores"]["accuracy_canonical"]["estimate"],
             }
         ]
-        for group in ("order_robustness", "controls"):
-            for facet, by_readout in card[group].items():
-                m = by_readout.get(primaries.get(Cell.parse(facet).facet)) or next(
-                    iter(by_readout.values())
-                )
-                metrics.append(
-                    {
-                        "type": "flip_rate",
-                        "name": f"{facet} flip rate (K={m['k']})",
-                        "value": m["flip_rate"]["estimate"],
-                    }
-                )
         for suite in suites:
             if isinstance(suite, TypedCardSuite):
                 metrics += suite.model_index_metrics(card)

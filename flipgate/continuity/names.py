@@ -1,6 +1,4 @@
-"""The continuity suite's names: its cell and its cells' prefix in the trials store."""
+"""The continuity suite's names: its cell."""
 
 #: the continuity cells' name (``facet: continuity`` in thresholds; trials: continuity[...])
 CONTINUITY_CELL = "continuity"
-#: the prefix of its cells in the trials store (``continuity[<sweep>]``)
-CELL_PREFIX = "continuity["

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flipgate.continuity.names import CELL_PREFIX, CONTINUITY_CELL
+from flipgate.continuity.names import CONTINUITY_CELL
 from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
 
@@ -68,7 +68,6 @@ class ContinuitySuite(DeclaredPlanSuite):
 
     # -- its GRID card (flipgate.cards.build.TypedCardSuite)
     card_module = "flipgate.continuity.card"
-    cell_prefix = CELL_PREFIX
     #: a sweep's card, after an envelope-only benchmark's (flipgate.cards.build.build_card)
     own_card_rank = 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from flipgate.axes import AXIS_NAMES
-from flipgate.decomposition.names import CELL_PREFIX, DECOMPOSITION_CELL
+from flipgate.decomposition.names import DECOMPOSITION_CELL
 from flipgate.decomposition.plan import SUITE_NAME
 from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite_base import DeclaredPlanSuite, schema_beside
@@ -69,7 +69,6 @@ class DecompositionSuite(DeclaredPlanSuite):
 
     # -- its GRID card (flipgate.cards.build.TypedCardSuite)
     card_module = "flipgate.decomposition.card"
-    cell_prefix = CELL_PREFIX
     #: a dataset only the decomposition audited: after a judge's card, which carries the
     #: decomposition of its candidate sets too
     own_card_rank = 3

@@ -1,5 +1,4 @@
-"""The configuration envelope suite's names: its cell, its analysis table and its cells' prefix
-in the trials store."""
+"""The configuration envelope suite's names: its cell and its analysis table."""
 
 from flipgate.store import AnalysisTable
 
@@ -7,5 +6,3 @@ from flipgate.store import AnalysisTable
 ENVELOPE_CELL = "envelope"
 #: its analysis of each benchmark over the whole roster (docs/definitions.md §7), in the store
 ENVELOPE_ANALYSES = AnalysisTable("envelopes", "dataset")
-#: the prefix of its cells in the trials store (flipgate.envelope.run.envelope_cell)
-CELL_PREFIX = "envelope["

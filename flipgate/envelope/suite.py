@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from flipgate import FlipgateError
-from flipgate.envelope.names import CELL_PREFIX, ENVELOPE_CELL
+from flipgate.envelope.names import ENVELOPE_CELL
 from flipgate.suite_api import (
     READS_ORDER_CELLS,
     Case,
@@ -139,7 +139,6 @@ class EnvelopeSuite(TypedCardSection):
 
     # -- its GRID card (flipgate.cards.build.TypedCardSuite)
     card_module = "flipgate.envelope.card"
-    cell_prefix = CELL_PREFIX
     #: an envelope-only benchmark's card comes first (the other suites' own cards are of datasets
     #: the envelope did not measure the model on)
     own_card_rank = 0

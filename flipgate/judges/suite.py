@@ -72,8 +72,5 @@ class JudgesSuite(DeclaredPlanSuite):
     #: a candidate-set dataset's card, after a sweep's (flipgate.cards.build.build_card)
     own_card_rank = 2
 
-    def owns_cell(self, cell: str) -> bool:
-        return cell == JUDGE_CELL
-
 
 SUITE = JudgesSuite()

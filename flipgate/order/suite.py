@@ -41,6 +41,9 @@ class OrderSuite(TypedCardSection):
     metrics = tuple(MetricSpec(m, *FACET_METRIC_RANGES[m]) for m in FACET_METRICS + CONTROL_METRICS)
     test_dirs = ("flipgate_suites/facets", "flipgate_suites/controls")
     piloted = True
+    # -- its GRID card (flipgate.cards.build.TypedCardSuite): the facet card, first of all cards
+    card_module = "flipgate.order.card"
+    own_card_rank = -1
 
     def parse(self, spec: dict, where: str, config) -> Any:
         return None  # audit.facets / audit.controls are parsed by flipgate.config

@@ -1,11 +1,11 @@
-"""A small OpenAI-compatible chat-completions server for any flipgate model (loopback use).
+"""Test support: a small OpenAI-compatible chat-completions server for any flipgate model
+(loopback use; the tests and benchmarks/api_concurrency.py, not a user's run, which has real
+servers: docs/servers.md).
 
 It serves a local backend (e.g. the embedded SmolLM2) at ``/v1/chat/completions`` so the
 ``litellm`` backend can be exercised end to end without a provider, batches concurrent requests
 (dynamic batching, like vLLM) and can inject faults: 429 with Retry-After, 500, slow replies,
 malformed JSON, and a hard failure after N answers (to test resume).
-
-    python -m flipgate.serve --models models.yaml --model smollm2-135m-instruct --port 8000
 
 The assistant turn is prefilled with ``--prefill`` ("Answer:" by default) and the reply's content is
 that prefill plus the continuation. With ``logprobs: true`` the reply carries one logprobs entry:
@@ -19,23 +19,17 @@ JSON error body and never a traceback.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import queue
 import random
-import socket
-import sys
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-from flipgate import FlipgateError
 from flipgate.backends.base import Backend, Output, Request
-from flipgate.cli import OK, Parser, run_command
 from flipgate.items.item import LETTERS
 
 
@@ -372,112 +366,3 @@ class LoopbackServer:
                 )
 
         return Handler
-
-
-def _serve(argv: list[str]) -> int:
-    from flipgate import registry
-    from flipgate.backends import create_backend
-    from flipgate.config import load_models
-
-    parser = Parser(prog="python -m flipgate.serve", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="models.yaml")
-    parser.add_argument("--model", help="model id in models.yaml (default: the first)")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--prefill", default="Answer:")
-    parser.add_argument("--max-batch", type=int, default=16)
-    parser.add_argument(
-        "--cache-dir", default=".flipgate_cache", help="where dequantised models are cached"
-    )
-    args = parser.parse_args(argv)
-    registry.suites()  # models.yaml's schema holds the installed suites' settings
-    cfg = load_models(args.models)
-    model_id = args.model or next(iter(cfg.models))
-    if model_id not in cfg.models:
-        raise FlipgateError(
-            f"option --model {model_id!r}: no such model in {args.models} "
-            f"(its models: {', '.join(cfg.models)})"
-        )
-    backend = create_backend(
-        {
-            **cfg.models[model_id],
-            "readouts": ["regex", "letter_logprob"],
-            "_cache_dir": args.cache_dir,
-        }
-    )
-    server = LoopbackServer(backend, args.host, args.port, args.prefill, max_batch=args.max_batch)
-    print(f"serving {model_id} at {server.base_url} (Ctrl-C stops)", flush=True)
-    try:
-        server.httpd.serve_forever()
-    except KeyboardInterrupt:
-        server.stop()
-    return OK
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m flipgate.serve``: exit 0, or 4 with one ``flipgate: `` line on bad input."""
-    return run_command(_serve, sys.argv[1:] if argv is None else argv)
-
-
-def _serve_llamacpp(argv: list[str]) -> int:
-    from flipgate.backends import servers
-
-    p = Parser(
-        prog="python -m flipgate serve-llamacpp",
-        description="Serve a GGUF file with llama.cpp's server from the installed xllamacpp "
-        "(pip install 'flipgate[servers]'), in the foreground until Ctrl-C: the same server, "
-        "started the same way, as a models.yaml entry's `server: {engine: llama.cpp}` block. "
-        f"It answers an OpenAI-compatible API at http://HOST:PORT/v1 as model "
-        f"{servers.SERVED_NAME!r} (docs/servers.md).",
-    )
-    p.add_argument("gguf", metavar="GGUF", help="the GGUF file to serve")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
-    p.add_argument(
-        "--context", type=int, default=4096, help="context in tokens, shared by the slots"
-    )
-    p.add_argument("--parallel", type=int, default=4, help="slots: requests served at once")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: llama.cpp's)")
-    args = p.parse_args(argv)
-    for option in ("port", "context", "parallel", "threads"):
-        value = getattr(args, option)
-        if value is not None and (value < 1 or (option == "port" and value > 65535)):
-            raise FlipgateError(f"option --{option} {value}: out of range")
-    gguf = Path(args.gguf)
-    if not gguf.is_file():
-        raise FlipgateError(f"argument GGUF {args.gguf!r}: no such file")
-    package, how = servers.PACKAGES["llama.cpp"]
-    if importlib.util.find_spec(package) is None:
-        raise FlipgateError(f"serve-llamacpp needs the package {package!r}: {how}")
-    quantization = servers.gguf_quantization(gguf, "argument GGUF")
-    with socket.socket() as probe:
-        try:
-            probe.bind((args.host, args.port))
-        except OSError as exc:
-            raise FlipgateError(f"option --port {args.port}: cannot listen on {args.host} ({exc})")
-    spec = servers.ServerSpec(
-        "llama.cpp", gguf, args.threads, args.context, args.parallel, host=args.host
-    )
-    base = f"http://{args.host}:{args.port}/v1"
-    declared = quantization or "no quantisation declared"
-    entry = (
-        f"backend: litellm, source: {{model: openai/{servers.SERVED_NAME}, api_base: {base}, "
-        "api_key_env: ANY_SET_VARIABLE}, answer_prefill: true"
-    )
-    print(
-        f"flipgate: {servers.engine_version('llama.cpp')} serving {gguf} ({declared}) at {base} "
-        f"as model {servers.SERVED_NAME!r}; a models.yaml entry: {entry} (docs/servers.md); "
-        "Ctrl-C stops",
-        flush=True,
-    )
-    command = spec.command(args.port)  # the managed server's own command line, run here
-    return servers.main(command[command.index(servers.__name__) + 1 :])
-
-
-def serve_llamacpp_main(argv: list[str] | None = None) -> int:
-    """``flipgate serve-llamacpp GGUF [--port N] ...``; returns the exit status."""
-    return run_command(_serve_llamacpp, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What the tests share that is not a pytest fixture (tests/conftest.py holds those)."""
