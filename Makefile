@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup bigbench audit baseline report lint schema test benchmark clean
+.PHONY: setup bigbench audit baseline report lint schema test test-fast benchmark clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -64,9 +64,13 @@ lint: $(VENV)/.installed
 schema: $(VENV)/.installed
 	$(PY) -m flipgate.cards.schema
 
-## The project's own tests, after the lint and type checks (what CI runs).
+## The project's own tests, after the lint and type checks (what CI runs), on every core.
 test: lint | $(VENV)/.roster   # tests/test_model_identity.py swaps Gemma's GGUF for SmolLM2's behind one server
-	$(PY) -m pytest tests -q $(PYTEST_ARGS)
+	$(PY) -m pytest tests -q -n auto $(PYTEST_ARGS)
+
+## The fast tier for the inner loop: every test not marked slow (audits, servers, ODI fits).
+test-fast: $(VENV)/.installed | $(VENV)/.roster
+	$(PY) -m pytest tests -q -n auto -m "not slow" $(PYTEST_ARGS)
 
 BENCH_RUNS := .flipgate_cache/benchmark-runs
 

@@ -326,6 +326,7 @@ def _real_sdist() -> Path | None:
     reason=f"the real {SDIST_NAME} is not in {default_cache_dir()} "
     f"(run `python -m flipgate.items.bigbench --fetch` or set {SDIST_ENV})",
 )
+@pytest.mark.slow
 def test_real_bigbench_sdist_counts():
     path = str(_real_sdist())
     tqa = load_truthfulqa_mc("truthfulqa_mc", sdist=path, download=False)

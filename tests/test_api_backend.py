@@ -260,6 +260,7 @@ def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_pa
     assert summary.metrics["parse_rate"].estimate == 1.0
 
 
+@pytest.mark.slow
 def test_embedded_model_served_over_the_openai_api(serve):
     """The real embedded SmolLM2 behind the loopback server gives the same answers as in-process."""
     from flipgate.backends.hf import HFBackend
@@ -317,6 +318,7 @@ class _Trickle(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_a_trickling_server_is_bounded_by_timeout_s_per_attempt():
     """timeout_s is a wall-clock bound on each attempt: a server that trickles a byte every 0.5 s
     (each read within any read timeout) ends the call after about timeout_s x attempts, counted as

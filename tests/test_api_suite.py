@@ -62,6 +62,7 @@ def run_api_suite(tmp: Path, models: Path, *extra: str):
         del os.environ["FLIPGATE_SECRET"]
 
 
+@pytest.mark.slow
 def test_suite_runs_on_an_api_model_and_leaks_no_key(server, tmp_path):
     proc = run_api_suite(
         tmp_path, api_models(tmp_path, server), "--budget", "1.0", "--pilot-items", "1", "-n", "2"
@@ -84,6 +85,7 @@ def test_suite_runs_on_an_api_model_and_leaks_no_key(server, tmp_path):
     assert server.counts["unauthorized"] == 0  # the key did reach the server
 
 
+@pytest.mark.slow
 def test_cost_guard_refuses_a_run_over_budget(server, tmp_path):
     before = server.counts["requests"]
     proc = run_api_suite(
@@ -104,6 +106,7 @@ def test_cost_guard_refuses_a_run_over_budget(server, tmp_path):
     assert KEY not in out
 
 
+@pytest.mark.slow
 def test_cost_guard_needs_a_price_for_unknown_models(server, tmp_path):
     models = api_models(tmp_path, server)
     models.write_text(

@@ -594,6 +594,7 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["wheel", "vcs", "path"])
 def test_the_rendered_install_step_installs_flipgate_from_where_it_was_installed(
     kind, source, tmp_path
@@ -645,6 +646,7 @@ def test_the_rendered_install_step_installs_flipgate_from_where_it_was_installed
     assert [p.name for p in ci_site.glob("flipgate-*.dist-info")] == ["flipgate-0.1.0.dist-info"]
 
 
+@pytest.mark.slow
 def test_a_folder_outside_the_project_leaves_the_spec_empty_and_ci_says_so(source, tmp_path):
     """The sweep's case: ``pip install <checkout>``. No index has flipgate==0.1.0, and a CI
     runner cannot reach the folder: init warns and says what to put there, and the install step

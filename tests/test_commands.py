@@ -165,6 +165,7 @@ def test_serve_llamacpp_refuses_a_port_in_use(capsys):
     assert one_line(capsys.readouterr().err).startswith(f"flipgate: option --port {port}: ")
 
 
+@pytest.mark.slow
 def test_serve_llamacpp_serves_the_gguf_as_a_managed_server_block_does(monkeypatch):
     """``flipgate serve-llamacpp`` runs the command line a ``server: {engine: llama.cpp}`` block
     runs (ServerSpec.command), in the foreground: it answers as SERVED_NAME, and Ctrl-C ends it

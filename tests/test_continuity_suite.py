@@ -21,6 +21,7 @@ CONTINUITY = (
 )
 
 
+@pytest.mark.slow
 def test_continuity_suite_on_a_tiny_model_end_to_end(tmp_path, tiny_model_dir):
     models = models_yaml(
         tmp_path / "models.yaml",
@@ -192,6 +193,7 @@ def run_beside_a_text_model(
     return out
 
 
+@pytest.mark.slow
 def test_image_sweeps_on_a_tiny_vlm_and_skipped_for_a_text_model(
     tmp_path, tiny_llava_dir, tiny_model_dir
 ):
@@ -220,6 +222,7 @@ def test_image_sweeps_on_a_tiny_vlm_and_skipped_for_a_text_model(
     assert (tmp_path / "cards/text/numeric_comparison.json").exists()
 
 
+@pytest.mark.slow
 def test_audio_sweeps_on_a_tiny_audio_model_and_skipped_for_a_text_model(
     tmp_path, tiny_audio_dir, tiny_model_dir
 ):

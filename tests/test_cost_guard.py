@@ -79,6 +79,7 @@ def projection(tmp: Path) -> dict:
     return json.loads(next((tmp / "runs").glob("*/cost_projection.json")).read_text())
 
 
+@pytest.mark.slow
 def test_a_budget_too_small_for_one_call_makes_no_call(start_server, tmp_path):
     server = start_server()
     proc, out = run(
@@ -98,6 +99,7 @@ def test_a_budget_too_small_for_one_call_makes_no_call(start_server, tmp_path):
     assert "refused" in proj and proj["pilot_calls"] == 0 and proj["pilot_usd"] == 0
 
 
+@pytest.mark.slow
 def test_a_model_without_a_price_is_refused_before_any_call(start_server, tmp_path):
     server = start_server()
     proc, out = run(tmp_path, guarded(tmp_path, server, price=None), "--budget", "5")
@@ -107,6 +109,7 @@ def test_a_model_without_a_price_is_refused_before_any_call(start_server, tmp_pa
     assert "price: {input_per_mtok: .., output_per_mtok: ..}" in out and "models.yaml" in out
 
 
+@pytest.mark.slow
 def test_bad_input_keeps_the_usage_error_status(start_server, tmp_path, monkeypatch):
     server = start_server()
     monkeypatch.delenv("FLIPGATE_GUARD_KEY")
@@ -125,6 +128,7 @@ def test_bad_input_keeps_the_usage_error_status(start_server, tmp_path, monkeypa
         (0.025, 6),
     ],
 )
+@pytest.mark.slow
 def test_the_pilot_stays_within_the_budget(start_server, tmp_path, budget, pilot_calls):
     """One pilot item: K=6 calls per facet cell; a control's pilot (the canonical ordering K times)
     is answered by the cache."""
@@ -168,6 +172,7 @@ axes:
 """
 
 
+@pytest.mark.slow
 def test_the_envelope_suite_is_projected_and_refused(start_server, tmp_path):
     server = start_server()
     envelope = write(tmp_path / "env.yaml", ENVELOPE)
@@ -188,6 +193,7 @@ def test_the_envelope_suite_is_projected_and_refused(start_server, tmp_path):
     assert model["tokens_in"] > 0 and model["usd"] > 0.0001 and "envelope" in out
 
 
+@pytest.mark.slow
 def test_the_judge_suite_is_projected_with_k_calls_per_set(start_server, tmp_path):
     server = start_server()
     models = guarded(
@@ -207,6 +213,7 @@ def test_the_judge_suite_is_projected_with_k_calls_per_set(start_server, tmp_pat
     assert model["tokens_out"] == 3 * 4 * 400 and model["usd"] > 0.0001
 
 
+@pytest.mark.slow
 def test_the_readouts_suite_and_its_consensus_judge_are_projected(start_server, tmp_path):
     from flipgate.judge.choice import load_agreement_set
 
@@ -236,6 +243,7 @@ CONTINUITY = (
 )
 
 
+@pytest.mark.slow
 def test_the_continuity_suite_is_projected_and_makes_exactly_those_calls(start_server, tmp_path):
     """2 sweeps x 20 inputs: 40 greedy answers (shared by the estimators), DSE 2 samples each,
     FESTA 2 on rewordings + 2 on complements (counting: rewordings only); the image and audio
@@ -260,6 +268,7 @@ def test_the_continuity_suite_is_projected_and_makes_exactly_those_calls(start_s
     assert "the logprob estimator needs a single-token spelling" in out
 
 
+@pytest.mark.slow
 def test_retries_and_timeouts_reach_the_store_terminal_and_card(start_server, tmp_path):
     server = start_server(
         faults=Faults(rate_limit=0.2, server_error=0.1, retry_after_s=0.01, seed=5)
@@ -482,6 +491,7 @@ def run_modules(tmp: Path, models: Path, *args: str) -> tuple[subprocess.Complet
     return proc, out
 
 
+@pytest.mark.slow
 def test_suites_collected_from_another_copy_are_priced(start_server, tmp_path):
     """A checkout's suites/ while flipgate_suites is installed from another copy: the guard
     prices the suites the collected modules name, wherever they lie (it used to price nothing

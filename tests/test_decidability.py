@@ -277,6 +277,7 @@ def run_audit(tmp_path, model: str, printed, *extra: str) -> str:
     return printed.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
 def test_the_run_names_the_threshold_before_its_first_model_call(served, tmp_path, workers):
     """The docs' small example: ``--items-per-dataset 8`` and ``parse_rate >= 0.9 (upper)``. The

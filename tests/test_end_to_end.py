@@ -15,6 +15,9 @@ from conftest import REPO, write
 from flipgate.cards import validate_card
 from flipgate.store import TrialStore, export_replay
 
+#: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
+pytestmark = pytest.mark.slow
+
 PASSING = """
 level: 0.95
 thresholds:

@@ -211,6 +211,7 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
     assert {r.metric_type for r in results} >= {"accuracy", "sdi", "cfr"}
 
 
+@pytest.mark.slow
 def test_suite_runs_the_envelope_on_tiny_models(tiny_model_dir, tmp_path):
     from test_end_to_end import run_suite
 

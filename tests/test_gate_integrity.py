@@ -174,6 +174,7 @@ def audit(tmp: Path, models: str, thresholds: str, *args: str, facets: str | Non
     ],
     ids=["no-thresholds", "warn-only", "warn-only-allowed"],
 )
+@pytest.mark.slow
 def test_cells_no_threshold_can_fail_are_not_passes(
     tiny_model_dir, tmp_path, thresholds, allow, status
 ):
@@ -190,6 +191,7 @@ def test_cells_no_threshold_can_fail_are_not_passes(
     assert list((tmp_path / "cards" / "tiny").glob("*.json")), out[-3000:]
 
 
+@pytest.mark.slow
 def test_typed_outcomes_reach_the_controller_from_xdist_workers(tiny_model_dir, tmp_path):
     """The ledger reads a cell's typed outcome (flipgate.outcomes), not its message: under
     xdist the outcome travels with the worker's report to the controller."""
@@ -200,6 +202,7 @@ def test_typed_outcomes_reach_the_controller_from_xdist_workers(tiny_model_dir, 
     assert "flipgate: cells: 0 gated, 1 ungated, 2 not applicable" in out, out[-3000:]
 
 
+@pytest.mark.slow
 def test_a_text_only_model_whose_every_cell_needs_images_is_not_a_pass(tiny_model_dir, tmp_path):
     proc, out = audit(
         tmp_path,
@@ -228,6 +231,7 @@ def test_a_model_that_selects_no_cell_is_a_collection_error(tiny_model_dir, tmp_
     assert "Traceback" not in out
 
 
+@pytest.mark.slow
 def test_a_baseline_with_nothing_to_compare_is_not_a_pass(tiny_model_dir, tmp_path):
     first, out = audit(tmp_path / "a", one_model(tiny_model_dir), GATING)
     assert first.returncode == GATE_PASSED, out[-3000:]
@@ -254,6 +258,7 @@ def pytest_runtest_call(item):
 """
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_cell_is_interrupted_not_failed(tiny_model_dir, tmp_path, monkeypatch):
     write(tmp_path / "plugins" / "crash_cell.py", CRASH_PLUGIN)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "plugins"))
@@ -328,6 +333,7 @@ def test_promote_refuses_a_run_with_no_trials(tmp_path, capsys):
     assert "0 trials" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_finished_run_records_its_end(tiny_model_dir, tmp_path):
     proc, out = audit(tmp_path, one_model(tiny_model_dir), GATING)
     assert proc.returncode == GATE_PASSED, out[-3000:]

@@ -26,6 +26,9 @@ from test_end_to_end import run_suite
 from conftest import write
 from flipgate.store import TrialStore, export_replay
 
+#: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
+pytestmark = pytest.mark.slow
+
 GOLDEN = Path(__file__).parent / "golden"
 MODE = os.environ.get("FLIPGATE_GOLDEN", "check")  # check | update | record
 MASK = "<masked>"

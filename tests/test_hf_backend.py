@@ -75,6 +75,7 @@ def test_nf4_quantization_on_cpu(tiny_model_dir, tmp_path):
         assert a[0].label_logprobs[label] == pytest.approx(b[0].label_logprobs[label], abs=0.2)
 
 
+@pytest.mark.slow
 def test_bitsandbytes_imports_without_its_cpu_messages():
     """A fresh process importing bitsandbytes the way the NF4 load does prints neither the
     Hub-kernel message (CPUs with AVX512-BF16) nor torch's script_method deprecations, and

@@ -129,6 +129,7 @@ def meta_of(store: Path) -> dict:
         conn.close()
 
 
+@pytest.mark.slow
 def test_ctrl_c_twice_under_xdist_exits_2_with_the_partial_cards_and_no_baseline(
     slow_server, tmp_path, capsys
 ):
@@ -161,6 +162,7 @@ def test_ctrl_c_twice_under_xdist_exits_2_with_the_partial_cards_and_no_baseline
     assert not (tmp_path / "baseline").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_controller_before_any_answer_exits_2_and_says_no_card(
     slow_server, tmp_path
 ):

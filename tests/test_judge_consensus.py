@@ -474,6 +474,7 @@ def listwise_first_best(request: Request) -> str:
     )
 
 
+@pytest.mark.slow
 def test_judge_suite_with_a_listwise_api_judge_end_to_end(serve, tmp_path, monkeypatch):
     """litellm → loopback server: the judge suite as a user runs it, the listwise readout parsed
     from the judge's text, the record and the card; a purely first-position judge ties under

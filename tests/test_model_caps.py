@@ -51,6 +51,7 @@ def test_an_unknown_dataset_in_a_cap_is_named(tiny_model_dir, tmp_path):
         load_models(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sequential", [False, True], ids=["fixed-N", "sequential"])
 def test_a_capped_model_measures_fewer_items(tiny_model_dir, tmp_path, sequential):
     thresholds = write(tmp_path / "thresholds" / "default.yaml", PASSING).parent

@@ -300,6 +300,7 @@ SWAP_THRESHOLDS = THRESHOLDS + (
 )
 
 
+@pytest.mark.slow
 def test_a_model_swapped_behind_the_same_endpoint_is_called_again(tmp_path, monkeypatch):
     """The issue's finding as a test: Gemma 3 270M, then SmolLM2, served by llama.cpp on one
     port behind one unchanged litellm entry; the second audit (compared with the first as its

@@ -78,6 +78,7 @@ def _bare_pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alluredir", [".", "..", "reports"])
 def test_a_folder_flipgate_did_not_make_is_refused_and_kept(tmp_path, alluredir):
     """``"."`` (the project), ``".."`` (holds it) and ``"reports"`` (the user's baseline and
@@ -95,6 +96,7 @@ def test_a_folder_flipgate_did_not_make_is_refused_and_kept(tmp_path, alluredir)
     assert _tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_a_marked_folder_loses_only_allure_files(tmp_path):
     """``"reports"`` that flipgate created: the first bare run marks it; the next one deletes the
     Allure files in it and keeps reports/baseline, reports/runs and anything else."""
@@ -114,6 +116,7 @@ def test_a_marked_folder_loses_only_allure_files(tmp_path):
     assert {"reports/baseline/trials.sqlite", "reports/categories.json", "notes.md"} <= set(after)
 
 
+@pytest.mark.slow
 def test_alluredir_naming_a_file_is_one_usage_line(tmp_path):
     project = _project(tmp_path, "reports/allure-results")
     (project / "results.txt").write_text("not a folder\n")

@@ -21,6 +21,9 @@ from flipgate.odi.card import odi_section
 from flipgate.odi.gate import gate, panel_checks
 from flipgate.odi.simulate import one_model, to_trials
 
+#: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
+pytestmark = pytest.mark.slow
+
 A, B, C = "Paris", "Lyon", "Nice"  # mapped answers are option contents, not labels
 
 

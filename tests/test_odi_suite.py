@@ -22,6 +22,9 @@ from flipgate.odi.gate import diagnostic_bounds, gate, panel_checks
 from flipgate.odi.names import ODI_FITS, ORDER_PANEL
 from flipgate.odi.suite import SUITE as ODI_SUITE
 
+#: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
+pytestmark = pytest.mark.slow
+
 
 def thresholds(tmp_path, body: str, name: str = "default"):
     return write(tmp_path / "thr" / f"{name}.yaml", "thresholds:\n" + body).parent

@@ -19,6 +19,9 @@ from flipgate.odi import fit, odi, simulate, summarize
 from flipgate.odi.card import odi_markdown, odi_section
 from flipgate.odi.model import odi_model, sum_zero_basis
 
+#: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
+pytestmark = pytest.mark.slow
+
 #: planted θ (sum zero): m1 is m0 + 1.0, m2 sits between them
 THETA = np.array([-0.5, 0.5, 0.0])
 TRUE_DELTA = float(THETA[1] - THETA[0])

@@ -24,6 +24,9 @@ from flipgate.exitcodes import GATE_PASSED
 from flipgate.grammar import GRAMMAR_VERSION
 from flipgate.store import TrialStore
 
+#: every test here runs audits (the fast tier leaves it out: make test-fast)
+pytestmark = pytest.mark.slow
+
 GOLDEN = Path(__file__).parent / "golden" / "old_run" / "trials.sqlite"
 OLD_RUN = "20261125T192147Z-4afd9d"
 OLD_COMMIT = "e85625b549a4a283de14b7e55505947d856c2016"

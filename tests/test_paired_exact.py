@@ -101,6 +101,7 @@ def boundary_sizes(region: np.ndarray, n: int, delta0: float, s: np.ndarray) -> 
     return np.array(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [25, 60, 200])
 def test_fixed_nuisance_sup_matches_a_much_finer_grid(n: int) -> None:
     s = np.linspace(0.0, 1.0, 9601)  # 40× the module's 240 points
@@ -170,6 +171,7 @@ def run_design(design: PairedDesign, d: np.ndarray) -> tuple[bool, int]:
     return design.evidence(d, final=True).rejected, design.looks.cap
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p_plus,p_minus", [(0.05, 0.0), (0.30, 0.25)])
 def test_design_size_under_peeking_by_simulation(p_plus: float, p_minus: float) -> None:
     design = paired_design(0.05, "above", Looks(100), ALPHA)

@@ -117,6 +117,7 @@ def audit(
     return run_suite(tmp, models, thresholds, "-k", "option_order or versions", "-rA")
 
 
+@pytest.mark.slow
 def test_the_planted_regression_fails_in_the_run_and_in_compare(replays, tmp_path):
     proc = audit(tmp_path, replays, "v2")
     assert proc.returncode == GATE_FAILED, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -145,6 +146,7 @@ def test_the_planted_regression_fails_in_the_run_and_in_compare(replays, tmp_pat
     assert "fail" in row and "exact paired (unconditional) p = " in row, row
 
 
+@pytest.mark.slow
 def test_an_identical_twin_passes(replays, tmp_path):
     proc = audit(tmp_path, replays, "v1-twin")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

@@ -30,6 +30,9 @@ from flipgate.backends.servers import (
 )
 from flipgate.hashing import sha256_file
 
+#: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
+pytestmark = pytest.mark.slow
+
 THRESHOLDS = """
 level: 0.95
 thresholds:

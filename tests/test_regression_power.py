@@ -98,6 +98,7 @@ SCENARIOS = [
 @pytest.mark.parametrize(
     "name,probs,delta,reps,seed,check", SCENARIOS, ids=["regression", "margin", "null"]
 )
+@pytest.mark.slow
 def test_gate_failure_rate(name, probs, delta, reps, seed, check):
     fails, mean_est = simulate(*probs, reps=reps, seed=seed)
     rate = fails / reps

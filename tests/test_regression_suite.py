@@ -15,6 +15,9 @@ from flipgate.exitcodes import GATE_FAILED, USAGE_ERROR
 from flipgate.regression.runs import RunRecord
 from flipgate.store import TrialStore
 
+#: every test here runs audits (the fast tier leaves it out: make test-fast)
+pytestmark = pytest.mark.slow
+
 REGRESSION = """
 level: 0.95
 thresholds:

@@ -107,6 +107,7 @@ def test_the_store_redacts_urls_in_model_configs(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_api_base_credentials_reach_the_server_and_nothing_else(serve, tmp_path):
     seen: dict[str, list] = {}
     servers = {}

@@ -173,6 +173,7 @@ def _run(project: Path, *args: str) -> tuple[subprocess.CompletedProcess, str]:
 FIRST_LABEL = "  - {metric: first_label_rate, facet: first_label, %s, rule: point}\n"
 
 
+@pytest.mark.slow
 def test_a_ninth_suite_from_an_entry_point_runs_end_to_end(tiny_model_dir, tmp_path):
     project = _project(tmp_path, tiny_model_dir, GATING + FIRST_LABEL % "max: 1.0")
     proc, out = _run(project, "--items-per-dataset", "2", "--alluredir", "allure", "--budget", "1")

@@ -19,6 +19,9 @@ import yaml
 from conftest import REPO
 from flipgate.registry import BUILTIN
 
+#: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
+pytestmark = pytest.mark.slow
+
 INIT_FILES = {
     ".github/workflows/flipgate.yml",
     ".gitignore",
