@@ -64,9 +64,6 @@ class Auditor:
         self.paths = paths
         self.n_override = items_per_dataset  # --items-per-dataset: one N for every dataset
         self.progress = progress
-        #: --fresh-controls: control replicates drawn with new seeds (this run's id as salt), so
-        #: their cache keys are new and the noise floor is measured again (docs/definitions.md §3.6)
-        self.control_salt = control_salt
         #: --allow-ungated: a cell no threshold can fail is skipped with the reason, not failed
         self.allow_ungated = allow_ungated
         #: the thresholds a sequential cell stops on (None: every cell spends its cap)
@@ -83,7 +80,10 @@ class Auditor:
         self.cache = ResponseCache(paths.cache) if paths.cache else None
         self._backends: dict[str, Backend] = {}
         self._variants: dict[str, dict[str, Any]] = {}
-        #: what each facet or control cell asks (its items, orderings, plan and requests)
+        #: what each facet or control cell asks (its items, orderings, plan and requests);
+        #: ``control_salt`` (--fresh-controls): control replicates drawn with new seeds (this run's
+        #: id as salt), so their cache keys are new and the noise floor is measured again
+        #: (docs/definitions.md §3.6)
         self.plans = FacetPlans(
             config, self.store, paths.manifests, items_per_dataset, control_salt
         )
