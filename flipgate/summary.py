@@ -59,7 +59,7 @@ def facet_summary(
     df = answers_frame(trials, readout)
     items = M.item_table(df)
     if judgements is not None:
-        from flipgate.judge import UNPARSABLE, is_sem_flip
+        from flipgate.judging import UNPARSABLE, is_sem_flip
 
         items["judge_verdict"] = items["item_id"].map(lambda i: judgements.get(i, UNPARSABLE))
         items["sem_flip"] = items["judge_verdict"].map(is_sem_flip)

@@ -215,7 +215,7 @@ def test_the_judge_suite_is_projected_with_k_calls_per_set(start_server, tmp_pat
 
 @pytest.mark.slow
 def test_the_readouts_suite_and_its_consensus_judge_are_projected(start_server, tmp_path):
-    from flipgate.judge.choice import load_agreement_set
+    from flipgate.judging.choice import load_agreement_set
 
     server = start_server()
     models = guarded(

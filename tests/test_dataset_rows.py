@@ -22,7 +22,7 @@ from flipgate.items.hub import load_commonsense_qa_hub, load_medxpertqa, load_mm
 from flipgate.items.item import Item
 from flipgate.items.judge_sets import load_judgebench, load_rewardbench2
 from flipgate.items.validate import MAX_ITEM_CHARS, RowItems, check_item
-from flipgate.judge.choice import load_agreement_set
+from flipgate.judging.choice import load_agreement_set
 
 OPTION_ORDER = str(REPO / "suites" / "facets" / "test_option_order.py")
 JUDGES = str(REPO / "suites" / "judges" / "test_consensus.py")

@@ -348,7 +348,7 @@ def test_judge_gate_stops_a_first_position_judge_and_passes_a_faithful_one(tmp_p
     listed option (pure position bias) fails both checks; one that reads the labelled answer
     passes; the cell with the biased judge records the other readouts and fails."""
     from conftest import REPO
-    from flipgate.judge.choice import judge_gate, load_agreement_set
+    from flipgate.judging.choice import judge_gate, load_agreement_set
 
     replies = load_agreement_set(REPO / "fixtures/judge/agreement.jsonl")
     assert len(replies) >= 60 and sum(r.answer is None for r in replies) >= 10
@@ -468,7 +468,7 @@ GOOD_REPLY = {
 )
 def test_bad_agreement_set_line_names_file_line_and_field(tmp_path, row, needle):
     from flipgate import FlipgateError
-    from flipgate.judge.choice import load_agreement_set
+    from flipgate.judging.choice import load_agreement_set
 
     path = tmp_path / "agreement.jsonl"
     bad = row if isinstance(row, str) else json.dumps(row)

@@ -19,12 +19,12 @@ from flipgate.cards.markdown import card_markdown
 from flipgate.cards.write import write_cards
 from flipgate.config import AuditConfig, parse_thresholds
 from flipgate.items import DatasetSpec, load_items
-from flipgate.judge.listwise import listwise_request, parse_listwise, run_judgement
-from flipgate.judge.orderings import judge_orderings
 from flipgate.judges.cell import JudgeCell
 from flipgate.judges.plan import JudgePlan
 from flipgate.judges.record import JudgeRecord
 from flipgate.judges.run import JudgeRunner
+from flipgate.judging.listwise import listwise_request, parse_listwise, run_judgement
+from flipgate.judging.orderings import judge_orderings
 from flipgate.metrics.consensus import (
     ConsensusSettings,
     ConsensusWeights,
@@ -362,8 +362,8 @@ def first_answer_judge(request: Request) -> str:
 
 
 def test_sem_flip_judge_answers_with_the_consensus_of_its_orderings(tmp_path):
-    from flipgate.judge import sem_flip_request, verdict_from_label
-    from flipgate.judge.permuted import consensus_labels, permuted_requests
+    from flipgate.judging import sem_flip_request, verdict_from_label
+    from flipgate.judging.permuted import consensus_labels, permuted_requests
 
     auditor, _, items, _ = judge_auditor(tmp_path, 2, "label_logprob")
     backend = ScriptedBackend("judge", first_answer_judge)
@@ -392,7 +392,7 @@ def test_decomposition_judge_gate_uses_the_consensus_judge(tmp_path):
     always names the option listed first sees each option first once over the 4 rotations of a
     4-option list, so every verdict ties (none) and the gate stops it."""
     from conftest import REPO
-    from flipgate.judge.choice import judge_gate, load_agreement_set
+    from flipgate.judging.choice import judge_gate, load_agreement_set
 
     replies = [r for r in load_agreement_set(REPO / "fixtures/judge/agreement.jsonl")][:20]
     auditor, _, _, _ = judge_auditor(tmp_path, 2, "label_logprob")
@@ -414,7 +414,7 @@ def test_decomposition_judge_gate_uses_the_consensus_judge(tmp_path):
 def test_the_cost_guard_counts_k_calls_per_consensus_judgement(tmp_path):
     from dataclasses import replace
 
-    from flipgate.judge.permuted import judge_runs
+    from flipgate.judging.permuted import judge_runs
 
     cfg = AuditConfig(tmp_path / "models.yaml", {})
     assert judge_runs(cfg, 6) == 1

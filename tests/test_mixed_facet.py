@@ -6,7 +6,7 @@ import pytest
 from flipgate.facets import get_facet
 from flipgate.grammar import orderings
 from flipgate.items import DatasetSpec, load_items
-from flipgate.judge import UNPARSABLE, is_sem_flip, sem_flip_request, verdict_from_label
+from flipgate.judging import UNPARSABLE, is_sem_flip, sem_flip_request, verdict_from_label
 from flipgate.order.measure import order_cells
 from flipgate.summary import facet_summary
 

@@ -13,7 +13,7 @@ from flipgate.decomposition.names import DECOMPOSITION_CELL
 from flipgate.decomposition.plan import DecompositionPlan
 from flipgate.decomposition.record import DecompositionRecord
 from flipgate.decomposition.run import DecompositionRunner, axis_cell
-from flipgate.judge.choice import judge_gate, load_agreement_set
+from flipgate.judging.choice import judge_gate, load_agreement_set
 from flipgate.metrics.decomposition import decompose
 from flipgate.paraphrases import ParaphraseStore
 from flipgate.results import Verdict

@@ -11,7 +11,7 @@ def project_decomposition(auditor, plan, model_id: str) -> list[Projection]:
     ``audit.judge_consensus``) charged to the judge, its reply estimated at ~4 characters a
     token of the model's ``max_new_tokens``. Calls the response cache answers cost nothing."""
     from flipgate.decomposition.run import DecompositionRunner, axis_cell
-    from flipgate.judge.choice import choice_request, choice_requests, load_agreement_set
+    from flipgate.judging.choice import choice_request, choice_requests, load_agreement_set
     from flipgate.paraphrases import ParaphraseStore
 
     cfg = auditor.config

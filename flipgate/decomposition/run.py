@@ -15,7 +15,7 @@ from flipgate.decomposition.plan import DecompositionPlan
 from flipgate.files import atomic_write
 from flipgate.hashing import sha256_json
 from flipgate.items import DatasetSpec, Item, load_items
-from flipgate.judge.choice import choice_requests, choices
+from flipgate.judging.choice import choice_requests, choices
 from flipgate.paraphrases import ParaphraseStore
 from flipgate.readouts import read_label
 from flipgate.results import trials_frame

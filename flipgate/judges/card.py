@@ -51,7 +51,7 @@ def own_card(ctx: CardContext, sections: dict[str, Any]) -> GridCard | None:
     the score its direct (ordering 0) and per-run accuracy over all K orderings; it carries the
     readout decomposition of the dataset where ``sections`` hold one. None where the model judged
     no candidate set of the dataset."""
-    from flipgate.judge.listwise import INSTRUCTION
+    from flipgate.judging.listwise import INSTRUCTION
 
     record = _record(ctx)
     if record is None:

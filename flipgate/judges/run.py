@@ -8,10 +8,10 @@ from flipgate.backends.base import Request
 from flipgate.calls import Auditor
 from flipgate.grammar import Manifest
 from flipgate.items import DatasetSpec, Item, load_items
-from flipgate.judge.listwise import listwise_request, run_judgement
-from flipgate.judge.orderings import judge_orderings
 from flipgate.judges.names import JUDGE_CELL
 from flipgate.judges.plan import JudgePlan
+from flipgate.judging.listwise import listwise_request, run_judgement
+from flipgate.judging.orderings import judge_orderings
 from flipgate.metrics.consensus import RunJudgement
 from flipgate.metrics.judging import JudgedItem
 

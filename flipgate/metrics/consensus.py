@@ -187,7 +187,7 @@ def majority_bound(k: int, p: float) -> float | None:
 @dataclass(frozen=True)
 class ConsensusSettings:
     """How a judge runs over orderings (docs/definitions.md §9): K, their design
-    (flipgate/judge/orderings.py), the consensus weights and tie tolerance."""
+    (flipgate/judging/orderings.py), the consensus weights and tie tolerance."""
 
     k: int = 8
     orderings: str = "balanced"

@@ -25,8 +25,8 @@ def project(
     """Pilot ``model_id`` on the first ``pilot_items`` items of each cell and project the full run;
     raises :class:`BudgetRefused` before a cell whose pilot could take ``ledger`` past its
     budget."""
-    from flipgate.judge import sem_flip_request
-    from flipgate.judge.permuted import judge_runs
+    from flipgate.judging import sem_flip_request
+    from flipgate.judging.permuted import judge_runs
 
     ledger = ledger if ledger is not None else Ledger()
     cfg = auditor.config

@@ -262,8 +262,8 @@ class OrderCells:
     ) -> dict[str, str]:
         """Judge verdicts (docs/definitions.md §3.5 sem-flip) per item over the K answers of a
         judged cell; the judge is ``audit.judge`` or the audited model itself."""
-        from flipgate.judge import sem_flip_request, verdict_from_label
-        from flipgate.judge.permuted import consensus_labels, permuted_requests
+        from flipgate.judging import sem_flip_request, verdict_from_label
+        from flipgate.judging.permuted import consensus_labels, permuted_requests
 
         judge_id = self.auditor.config.judge or model_id
         facet = get_facet(Cell.parse(name).facet)

@@ -23,7 +23,7 @@ from flipgate import FlipgateError
 from flipgate.backends.base import Request
 from flipgate.items.item import Item
 from flipgate.items.validate import RowItems, check_data_file, option_texts
-from flipgate.judge.permuted import JudgeCaller, consensus_labels, permuted_requests
+from flipgate.judging.permuted import JudgeCaller, consensus_labels, permuted_requests
 
 if TYPE_CHECKING:
     from flipgate.metrics.consensus import ConsensusSettings

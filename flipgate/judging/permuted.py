@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from flipgate.backends.base import Output, Request
-from flipgate.judge.orderings import judge_orderings
+from flipgate.judging.orderings import judge_orderings
 from flipgate.metrics.consensus import RunJudgement, consensus
 from flipgate.readouts import label_probabilities, read_label
 
