@@ -28,8 +28,8 @@ T = TypeVar("T")
 
 class JudgeCaller(Protocol):
     """What a judgement needs of the auditor (:class:`flipgate.calls.Auditor` is one): a model's
-    settings and the outputs of requests to it. A protocol, so that this module does not import
-    :mod:`flipgate.calls`, which imports it."""
+    settings and the outputs of requests to it. A protocol, so that this building block does not
+    import :mod:`flipgate.calls`, a core service a layer above it."""
 
     @property
     def config(self) -> Any:
