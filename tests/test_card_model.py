@@ -7,14 +7,11 @@ import copy
 import jsonschema
 import pydantic
 import pytest
+from support.suites import SUITES
 from test_cards import card_store  # noqa: F401  (fixture)
 
 from flipgate.cards import build_card, validate_card
 from flipgate.cards.model import SCHEMA_PATH, GridCard, MetricBlock, card_schema, schema_text
-from flipgate.registry import suites as registered_suites
-
-#: the registered suites, as the session hands them to the cards
-SUITES = registered_suites()
 
 
 def test_checked_in_schema_is_generated_from_the_model():

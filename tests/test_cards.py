@@ -6,6 +6,7 @@ import jsonschema
 import pytest
 import yaml
 from huggingface_hub import ModelCard
+from support.suites import SUITES
 from test_audit_runner import ScriptedBackend, make_auditor
 
 from flipgate.cards import build_card, validate_card, write_cards
@@ -13,11 +14,7 @@ from flipgate.cards.markdown import card_markdown
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec
 from flipgate.order.measure import order_cells
-from flipgate.registry import suites as registered_suites
 from flipgate.results import CellSummary, Verdict
-
-#: the registered suites, as the session hands them to the cards
-SUITES = registered_suites()
 
 
 def typed(verdicts: list[dict]) -> list[Verdict]:

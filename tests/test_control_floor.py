@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.suites import SUITES
 from test_audit_runner import make_auditor
 
 from conftest import ScriptedBackend, tiny_hf_config
@@ -23,15 +24,11 @@ from flipgate.config import AuditConfig
 from flipgate.items import DatasetSpec
 from flipgate.order.cell import FlipCell
 from flipgate.order.measure import order_cells
-from flipgate.registry import suites as registered_suites
 from flipgate.regression.compare import compare_cell
 from flipgate.regression.runs import RunRecord
 from flipgate.results import Verdict
 from flipgate.sequential import SequentialSettings, SequentialStop
 from flipgate.suite import NOT_APPLICABLE
-
-#: the registered suites, as the session hands them to the cards
-SUITES = registered_suites()
 
 FACET, CONTROL, DATASET = "option_order", "same_ordering:option_order", "arc_challenge"
 K, N_ITEMS = 6, 4

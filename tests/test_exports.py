@@ -14,16 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 from huggingface_hub import parse_eval_result_entries
+from support.suites import SUITES
 from test_audit_runner import ScriptedBackend, make_auditor
 
 from flipgate.cards import write_cards
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec
 from flipgate.order.measure import order_cells
-from flipgate.registry import suites as registered_suites
-
-#: the registered suites, as the session hands them to the cards
-SUITES = registered_suites()
 
 MODEL = "acme/tiny"
 DATASETS = ("arc_challenge", "mmlu", "mmlu_philosophy")  # the last has no Hub benchmark

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.loopback_server import Faults, LoopbackServer
+from support.suites import SUITES
 from test_cards import card_store, typed  # noqa: F401 - card_store: test_cards' fixture
 from test_end_to_end import suite_command, suite_env
 
@@ -27,12 +28,8 @@ from flipgate import registry
 from flipgate.cards import validate_card, write_cards
 from flipgate.cards.markdown import PARTIAL, card_markdown
 from flipgate.exitcodes import INTERRUPTED, USAGE_ERROR
-from flipgate.registry import suites as registered_suites
 from flipgate.regression.cli import promote_main
 from flipgate.results import Trial
-
-#: the registered suites, as the session hands them to the cards
-SUITES = registered_suites()
 
 KEY = "sk-flipgate-interrupt-test"
 THRESHOLDS = """

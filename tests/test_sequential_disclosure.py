@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import jsonschema
 import pytest
+from support.suites import SUITES
 from test_audit_runner import make_auditor
 
 import flipgate.registry  # noqa: F401  (the suites read models.yaml through it)
@@ -28,11 +29,7 @@ from flipgate.metrics.sequential import SequentialSettings
 from flipgate.order import allure as order_allure
 from flipgate.order.cell import FlipCell
 from flipgate.order.measure import order_cells
-from flipgate.registry import suites as registered_suites
 from flipgate.sequential import SequentialStop, ThresholdDecision
-
-#: the registered suites, as the session hands them to the cards
-SUITES = registered_suites()
 
 #: a position-biased model flips on every item, and never on the same ordering: both thresholds
 #: are decided at the first look (the second batch of 2 items)
