@@ -9,8 +9,13 @@ picked is printed). Default model: the embedded SmolLM2-135M-Instruct.
 
 CPU classes: ``native`` is this machine as it is; ``avx2`` emulates a CPU without bf16
 instructions (as GitHub-hosted runners have) on this one: torch's CPU kernels at AVX2
-(``ATEN_CPU_CAPABILITY=avx2``) and oneDNN capped at AVX2 (``ONEDNN_MAX_CPU_ISA=AVX2``). Both are
-read when torch loads, so each class runs in a process of its own, one after the other.
+(``ATEN_CPU_CAPABILITY=avx2``), oneDNN capped at AVX2 (``ONEDNN_MAX_CPU_ISA=AVX2``) and MKL, which
+computes torch's float32 matrix products, capped at AVX2 (``MKL_ENABLE_INSTRUCTIONS=AVX2``; the
+first two leave MKL's AVX-512 kernels on). All three are read when the libraries load, so each
+class runs in a process of its own, one after the other. Each class also prints its float32
+matrix-product rate on one thread: the arithmetic the engine spends most of its time in (about
+70% in a profile), and what tells an emulated class from a real one. The emulation caps
+instruction sets, not the machine: a real AVX2 CPU may be slower still (docs/engine.md).
     python benchmarks/engine_throughput.py [--n 96] [--batch-size 64] [--classes native,avx2]
         [--tree-only] [--models models.yaml --model ID]
 """
@@ -32,8 +37,33 @@ READOUTS = ("regex", "letter_logprob")
 #: environment of each CPU class (docs/benchmarks.md, "CPU classes")
 CPU_CLASSES = {
     "native": {},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "avx2": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    },
 }
+
+
+def matmul_gflops(seconds: float = 2.0) -> float:
+    """float32 GFLOP/s of one thread on a matrix product of a decode batch's shape (512 rows
+    through a 576 x 1536 projection, SmolLM2-135M's MLP)."""
+    import time
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    a, b = torch.randn(512, 576), torch.randn(576, 1536)
+    for _ in range(3):
+        a @ b
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        n += 1
+    rate = 2 * 512 * 576 * 1536 * n / (time.perf_counter() - t0) / 1e9
+    torch.set_num_threads(threads)
+    return rate
 
 
 def control_requests(facet_requests: list[Request], k: int = 6) -> list[Request]:
@@ -62,6 +92,7 @@ def measure(args) -> dict:
     facet = option_order_requests(args.dataset, args.n)
     result: dict = {
         "torch_cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+        "matmul_gflops": matmul_gflops(),
         "auto": auto.precision.why,
         "prompts": {},
     }
@@ -129,6 +160,7 @@ def main() -> None:
         env = " ".join(f"{k}={v}" for k, v in CPU_CLASSES[name].items()) or "as it is"
         print(
             f"CPU class {name} ({env}): torch CPU kernels {result['torch_cpu_kernels']}; "
+            f"float32 matrix product {result['matmul_gflops']:.1f} GFLOP/s on one thread; "
             f"{result['auto']}"
         )
         for kind, table in result["prompts"].items():
