@@ -306,3 +306,19 @@ def threshold_plan(cfg) -> tuple[list, list]:
     from flipgate.threshold_check import gated_cells
 
     return gated_cells(registry.suites(), PlanOnly(cfg)), registry.suites()
+
+
+@pytest.fixture
+def card_store(tmp_path):
+    """A store with one scripted model's option-order cell, its control and a failed verdict."""
+    from support.cards import scripted_card_store
+
+    return scripted_card_store(tmp_path)
+
+
+@pytest.fixture
+def roster_cell(tmp_path):
+    """An envelope cell over a planted roster (good, t1fan, t3fan) and its folder."""
+    from support.envelope_roster import planted_roster_cell
+
+    return planted_roster_cell(tmp_path)

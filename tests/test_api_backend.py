@@ -226,7 +226,7 @@ def test_interrupted_run_keeps_answers_and_resumes_without_repeats(serve, tmp_pa
     cancelled them left them to be decided after ``fail_after`` was lifted, answered uncached and
     asked again by the resume (20 answers instead of 19 when a loaded server was slow)."""
     import support.loopback_server as loopback
-    from test_audit_runner import make_auditor
+    from support.auditors import make_auditor
 
     server = serve(ScriptedBackend(rule=lambda r: "B"), api_key=KEY, faults=Faults(fail_after=11))
     parse, failing = loopback.request_from_body, {}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.loopback_server import LoopbackServer
-from test_end_to_end import PASSING, models_yaml, run_suite
+from support.suite_runs import PASSING, models_yaml, run_suite
 
 from conftest import write
 from flipgate.backends.hf import HFBackend

@@ -1,46 +1,15 @@
 """The runner with a scripted backend: cache, control bypass, map-back, no lost results."""
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from support.auditors import make_auditor
 
 from conftest import ScriptedBackend
 from flipgate import FlipgateError
-from flipgate.calls import Auditor, Paths
-from flipgate.config import AuditConfig
 from flipgate.items import DatasetSpec
 from flipgate.order.measure import order_cells
 from flipgate.session import record_calls
 from flipgate.summary import control_summary, facet_summary
-
-MODEL = {
-    "id": "scripted",
-    "backend": "scripted",
-    "source": {},
-    "readouts": ["letter_logprob", "regex"],
-    "primary_readout": "regex",
-}
-
-
-def make_auditor(tmp_path: Path, backend, cache=True, run_id="r1", control_salt=None) -> Auditor:
-    cfg = AuditConfig(
-        tmp_path / "models.yaml",
-        {"scripted": MODEL},
-        items_per_dataset=5,
-        facets={"option_order": [DatasetSpec("arc_challenge")]},
-        controls={"same_ordering": [("option_order", DatasetSpec("arc_challenge"))]},
-        bootstrap_n=200,
-    )
-    paths = Paths(
-        tmp_path / "runs" / run_id / "trials.sqlite",
-        tmp_path / "cache.sqlite" if cache else None,
-        tmp_path / "manifests",
-        tmp_path / "models",
-    )
-    auditor = Auditor(cfg, run_id, paths, progress=False, control_salt=control_salt)
-    auditor._backends["scripted"] = backend
-    return auditor
 
 
 def test_position_bias_gives_full_flip_and_content_bias_none(tmp_path):

@@ -8,7 +8,6 @@ import jsonschema
 import pydantic
 import pytest
 from support.suites import SUITES
-from test_cards import card_store  # noqa: F401  (fixture)
 
 from flipgate.cards import build_card, validate_card
 from flipgate.cards.model import SCHEMA_PATH, GridCard, MetricBlock, card_schema, schema_text
@@ -18,7 +17,7 @@ def test_checked_in_schema_is_generated_from_the_model():
     assert SCHEMA_PATH.read_text() == schema_text(), "run `make schema` and commit the result"
 
 
-def test_card_round_trips_through_the_model(card_store):  # noqa: F811
+def test_card_round_trips_through_the_model(card_store):
     card = build_card(
         card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES
     ).to_data()
@@ -79,7 +78,7 @@ def test_schema_keeps_the_cards_constraints():
         lambda c: c["scores"]["accuracy_canonical"].update(extra=1),
     ],
 )
-def test_schema_and_model_reject_bad_cards(card_store, mutate):  # noqa: F811
+def test_schema_and_model_reject_bad_cards(card_store, mutate):
     card = copy.deepcopy(
         build_card(
             card_store, "scripted", "arc_challenge", "r1", n_boot=200, suites=SUITES

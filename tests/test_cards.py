@@ -1,58 +1,21 @@
 import copy
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 from huggingface_hub import ModelCard
+from support.auditors import make_auditor
+from support.cards import two_model_grid, typed
 from support.suites import SUITES
-from test_audit_runner import ScriptedBackend, make_auditor
 
+from conftest import ScriptedBackend
 from flipgate.cards import build_card, validate_card, write_cards
 from flipgate.cards.markdown import card_markdown
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec
 from flipgate.order.measure import order_cells
-from flipgate.results import CellSummary, Verdict
-
-
-def typed(verdicts: list[dict]) -> list[Verdict]:
-    """Stored verdicts from the fields a test cares about: by default a failed
-    ``flip_rate <= 0.2 (lower)`` with estimate 1.0 and CI [1, 1]."""
-    filled = {
-        "threshold": "flip_rate <= 0.2 (lower)",
-        "metric": "flip_rate",
-        "rule": "lower",
-        "verdict": "fail",
-        "estimate": 1.0,
-        "ci": [1.0, 1.0],
-        "bound": 0.2,
-        "direction": "max",
-        "level": 0.95,
-        "readout": "regex",
-        "source": "test.yaml#1",
-    }
-    return [Verdict(**{**filled, "outcome": d.get("verdict", "fail"), **d}) for d in verdicts]
-
-
-@pytest.fixture
-def card_store(tmp_path):
-    auditor = make_auditor(tmp_path, ScriptedBackend())
-    auditor.store.add_model(
-        "scripted",
-        {"backend": "scripted", "weights_sha256": "abc", "source": None},
-        {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
-    )
-    order_cells(auditor).trials("scripted", "arc_challenge", "option_order")
-    order_cells(auditor).trials("scripted", "arc_challenge", "same_ordering:option_order")
-    auditor.store.add_verdicts(
-        "scripted",
-        "arc_challenge",
-        "option_order",
-        typed([{}]),
-    )
-    return auditor.store
+from flipgate.results import CellSummary
 
 
 def test_card_is_schema_valid_and_reproducible(card_store):
@@ -358,24 +321,6 @@ def test_the_suites_give_their_headline_metrics_to_the_model_index():
 
 
 # ------------------------------------------------- python -m flipgate card with several models
-
-
-def two_model_grid(tmp_path, models=("scripted", "acme/other")) -> Path:
-    """``tmp_path/grid_cards`` as an audit of two models leaves it (by default ``scripted`` and
-    ``acme/other``, a Hugging Face org/name id, nested), each with its arc_challenge card and
-    model-index.yaml."""
-    auditor = make_auditor(tmp_path / "run", ScriptedBackend())
-    for model in models:
-        auditor.config.models[model] = {**auditor.config.models["scripted"], "id": model}
-        auditor._backends[model] = ScriptedBackend(model)
-        auditor.store.add_model(
-            model,
-            {"backend": "scripted", "weights_sha256": model, "source": None},
-            {"readouts": ["letter_logprob", "regex"], "primary_readout": "regex"},
-        )
-        order_cells(auditor).trials(model, "arc_challenge", "option_order")
-    write_cards(auditor.store, tmp_path / "grid_cards", "r1", n_boot=200, suites=SUITES)
-    return tmp_path / "grid_cards"
 
 
 def card(*args) -> int:

@@ -534,7 +534,7 @@ def test_audit_script_is_executable_and_make_audit_calls_it():
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
-    from test_user_project import copy_checkout
+    from support.checkouts import copy_checkout
 
     return copy_checkout(tmp_path_factory.mktemp("flipgate-src") / "flipgate")
 
@@ -602,7 +602,7 @@ def test_the_rendered_install_step_installs_flipgate_from_where_it_was_installed
     """flipgate installed from a wheel, a git URL or a folder: init writes a spec the workflow's
     install line installs (run here, from the project as the checkout, into a throwaway
     folder)."""
-    from test_user_project import pip_install
+    from support.checkouts import pip_install
 
     project, site = tmp_path / "project", tmp_path / "site"
     project.mkdir()
@@ -651,7 +651,7 @@ def test_a_folder_outside_the_project_leaves_the_spec_empty_and_ci_says_so(sourc
     """The sweep's case: ``pip install <checkout>``. No index has flipgate==0.1.0, and a CI
     runner cannot reach the folder: init warns and says what to put there, and the install step
     fails with that, not with pip's "no matching distribution"."""
-    from test_user_project import pip_install
+    from support.checkouts import pip_install
 
     project, site = tmp_path / "project", tmp_path / "site"
     project.mkdir()

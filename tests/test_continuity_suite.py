@@ -6,9 +6,9 @@ import json
 import re
 
 import pytest
-from test_end_to_end import models_yaml, run_suite, write
+from support.suite_runs import models_yaml, run_suite
 
-from conftest import ScriptedBackend
+from conftest import ScriptedBackend, write
 from flipgate.calls import Auditor, Paths
 from flipgate.config import AuditConfig, load_models
 from flipgate.continuity.estimators import ESTIMATORS

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.auditors import make_auditor
 from support.suites import SUITES
-from test_audit_runner import make_auditor
 
 from conftest import ScriptedBackend, tiny_hf_config
 from flipgate.backends.base import Request, measures_replicates

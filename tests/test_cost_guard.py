@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.loopback_server import Faults, LoopbackServer
-from test_end_to_end import PASSING, models_yaml, run_suite
+from support.suite_runs import PASSING, models_yaml, run_suite
 
 from conftest import REPO, ScriptedBackend, write
 from flipgate import exitcodes

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_bad_input import Case, models_with, run_in_process
+from support.bad_input import Case, models_with, run_in_process
 
 from conftest import REPO
 from flipgate import FlipgateError

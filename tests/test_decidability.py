@@ -260,7 +260,7 @@ def served(serve, tmp_path, monkeypatch):
 
 
 def run_audit(tmp_path, model: str, printed, *extra: str) -> str:
-    from test_end_to_end import suite_command, suite_env
+    from support.suite_runs import suite_command, suite_env
 
     models = write(tmp_path / "models.yaml", MODELS.format(n=40, models=model))
     thresholds = write(tmp_path / "thresholds" / "default.yaml", THRESHOLDS).parent

@@ -10,6 +10,7 @@ import random
 import numpy as np
 import pandas as pd
 import pytest
+from support.decomposition_tables import table
 
 from conftest import ScriptedBackend, write
 from flipgate import registry
@@ -26,17 +27,6 @@ from flipgate.decomposition.run import DecompositionRunner
 from flipgate.items import DatasetSpec, load_items
 from flipgate.metrics import decompose, item_flips, paired_artifact
 from flipgate.paraphrases import Paraphrase, ParaphraseStore
-
-
-def table(answers: dict[str, dict[str, list]]) -> pd.DataFrame:
-    """Trials from ``{item: {readout: [content per condition]}}``."""
-    rows = []
-    for item, by_readout in answers.items():
-        n = len(next(iter(by_readout.values())))
-        for c in range(n):
-            got = {r: a[c] for r, a in by_readout.items()}
-            rows.append({"item_id": item, "condition": c, "mapped": got, "readouts": got})
-    return pd.DataFrame(rows)
 
 
 def test_hand_computed_split_with_a_parse_failure():

@@ -10,30 +10,16 @@ import sqlite3
 
 import pytest
 import yaml
+from support.envelope_roster import SMALL
 
-from conftest import REPO, ScriptedBackend, write
+from conftest import REPO, write
 from flipgate import FlipgateError, registry
-from flipgate.calls import Auditor, Paths
 from flipgate.cards.markdown import card_markdown
 from flipgate.cards.write import write_cards
-from flipgate.config import AuditConfig
-from flipgate.envelope.cell import EnvelopeCell
 from flipgate.envelope.names import ENVELOPE_ANALYSES
 from flipgate.envelope.render import TEMPLATES, render
 from flipgate.envelope.spec import Config, load_envelope
 from flipgate.items import DatasetSpec, load_items
-
-SMALL = """
-name: test-envelope
-benchmarks: [arc_easy]
-items_per_benchmark: 6
-axes:
-  template: [T1, T3]
-  decoding: [greedy]
-  few_shot: [0, 3]
-  scoring: [free_form, logprob]
-  quantization: [fp32]
-"""
 
 
 def test_sr_practice_envelope_counts_validity_and_tiers():
@@ -100,64 +86,6 @@ def test_templates_render_options_exemplars_and_cot():
     )
 
 
-def planted(gold: dict, favourite: str | None):
-    """Right iff the prompt uses template ``favourite`` (always right when None), else a wrong
-    label."""
-
-    def rule(req):
-        item_text = req.messages[0][1].split("\n\n")[-1]
-        right = next(g for q, g in gold.items() if q in item_text)
-        is_t3 = "\nOptions:" in item_text
-        ok = favourite is None or (favourite == "T3") == is_t3
-        return right if ok else next(lab for lab in req.labels if lab != right)
-
-    return rule
-
-
-@pytest.fixture
-def roster_cell(tmp_path):
-    envelope = load_envelope(write(tmp_path / "env.yaml", SMALL), ["good", "t1fan", "t3fan"])
-    items = load_items(DatasetSpec("arc_easy"), None, 42)
-    gold = {it.question.strip(): "ABCDE"[it.gold] for it in items[:6]}
-    backends = {
-        m: ScriptedBackend(m, planted(gold, fav))
-        for m, fav in (("good", None), ("t1fan", "T1"), ("t3fan", "T3"))
-    }
-    models = {
-        m: {
-            "id": m,
-            "backend": "scripted",
-            "readouts": ["regex"],
-            "primary_readout": "regex",
-            "suites": ["envelope"],
-        }
-        for m in backends
-    }
-    cfg = AuditConfig(tmp_path / "models.yaml", models, bootstrap_n=200)
-    auditor = Auditor(
-        cfg,
-        "r1",
-        Paths(
-            tmp_path / "trials.sqlite",
-            tmp_path / "cache.sqlite",
-            tmp_path / "manifests",
-            tmp_path / "models",
-        ),
-        progress=False,
-    )
-    auditor.backend = lambda variant: backends[variant.split("@")[0]]
-    thresholds = write(
-        tmp_path / "thresholds" / "default.yaml",
-        """
-thresholds:
-  - {metric: rho_flip_max, facet: envelope, max: 0.25, rule: point}
-  - {metric: cfr@0.5, facet: envelope, max: 0.6, rule: point}
-  - {metric: flip_rate, max: 0.1}
-""",
-    ).parent
-    return EnvelopeCell(auditor, str(thresholds), envelope, envelope.benchmarks[0]), tmp_path
-
-
 def test_planted_roster_metrics_gate_and_card(roster_cell):
     cell, tmp_path = roster_cell
     with pytest.raises(
@@ -213,7 +141,7 @@ def test_planted_roster_metrics_gate_and_card(roster_cell):
 
 @pytest.mark.slow
 def test_suite_runs_the_envelope_on_tiny_models(tiny_model_dir, tmp_path):
-    from test_end_to_end import run_suite
+    from support.suite_runs import run_suite
 
     models = write(
         tmp_path / "models.yaml",

@@ -10,7 +10,6 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
-from test_envelope_suite import roster_cell  # noqa: F401  (fixture: planted good / t1fan / t3fan roster)
 
 from flipgate import metrics as M
 from flipgate import registry

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 from huggingface_hub import parse_eval_result_entries
+from support.auditors import make_auditor
 from support.suites import SUITES
-from test_audit_runner import ScriptedBackend, make_auditor
 
+from conftest import ScriptedBackend
 from flipgate.cards import write_cards
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.items import DatasetSpec

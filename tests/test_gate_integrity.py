@@ -11,8 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_end_to_end import models_yaml, run_suite
-from test_regression_cli import THRESHOLDS, make_run
+from support.gating import GATING, one_model
+from support.regression_runs import THRESHOLDS, make_run
+from support.suite_runs import models_yaml, run_suite
 
 from conftest import write
 from flipgate.__main__ import main
@@ -20,13 +21,6 @@ from flipgate.exitcodes import GATE_FAILED, GATE_PASSED, INTERRUPTED, USAGE_ERRO
 from flipgate.gate_ledger import MODELS_PROPERTY, GateLedger
 from flipgate.outcomes import OUTCOME_PROPERTY, Outcome
 from flipgate.suite import NOT_APPLICABLE, NOTHING_GATED, UNGATED
-
-GATING = """
-thresholds:
-  - {metric: parse_rate, min: 0.0, rule: point}
-  - {metric: flip_rate, max: 1.0, rule: point}
-  - {metric: flip_rate, facet: same_ordering, max: 1.0, rule: point}
-"""
 
 # ------------------------------------------------------------------------------ the ledger, alone
 
@@ -148,11 +142,6 @@ def test_a_worker_crash_is_an_interruption_not_a_failed_gate():
 
 
 # ----------------------------------------------------------------------- the real suites, run
-def one_model(tiny_model_dir, extra: str = "") -> str:
-    return (
-        f'  - {{id: tiny, backend: hf, source: {{path: "{tiny_model_dir}"}}, max_new_tokens: 3'
-        f"{extra}}}\n"
-    )
 
 
 def audit(tmp: Path, models: str, thresholds: str, *args: str, facets: str | None = None):

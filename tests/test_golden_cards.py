@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_end_to_end import run_suite
+from support.suite_runs import run_suite
 
 from conftest import write
 from flipgate.store import TrialStore, export_replay

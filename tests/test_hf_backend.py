@@ -185,7 +185,7 @@ def test_an_over_long_item_ends_the_run_with_one_line(tiny_model_dir, tmp_path, 
     tiny model's context stops its cell with one usage-error line, no traceback."""
     import json
 
-    from test_bad_input import Case, models_with, run_in_process
+    from support.bad_input import Case, models_with, run_in_process
 
     from conftest import REPO
     from flipgate.exitcodes import USAGE_ERROR

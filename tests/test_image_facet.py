@@ -115,7 +115,7 @@ def test_image_cell_through_the_runner_records_screen(tiny_llava_dir, tmp_path):
 
 def test_text_only_model_skips_image_facet(tmp_path):
     from _pytest.outcomes import Skipped
-    from test_audit_runner import make_auditor
+    from support.auditors import make_auditor
 
     from conftest import ScriptedBackend
     from flipgate.order.cell import FlipCell

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.cards import typed
 from support.loopback_server import Faults, LoopbackServer
+from support.suite_runs import suite_command, suite_env
 from support.suites import SUITES
-from test_cards import card_store, typed  # noqa: F401 - card_store: test_cards' fixture
-from test_end_to_end import suite_command, suite_env
 
 from conftest import ScriptedBackend, write
 from flipgate import registry
@@ -247,7 +247,7 @@ def test_an_interrupted_runs_card_is_marked_partial_and_no_verdict_is_a_bare_pas
     assert card_store.interruption() is None
 
 
-def test_the_kept_trials_line_is_true_of_an_empty_store(card_store, tmp_path):  # noqa: F811
+def test_the_kept_trials_line_is_true_of_an_empty_store(card_store, tmp_path):
     from flipgate.session import kept_line
     from flipgate.store import TrialStore
 

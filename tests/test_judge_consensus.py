@@ -443,10 +443,10 @@ def test_pairwise_variant_runs_both_orders_and_reports_macro_accuracy(tmp_path):
     """JudgeBench pairs from a local file in the upstream schema: K is capped at the 2 orders;
     every pair is position-biased, so direct judging is right exactly on the A>B pairs and the
     consensus of both orders on all of them; accuracy is also macro-averaged over sources."""
-    from test_judge_sets import _jb_rows, _write_jsonl
+    from support.judge_sets import jb_rows, write_jsonl
 
-    rows = _jb_rows()
-    path = _write_jsonl(rows, tmp_path / "claude.jsonl")
+    rows = jb_rows()
+    path = write_jsonl(rows, tmp_path / "claude.jsonl")
     spec = DatasetSpec.parse({"name": "judgebench", "data_files": path}, "t")
     auditor, plan, items, _ = judge_auditor(tmp_path, 8, "listwise", share_biased=1.0, spec=spec)
     r = judge_consensus(JudgeRunner(auditor, plan).judged("judge", spec), n_boot=200)
@@ -479,7 +479,7 @@ def test_judge_suite_with_a_listwise_api_judge_end_to_end(serve, tmp_path, monke
     """litellm → loopback server: the judge suite as a user runs it, the listwise readout parsed
     from the judge's text, the record and the card; a purely first-position judge ties under
     balanced orderings (consensus 0) and fails the flip-rate threshold."""
-    from test_end_to_end import models_yaml, run_suite
+    from support.suite_runs import models_yaml, run_suite
 
     key = "sk-flipgate-judge-0123456789abcdef"
     server = serve(ScriptedBackend(rule=listwise_first_best), api_key=key)

@@ -1,11 +1,11 @@
 """Candidate-set loaders for the LLM judge: RewardBench 2 and JudgeBench on local files in the
 upstream schemas (the hub is not reachable from the tests), answer sets from offline ARC/MMLU."""
 
-import json
 import re
 
 import pandas as pd
 import pytest
+from support.judge_sets import jb_rows, write_jsonl
 
 from conftest import rejects_row
 from flipgate import FlipgateError
@@ -118,33 +118,11 @@ def test_rewardbench2_empty_response_is_named(tmp_path):
 # JudgeBench
 
 
-def _jb_rows() -> list[dict]:
-    sources = ["mmlu-pro-history", "livebench-math", "livecodebench", "mmlu-pro-computer science"]
-    return [
-        {
-            "pair_id": f"pair-{i:03d}",
-            "original_id": 10640 + i if sources[i % 4].startswith("mmlu") else None,
-            "source": sources[i % 4],
-            "question": f"Problem {i}?",
-            "response_model": "gpt-4o-2024-05-13",
-            "response_A": f"response A of {i}",
-            "response_B": f"response B of {i}",
-            "label": "A>B" if i % 3 else "B>A",
-        }
-        for i in range(8)
-    ]
-
-
-def _write_jsonl(rows: list[dict], path) -> str:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
-
-
 @pytest.mark.parametrize("kind", ["jsonl", "parquet"])
 def test_judgebench_label_maps_a_over_b_to_0_and_b_over_a_to_1(tmp_path, kind):
-    rows = _jb_rows()
+    rows = jb_rows()
     if kind == "jsonl":
-        path = _write_jsonl(rows, tmp_path / "gpt-00000-of-00001.jsonl")
+        path = write_jsonl(rows, tmp_path / "gpt-00000-of-00001.jsonl")
     else:
         path = _write_parquet(rows, tmp_path / "gpt-00000-of-00001.parquet")
     items = load_judgebench("judgebench", data_files=path)
@@ -162,21 +140,21 @@ def test_judgebench_label_maps_a_over_b_to_0_and_b_over_a_to_1(tmp_path, kind):
 
 
 def test_judgebench_split_argument_names_the_split(tmp_path):
-    path = _write_jsonl(_jb_rows(), tmp_path / "claude-00000-of-00001.jsonl")
+    path = write_jsonl(jb_rows(), tmp_path / "claude-00000-of-00001.jsonl")
     items = load_judgebench("judgebench", split="claude", data_files=path)
     assert len(items) == 8
-    rows = _jb_rows()
+    rows = jb_rows()
     rows[5]["question"] = ""
-    bad = _write_jsonl(rows, tmp_path / "bad.jsonl")
+    bad = write_jsonl(rows, tmp_path / "bad.jsonl")
     with pytest.raises(FlipgateError, match=r"bad.jsonl \[claude\] row 5: required field"):
         load_judgebench("judgebench", split="claude", data_files=bad)
 
 
 @pytest.mark.parametrize("label", ["A=B", "A>>B", "B>a"])
 def test_judgebench_bad_label_is_a_clear_error(tmp_path, label):
-    rows = _jb_rows()
+    rows = jb_rows()
     rows[4]["label"] = label
-    path = _write_jsonl(rows, tmp_path / "bad.jsonl")
+    path = write_jsonl(rows, tmp_path / "bad.jsonl")
     with pytest.raises(
         FlipgateError,
         match=rf"bad.jsonl \[gpt\] row 4: field 'label' value '{re.escape(label)}' is not one of",
@@ -188,7 +166,7 @@ def test_judgebench_bad_label_is_a_clear_error(tmp_path, label):
 def test_judgebench_row_missing_field_names_file_row_and_field(tmp_path, field):
     rejects_row(
         load_judgebench,
-        _jb_rows(),
+        jb_rows(),
         tmp_path / "bad.parquet",
         6,
         field,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from test_end_to_end import PASSING, REPO, models_yaml, run_suite
+from support.suite_runs import PASSING, models_yaml, run_suite
 
-from conftest import write
+from conftest import REPO, write
 from flipgate import FlipgateError
 from flipgate.config import load_models
 

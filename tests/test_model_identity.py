@@ -15,9 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_audit_runner import make_auditor
-from test_end_to_end import run_suite
-from test_real_servers import PLAN, THRESHOLDS, smollm2_gguf
+from support.auditors import make_auditor
+from support.real_servers import PLAN, THRESHOLDS, smollm2_gguf
+from support.suite_runs import run_suite
 
 import flipgate.registry  # noqa: F401  (the suites' config keys, for load_models)
 from conftest import ScriptedBackend, write

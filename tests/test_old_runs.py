@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_end_to_end import models_yaml, run_suite
+from support.suite_runs import models_yaml, run_suite
 
 from conftest import write
 from flipgate import registry

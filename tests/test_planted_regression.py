@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_end_to_end import REPO, run_suite
+from support.suite_runs import run_suite
 
-from conftest import ScriptedBackend, write
+from conftest import REPO, ScriptedBackend, write
 from flipgate.calls import Auditor, Paths
 from flipgate.config import load_models
 from flipgate.exitcodes import GATE_FAILED

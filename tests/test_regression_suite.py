@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_end_to_end import models_yaml, run_suite
+from support.suite_runs import models_yaml, run_suite
 
 from conftest import write
 from flipgate.exitcodes import GATE_FAILED, USAGE_ERROR

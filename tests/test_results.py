@@ -135,7 +135,7 @@ def test_store_round_trips_trials(tmp_path):
 
 
 def test_envelope_variants_leave_the_roster_unchanged(tmp_path):
-    from test_audit_runner import make_auditor
+    from support.auditors import make_auditor
 
     from conftest import ScriptedBackend
 

@@ -11,8 +11,8 @@ import os
 import sqlite3
 
 import pytest
-from test_bad_input import Case, models_with, run_in_process
-from test_end_to_end import PASSING, models_yaml, run_suite
+from support.bad_input import Case, models_with, run_in_process
+from support.suite_runs import PASSING, models_yaml, run_suite
 
 from conftest import ScriptedBackend, write
 from flipgate import FlipgateError

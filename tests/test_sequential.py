@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from test_audit_runner import make_auditor
+from support.auditors import make_auditor
 
 from conftest import ScriptedBackend
 from flipgate.cards.disclosure import card_section, stop_line
@@ -387,7 +387,7 @@ def test_fixed_n_spends_the_cap(tmp_path):
 def test_a_regression_of_sequential_cells_compares_the_prefix_both_versions_drew():
     from dataclasses import replace
 
-    from test_regression_compare import R, arm, compare
+    from support.regression_compare import R, arm, compare
 
     from flipgate.regression.compare import IncomparableCell
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import jsonschema
 import pytest
+from support.auditors import make_auditor
 from support.suites import SUITES
-from test_audit_runner import make_auditor
 
 import flipgate.registry  # noqa: F401  (the suites read models.yaml through it)
 from conftest import ScriptedBackend, write

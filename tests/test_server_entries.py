@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_doc_examples import MARKER, REPO, Block, blocks, check_block
+from support.doc_blocks import MARKER, Block, blocks, check_block
 
+from conftest import REPO
 from flipgate import FlipgateError
 from flipgate.backends.api import LiteLLMBackend
 from flipgate.backends.base import Request

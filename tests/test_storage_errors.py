@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from test_bad_input import Case, run_in_process
+from support.bad_input import Case, run_in_process
 
 from conftest import REPO
 from flipgate import FlipgateError, storage

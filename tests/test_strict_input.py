@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_bad_input import MODELS, Case, models_with, run_in_process, th
+from support.bad_input import MODELS, Case, models_with, run_in_process, th
 
 from conftest import ScriptedBackend, write
 from flipgate import FlipgateError

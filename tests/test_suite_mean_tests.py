@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 from scipy.stats import binom
-from test_decomposition import table
+from support.decomposition_tables import table
 
 from conftest import write
 from flipgate.config import ThresholdSet, parse_thresholds

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_end_to_end import models_yaml
-from test_gate_integrity import GATING, one_model
+from support.gating import GATING, one_model
+from support.suite_runs import models_yaml
 
 from conftest import REPO, write
 from flipgate import FlipgateError, registry

@@ -6,7 +6,7 @@ import sqlite3
 
 import pandas as pd
 import pytest
-from test_audit_runner import make_auditor
+from support.auditors import make_auditor
 
 from conftest import ScriptedBackend
 from flipgate.order.cell import FlipCell

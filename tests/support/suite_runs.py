@@ -1,0 +1,87 @@
+"""Running the suites as a user does: a models.yaml, the pytest command line, its run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, write
+
+PASSING = """
+level: 0.95
+thresholds:
+  - {metric: parse_rate, min: 0.0, rule: point}
+  - {metric: flip_rate, max: 1.0, rule: lower}
+  - {metric: flip_rate, facet: same_ordering, max: 1.0, rule: upper}
+  - {metric: l_local, facet: continuity, max: 1.0, rule: point}
+"""
+
+
+def models_yaml(path: Path, models: str, datasets="[arc_challenge, commonsense_qa]") -> Path:
+    return write(
+        path,
+        f"""
+audit:
+  k: 6
+  items_per_dataset: 3
+  bootstrap: {{n: 200}}
+  facets:
+    option_order: {{datasets: {datasets}}}
+models:
+{models}
+""",
+    )
+
+
+def suite_command(
+    tmp: Path, models: Path, thresholds: Path, *extra: str, envelope: Path | None = None
+) -> list[str]:
+    """The pytest command line of the suite as a user runs it, its outputs under ``tmp``; the
+    envelope suite only when an ``envelope`` file is given."""
+    where = (
+        ["--envelope", str(envelope)]
+        if envelope
+        else ["--ignore", str(REPO / "suites" / "benchmarks")]
+    )
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(REPO / "suites"),
+        *where,
+        "--models",
+        str(models),
+        "--thresholds",
+        str(thresholds),
+        "--cache-dir",
+        str(tmp / "cache"),
+        "--runs-dir",
+        str(tmp / "runs"),
+        "--grid-cards-dir",
+        str(tmp / "cards"),
+        "--manifests-dir",
+        str(tmp / "manifests"),
+        "--alluredir",
+        str(tmp / "allure"),
+        "-q",
+        "-p",
+        "no:randomly",
+        *extra,
+    ]
+
+
+def suite_env(**extra: str) -> dict[str, str]:
+    """A run of its own: not an xdist worker even when this test runs in one (PYTEST_XDIST_*),
+    offline."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return env | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"} | extra
+
+
+def run_suite(
+    tmp: Path, models: Path, thresholds: Path, *extra: str, envelope: Path | None = None
+) -> subprocess.CompletedProcess:
+    """The suite as a user runs it (:func:`suite_command`), to its end."""
+    cmd = suite_command(tmp, models, thresholds, *extra, envelope=envelope)
+    return subprocess.run(cmd, capture_output=True, text=True, env=suite_env(), timeout=600)
