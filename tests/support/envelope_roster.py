@@ -37,7 +37,7 @@ def planted(gold: dict, favourite: str | None):
 
 
 def planted_roster_cell(tmp_path):
-    """(an envelope cell over the planted roster good / t1fan / t3fan, its folder)."""
+    """An envelope cell over the planted roster (good, t1fan, t3fan), and its folder."""
     envelope = load_envelope(write(tmp_path / "env.yaml", SMALL), ["good", "t1fan", "t3fan"])
     items = load_items(DatasetSpec("arc_easy"), None, 42)
     gold = {it.question.strip(): "ABCDE"[it.gold] for it in items[:6]}
