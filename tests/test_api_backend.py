@@ -376,3 +376,34 @@ def test_requests_left_in_the_air_when_ctrl_c_closed_the_loop_close_quietly(monk
     for task in left:  # the test's own leftovers, closed quietly (no warnings at exit)
         task._log_destroy_pending = False  # type: ignore[attr-defined]
         task.get_coro().close()
+
+
+def test_a_ctrl_c_inside_a_request_ends_every_request_before_the_loop_closes(monkeypatch, caplog):
+    """The first Ctrl-C raises where the process is: often inside one request's own task (in
+    litellm, under ``asyncio.wait_for``). Ending the batch then meets that KeyboardInterrupt again
+    in the request that awaited it; before, ``asyncio.run`` stopped ending the batch there and left
+    the other requests pending: one "Task was destroyed but it is pending!" (and a traceback) per
+    request over the interrupted run's last lines, seen under load in the xdist Ctrl-C test."""
+    import asyncio
+    import gc
+
+    source = {"model": "openai/m", "api_base": "http://127.0.0.1:9/v1", "revision": "r1"}
+    backend = LiteLLMBackend({"id": "api", "backend": "litellm", "source": source})
+    started: list[asyncio.Task] = []
+
+    async def answer(request):
+        started.append(asyncio.current_task())
+        if request.key[1] == "0":
+            await asyncio.sleep(0.01)
+            raise KeyboardInterrupt("SIGINT")  # where the signal handler raised it
+        await asyncio.Event().wait()
+
+    async def one(request, abort):
+        return await asyncio.wait_for(answer(request), 60)
+
+    monkeypatch.setattr(backend, "_one", one)
+    with pytest.raises(KeyboardInterrupt):
+        backend.complete([mcq(i) for i in range(4)])
+    gc.collect()
+    assert len(started) == 4 and all(task.done() for task in started)
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text

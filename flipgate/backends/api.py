@@ -490,4 +490,32 @@ class LiteLLMBackend:
     ) -> list[Output]:
         if self.server is not None and requests:
             self._api_base = self.server.base_url()
-        return asyncio.run(self._all(requests, on_output))
+        with asyncio.Runner() as runner:
+            try:
+                return runner.run(self._all(requests, on_output))
+            except BaseException:
+                end_every_task(runner.get_loop())
+                raise
+
+
+#: how many times :func:`end_every_task` cancels what is still pending before it gives up
+END_ROUNDS = 10
+
+
+def end_every_task(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel every task still pending on ``loop`` and run it until they have ended, before it
+    closes. A Ctrl-C raised inside one request's task (where the signal handler found the process)
+    is raised again in the request that awaited it while the batch ends; ``asyncio.run``'s own
+    clean-up stops at that and leaves the other requests pending, which Python then reports one
+    by one ("Task was destroyed but it is pending!"). Here such a re-raise only starts another
+    round; the caller raises the first interrupt."""
+    for _ in range(END_ROUNDS):
+        pending = asyncio.all_tasks(loop)
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
+        try:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        except BaseException:  # noqa: S112 (the interrupt that is being raised: end the rest)
+            continue
