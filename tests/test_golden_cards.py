@@ -155,14 +155,10 @@ def test_golden_run_writes_the_golden_cards(golden_run):
             continue
         assert path.exists(), f"no golden card {rel}; run FLIPGATE_GOLDEN=update to add it"
         expected = json.loads(path.read_text())
-        assert not card_mismatches(got["card"], expected["card"]), (
-            rel,
-            card_mismatches(got["card"], expected["card"]),
-        )
-        assert not markdown_mismatches(got["markdown"], expected["markdown"]), (
-            rel,
-            markdown_mismatches(got["markdown"], expected["markdown"]),
-        )
+        mismatches = card_mismatches(got["card"], expected["card"])
+        assert not mismatches, (rel, mismatches)
+        mismatches = markdown_mismatches(got["markdown"], expected["markdown"])
+        assert not mismatches, (rel, mismatches)
     goldens = sorted(p.relative_to(GOLDEN / "cards") for p in (GOLDEN / "cards").glob("*/*.json"))
     assert written == goldens
 
