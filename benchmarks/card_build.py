@@ -23,10 +23,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 
 def audit(tmp: Path, bootstrap: int) -> Path:
-    """The golden audit (tests/test_golden_cards.py) with ``bootstrap`` resamples; its store."""
-    from test_golden_cards import GOLDEN, THRESHOLDS, models_yaml
-
-    from conftest import write
+    """The golden audit (tests/integration/test_golden_cards.py) with ``bootstrap`` resamples;
+    its store."""
+    from support.golden_audit import GOLDEN, THRESHOLDS, models_yaml
+    from support.paths import write
 
     source = 'backend: replay, source: {{path: "{}"}}'
     models = models_yaml(

@@ -21,8 +21,8 @@ possible, else P(−1) = −δ and P(+1) = 0); a continuous per-item value in [0
 concentration 4) against ``<= 0.5``. Caps 25/100/200, batches of 8 from 16, level 0.95. Truths at
 the bound and at ±0.05/±0.15/±0.35 from it. At the bound a fail is an error of the violation test
 and a pass an error of the conformance test: both are printed with 95% Wilson intervals (each
-must be ≤ α = 0.05; tests/test_gate_operating_characteristics.py asserts it). Then the issue's
-named rows (#43 "Targets").
+must be ≤ α = 0.05; tests/unit/metrics/test_gate_operating_characteristics.py asserts it).
+Then the issue's named rows (#43 "Targets").
 """
 
 from __future__ import annotations

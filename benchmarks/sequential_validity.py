@@ -7,8 +7,8 @@ of known truth, side by side in one run: for each row, how often the gate fails 
 Rows (batches of 8, from 16 items, level 0.95, rule lower): ``flip_rate <= 0.25`` with true flip
 rates 0.25 (at the bound: a fail is an error, at most 5% peeking included), 0.60 and 0.05, and a
 paired ``delta_flip_rate <= 0.05`` regression gate with true deltas 0.05 (10% newly flipping, 5%
-fixed), 0.40 and −0.15 (the same distances from the bound). tests/test_sequential.py asserts
-the issue's targets on these rows.
+fixed), 0.40 and −0.15 (the same distances from the bound).
+tests/unit/metrics/test_sequential.py asserts the issue's targets on these rows.
 """
 
 from __future__ import annotations

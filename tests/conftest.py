@@ -1,41 +1,19 @@
-"""Shared fixtures for the project's own tests (a counting fake backend lives only here)."""
+"""The project's own tests' fixtures; what they share that is not a fixture is in tests/support/."""
 
 from __future__ import annotations
 
 import importlib.util
-import textwrap
+import os
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
+from support.tiny_models import olmo_tokenizer
 
-from flipgate.backends.base import Output, Request
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-class ScriptedBackend:
-    """Test double: answers by a rule on the rendered request and counts calls."""
-
-    def __init__(self, model_id="scripted", rule=None):
-        self.model_id = model_id
-        self.fingerprint = {"backend": "scripted", "weights_sha256": "scripted", "source": None}
-        self.settings = {"backend": "scripted", "model": model_id}
-        self.calls = 0
-        self.batch_size = 4
-        self.supports_images = False
-        self.call_stats = None  # no API calls
-        # default rule: always pick the first displayed label (a pure position bias)
-        self.rule = rule or (lambda req: req.labels[0])
-
-    def complete(self, requests: list[Request]) -> list[Output]:
-        self.calls += len(requests)
-        outs = []
-        for r in requests:
-            label = self.rule(r)
-            text = "" if label is None else f" {label}"
-            logprobs = {lab: (-0.1 if lab == label else -3.0) for lab in r.labels}
-            outs.append(Output(text, logprobs, 10, 2))
-        return outs
+# XLA programs one test process compiles (an ODI fit, a subprocess audit's fit) are kept for the
+# others on this machine (the suite's xdist workers and the audits they start), ~10 s a fit here
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(REPO / ".flipgate_cache" / "tests-jax"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
 
 @pytest.fixture(scope="session")
@@ -65,40 +43,6 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     LlamaForCausalLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)
     return out
-
-
-def tiny_hf_config(model_dir: Path, cache_dir: Path, **extra) -> dict:
-    """models.yaml entry of the tiny random Llama (``tiny_model_dir``) on the hf backend, in
-    float32 unless ``extra`` says otherwise (``dtype: auto`` would follow this machine's CPU)."""
-    return {
-        "id": "tiny",
-        "backend": "hf",
-        "source": {"path": str(model_dir)},
-        "dtype": "float32",
-        "_cache_dir": str(cache_dir),
-        **extra,
-    }
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def olmo_tokenizer(*special: str):
-    """The OLMo tokenizer shipped by ai2-olmo-eval (end of text as padding), with ``special``
-    tokens added (a multimodal model's placeholders)."""
-    from transformers import PreTrainedTokenizerFast
-
-    root = Path(importlib.util.find_spec("olmo_eval").origin).parent / "tokenizers"
-    tok = PreTrainedTokenizerFast(
-        tokenizer_file=str(root / "allenai_gpt-neox-olmo-dolma-v1_5.json"),
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-    )
-    tok.add_special_tokens({"additional_special_tokens": list(special)})
-    return tok
 
 
 @pytest.fixture(scope="session")
@@ -210,51 +154,6 @@ def tiny_audio_dir(tmp_path_factory) -> Path:
     return out
 
 
-def llava_auditor(model_dir: Path, tmp_path: Path, facet: str, dataset: str, n_items: int):
-    """An Auditor over the tiny LLaVA for one facet × dataset (letter log-prob primary)."""
-    from flipgate.calls import Auditor, Paths
-    from flipgate.config import AuditConfig
-    from flipgate.items import DatasetSpec
-
-    model = {
-        "id": "llava",
-        "backend": "hf",
-        "source": {"path": str(model_dir)},
-        "max_new_tokens": 2,
-        "readouts": ["letter_logprob", "regex"],
-        "primary_readout": "letter_logprob",
-    }
-    cfg = AuditConfig(
-        tmp_path / "models.yaml",
-        {"llava": model},
-        items_per_dataset=n_items,
-        bootstrap_n=200,
-        facets={facet: [DatasetSpec(dataset)]},
-    )
-    return Auditor(
-        cfg,
-        "r1",
-        Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path),
-        progress=False,
-    )
-
-
-def rejects_row(
-    loader, rows: list[dict], path: Path, row: int, field: str, value, match: str, **kw
-) -> None:
-    """Set ``rows[row][field] = value``, write the rows as parquet at ``path`` and expect ``loader``
-    (a hub loader reading ``data_files``) to raise a FlipgateError matching ``match``."""
-    import pandas as pd
-
-    from flipgate import FlipgateError
-
-    rows = [dict(r) for r in rows]
-    rows[row][field] = value
-    pd.DataFrame(rows).to_parquet(path)
-    with pytest.raises(FlipgateError, match=match):
-        loader(path.stem, data_files=str(path), **kw)
-
-
 @pytest.fixture
 def serve():
     """Start loopback servers; stop them after the test."""
@@ -273,41 +172,6 @@ def serve():
         server.stop()
 
 
-class PlanOnly:
-    """A SuiteContext of models.yaml alone, without a pytest session: the shipped default
-    envelope, no baseline (what the thresholds check sees of a run without --envelope or
-    --baseline)."""
-
-    def __init__(self, cfg):
-        self.cfg, self._memo = cfg, {}
-
-    def audit_config(self):
-        return self.cfg
-
-    def option(self, name):
-        return None  # no --baseline, no --candidate
-
-    def memo(self, key, make):
-        if key not in self._memo:
-            self._memo[key] = make()
-        return self._memo[key]
-
-    def path(self, option):
-        from flipgate import FlipgateError
-
-        if option == "--runs-dir":  # no promoted baseline beside it
-            return Path("/nonexistent/flipgate-plan-only/runs")
-        raise FlipgateError(f"option {option}: not given")
-
-
-def threshold_plan(cfg) -> tuple[list, list]:
-    """(gated cells, suites) of ``cfg``'s plan, for flipgate.threshold_check.check_thresholds."""
-    from flipgate import registry
-    from flipgate.threshold_check import gated_cells
-
-    return gated_cells(registry.suites(), PlanOnly(cfg)), registry.suites()
-
-
 @pytest.fixture
 def card_store(tmp_path):
     """A store with one scripted model's option-order cell, its control and a failed verdict."""
@@ -322,3 +186,14 @@ def roster_cell(tmp_path):
     from support.envelope_roster import planted_roster_cell
 
     return planted_roster_cell(tmp_path)
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that share a module-scoped fixture (an audit, a fit, a server) run on one xdist
+    worker (``make test`` distributes by ``loadgroup``); spread over workers, each worker would
+    build the fixture again."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info else ()
+        if any(d[-1].scope == "module" for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

@@ -1,11 +1,19 @@
-"""The project's own tests share helpers through ``tests/support/`` and fixtures through
-``tests/conftest.py``: a test module never imports another test module."""
+"""The project's own tests mirror the package: ``tests/unit/<package>/`` tests
+``flipgate/<package>/`` in process (``tests/unit/`` itself the top-level modules);
+``tests/integration/`` runs flipgate as a user does (pytest and CLI subprocesses, real servers,
+golden cards). They share helpers through ``tests/support/`` and fixtures through
+``tests/conftest.py``: a test module imports neither another test module nor ``conftest``
+(pytest's default import mode loads every ``conftest.py`` as the one module ``conftest``, so which
+one such an import gets depends on the order of loading)."""
 
 from __future__ import annotations
 
 import ast
 
-from conftest import REPO
+from support.paths import REPO
+
+TESTS = REPO / "tests"
+LAYERS = ("unit", "integration")
 
 
 def imported_modules(path) -> set[str]:
@@ -19,12 +27,16 @@ def imported_modules(path) -> set[str]:
     return found
 
 
-def test_no_test_module_imports_another():
-    tests = REPO / "tests"
-    modules = {p.stem for p in tests.rglob("test_*.py")}
+def all_test_modules() -> list:
+    """Every test module under tests/, the ninth suite's own excepted."""
+    return sorted(p for p in TESTS.rglob("test_*.py") if "ninth_suite" not in p.parts)
+
+
+def test_no_test_module_imports_another_or_conftest():
+    modules = {p.stem for p in all_test_modules()} | {"conftest"}
     offenders = {
         str(path.relative_to(REPO)): sorted(imported_modules(path) & modules)
-        for path in [*tests.rglob("test_*.py"), *(tests / "support").rglob("*.py")]
+        for path in [*all_test_modules(), *(TESTS / "support").rglob("*.py")]
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -33,3 +45,22 @@ def test_the_check_sees_a_function_level_import(tmp_path):
     planted = tmp_path / "test_x.py"
     planted.write_text("def test_a():\n    from test_end_to_end import run_suite\n")
     assert "test_end_to_end" in imported_modules(planted)
+
+
+def test_every_test_module_sits_in_a_layer_and_unit_folders_name_packages():
+    placed = {}
+    for path in all_test_modules():
+        parts = path.relative_to(TESTS).parts
+        placed[str(path.relative_to(TESTS))] = parts[0] in LAYERS or parts == ("test_layout.py",)
+    assert [p for p, ok in placed.items() if not ok] == []
+    folders = {p.parent for p in (TESTS / "unit").rglob("test_*.py")} - {TESTS / "unit"}
+    mirrored = {f: REPO / "flipgate" / f.relative_to(TESTS / "unit") for f in folders}
+    unmirrored = [str(f) for f, pkg in mirrored.items() if not (pkg / "__init__.py").is_file()]
+    assert sorted(unmirrored) == []
+    assert (TESTS / "integration").is_dir()
+
+
+def test_test_module_names_are_unique():
+    """pytest's default import mode imports a test module by its file name alone."""
+    stems = [p.stem for p in all_test_modules()]
+    assert sorted({s for s in stems if stems.count(s) > 1}) == []

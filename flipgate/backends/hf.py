@@ -649,8 +649,8 @@ class HFBackend:
     def _first_equal(inputs: list[tuple | None]) -> list[int]:
         """For each request, the first request of the call with the same input: under greedy
         decoding equal inputs give equal outputs, so each is computed once (a same-ordering
-        control's K replicates; tests/test_prefix_sharing.py checks them against the reference
-        path). A request without an input (sampling, reference path) is its own."""
+        control's K replicates; tests/unit/backends/test_prefix_sharing.py checks them against
+        the reference path). A request without an input (sampling, reference path) is its own."""
         seen: dict[tuple, int] = {}
         return [i if key is None else seen.setdefault(key, i) for i, key in enumerate(inputs)]
 

@@ -10,7 +10,8 @@ never makes an outcome less extreme), and the p-value is the largest trinomial p
 the outcomes at least as extreme over the nuisance on the null boundary δ = δ0. A monotone
 region is an increasing event of the items, so its probability over the whole composite null
 is largest on that boundary. The nuisance is maximised on :data:`NUISANCE_POINTS` values of s
-(denser at low discordance); tests/test_paired_exact.py checks it against a grid 40× finer.
+(denser at low discordance); tests/unit/metrics/test_paired_exact.py checks it against a grid
+40× finer.
 
 *Group-sequential* (:class:`PairedDesign`): at the cap the fixed-N region at α; at each earlier
 look point n the early region {log E_n(b, c) ≥ h}, where E_n is a mixture of fixed bets on

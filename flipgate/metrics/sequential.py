@@ -18,7 +18,8 @@ intersection, valid since the sequence covers the mean at every time at once).
 
 No maintained implementation installs here without a compiler: ``confseq`` (the authors'
 package) ships only a C++ source distribution (Boost, CMake), last released in 2023. This module
-follows the paper; tests/test_sequential.py checks its coverage under continuous peeking.
+follows the paper; tests/unit/metrics/test_sequential.py checks its coverage under continuous
+peeking.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""A ninth suite that lives outside flipgate (tests/test_suite_registry.py installs it through the
-``flipgate.suites`` entry point): **first-label preference**, the share of answers that pick
-whichever option is displayed first over the option_order orderings of a dataset (1 / options
-shown without position bias; 1 for a model that always answers "A"). It imports flipgate.suite_api
-only (and allure-pytest for its attachment); no flipgate file names it."""
+"""A ninth suite that lives outside flipgate (tests/integration/test_suite_registry.py installs it
+through the ``flipgate.suites`` entry point): **first-label preference**, the share of answers
+that pick whichever option is displayed first over the option_order orderings of a dataset (1 /
+options shown without position bias; 1 for a model that always answers "A"). It imports
+flipgate.suite_api only (and allure-pytest for its attachment); no flipgate file names it."""
 
 from __future__ import annotations
 

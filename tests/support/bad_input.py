@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from flipgate.exitcodes import USAGE_ERROR
+from support.paths import REPO
 
 MODELS = """
 audit:

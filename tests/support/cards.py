@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import ScriptedBackend
 from flipgate.cards import write_cards
 from flipgate.order.measure import order_cells
 from flipgate.results import Verdict
 from support.auditors import make_auditor
+from support.scripted import ScriptedBackend
 from support.suites import SUITES
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from support.paths import REPO
 
 
 def copy_checkout(src: Path) -> Path:

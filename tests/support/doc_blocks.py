@@ -9,10 +9,11 @@ from pathlib import Path
 
 import yaml
 
-from conftest import REPO, threshold_plan
 from flipgate import registry
 from flipgate.config import load_models, parse_thresholds
 from flipgate.threshold_check import check_thresholds
+from support.paths import REPO
+from support.plans import threshold_plan
 
 MARKER = re.compile(
     r"#\s*(?P<file>(?:\S*/)?models\.yaml|thresholds/[A-Za-z0-9_.-]+\.yaml)"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from conftest import ScriptedBackend, write
 from flipgate.calls import Auditor, Paths
 from flipgate.config import AuditConfig
 from flipgate.envelope.cell import EnvelopeCell
 from flipgate.envelope.spec import load_envelope
 from flipgate.items import DatasetSpec, load_items
+from support.paths import write
+from support.scripted import ScriptedBackend
 
 SMALL = """
 name: test-envelope

@@ -11,7 +11,7 @@ Within the Monte Carlo section the structure, every string, flag, count and verd
 match; only floats get a tolerance, and ``worst`` (which parameter mixes slowest, an argmax among
 near-ties) is free. The tolerances are loose enough for another CPU class's draws (at most 44% of
 one used) and tight enough that moving θ's median by 0.1 or σ_π's by 20%, dividing an ESS by 2.5
-or flipping a verdict fails (tests/test_golden_compare.py).
+or flipping a verdict fails (tests/integration/test_golden_compare.py).
 """
 
 from __future__ import annotations

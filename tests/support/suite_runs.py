@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, write
+from support.paths import REPO, write
 
 PASSING = """
 level: 0.95
