@@ -29,7 +29,7 @@ def xdist_run(tiny_model_dir, tmp_path_factory):
 """,
     )
     thresholds = write(tmp / "thresholds" / "default.yaml", PASSING).parent
-    proc = run_suite(tmp, models, thresholds, "-n", "2", "-vv")
+    proc = run_suite(tmp, models, thresholds, "-n", "2", "-vv", odi=True)
     return tmp, models, thresholds, proc
 
 

@@ -76,7 +76,7 @@ def replays(request, tmp_path_factory) -> dict[str, Path]:
         src = f'backend: hf, source: {{path: "{tiny}"}}'
         models = models_yaml(tmp / "models.yaml", src, src + ", dtype: bfloat16")
         thresholds = write(tmp / "thresholds" / "default.yaml", THRESHOLDS).parent
-        proc = run_suite(tmp, models, thresholds)
+        proc = run_suite(tmp, models, thresholds, odi=True)
         assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
         store = TrialStore(next((tmp / "runs").iterdir()) / "trials.sqlite")
         for model_id, path in files.items():
@@ -94,7 +94,7 @@ def golden_run(replays, tmp_path_factory):
         source.format(replays["tiny-v2"]),
     )
     thresholds = write(tmp / "thresholds" / "default.yaml", THRESHOLDS).parent
-    proc = run_suite(tmp, models, thresholds, "-rA")
+    proc = run_suite(tmp, models, thresholds, "-rA", odi=True)
     return tmp, proc
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from support.paths import REPO, write
+from support.paths import write
 from support.suite_runs import PASSING, models_yaml, run_suite
 
 from flipgate import FlipgateError
@@ -55,11 +55,7 @@ def test_an_unknown_dataset_in_a_cap_is_named(tiny_model_dir, tmp_path):
 @pytest.mark.parametrize("sequential", [False, True], ids=["fixed-N", "sequential"])
 def test_a_capped_model_measures_fewer_items(tiny_model_dir, tmp_path, sequential):
     thresholds = write(tmp_path / "thresholds" / "default.yaml", PASSING).parent
-    # the order cells only: ODI's fit over them adds half a minute and nothing this test reads
-    odi = str(REPO / "suites" / "analysis")
-    proc = run_suite(
-        tmp_path, models(tiny_model_dir, tmp_path, sequential), thresholds, "--ignore", odi
-    )
+    proc = run_suite(tmp_path, models(tiny_model_dir, tmp_path, sequential), thresholds)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     store = next((tmp_path / "runs").glob("*/trials.sqlite"))
     with sqlite3.connect(store) as conn:

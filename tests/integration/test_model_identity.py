@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.auditors import make_auditor
-from support.paths import REPO, write
+from support.paths import write
 from support.real_servers import PLAN, THRESHOLDS, smollm2_gguf
 from support.scripted import ScriptedBackend
 from support.suite_runs import run_suite
@@ -322,14 +322,13 @@ def test_a_model_swapped_behind_the_same_endpoint_is_called_again(tmp_path, monk
 """
     plan = write(tmp_path / "models.yaml", PLAN.format(n=2, models=models))
     thresholds = write(tmp_path / "thresholds" / "default.yaml", SWAP_THRESHOLDS).parent
-    analysis = ["--ignore", str(REPO / "suites/analysis")]
     with launch(ServerSpec("llama.cpp", gemma_gguf(), threads=1, parallel=2, context=1024)):
-        first = run_suite(tmp_path, plan, thresholds, *analysis, "--baseline", "none")
+        first = run_suite(tmp_path, plan, thresholds, "--baseline", "none")
     assert first.returncode in (0, 1), (first.stdout + first.stderr)[-3000:]
     (first_run,) = (tmp_path / "runs").iterdir()
     # models.yaml is not changed: the same entry, port and model name
     with launch(ServerSpec("llama.cpp", smollm2_gguf(), threads=1, parallel=2, context=1024)):
-        second = run_suite(tmp_path, plan, thresholds, *analysis, "--baseline", str(first_run))
+        second = run_suite(tmp_path, plan, thresholds, "--baseline", str(first_run))
     out = second.stdout + second.stderr
     assert second.returncode in (0, 1) and "Traceback" not in out, out[-3000:]
     (gemma, n1, cached1), (smol, n2, cached2) = served_identity(tmp_path / "runs")
@@ -347,7 +346,7 @@ def test_a_model_swapped_behind_the_same_endpoint_is_called_again(tmp_path, monk
     # the same model once more: its answers come from the cache, and a regression case between
     # it and itself says so instead of passing
     with launch(ServerSpec("llama.cpp", smollm2_gguf(), threads=1, parallel=2, context=1024)):
-        third = run_suite(tmp_path, plan, thresholds, *analysis, "--baseline", str(store.parent))
+        third = run_suite(tmp_path, plan, thresholds, "--baseline", str(store.parent))
     out = third.stdout + third.stderr
     assert third.returncode in (0, 1) and "model calls this run: my-llamacpp 0 " in out, out[-3000:]
     assert (

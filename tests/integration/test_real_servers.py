@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.paths import REPO, write
+from support.paths import write
 from support.real_servers import PLAN, THRESHOLDS, smollm2_gguf
 from support.suite_runs import run_suite
 
@@ -108,13 +108,7 @@ def test_an_option_order_cell_and_its_control_through_both_real_servers(
     thresholds = write(tmp_path / "thresholds" / "default.yaml", THRESHOLDS).parent
     os.environ["FLIPGATE_SERVER_KEY"] = "no-key"  # the servers take any key
     try:
-        proc = run_suite(
-            tmp_path,
-            plan,
-            thresholds,
-            "--ignore",
-            str(REPO / "suites/analysis"),
-        )
+        proc = run_suite(tmp_path, plan, thresholds)
     finally:
         del os.environ["FLIPGATE_SERVER_KEY"]
     out = proc.stdout + proc.stderr
@@ -162,8 +156,7 @@ def test_a_managed_llama_cpp_server_is_started_by_the_audit_and_named_in_the_car
 """
     plan = write(tmp_path / "models.yaml", PLAN.format(n=2, models=models))
     thresholds = write(tmp_path / "thresholds" / "default.yaml", THRESHOLDS).parent
-    analysis = str(REPO / "suites/analysis")
-    first = run_suite(tmp_path, plan, thresholds, "--ignore", analysis)
+    first = run_suite(tmp_path, plan, thresholds)
     assert first.returncode in (0, 1) and "Traceback" not in first.stdout, first.stdout[-3000:]
     receipt = json.loads((tmp_path / "cards/smollm2-gguf/mmlu.json").read_text())["axis_receipt"]
     assert receipt["engine"].startswith("llama.cpp server (xllamacpp ")
@@ -178,7 +171,7 @@ def test_a_managed_llama_cpp_server_is_started_by_the_audit_and_named_in_the_car
     }
     # a second run starts a server on another port, and every answer comes from the cache: the
     # port is not part of the cache key
-    second = run_suite(tmp_path, plan, thresholds, "--ignore", analysis)
+    second = run_suite(tmp_path, plan, thresholds)
     assert second.returncode == first.returncode, second.stdout[-3000:]
     stores = sorted((tmp_path / "runs").glob("*/trials.sqlite"))
     with sqlite3.connect(stores[-1]) as conn:

@@ -36,15 +36,23 @@ models:
 
 
 def suite_command(
-    tmp: Path, models: Path, thresholds: Path, *extra: str, envelope: Path | None = None
+    tmp: Path,
+    models: Path,
+    thresholds: Path,
+    *extra: str,
+    envelope: Path | None = None,
+    odi: bool = False,
 ) -> list[str]:
     """The pytest command line of the suite as a user runs it, its outputs under ``tmp``; the
-    envelope suite only when an ``envelope`` file is given."""
+    envelope suite only when an ``envelope`` file is given, ODI's fits (half a minute to minutes
+    of MCMC here) only when ``odi``."""
     where = (
         ["--envelope", str(envelope)]
         if envelope
         else ["--ignore", str(REPO / "suites" / "benchmarks")]
     )
+    if not odi:
+        where += ["--ignore", str(REPO / "suites" / "analysis")]
     return [
         sys.executable,
         "-m",
@@ -80,8 +88,13 @@ def suite_env(**extra: str) -> dict[str, str]:
 
 
 def run_suite(
-    tmp: Path, models: Path, thresholds: Path, *extra: str, envelope: Path | None = None
+    tmp: Path,
+    models: Path,
+    thresholds: Path,
+    *extra: str,
+    envelope: Path | None = None,
+    odi: bool = False,
 ) -> subprocess.CompletedProcess:
     """The suite as a user runs it (:func:`suite_command`), to its end."""
-    cmd = suite_command(tmp, models, thresholds, *extra, envelope=envelope)
+    cmd = suite_command(tmp, models, thresholds, *extra, envelope=envelope, odi=odi)
     return subprocess.run(cmd, capture_output=True, text=True, env=suite_env(), timeout=600)
