@@ -1,4 +1,4 @@
-"""A counting fake backend: the tests' only test double for a model."""
+"""The counting fake backend that most tests share (a few tests define a backend of their own)."""
 
 from __future__ import annotations
 
