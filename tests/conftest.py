@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO
 from support.tiny_models import olmo_tokenizer
+from support.xdist_groups import pytest_collection_modifyitems  # noqa: F401  (a hook)
 
 # XLA programs one test process compiles (an ODI fit, a subprocess audit's fit) are kept for the
 # others on this machine (the suite's xdist workers and the audits they start), ~10 s a fit here
@@ -186,14 +187,3 @@ def roster_cell(tmp_path):
     from support.envelope_roster import planted_roster_cell
 
     return planted_roster_cell(tmp_path)
-
-
-def pytest_collection_modifyitems(items):
-    """Tests that share a module-scoped fixture (an audit, a fit, a server) run on one xdist
-    worker (``make test`` distributes by ``loadgroup``); spread over workers, each worker would
-    build the fixture again."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        defs = info.name2fixturedefs.values() if info else ()
-        if any(d[-1].scope == "module" for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

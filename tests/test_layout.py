@@ -9,6 +9,9 @@ one such an import gets depends on the order of loading)."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 
 from support.paths import REPO
 
@@ -64,3 +67,55 @@ def test_test_module_names_are_unique():
     """pytest's default import mode imports a test module by its file name alone."""
     stems = [p.stem for p in all_test_modules()]
     assert sorted({s for s in stems if stems.count(s) > 1}) == []
+
+
+def test_tests_sharing_a_module_fixture_run_on_one_xdist_worker(tmp_path):
+    """Under ``-n 2 --dist loadgroup`` (``make test``), the tests of a module that share a
+    module-scoped fixture run on one worker, which builds the fixture once; the others spread."""
+    (tmp_path / "conftest.py").write_text(
+        "from support.xdist_groups import pytest_collection_modifyitems  # noqa: F401\n"
+    )
+    (tmp_path / "test_probe.py").write_text(
+        "import os, pytest\n"
+        "from pathlib import Path\n"
+        "@pytest.fixture(scope='module')\n"
+        "def shared():\n"
+        "    return 1\n"
+        "def record(name):\n"
+        "    Path(__file__).with_name(name).write_text(os.environ['PYTEST_XDIST_WORKER'])\n"
+        + "".join(f"def test_shared_{i}(shared):\n    record('shared{i}')\n" for i in range(4))
+        + "".join(f"def test_alone_{i}():\n    record('alone{i}')\n" for i in range(4))
+    )
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(tmp_path),
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:flipgate",
+            "-q",
+            "--rootdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    workers = {p.name: p.read_text() for p in tmp_path.glob("[sa][hl]*[0-9]")}
+    shared = {workers[f"shared{i}"] for i in range(4)}
+    assert len(shared) == 1, workers
