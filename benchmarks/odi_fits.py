@@ -29,8 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from flipgate.odi import simulate
-from flipgate.odi.simulate import to_trials
+from flipgate.odi.simulate import simulate, to_trials
 
 FACETS = {"option_order": 1.0, "evidence_chunk_order": 0.3, "document_rank_order": 0.3}
 VERSIONS = [("m2", "m0"), ("m3", "m0")]

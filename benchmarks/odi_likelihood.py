@@ -20,8 +20,9 @@ import jax
 import numpy as np
 from numpyro.infer.util import potential_energy
 
-from flipgate.odi import model, simulate
+from flipgate.odi import model
 from flipgate.odi.fit import _prior_means
+from flipgate.odi.simulate import simulate
 
 #: (models, items per cell, share of trials kept)
 ROWS = [(2, 44, 0.5), (2, 44, 0.3), (4, 44, 0.25), (4, 100, 0.25), (4, 200, 0.25), (4, 200, 0.1)]

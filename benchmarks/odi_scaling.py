@@ -15,7 +15,8 @@ import json
 
 import numpy as np
 
-from flipgate.odi import PROFILES, SCALES, fit, simulate_scale, summarize
+from flipgate.odi import PROFILES, SCALES, simulate_scale, summarize
+from flipgate.odi.fit import fit
 
 COLUMNS = [
     "scale",

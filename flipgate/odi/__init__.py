@@ -1,14 +1,33 @@
 """ODI, Ordering-Decomposed IRT (docs/definitions.md §4): a Bayesian 2PL decomposition of a trials
-table into per-facet ordering noise σ_π, per-cell systematic offsets |δ| and per-model ability θ."""
+table into per-facet ordering noise σ_π, per-cell systematic offsets |δ| and per-model ability θ.
 
-from flipgate.odi.fit import use_host_devices
+Importing the package is cheap: every flipgate process imports it (the suite registry loads
+:mod:`flipgate.odi.suite`), and JAX and NumPyro load only with the first name that needs them.
+``fit`` and ``simulate`` are the submodules; their functions are ``flipgate.odi.fit.fit`` and
+``flipgate.odi.simulate.simulate``."""
 
-use_host_devices()  # before anything starts JAX, so NUTS chains can run on parallel CPU devices
+from __future__ import annotations
 
-from flipgate.odi.data import ODIData, build, from_trials, outcomes  # noqa: E402
-from flipgate.odi.fit import PROFILES, ODIFit, Profile, diagnostics, fit, odi, summarize  # noqa: E402
-from flipgate.odi.model import odi_model, reported  # noqa: E402
-from flipgate.odi.simulate import SCALES, simulate, simulate_scale  # noqa: E402
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from flipgate.odi.devices import expose_host_cores
+
+expose_host_cores()  # before anything starts JAX, so NUTS chains can run on parallel CPU devices
+
+if TYPE_CHECKING:
+    from flipgate.odi.data import ODIData, build, from_trials, outcomes
+    from flipgate.odi.fit import PROFILES, ODIFit, Profile, diagnostics, odi, summarize
+    from flipgate.odi.model import odi_model, reported
+    from flipgate.odi.simulate import SCALES, simulate_scale
+
+#: public name -> the submodule that defines it (loaded on first use)
+_HOME = {
+    **dict.fromkeys(("ODIData", "build", "from_trials", "outcomes"), "data"),
+    **dict.fromkeys(("PROFILES", "ODIFit", "Profile", "diagnostics", "odi", "summarize"), "fit"),
+    **dict.fromkeys(("odi_model", "reported"), "model"),
+    **dict.fromkeys(("SCALES", "simulate_scale"), "simulate"),
+}
 
 __all__ = [
     "PROFILES",
@@ -18,14 +37,19 @@ __all__ = [
     "Profile",
     "build",
     "diagnostics",
-    "fit",
     "from_trials",
     "odi",
     "odi_model",
     "outcomes",
     "reported",
-    "simulate",
     "simulate_scale",
     "summarize",
-    "use_host_devices",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -13,7 +12,6 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro
 from jax import lax, random
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
@@ -32,17 +30,6 @@ from flipgate.odi.model import (
     unpad,
 )
 from flipgate.odi.sampler import Chains, Kernel
-
-
-def use_host_devices(n: int | None = None) -> int:
-    """Expose ``n`` (default: all) CPU cores as JAX devices so chains run in parallel. Effective
-    only before JAX starts its backend (importing :mod:`flipgate.odi` does this early); returns the
-    device count JAX will use."""
-    from jax._src import xla_bridge
-
-    if not xla_bridge.backends_are_initialized():
-        numpyro.set_host_device_count(n or os.cpu_count() or 1)
-    return jax.local_device_count()
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ from support.paths import write
 
 from flipgate import FlipgateError
 from flipgate.config import load_thresholds
-from flipgate.odi import build, diagnostics, fit, model, odi, outcomes, sampler, simulate, summarize
+from flipgate.odi import build, diagnostics, model, odi, outcomes, sampler, summarize
 from flipgate.odi.card import odi_section
+from flipgate.odi.fit import fit
 from flipgate.odi.gate import gate, panel_checks
-from flipgate.odi.simulate import one_model, to_trials
+from flipgate.odi.simulate import one_model, simulate, to_trials
 
 #: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
 pytestmark = pytest.mark.slow

@@ -15,9 +15,11 @@ from jax import random
 from numpyro import handlers
 
 from flipgate.cards.build import SCHEMA_PATH
-from flipgate.odi import fit, odi, simulate, summarize
+from flipgate.odi import odi, summarize
 from flipgate.odi.card import odi_markdown, odi_section
+from flipgate.odi.fit import fit
 from flipgate.odi.model import odi_model, sum_zero_basis
+from flipgate.odi.simulate import simulate
 
 #: every test here runs audits, servers or fits (the fast tier leaves it out: make test-fast)
 pytestmark = pytest.mark.slow
