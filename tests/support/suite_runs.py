@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.forked import run_pytest
 from support.paths import REPO, write
 
 PASSING = """
@@ -95,6 +96,8 @@ def run_suite(
     envelope: Path | None = None,
     odi: bool = False,
 ) -> subprocess.CompletedProcess:
-    """The suite as a user runs it (:func:`suite_command`), to its end."""
+    """The suite as a user runs it (:func:`suite_command`), to its end, in a process of its own
+    forked from one that has the heavy libraries imported (:mod:`support.forked`)."""
     cmd = suite_command(tmp, models, thresholds, *extra, envelope=envelope, odi=odi)
-    return subprocess.run(cmd, capture_output=True, text=True, env=suite_env(), timeout=600)
+    assert cmd[1:3] == ["-m", "pytest"]
+    return run_pytest(cmd[3:], suite_env(), timeout=600)

@@ -10,6 +10,9 @@ import sys
 import flipgate.odi
 from flipgate.odi.devices import FLAG
 
+#: two XLA flags of this jaxlib that the device flag must keep
+A, B = "--xla_cpu_enable_fast_math=false", "--xla_backend_optimization_level=1"
+
 
 def test_the_registry_loads_every_suite_without_jax():
     code = (
@@ -46,7 +49,7 @@ def test_an_unknown_name_is_an_attribute_error():
 def test_the_device_flag_keeps_the_other_xla_flags_and_waits_for_no_backend():
     code = (
         "import os\n"
-        f"os.environ['XLA_FLAGS'] = '--xla_cpu_enable_fast_math=false {FLAG}=7 --xla_backend_optimization_level=1'\n"
+        f"os.environ['XLA_FLAGS'] = '{A} {FLAG}=7 {B}'\n"
         "from flipgate.odi.devices import expose_host_cores\n"
         "print(os.environ['XLA_FLAGS'])\n"  # the package set it to this machine's cores
         "assert expose_host_cores(3)\n"
@@ -60,8 +63,8 @@ def test_the_device_flag_keeps_the_other_xla_flags_and_waits_for_no_backend():
     assert proc.returncode == 0, proc.stderr[-2000:]
     cores = os.cpu_count()
     assert proc.stdout.splitlines() == [
-        f"{FLAG}={cores} --xla_cpu_enable_fast_math=false --xla_backend_optimization_level=1",
-        f"{FLAG}=3 --xla_cpu_enable_fast_math=false --xla_backend_optimization_level=1",
+        f"{FLAG}={cores} {A} {B}",
+        f"{FLAG}=3 {A} {B}",
         "3",
-        f"{FLAG}=3 --xla_cpu_enable_fast_math=false --xla_backend_optimization_level=1",
+        f"{FLAG}=3 {A} {B}",
     ]
