@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from support.paths import REPO
 
 TESTS = REPO / "tests"
@@ -69,6 +70,7 @@ def test_test_module_names_are_unique():
     assert sorted({s for s in stems if stems.count(s) > 1}) == []
 
 
+@pytest.mark.slow
 def test_tests_sharing_a_module_fixture_run_on_one_xdist_worker(tmp_path):
     """Under ``-n 2 --dist loadgroup`` (``make test``), the tests of a module that share a
     module-scoped fixture run on one worker, which builds the fixture once; the others spread."""

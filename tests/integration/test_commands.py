@@ -155,6 +155,7 @@ def test_serve_llamacpp_bad_input_is_one_line(args, expected, tmp_path, monkeypa
     assert one_line(capsys.readouterr().err).startswith(expected)
 
 
+@pytest.mark.slow
 def test_serve_llamacpp_refuses_a_port_in_use(capsys):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

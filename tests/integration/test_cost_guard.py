@@ -322,6 +322,7 @@ def backend_for(server: LoopbackServer, **extra) -> LiteLLMBackend:
     )
 
 
+@pytest.mark.slow
 def test_backend_counts_timeouts_and_failures(start_server, capfd):
     server = start_server(faults=Faults(slow=0.4, slow_s=2.5, seed=2))
     backend = backend_for(server, timeout_s=1.0)
@@ -417,6 +418,7 @@ def test_server_answers_a_backend_failure_with_500_json(start_server, capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
+@pytest.mark.slow
 def test_litellm_reads_its_bundled_price_map():
     """flipgate sets LITELLM_LOCAL_MODEL_COST_MAP before litellm is imported (no price-map
     download)."""
@@ -446,6 +448,7 @@ def test_litellm_reads_its_bundled_price_map():
     "option,value",
     [("--budget", "nan"), ("--budget", "inf"), ("--budget", "-0.5"), ("--pilot-items", "0")],
 )
+@pytest.mark.slow
 def test_a_budget_or_pilot_that_bounds_nothing_is_refused_with_no_call(
     start_server, tmp_path, option, value
 ):
@@ -508,6 +511,7 @@ def test_suites_collected_from_another_copy_are_priced(start_server, tmp_path):
     assert projection(tmp_path)["suites"] == ["order"]
 
 
+@pytest.mark.slow
 def test_a_suite_the_guard_cannot_find_makes_no_call(start_server, tmp_path):
     """A module whose suite the guard cannot read (not a literal) is collected but not priced:
     under --budget its cells fail before any call, naming the suite."""

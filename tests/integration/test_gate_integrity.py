@@ -204,6 +204,7 @@ def test_a_text_only_model_whose_every_cell_needs_images_is_not_a_pass(tiny_mode
     assert "model 'tiny': none of its 2 cells was gated" in out, out[-3000:]
 
 
+@pytest.mark.slow
 def test_a_model_that_selects_no_cell_is_a_collection_error(tiny_model_dir, tmp_path):
     """Each selector names a declared facet or dataset, but together they select nothing."""
     selection = ", suites: [order], facets: [option_order], datasets: [synthetic_multihop]"

@@ -34,6 +34,7 @@ def models(tiny_model_dir, tmp_path, sequential: bool):
     return path
 
 
+@pytest.mark.slow
 def test_the_cap_is_read_per_model_and_dataset(tiny_model_dir, tmp_path):
     cfg = load_models(models(tiny_model_dir, tmp_path, sequential=False))
     assert cfg.cells("capped") == cfg.cells("whole")  # the same cells, fewer items

@@ -113,6 +113,7 @@ def key(backend: LiteLLMBackend, run_id: str) -> str:
     return cache_key(cache_settings(backend.settings, run_id), REQUEST)
 
 
+@pytest.mark.slow
 def test_identity_from_llama_cpp_props_keys_the_cache_and_the_card(identity_server, monkeypatch):
     monkeypatch.setenv("FLIPGATE_TEST_KEY", "sk-test-identity")
     gemma = identity_server(llama_cpp_routes("/models/gemma-3-270m.Q4_K_M.gguf"))

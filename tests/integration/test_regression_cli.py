@@ -72,6 +72,7 @@ def test_no_regression_exits_0(runs, capsys):
     assert err == ""
 
 
+@pytest.mark.slow
 def test_regression_exits_1_via_subprocess(runs):
     root, thresholds = runs
     base = make_run(root, "20260101T000000Z-base")

@@ -215,6 +215,7 @@ def test_a_ninth_suite_from_an_entry_point_runs_end_to_end(tiny_model_dir, tmp_p
     assert "FAILED suites/first_label/test_first_label.py::test_first_label" in out
 
 
+@pytest.mark.slow
 def test_a_threshold_naming_a_metric_the_suite_lacks_is_a_usage_error(tiny_model_dir, tmp_path):
     bad = GATING + "  - {metric: flip_rate, facet: first_label, max: 0.5, rule: point}\n"
     project = _project(tmp_path, tiny_model_dir, bad)

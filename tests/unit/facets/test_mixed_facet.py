@@ -86,6 +86,7 @@ def test_sem_flip_rate_from_planted_judgements():
     assert s.metrics["judge_parse_rate"].estimate == pytest.approx(2 / 3)
 
 
+@pytest.mark.slow
 def test_mixed_cell_with_tiny_llava_and_judge(tiny_llava_dir, tmp_path):
     from support.tiny_models import llava_auditor
 

@@ -61,6 +61,7 @@ def test_binary_fixed_n_matches_the_closed_form(bound):
         assert items_needed("binary", 0, 1, bound, "max", ALPHA, True, cap=100)[1] == 2995
 
 
+@pytest.mark.slow
 def test_binary_sequential_is_what_decide_mean_says_on_every_cap():
     """On the look grid (batches of 8 from 16 items) the exact test at the cap keeps only part
     of α, so the sequential cell needs a few items more than 59: the least cap N at which

@@ -148,6 +148,7 @@ def test_fixed_sides_mirror() -> None:
 @pytest.mark.parametrize("cap", [25, 100, 200])
 @pytest.mark.parametrize("delta0", [0.0, 0.05, -0.05])
 @pytest.mark.parametrize("side", ["above", "below"])
+@pytest.mark.slow
 def test_design_exact_total_size(cap: int, delta0: float, side: Side) -> None:
     design = paired_design(delta0, side, Looks(cap), ALPHA)
     assert design.size <= ALPHA
@@ -194,6 +195,7 @@ def test_design_rejects_wherever_the_fixed_test_does(cap: int, p_plus: float) ->
     assert seq.mean() >= fixed.mean()
 
 
+@pytest.mark.slow
 def test_design_stops_early_on_a_large_regression() -> None:
     start = time.perf_counter()
     design = PairedDesign(0.05, "above", Looks(200), ALPHA)

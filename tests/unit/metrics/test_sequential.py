@@ -245,6 +245,7 @@ CAP, REPS = 200, 1000
         ("delta_flip_rate 0.05 at the bound", paired_items(0.10, 0.05), flip(0.05), -1.0),
     ],
 )
+@pytest.mark.slow
 def test_at_the_bound_a_lower_gate_fails_in_at_most_5_percent_peeking_included(
     name, draw, threshold, low
 ):
@@ -259,6 +260,7 @@ def test_at_the_bound_a_lower_gate_fails_in_at_most_5_percent_peeking_included(
         ("delta_flip_rate 0.40", paired_items(0.40, 0.0), flip(0.05), -1.0),
     ],
 )
+@pytest.mark.slow
 def test_a_clear_violation_fails_in_99_percent_within_a_quarter_of_the_cap(
     name, draw, threshold, low
 ):
@@ -273,6 +275,7 @@ def test_a_clear_violation_fails_in_99_percent_within_a_quarter_of_the_cap(
         ("delta_flip_rate -0.15", paired_items(0.0, 0.15), flip(0.05), -1.0),
     ],
 )
+@pytest.mark.slow
 def test_a_clear_conformance_passes_within_40_percent_of_the_cap(name, draw, threshold, low):
     oc = simulate(draw, threshold, SETTINGS, CAP, REPS, seed=13, low=low)
     assert oc.failed == 0 and oc.passed_decided >= 0.99 * REPS, name

@@ -222,6 +222,7 @@ def test_a_regression_case_waits_for_its_planned_pairs():
 
 
 @pytest.mark.parametrize("spread", ["all_or_none", "partial"])
+@pytest.mark.slow
 def test_a_shares_error_at_the_bound_is_at_most_alpha_under_peeking(spread):
     """Shares of K = 6 trials whose mean is exactly the bound 0.8, on the look grid to a cap of
     100: each of the union's sides rejects in at most α of 1,000 cells (within simulation
