@@ -121,3 +121,32 @@ def test_tests_sharing_a_module_fixture_run_on_one_xdist_worker(tmp_path):
     workers = {p.name: p.read_text() for p in tmp_path.glob("[sa][hl]*[0-9]")}
     shared = {workers[f"shared{i}"] for i in range(4)}
     assert len(shared) == 1, workers
+
+
+@pytest.mark.slow
+def test_a_forked_suite_run_is_a_process_of_its_own(tmp_path):
+    """support.forked: the run's environment, directory, path, streams, status and exit handlers,
+    with the heavy libraries already imported."""
+    from support.forked import IMPORT_TIME_ENV, run_pytest
+
+    (tmp_path / "test_probe.py").write_text(
+        "import atexit, os, sys\n"
+        "def test_probe():\n"
+        "    print('cwd', os.getcwd(), 'probe', os.environ.get('PROBE'), 'path0', sys.path[0])\n"
+        "    print('preloaded', 'torch' in sys.modules, 'flipgate' in sys.modules)\n"
+        "    atexit.register(lambda: open('atexit-ran', 'w').close())\n"
+        "    sys.stderr.write('to stderr\\n')\n"
+        "    assert False\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    proc = run_pytest(
+        ["-s", "-q", "-p", "no:flipgate", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        env | IMPORT_TIME_ENV | {"PROBE": "yes"},
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"cwd {tmp_path} probe yes path0 {tmp_path}" in proc.stdout
+    assert "preloaded True False" in proc.stdout  # flipgate and pytest's plugins load fresh
+    assert "to stderr" in proc.stdout + proc.stderr and "1 failed" in proc.stdout
+    assert (tmp_path / "atexit-ran").exists()
