@@ -15,11 +15,18 @@ from flipgate.odi.devices import expose_host_cores
 
 expose_host_cores()  # before anything starts JAX, so NUTS chains can run on parallel CPU devices
 
-if TYPE_CHECKING:
-    from flipgate.odi.data import ODIData, build, from_trials, outcomes
-    from flipgate.odi.fit import PROFILES, ODIFit, Profile, diagnostics, odi, summarize
-    from flipgate.odi.model import odi_model, reported
-    from flipgate.odi.simulate import SCALES, simulate_scale
+if TYPE_CHECKING:  # the names of _HOME, for type checkers
+    from flipgate.odi.data import ODIData, build, from_trials, outcomes  # noqa: F401
+    from flipgate.odi.fit import (  # noqa: F401
+        PROFILES,
+        ODIFit,
+        Profile,
+        diagnostics,
+        odi,
+        summarize,
+    )
+    from flipgate.odi.model import odi_model, reported  # noqa: F401
+    from flipgate.odi.simulate import SCALES, simulate_scale  # noqa: F401
 
 #: public name -> the submodule that defines it (loaded on first use)
 _HOME = {
@@ -29,22 +36,7 @@ _HOME = {
     **dict.fromkeys(("SCALES", "simulate_scale"), "simulate"),
 }
 
-__all__ = [
-    "PROFILES",
-    "SCALES",
-    "ODIData",
-    "ODIFit",
-    "Profile",
-    "build",
-    "diagnostics",
-    "from_trials",
-    "odi",
-    "odi_model",
-    "outcomes",
-    "reported",
-    "simulate_scale",
-    "summarize",
-]
+__all__ = sorted(_HOME)
 
 
 def __getattr__(name: str) -> Any:
