@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from flipgate import FlipgateError
+from flipgate.backends.gguf_header import header_value
 
 ENGINES = ("llama.cpp", "transformers")
 #: what an engine needs installed, and how to get it
@@ -72,19 +73,17 @@ def gguf_quantization(path: Path, what: str = "server") -> str | None:
     import gguf
 
     try:
-        reader = gguf.GGUFReader(str(path))
-    except Exception as exc:  # not a GGUF file, or a truncated one
+        value = header_value(path, "general.file_type")
+    except (OSError, ValueError) as exc:  # not a GGUF file, or a truncated one
         raise FlipgateError(
             f"{what}: {str(path)!r} is not a readable GGUF file ({type(exc).__name__}: "
             f"{' '.join(str(exc).split())[:200]})"
         ) from None
-    field = reader.fields.get("general.file_type")
-    if field is None:
+    if value is None:
         return None
-    value = int(field.parts[field.data[0]][0])
     try:
-        return gguf.LlamaFileType(value).name.removeprefix("MOSTLY_")
-    except ValueError:
+        return gguf.LlamaFileType(int(value)).name.removeprefix("MOSTLY_")
+    except (TypeError, ValueError):
         return f"file_type {value}"
 
 
