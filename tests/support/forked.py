@@ -1,6 +1,7 @@
 """``python -m pytest`` runs of the suites, each in a process of its own, forked from a server
-that has already imported the heavy libraries every audit imports (torch, transformers, scipy,
-pandas: ~6 s a process on this CPU, more than a small audit's own work).
+that has already imported the heavy libraries every audit imports (torch, transformers' Llama
+modelling, litellm, scipy, pandas, matplotlib: ~13 s a process on this CPU, more than a small
+audit's own work).
 
 Python's ``forkserver`` start method: one server per test process, started at the first run,
 imports :data:`PRELOAD` and forks a child per run. The child is a fresh process in every way a
@@ -26,7 +27,11 @@ from pathlib import Path
 PRELOAD = ["support.forked_preload"]
 
 #: what the preloaded libraries read from the environment when they are imported
-IMPORT_TIME_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+IMPORT_TIME_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm's price map: the bundled one, as CI sets
+}
 
 #: this checkout's tests/, where the server finds :data:`PRELOAD`
 TESTS = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.forked import run_pytest
+from support.forked import IMPORT_TIME_ENV, run_pytest
 from support.paths import REPO, write
 
 PASSING = """
@@ -83,9 +83,10 @@ def suite_command(
 
 def suite_env(**extra: str) -> dict[str, str]:
     """A run of its own: not an xdist worker even when this test runs in one (PYTEST_XDIST_*),
-    offline."""
+    offline, with litellm's bundled price map (what the fork server imported its libraries
+    with)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    return env | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"} | extra
+    return env | IMPORT_TIME_ENV | extra
 
 
 def run_suite(
