@@ -68,7 +68,7 @@ def source(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def project(source, tiny_model_dir, tmp_path_factory):
     """flipgate installed in the project's own ``.venv`` (its site-packages first on the path),
-    ``flipgate init``, then two audits (``pytest -n 2``) around ``flipgate baseline`` and a bare
+    ``flipgate init``, then two audits around ``flipgate baseline``: ``pytest -n 2``, then a bare
     ``pytest`` (no ``-n``), with the tiny random Llama in place of the embedded model (the plan is
     init's)."""
     tmp = tmp_path_factory.mktemp("user")
@@ -99,8 +99,8 @@ def project(source, tiny_model_dir, tmp_path_factory):
         json.loads(p.read_text()) for p in (proj / "reports/allure-results").glob("*-result.json")
     ]
     promote = run(sys.executable, "-m", "flipgate", "baseline")
-    second = run(sys.executable, "-m", *audit)
-    bare = run(sys.executable, "-m", "pytest", "-p", "no:randomly", "--items-per-dataset", "3")
+    # the second audit is a bare pytest (no -n): the cells run in the controller
+    second = run(sys.executable, "-m", "pytest", "-p", "no:randomly", "-v", *audit[-2:])
     return {
         "proj": proj,
         "init": init,
@@ -110,7 +110,6 @@ def project(source, tiny_model_dir, tmp_path_factory):
         "listing": listing,
         "promote": promote,
         "second": second,
-        "bare": bare,
         "allure_results": results,
         "repo_status": (before, _git_status()),
         "site": installed,
@@ -146,7 +145,7 @@ def test_test_ids_name_the_suites_not_the_projects_venv(project):
 def test_a_bare_pytest_without_xdist_runs_the_audit(project):
     """No ``-n``: the tests run in the controller, whose gate ledger pluggy must hash (it was an
     INTERNALERROR, "unhashable type: 'GateLedger'", exit 3)."""
-    bare = project["bare"]
+    bare = project["second"]  # the audit after the baseline: no -n
     out = bare.stdout + bare.stderr
     assert bare.returncode in (0, 1), out[-4000:]
     assert "INTERNALERROR" not in out
@@ -164,8 +163,12 @@ def test_the_gate_ledger_is_a_plugin_pluggy_can_hold_in_a_set():
 
 
 def _ran(proc: subprocess.CompletedProcess, test: str) -> dict[str, str]:
-    """The outcome of each case of ``test`` that xdist's verbose lines report."""
-    found = re.findall(r"\b(PASSED|FAILED|SKIPPED|ERROR) (\S+::(\w+)\[[^\]]*\])", proc.stdout)
+    """The outcome of each case of ``test`` that the verbose lines report: xdist's
+    (``[gw0] PASSED case``) or one process's (``case PASSED [ 10%]``)."""
+    case = r"(\S+::(\w+)\[[^\]]*\])"
+    outcome = r"(PASSED|FAILED|SKIPPED|ERROR)"
+    found = re.findall(rf"\b{outcome} {case}", proc.stdout)
+    found += [(o, c, n) for c, n, o in re.findall(rf"^{case} {outcome}\b", proc.stdout, re.M)]
     return {case: outcome for outcome, case, name in found if name == test}
 
 
