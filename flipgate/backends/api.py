@@ -20,6 +20,8 @@ import email.utils
 import math
 import os
 import random
+import signal
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -490,12 +492,46 @@ class LiteLLMBackend:
     ) -> list[Output]:
         if self.server is not None and requests:
             self._api_base = self.server.base_url()
-        with asyncio.Runner() as runner:
+        with asyncio.Runner(loop_factory=whole_event_loop) as runner:
             try:
                 return runner.run(self._all(requests, on_output))
             except BaseException:
                 end_every_task(runner.get_loop())
                 raise
+
+
+#: the signals a Ctrl-C or a stop sends (flipgate.interrupts raises KeyboardInterrupt on them)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def whole_event_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop, made whole before a stop signal is handled: a KeyboardInterrupt raised
+    inside the loop's constructor leaves a half-made loop whose finaliser prints a traceback
+    ("Exception ignored in: BaseEventLoop.__del__ ... no attribute '_debug'"; seen when the
+    second Ctrl-C of an xdist run hit a worker there). While the loop is made, a stop signal is
+    only noted (Python runs signal handlers in the main thread; elsewhere the loop is made as
+    usual); then the handlers are put back and a noted signal goes to its own, with the finished
+    loop closed if that handler raises."""
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.new_event_loop()
+    noted: list[tuple[int, Any]] = []
+    handlers = {s: signal.signal(s, lambda n, f: noted.append((n, f))) for s in STOP_SIGNALS}
+    try:
+        loop = asyncio.new_event_loop()
+    finally:
+        for stop, handler in handlers.items():
+            signal.signal(stop, handler)
+    try:
+        for signum, frame in noted:
+            handler = handlers[signal.Signals(signum)]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
+    except BaseException:
+        loop.close()
+        raise
+    return loop
 
 
 #: how many times :func:`end_every_task` cancels what is still pending before it gives up

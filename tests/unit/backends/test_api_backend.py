@@ -408,3 +408,38 @@ def test_a_ctrl_c_inside_a_request_ends_every_request_before_the_loop_closes(mon
     gc.collect()
     assert len(started) == 4 and all(task.done() for task in started)
     assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
+
+
+def test_a_stop_signal_while_the_event_loop_is_made_waits_until_it_is_whole(monkeypatch):
+    """A second Ctrl-C of an xdist run once reached a worker inside the event loop's constructor:
+    the half-made loop's finaliser printed a traceback ("no attribute '_debug'"). A SIGINT sent
+    while the loop is made is handled once it is whole (the code after the signal runs), and the
+    interrupt still reaches the caller, with the finished loop closed."""
+    import asyncio
+    import os
+    import signal
+
+    from flipgate.backends import api
+
+    made: list[asyncio.AbstractEventLoop] = []
+    real = asyncio.new_event_loop
+
+    def new_event_loop():
+        os.kill(os.getpid(), signal.SIGINT)  # unmasked, Python raises it at the next line
+        loop = real()
+        made.append(loop)
+        return loop
+
+    monkeypatch.setattr(api.asyncio, "new_event_loop", new_event_loop)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's: it raises
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            api.whole_event_loop()
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    (loop,) = made  # the constructor ran to its end before the interrupt
+    assert loop.is_closed()
+    # no signal pending and none blocked afterwards
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == set()
+    monkeypatch.setattr(api.asyncio, "new_event_loop", real)
+    api.whole_event_loop().close()
