@@ -150,3 +150,14 @@ def test_a_forked_suite_run_is_a_process_of_its_own(tmp_path):
     assert "preloaded True False" in proc.stdout  # flipgate and pytest's plugins load fresh
     assert "to stderr" in proc.stdout + proc.stderr and "1 failed" in proc.stdout
     assert (tmp_path / "atexit-ran").exists()
+    # python -m of another module: its file as argv[0], the arguments, its SystemExit the status
+    from support.forked import run_module
+
+    (tmp_path / "probe_cli.py").write_text(
+        "import sys\n"
+        "print('argv', sys.argv[0].endswith('probe_cli.py'), sys.argv[1:], __name__)\n"
+        "sys.exit(3)\n"
+    )
+    proc = run_module("probe_cli", ["a", "b"], env | IMPORT_TIME_ENV, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 3 and proc.stdout == "argv True ['a', 'b'] __main__\n", proc
+    assert proc.args[1:] == ["-m", "probe_cli", "a", "b"]

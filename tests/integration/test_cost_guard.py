@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.forked import run_pytest
 from support.loopback_server import Faults, LoopbackServer
 from support.paths import REPO, write
 from support.scripted import ScriptedBackend
-from support.suite_runs import PASSING, models_yaml, run_suite
+from support.suite_runs import PASSING, models_yaml, run_suite, suite_env
 
 from flipgate import exitcodes
 from flipgate.backends.api import LiteLLMBackend
@@ -467,9 +468,6 @@ def run_modules(tmp: Path, models: Path, *args: str) -> tuple[subprocess.Complet
     """pytest on test modules outside the installed flipgate_suites (``args`` names them)."""
     thresholds = write(tmp / "thresholds" / "default.yaml", PASSING).parent
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
         *args,
         "-q",
         "-p",
@@ -488,8 +486,7 @@ def run_modules(tmp: Path, models: Path, *args: str) -> tuple[subprocess.Complet
         "--alluredir",
         str(tmp / "al"),
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tmp)
+    proc = run_pytest(cmd, suite_env(), timeout=600, cwd=tmp)
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out and KEY not in out, out[-3000:]
     return proc, out

@@ -5,12 +5,12 @@ files (flipgate/results_dir.py). Each case is a real bare ``pytest -k nothing`` 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.forked import run_module, run_pytest
+from support.suite_runs import suite_env
 
 from flipgate.exitcodes import NO_TESTS, USAGE_ERROR
 from flipgate.results_dir import MARKER
@@ -25,8 +25,7 @@ ALLURE_FILES = (
 
 
 def _env() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    return env | {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
+    return suite_env()
 
 
 #: what a user keeps in a project: notes, a promoted baseline and an earlier run
@@ -48,13 +47,8 @@ def _project(tmp_path: Path, alluredir: str) -> Path:
     """``flipgate init`` in an empty folder, its ``flipgate_alluredir`` set to ``alluredir``."""
     project = tmp_path / "proj"
     project.mkdir()
-    subprocess.run(
-        [sys.executable, "-m", "flipgate", "init"],
-        cwd=project,
-        env=_env(),
-        check=True,
-        capture_output=True,
-    )
+    init = run_module("flipgate", ["init"], _env(), 300, project)
+    assert init.returncode == 0, init.stderr
     pyproject = project / "pyproject.toml"
     text = pyproject.read_text()
     assert 'flipgate_alluredir = "reports/allure-results"' in text
@@ -68,14 +62,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def _bare_pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
     """``pytest -k nothing`` with no test path: the audit, collecting and running nothing."""
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-k", "nothing", "-p", "no:cacheprovider", *args],
-        cwd=project,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_pytest(["-k", "nothing", "-p", "no:cacheprovider", *args], _env(), 300, project)
 
 
 @pytest.mark.slow

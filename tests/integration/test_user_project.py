@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 from support.checkouts import copy_checkout, pip_install
+from support.forked import run_module, run_pytest
 from support.paths import REPO
+from support.suite_runs import suite_env
 
 from flipgate.registry import BUILTIN
 
@@ -239,12 +241,8 @@ def test_the_second_audit_compares_with_the_promoted_baseline(project):
 
 
 def _init(path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flipgate", "init", *args],
-        cwd=path,
-        capture_output=True,
-        text=True,
-    )
+    """``python -m flipgate init`` in ``path`` (forked: :mod:`support.forked`)."""
+    return run_module("flipgate", ["init", *args], suite_env(), 300, path)
 
 
 def test_init_keeps_every_existing_file_and_only_adds_what_is_missing(tmp_path):
@@ -344,15 +342,8 @@ def test_init_names_an_unreadable_pyproject_in_one_line(tmp_path):
 
 
 def _collect(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", *args],
-        cwd=cwd,
-        env=env | {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """``pytest --collect-only`` started in ``cwd`` (forked: :mod:`support.forked`)."""
+    return run_pytest(["--collect-only", "-q", "-p", "no:randomly", *args], suite_env(), 300, cwd)
 
 
 def test_this_checkouts_suites_audit_the_roster_of_the_folder_pytest_starts_in(tmp_path):

@@ -1,7 +1,7 @@
-"""``python -m pytest`` runs of the suites, each in a process of its own, forked from a server
-that has already imported the heavy libraries every audit imports (torch, transformers' Llama
-modelling, litellm, scipy, pandas, matplotlib: ~13 s a process on this CPU, more than a small
-audit's own work).
+"""``python -m pytest`` runs of the suites (and ``python -m flipgate`` commands), each in a
+process of its own, forked from a server that has already imported the heavy libraries every
+audit imports (torch, transformers' Llama modelling, litellm, scipy, pandas, matplotlib: ~13 s a
+process on this CPU, more than a small audit's own work).
 
 Python's ``forkserver`` start method: one server per test process, started at the first run,
 imports :data:`PRELOAD` and forks a child per run. The child is a fresh process in every way a
@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -62,8 +63,9 @@ def _start(process: multiprocessing.process.BaseProcess) -> None:
         os.environ.update(saved)
 
 
-def _child(argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
-    """In the forked process: the run's environment, directory and streams, then pytest."""
+def _child(module: str, argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
+    """In the forked process: the run's environment, directory and streams, then ``python -m
+    module``; its ``SystemExit`` is the process's exit status, as for the interpreter."""
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -71,43 +73,55 @@ def _child(argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(target, fd)
         os.close(target)
-    # anyio (httpx's, so transformers') is a pytest plugin, loaded here before pytest could
-    # rewrite its asserts: that warning is the server's, not the run's
-    sys.argv = ["pytest", *argv, "-W", "ignore::pytest.PytestAssertRewriteWarning"]
-    # the path a fresh `python -m pytest` would have: its directory, then its PYTHONPATH, not
-    # the server's (this checkout's tests/)
+    # the path a fresh `python -m` would have: its directory, then its PYTHONPATH, not the
+    # server's (this checkout's tests/)
     run_path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [cwd, *run_path, *(p for p in sys.path if p != str(TESTS))]
-    import pytest
-
     try:
-        status = pytest.console_main()
+        if module == "pytest":
+            # anyio (httpx's, so transformers') is a pytest plugin, loaded here before pytest
+            # could rewrite its asserts: that warning is the server's, not the run's
+            sys.argv = ["pytest", *argv, "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+            import pytest
+
+            sys.exit(pytest.console_main())
+        sys.argv = [module, *argv]  # runpy puts the module's file first, as python -m does
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
     finally:
         atexit._run_exitfuncs()  # multiprocessing ends the child with os._exit
         sys.stdout.flush()
         sys.stderr.flush()
-    sys.exit(status)
 
 
-def run_pytest(
-    args: Sequence[str], env: dict[str, str], timeout: float, cwd: Path | None = None
+def run_module(
+    module: str,
+    args: Sequence[str],
+    env: dict[str, str],
+    timeout: float,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess:
-    """``python -m pytest *args`` in ``cwd`` (default: this process's) with ``env``, to its end:
+    """``python -m module *args`` in ``cwd`` (default: this process's) with ``env``, to its end:
     what :func:`subprocess.run` with ``capture_output=True, text=True`` returns."""
     missing = {k: v for k, v in IMPORT_TIME_ENV.items() if env.get(k) != v}
     if missing:
         raise ValueError(f"a forked run needs {missing} in its environment (the server's)")
+    command = [sys.executable, "-m", module, *args]
     with tempfile.TemporaryDirectory() as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
         cwd_ = str(cwd or os.getcwd())
-        process = _server().Process(target=_child, args=(list(args), env, cwd_, out, err))
+        process = _server().Process(target=_child, args=(module, list(args), env, cwd_, out, err))
         _start(process)
         process.join(timeout)
         if process.is_alive():
             process.kill()
             process.join()
-            raise subprocess.TimeoutExpired(["pytest", *args], timeout)
+            raise subprocess.TimeoutExpired(command, timeout)
         stdout, stderr = (Path(p).read_text(errors="replace") for p in (out, err))
-    return subprocess.CompletedProcess(
-        [sys.executable, "-m", "pytest", *args], process.exitcode, stdout, stderr
-    )
+    return subprocess.CompletedProcess(command, process.exitcode, stdout, stderr)
+
+
+def run_pytest(
+    args: Sequence[str], env: dict[str, str], timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m pytest *args``: :func:`run_module`."""
+    return run_module("pytest", args, env, timeout, cwd)
