@@ -45,9 +45,12 @@ class _Header:
             self.order = ">"
         self.pos = 8
 
+    def size(self, fmt: str) -> int:
+        return struct.calcsize(self.order + fmt)  # the standard sizes, not the platform's
+
     def read(self, fmt: str):
         (value,) = struct.unpack_from(self.order + fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
+        self.pos += self.size(fmt)
         return value
 
     def string(self) -> str:
@@ -64,7 +67,7 @@ class _Header:
         if kind in SCALARS:
             fmt = SCALARS[kind]
             if not keep:
-                self.pos += struct.calcsize(fmt)
+                self.pos += self.size(fmt)
                 return None
             return self.read(fmt)
         if kind == STRING:
@@ -76,7 +79,7 @@ class _Header:
         if kind == ARRAY:
             item, count = self.read("I"), self.read("Q")
             if item in SCALARS and not keep:
-                self.pos += count * struct.calcsize(SCALARS[item])
+                self.pos += count * self.size(SCALARS[item])
                 return None
             values = [self.value(item, keep) for _ in range(count)]
             return values if keep else None
