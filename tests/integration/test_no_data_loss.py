@@ -24,10 +24,6 @@ ALLURE_FILES = (
 )
 
 
-def _env() -> dict:
-    return suite_env()
-
-
 #: what a user keeps in a project: notes, a promoted baseline and an earlier run
 USER_FILES = {
     "notes.md": "my notes\n",
@@ -47,7 +43,7 @@ def _project(tmp_path: Path, alluredir: str) -> Path:
     """``flipgate init`` in an empty folder, its ``flipgate_alluredir`` set to ``alluredir``."""
     project = tmp_path / "proj"
     project.mkdir()
-    init = run_module("flipgate", ["init"], _env(), 300, project)
+    init = run_module("flipgate", ["init"], suite_env(), 300, project)
     assert init.returncode == 0, init.stderr
     pyproject = project / "pyproject.toml"
     text = pyproject.read_text()
@@ -62,7 +58,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def _bare_pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
     """``pytest -k nothing`` with no test path: the audit, collecting and running nothing."""
-    return run_pytest(["-k", "nothing", "-p", "no:cacheprovider", *args], _env(), 300, project)
+    return run_pytest(["-k", "nothing", "-p", "no:cacheprovider", *args], suite_env(), 300, project)
 
 
 @pytest.mark.slow
