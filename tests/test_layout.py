@@ -127,7 +127,8 @@ def test_tests_sharing_a_module_fixture_run_on_one_xdist_worker(tmp_path):
 def test_a_forked_suite_run_is_a_process_of_its_own(tmp_path):
     """support.forked: the run's environment, directory, path, streams, status and exit handlers,
     with the heavy libraries already imported."""
-    from support.forked import IMPORT_TIME_ENV, run_pytest
+    from support.forked import run_module, run_pytest
+    from support.suite_runs import suite_env
 
     (tmp_path / "test_probe.py").write_text(
         "import atexit, os, sys\n"
@@ -138,10 +139,9 @@ def test_a_forked_suite_run_is_a_process_of_its_own(tmp_path):
         "    sys.stderr.write('to stderr\\n')\n"
         "    assert False\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     proc = run_pytest(
         ["-s", "-q", "-p", "no:flipgate", "-p", "no:randomly", "-p", "no:cacheprovider"],
-        env | IMPORT_TIME_ENV | {"PROBE": "yes"},
+        suite_env(PROBE="yes"),
         timeout=120,
         cwd=tmp_path,
     )
@@ -151,13 +151,11 @@ def test_a_forked_suite_run_is_a_process_of_its_own(tmp_path):
     assert "to stderr" in proc.stdout + proc.stderr and "1 failed" in proc.stdout
     assert (tmp_path / "atexit-ran").exists()
     # python -m of another module: its file as argv[0], the arguments, its SystemExit the status
-    from support.forked import run_module
-
     (tmp_path / "probe_cli.py").write_text(
         "import sys\n"
         "print('argv', sys.argv[0].endswith('probe_cli.py'), sys.argv[1:], __name__)\n"
         "sys.exit(3)\n"
     )
-    proc = run_module("probe_cli", ["a", "b"], env | IMPORT_TIME_ENV, timeout=60, cwd=tmp_path)
+    proc = run_module("probe_cli", ["a", "b"], suite_env(), timeout=60, cwd=tmp_path)
     assert proc.returncode == 3 and proc.stdout == "argv True ['a', 'b'] __main__\n", proc
     assert proc.args[1:] == ["-m", "probe_cli", "a", "b"]
