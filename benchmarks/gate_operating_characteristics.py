@@ -5,7 +5,7 @@ run on the same simulated cells (common random numbers):
   (flipgate.metrics.threshold_tests.decide_mean, simulated by flipgate.metrics.operating), looking
   after every batch; its items counted where the cell stops (the deciding look, the look at which
   both tests became futile, or the cap);
-- **landed**: the turn-3 rule, a two-sided confidence sequence (flipgate.sequential.simulate);
+- **landed**: the turn-3 rule, a two-sided confidence sequence (flipgate.gate.sequential.simulate);
 - **fixed-N**: the shipped fixed-N test at the cap at the full α (``sequential: false``): exact
   binomial; exact unconditional paired test; for continuous values, which have no exact test,
   the betting e-process on the cap's items;
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flipgate.config import Threshold
+from flipgate.gate.sequential import bernoulli_items, paired_items, simulate
 from flipgate.metrics.onesided import Looks
 from flipgate.metrics.operating import (
     FAIL,
@@ -51,7 +52,6 @@ from flipgate.metrics.operating import (
 )
 from flipgate.metrics.proportion import wilson_interval
 from flipgate.metrics.sequential import SequentialSettings, ValueKind
-from flipgate.sequential import bernoulli_items, paired_items, simulate
 
 ALPHA = 0.05
 LEVEL = 1 - ALPHA

@@ -19,9 +19,9 @@ import time
 import numpy as np
 
 from flipgate.config import Threshold
+from flipgate.gate.sequential import bernoulli_items, paired_items, simulate
 from flipgate.metrics.proportion import wilson_interval
 from flipgate.metrics.sequential import SequentialSettings
-from flipgate.sequential import bernoulli_items, paired_items, simulate
 
 
 def rate(k: int, n: int) -> str:

@@ -27,10 +27,10 @@ from flipgate.cache import ResponseCache, cache_key
 from flipgate.config import AuditConfig, ThresholdSet, load_thresholds
 from flipgate.facet_plan import FacetPlans
 from flipgate.facets import readouts_for
+from flipgate.gate.sequential import Dependent
 from flipgate.grammar import GRAMMAR_VERSION
 from flipgate.hashing import sha256_json
 from flipgate.results import Trial
-from flipgate.sequential import Dependent
 from flipgate.store import TrialStore
 
 log = logging.getLogger("flipgate")
@@ -71,7 +71,7 @@ class Auditor:
         #: sequential gates (docs/definitions.md §12); None: fixed N (``--fixed-n`` or
         #: ``audit.sequential: false``)
         self.sequential = None if fixed_n else config.sequential
-        #: the suites' dependents of a facet cell (flipgate.sequential.Dependent), e.g. the
+        #: the suites' dependents of a facet cell (flipgate.gate.sequential.Dependent), e.g. the
         #: regression cases that compare it: ``source(model_id, dataset, cell)``; set by the
         #: session (docs/definitions.md §12.4)
         self.dependent_sources: list[Callable[[str, str, str], list[Dependent]]] = []

@@ -32,7 +32,7 @@ CONTROL_METRICS = ("flip_rate_same", "delta_order", "ordering_excess_share")
 
 #: suites other packages registered (flipgate.registry declares them here): their ``suites:`` name
 #: and threshold metrics are read through the generic paths below
-EXTERNAL_SUITES: dict[str, Any] = {}  # name -> flipgate.suite_api.Suite (typed there)
+EXTERNAL_SUITES: dict[str, Any] = {}  # name -> flipgate.suite.api.Suite (typed there)
 #: every registered suite, flipgate's own too, in the registry's order (flipgate.registry declares
 #: them here when it loads them): models.yaml takes each one's ``audit.<config_key>`` settings,
 #: checked against its schema fragment and parsed by the suite itself
@@ -75,7 +75,7 @@ def _shipped_schema(name: str) -> dict:
 
 def _schema(name: str) -> dict:
     """A shipped JSON Schema with the suites' parts merged in: every suite's ``audit.<config_key>``
-    fragment (:attr:`flipgate.suite_api.Suite.schema`), and the external suites' names among a
+    fragment (:attr:`flipgate.suite.api.Suite.schema`), and the external suites' names among a
     model's ``suites:`` and their metrics."""
     schema = _shipped_schema(name)
     if name == "models":
@@ -214,7 +214,7 @@ class AuditConfig:
     #: models a suite's settings name as a judge of other models' answers (besides
     #: ``audit.judge``), e.g. ``audit.decomposition.judge.model``: they need no cell of their own
     suite_judges: set[str] = field(default_factory=set)
-    #: each suite's parsed ``audit.<config_key>`` (flipgate.suite_api.Suite.parse), by suite
+    #: each suite's parsed ``audit.<config_key>`` (flipgate.suite.api.Suite.parse), by suite
     #: name; a suite whose settings models.yaml does not declare has none
     plans: dict[str, Any] = field(default_factory=dict)
     #: ``audit.sequential`` (docs/definitions.md §12); None: fixed N
@@ -534,7 +534,7 @@ FACET_METRICS = (
     "judge_parse_rate",
 )
 #: the range of each facet and control metric (the order suite's; every other suite declares its
-#: metrics' ranges itself, flipgate.suite_api.MetricSpec)
+#: metrics' ranges itself, flipgate.suite.api.MetricSpec)
 FACET_METRIC_RANGES: dict[str, tuple[float, float]] = {
     **{m: _RATE for m in (*FACET_METRICS, "flip_rate_same")},
     "delta_order": (-1.0, 1.0),

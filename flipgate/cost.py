@@ -3,7 +3,7 @@ it.
 
 Every API model the selected suites call needs a known price (``price`` in models.yaml or litellm's
 bundled price map); one without is refused before any call. Each suite prices its own calls
-(``Suite.project``, flipgate/suite_api.py) with the helpers here. A suite without a pilot
+(``Suite.project``, flipgate/suite/api.py) with the helpers here. A suite without a pilot
 (``piloted`` false; e.g. the envelope suite, flipgate/envelope/cost.py) is projected from its
 request plan, each call costed with the conservative estimate below (:func:`add_call`,
 :func:`charge`; :func:`uncached` leaves out what the response cache answers), and makes no call;
@@ -293,9 +293,9 @@ def declared_suites(session) -> set[str]:
 
 
 def guard(auditor, ctx: Any, suites: list, budget: float, out: Path) -> str:
-    """The whole cost guard over the ``suites`` this run may collect (flipgate.suite_api.Suite
+    """The whole cost guard over the ``suites`` this run may collect (flipgate.suite.api.Suite
     objects, with ``ctx`` their SuiteContext): first those that project
-    without calling (:attr:`~flipgate.suite_api.Suite.piloted` false; their USD is reserved),
+    without calling (:attr:`~flipgate.suite.api.Suite.piloted` false; their USD is reserved),
     then the piloted ones, whose budget-capped pilots spend what is left. Every suite checks its
     models' prices before its first call. Writes ``out`` (JSON, also on refusal) and returns the
     projection table; raises :class:`BudgetRefused`."""

@@ -2,7 +2,7 @@
 of the seed-42 shuffle that the facet keeps), its manifest of K orderings, its plan
 ``[(item, condition, permutation, sample)]`` and the rendered requests. The core's: the order
 suite measures these cells (flipgate.order.measure), the cost projection prices them, and a suite
-from another package can ask for them (:func:`flipgate.suite_api.facet_requests`)."""
+from another package can ask for them (:func:`flipgate.suite.api.facet_requests`)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Each outcome is raised as one of pytest's own (a failure or a skip: :class:`BadI
 terminal report it as they always have, with its one-line message. The plugin stamps the
 cell's report with the outcome (:func:`stamp`, the ``user_properties`` entry
 :data:`OUTCOME_PROPERTY`), which travels with the report from an xdist worker to the controller,
-where the gate ledger (flipgate.gate_ledger) and the usage-error status read it
+where the gate ledger (flipgate.gate.ledger) and the usage-error status read it
 (:func:`outcome_of`); no message is parsed."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ cards.
 
 A suite test module names its suite (``SUITE = "<name>"``, and ``PART = "<part>"`` for a suite
 spread over modules, e.g. the order suite's facet) and takes the ``flipgate_cell`` fixture; the
-plugin parametrises it with the suite's cases (flipgate.registry, flipgate.suite_api), one xdist
+plugin parametrises it with the suite's cases (flipgate.registry, flipgate.suite.api), one xdist
 group per case group, so each worker loads a model once. The plugin names no suite.
 """
 
@@ -20,10 +20,10 @@ import pytest
 from flipgate import FlipgateError, registry
 from flipgate.cost import budget_option, positive_int_option
 from flipgate.exitcodes import USAGE_ERROR
-from flipgate.gate_ledger import MODELS_PROPERTY, GateLedger
+from flipgate.gate.ledger import MODELS_PROPERTY, GateLedger
 from flipgate.outcomes import USAGE_ERRORS, outcome_of, stamp
 from flipgate.session import SESSION_KEY, FlipgateSession, record_calls
-from flipgate.suite_api import Case, NoCases
+from flipgate.suite.api import Case, NoCases
 
 #: the ini option naming where a bare ``pytest`` (the audit) writes its Allure results
 ALLUREDIR_INI = "flipgate_alluredir"
@@ -35,7 +35,7 @@ CELL_FIXTURE = "flipgate_cell"
 
 @dataclass(frozen=True)
 class _Param:
-    """A parametrised suite case: the suite's name and its :class:`~flipgate.suite_api.Case`."""
+    """A parametrised suite case: the suite's name and its :class:`~flipgate.suite.api.Case`."""
 
     suite: str
     case: Case
@@ -308,7 +308,7 @@ def _skipped(case_id: str, reason: str) -> list:
 
 def pytest_generate_tests(metafunc):
     """A test taking :data:`CELL_FIXTURE` runs the cases of the suite its module names
-    (:meth:`flipgate.suite_api.Suite.cases`), one xdist group per case's group."""
+    (:meth:`flipgate.suite.api.Suite.cases`), one xdist group per case's group."""
     if CELL_FIXTURE not in metafunc.fixturenames:
         return
     module = metafunc.module
@@ -343,7 +343,7 @@ def _param(item) -> _Param | None:
 
 
 def _schedule_rank(item) -> int:
-    """The case's rank (:attr:`flipgate.suite_api.Case.rank`): the largest work first, so the
+    """The case's rank (:attr:`flipgate.suite.api.Case.rank`): the largest work first, so the
     last group to finish is a small one."""
     param = _param(item)
     return param.case.rank if param is not None else 2
@@ -353,7 +353,7 @@ def _schedule_rank(item) -> int:
 def pytest_collection_modifyitems(config, items):
     """Every process sorts the collection the same way (:func:`_schedule_rank`, stable), and
     xdist hands groups out in that order (``loadscopereorder`` off). Each cell carries the
-    models it gates (:data:`flipgate.gate_ledger.MODELS_PROPERTY`) to the controller's ledger."""
+    models it gates (:data:`flipgate.gate.ledger.MODELS_PROPERTY`) to the controller's ledger."""
     items.sort(key=_schedule_rank)
     for item in items:
         param = _param(item)
@@ -368,7 +368,7 @@ def flipgate_auditor(request):
     try:
         auditor = FlipgateSession.of(request.config).auditor()
     except FlipgateError as exc:  # e.g. a trials store or response cache it cannot open
-        from flipgate.suite import fail_input
+        from flipgate.suite.cell_loop import fail_input
 
         fail_input(exc)
     yield auditor
@@ -470,13 +470,13 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture
 def flipgate_cell(request, flipgate_auditor):
-    """The cell of the suite case (:meth:`flipgate.suite_api.Suite.cell`); call ``.run()`` to
+    """The cell of the suite case (:meth:`flipgate.suite.api.Suite.cell`); call ``.run()`` to
     measure, record, report and gate it. Under ``--budget`` a cell of a suite the cost guard did
     not price fails before any call (:func:`flipgate.cost.require_priced`)."""
     param: _Param = request.param
     if request.config.getoption("--budget") is not None:
         from flipgate.cost import require_priced
-        from flipgate.suite import fail_input
+        from flipgate.suite.cell_loop import fail_input
 
         try:
             require_priced(_projection_path(FlipgateSession.of(request.config)), param.suite)

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from flipgate.cell import Cell
 from flipgate.config import AuditConfig
 from flipgate.store import AtMost
-from flipgate.suite_api import Plan
+from flipgate.suite.api import Plan
 
 
 @dataclass(frozen=True)

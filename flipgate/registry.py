@@ -2,8 +2,8 @@
 ``flipgate.suites`` entry-point group (docs/architecture.md).
 
 Entries are ``"module:attribute"`` strings imported on first use, so reading models.yaml does not
-import every suite's runner. An entry point's object must be a :class:`flipgate.suite_api.Suite`
-that defines the required members (:data:`flipgate.suite_api.REQUIRED`) and bring a name no
+import every suite's runner. An entry point's object must be a :class:`flipgate.suite.api.Suite`
+that defines the required members (:data:`flipgate.suite.api.REQUIRED`) and bring a name no
 other suite has; a broken one is a one-line error naming its distribution and entry point.
 """
 
@@ -14,7 +14,7 @@ import re
 from importlib.metadata import entry_points
 
 from flipgate import FlipgateError, config
-from flipgate.suite_api import REQUIRED, Suite
+from flipgate.suite.api import REQUIRED, Suite
 
 #: entry-point group through which an installed package adds a suite
 ENTRY_POINT_GROUP = "flipgate.suites"
@@ -39,7 +39,7 @@ def _check(suite: object, where: str) -> Suite:
     if not isinstance(suite, Suite):
         raise FlipgateError(
             f"{where}: not a flipgate suite: {type(suite).__name__} is not a subclass of "
-            "flipgate.suite_api.Suite"
+            "flipgate.suite.api.Suite"
         )
     own = type(suite)
     defined = {
@@ -51,7 +51,7 @@ def _check(suite: object, where: str) -> Suite:
     if missing:
         raise FlipgateError(
             f"{where}: not a flipgate suite: {own.__name__} does not define "
-            f"{', '.join(missing)} (flipgate.suite_api.REQUIRED)"
+            f"{', '.join(missing)} (flipgate.suite.api.REQUIRED)"
         )
     if not isinstance(suite.name, str) or not NAME.match(suite.name):
         raise FlipgateError(

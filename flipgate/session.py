@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from flipgate.interrupts import Interrupts
     from flipgate.progress import LiveProgress, Plan
     from flipgate.store import TrialStore
-    from flipgate.suite_api import Suite
+    from flipgate.suite.api import Suite
 
 SESSION_KEY = pytest.StashKey["FlipgateSession"]()
 
@@ -213,7 +213,7 @@ class FlipgateSession:
 
             from flipgate import registry
             from flipgate.config import MAX_ITEMS_PER_DATASET, load_models, load_thresholds
-            from flipgate.threshold_check import (
+            from flipgate.suite.threshold_coverage import (
                 check_selection,
                 check_thresholds,
                 gated_cells,
@@ -315,7 +315,7 @@ class FlipgateSession:
         return path
 
     def test_dir(self, folder: str) -> Path:
-        """A suite's test folder (:attr:`flipgate.suite_api.Suite.test_dirs`): under the project,
+        """A suite's test folder (:attr:`flipgate.suite.api.Suite.test_dirs`): under the project,
         or, when it starts with an importable package's name (``flipgate_suites/facets``), under
         that installed package."""
         path = self.root / folder
@@ -560,7 +560,7 @@ class FlipgateSession:
         """The run's sequential gates (docs/definitions.md §12): cells stopped before their cap
         and model calls saved; none at fixed N."""
         from flipgate.cards.disclosure import run_line
-        from flipgate.sequential import SequentialStop
+        from flipgate.gate.sequential import SequentialStop
 
         line = run_line(store.records(SequentialStop))
         return [line] if line else []

@@ -393,7 +393,7 @@ class TrialStore:
     def add_suite_record(
         self, suite: str, model_id: str, dataset: str, record: dict, key: str = ""
     ) -> None:
-        """A result of a suite another package registered (flipgate.suite_api), as JSON data:
+        """A result of a suite another package registered (flipgate.suite.api), as JSON data:
         one per (suite, model, dataset, ``key``), a rerun replacing it."""
         with self.writing():
             self.conn.execute(

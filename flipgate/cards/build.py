@@ -183,11 +183,11 @@ class CardContext:
 @runtime_checkable
 class TypedCardSuite(Protocol):
     """What flipgate's own suites give the GRID cards besides the generic ``suites`` section
-    of :class:`flipgate.suite_api.Suite`: their sections are typed fields of
+    of :class:`flipgate.suite.api.Suite`: their sections are typed fields of
     :class:`~flipgate.cards.model.GridCard` (its checked-in schema names them), so only they give
     these members, and a suite from another package, which cannot add a typed field, need not
     (flipgate.cards builds with what a suite that is one gives, and skips one that is not).
-    flipgate/suite_base.py's ``TypedCardSection`` holds the defaults: no fields, card, lines
+    flipgate/suite/builtin.py's ``TypedCardSection`` holds the defaults: no fields, card, lines
     or pages."""
 
     #: where its card comes in the search for a dataset's card (:meth:`own_card`): lower first;

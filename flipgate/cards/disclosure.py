@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from flipgate.cards.model import SequentialCell, SequentialThreshold
-from flipgate.sequential import SequentialStop
+from flipgate.gate.sequential import SequentialStop
 
 #: how a verdict's confidence sequence is labelled
 SEQUENCE_LABEL = "confidence sequence (anytime-valid, shown)"

@@ -12,7 +12,7 @@ from flipgate.cards.disclosure import interval_text, labelled_intervals, stop_li
 from flipgate.cards.model import (
     SequentialCell,
 )
-from flipgate.gate import SEQUENCE
+from flipgate.gate.rules import SEQUENCE
 from flipgate.markdown_text import md_escape
 
 #: how an interrupted run's card (``run.interrupted``) names itself, and each of its verdicts

@@ -729,7 +729,7 @@ class ContinuitySection(CardModel):
 
 class SequentialThreshold(CardModel):
     """How one threshold of a sequential cell stood when the cell stopped
-    (flipgate.sequential.ThresholdDecision)."""
+    (flipgate.gate.sequential.ThresholdDecision)."""
 
     threshold: str
     metric: str
@@ -749,8 +749,8 @@ class SequentialThreshold(CardModel):
 
 
 class SequentialCell(CardModel):
-    """Where a sequential cell stopped and why (flipgate.sequential.SequentialStop): N used of the
-    cap, the stopping batch, what decided, the model calls used and saved."""
+    """Where a sequential cell stopped and why (flipgate.gate.sequential.SequentialStop): N used of
+    the cap, the stopping batch, what decided, the model calls used and saved."""
 
     cap: Count
     cap_from: str | Absent = None
@@ -801,7 +801,7 @@ class GridCard(CardModel):
     continuity: ContinuitySection | Absent = None
     sequential: dict[str, SequentialCell] | Absent = None
     """docs/definitions.md §12: each sequential cell's stop, by cell name (absent at fixed N)"""
-    #: sections of the suites other packages registered (flipgate.suite_api.Suite.card_section),
+    #: sections of the suites other packages registered (flipgate.suite.api.Suite.card_section),
     #: by suite name
     suites: dict[str, dict[str, Any]] | Absent = None
 

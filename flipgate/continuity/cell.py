@@ -15,8 +15,8 @@ from flipgate.continuity.record import ContinuityRecord
 from flipgate.continuity.run import EstimatorUnavailable, SweepRunner
 from flipgate.continuity.sweeps import SWEEPS
 from flipgate.metrics.continuity import continuity
-from flipgate.suite import skip_not_applicable
-from flipgate.suite_api import Gated, Measurement, SuiteCell
+from flipgate.suite.api import Gated, Measurement, SuiteCell
+from flipgate.suite.cell_loop import skip_not_applicable
 
 
 @dataclass

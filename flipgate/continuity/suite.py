@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from flipgate.continuity.names import CONTINUITY_CELL
-from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
-from flipgate.suite_base import DeclaredPlanSuite, schema_beside
+from flipgate.suite.api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
+from flipgate.suite.builtin import DeclaredPlanSuite, schema_beside
 
 CONTINUITY_METRICS = (
     MetricSpec("l_local", 0.0, 1.0),

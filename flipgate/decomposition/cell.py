@@ -18,7 +18,7 @@ from flipgate.metrics.decomposition import decompose
 from flipgate.paraphrases import ParaphraseStore
 from flipgate.results import Verdict
 from flipgate.store import TrialStore
-from flipgate.suite_api import Gated, Measurement, SuiteCell
+from flipgate.suite.api import Gated, Measurement, SuiteCell
 
 
 @dataclass

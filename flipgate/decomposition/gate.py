@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from flipgate.config import ThresholdSet
 from flipgate.decomposition.names import DECOMPOSITION_CELL
-from flipgate.gate import evaluate
+from flipgate.gate.rules import evaluate
 from flipgate.metrics.decomposition import AxisDecomposition, decomposition_item_values
 from flipgate.results import Verdict
 

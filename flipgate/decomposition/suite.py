@@ -8,8 +8,8 @@ from typing import Any
 from flipgate.axes import AXIS_NAMES
 from flipgate.decomposition.names import DECOMPOSITION_CELL
 from flipgate.decomposition.plan import SUITE_NAME
-from flipgate.suite_api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
-from flipgate.suite_base import DeclaredPlanSuite, schema_beside
+from flipgate.suite.api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
+from flipgate.suite.builtin import DeclaredPlanSuite, schema_beside
 
 DECOMPOSITION_METRICS = (
     MetricSpec("genuine_flip_rate", 0.0, 1.0, at=AXIS_NAMES, at_name="axis"),

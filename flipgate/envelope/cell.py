@@ -17,10 +17,10 @@ from flipgate.envelope.names import ENVELOPE_ANALYSES, ENVELOPE_CELL
 from flipgate.envelope.render import TEMPLATE_SHA256
 from flipgate.envelope.run import EnvelopeRunner, config_scores
 from flipgate.envelope.spec import Envelope
-from flipgate.gate import evaluate
+from flipgate.gate.rules import evaluate
 from flipgate.items import DatasetSpec
 from flipgate.results import Verdict, estimates
-from flipgate.suite_api import Gated, Measurement, SuiteCell
+from flipgate.suite.api import Gated, Measurement, SuiteCell
 
 
 def thetas_for(threshold_sets) -> list[float]:

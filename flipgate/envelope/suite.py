@@ -9,7 +9,7 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.envelope.names import ENVELOPE_CELL
-from flipgate.suite_api import (
+from flipgate.suite.api import (
     READS_ORDER_CELLS,
     Case,
     GatedCell,
@@ -18,7 +18,7 @@ from flipgate.suite_api import (
     Plan,
     SuiteContext,
 )
-from flipgate.suite_base import TypedCardSection
+from flipgate.suite.builtin import TypedCardSection
 
 ENVELOPE_METRICS = (
     MetricSpec("sdi", 0.0, math.inf),
@@ -92,7 +92,7 @@ class EnvelopeSuite(TypedCardSection):
                 "no-roster", f"no model in {ctx.option('--models')} lists suite 'envelope'"
             )
         # one group per benchmark: the benchmarks of an envelope run on separate workers; large
-        # independent work, scheduled between the order cells and ODI (flipgate.suite_api)
+        # independent work, scheduled between the order cells and ODI (flipgate.suite.api)
         return [
             Case(
                 spec,

@@ -28,7 +28,7 @@ from flipgate.cards.load import ALLOW_SKIPPED, ALLOW_SKIPPED_HELP, load_model, m
 from flipgate.cards.markdown import verdict_interval
 from flipgate.cell import Cell
 from flipgate.cli import OK, Parser, one_line, run_command
-from flipgate.gate import SEQUENCE
+from flipgate.gate.rules import SEQUENCE
 from flipgate.markdown_text import md_escape
 
 MODEL_CARD = storage.Place("model card", "--into", "delete it or give another --into")

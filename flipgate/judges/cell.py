@@ -15,7 +15,7 @@ from flipgate.judges.plan import JudgePlan
 from flipgate.judges.record import JudgeRecord
 from flipgate.judges.run import JudgeRunner
 from flipgate.metrics.judging import judge_consensus, judge_item_values
-from flipgate.suite_api import Gated, Measurement, SuiteCell
+from flipgate.suite.api import Gated, Measurement, SuiteCell
 
 
 def gated(record: JudgeRecord) -> Gated:

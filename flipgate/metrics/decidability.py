@@ -266,7 +266,7 @@ def undecidable_line(
 ) -> str:
     """Why a threshold's deciding test cannot reject within ``cap`` items (``needed``: what
     :func:`items_needed` says it needs, None: no number), and what the gate then does
-    (``undecided``: its outcome while undecided, flipgate.gate.outcome). An ``upper`` rule is
+    (``undecided``: its outcome while undecided, flipgate.gate.rules.outcome). An ``upper`` rule is
     decided by its conformance test (it can only pass once that rejects), a ``lower`` rule by its
     violation test (it can only fail once that rejects)."""
     violation_side, conformance_side = sides(direction)

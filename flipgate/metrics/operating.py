@@ -3,7 +3,7 @@ many replications at once, for its operating characteristics (docs/definitions.m
 
 :func:`simulate_gate` takes per-item values of many simulated cells, shape
 ``(replications, cap)`` in drawn order, and decides each one exactly as a sequential cell does
-(flipgate.sequential.run_sequential calling ``decide_mean`` after every look): the same two
+(flipgate.gate.sequential.run_sequential calling ``decide_mean`` after every look): the same two
 one-sided tests (violation → fail, conformance → pass), each at α, the first look at which one of
 them rejects decides, and at one look a violation wins. It reads the tests' rejection regions
 instead of calling them per replication:
@@ -50,7 +50,7 @@ BoolArray = npt.NDArray[np.bool_]
 #: a replication's verdict: pass, undecided, fail
 PASS, UNDECIDED, FAIL = -1, 0, 1
 #: simulated per-item values: ``draw(rng, replications, n)`` -> an array (replications, n), as
-#: flipgate.sequential.bernoulli_items / paired_items
+#: flipgate.gate.sequential.bernoulli_items / paired_items
 Draw = Callable[[np.random.Generator, int, int], FloatArray]
 
 
@@ -63,7 +63,8 @@ class OperatingResult:
     #: per replication: items drawn — the deciding look, else the cap
     items: IntArray
     #: per replication: items drawn when a cell also stops once both tests are futile (the look
-    #: at which neither can reject by the cap any more), as flipgate.sequential.run_sequential does
+    #: at which neither can reject by the cap any more), as
+    #: flipgate.gate.sequential.run_sequential does
     stopped: IntArray
     cap: int
 

@@ -21,8 +21,8 @@ from flipgate.odi.gate import diagnostic_bounds, gate, gate_levels, panel_checks
 from flipgate.odi.names import ODI_FITS, ORDER_PANEL
 from flipgate.order.measure import order_cells
 from flipgate.report import dumped
-from flipgate.suite import skip_not_applicable
-from flipgate.suite_api import Gated, Measurement, SuiteCell
+from flipgate.suite.api import Gated, Measurement, SuiteCell
+from flipgate.suite.cell_loop import skip_not_applicable
 
 #: the readout name of the panel table: each (model, facet)'s own primary readout
 PRIMARY = "primary"

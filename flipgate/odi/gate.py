@@ -10,7 +10,7 @@ another model's answers cannot move its verdicts. σ_π and the pooled fits' dia
 from __future__ import annotations
 
 from flipgate.config import Threshold, ThresholdSet
-from flipgate.gate import evaluate
+from flipgate.gate.rules import evaluate
 from flipgate.odi.names import ODI_CELL
 from flipgate.results import Direction, Verdict, estimates
 

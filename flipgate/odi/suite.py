@@ -10,7 +10,7 @@ from flipgate.cell import Cell
 from flipgate.facets import FACETS
 from flipgate.odi.names import ODI_CELL, ODI_FITS, ORDER_PANEL
 from flipgate.progress import cell_plan
-from flipgate.suite_api import (
+from flipgate.suite.api import (
     READS_ORDER_CELLS,
     Case,
     GatedCell,
@@ -19,7 +19,7 @@ from flipgate.suite_api import (
     Plan,
     SuiteContext,
 )
-from flipgate.suite_base import TypedCardSection, schema_beside
+from flipgate.suite.builtin import TypedCardSection, schema_beside
 
 _INF = math.inf
 _FACETS = tuple(sorted(FACETS))  # e.g. sigma_pi@option_order

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 
 from flipgate.cards.disclosure import card_section, labelled_intervals, stop_line
-from flipgate.gate import SEQUENCE
+from flipgate.gate.rules import SEQUENCE
+from flipgate.gate.sequential import SequentialStop
 from flipgate.plotting import png, pyplot
 from flipgate.report import attach_csv, attach_json, attach_png, dumped, fmt, label_test
 from flipgate.results import CellSummary, Verdict
-from flipgate.sequential import SequentialStop
 
 
 def flip_rate_plot(name: str, by_readout: dict[str, CellSummary]) -> bytes:

@@ -36,9 +36,9 @@ from flipgate.cards.model import (
 )
 from flipgate.cell import Cell
 from flipgate.facets import CONTROLS, FACETS, readouts_for
+from flipgate.gate.sequential import SequentialStop
 from flipgate.markdown_text import md_escape
 from flipgate.results import CellSummary
-from flipgate.sequential import SequentialStop
 from flipgate.store import TrialStore
 from flipgate.summary import answers_frame, control_summary, facet_summary
 

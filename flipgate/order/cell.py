@@ -12,14 +12,14 @@ from flipgate.calls import Auditor
 from flipgate.cards.disclosure import card_section, stop_line
 from flipgate.cell import Cell
 from flipgate.facets import get_facet
+from flipgate.gate.sequential import SequentialStop
 from flipgate.metrics.sequential import ItemValues
 from flipgate.order.allure import report_cell
 from flipgate.order.measure import order_cells
 from flipgate.results import CellSummary, Verdict
-from flipgate.sequential import SequentialStop
 from flipgate.store import TrialStore
-from flipgate.suite import skip_not_applicable
-from flipgate.suite_api import Gated, Measurement, SuiteCell
+from flipgate.suite.api import Gated, Measurement, SuiteCell
+from flipgate.suite.cell_loop import skip_not_applicable
 from flipgate.summary import control_summary, facet_summary, item_values
 from flipgate.trend import metric_trend
 

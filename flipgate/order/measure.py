@@ -16,11 +16,11 @@ from flipgate.backends.base import measures_replicates
 from flipgate.calls import Auditor
 from flipgate.cell import Cell
 from flipgate.facets import get_facet
+from flipgate.gate.sequential import Dependent, SequentialStop, draws_sequentially, run_sequential
 from flipgate.items import Item
 from flipgate.metrics.sequential import ItemValues
 from flipgate.readouts import read_label
 from flipgate.results import trials_frame
-from flipgate.sequential import Dependent, SequentialStop, draws_sequentially, run_sequential
 from flipgate.summary import item_values
 
 

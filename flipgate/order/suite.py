@@ -10,10 +10,10 @@ from flipgate.cell import Cell, cell_group
 from flipgate.config import CONTROL_METRICS, FACET_METRIC_RANGES, FACET_METRICS, AuditConfig
 from flipgate.facets import CONTROLS, FACETS, get_facet, readouts_for
 from flipgate.facets.short_answer import ShortAnswerFacet
+from flipgate.gate.sequential import draws_sequentially
 from flipgate.progress import cell_plan
-from flipgate.sequential import draws_sequentially
-from flipgate.suite_api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
-from flipgate.suite_base import TypedCardSection
+from flipgate.suite.api import Case, GatedCell, MetricSpec, NoCases, Plan, SuiteContext
+from flipgate.suite.builtin import TypedCardSection
 
 
 def facet_cells(cfg: AuditConfig) -> list[GatedCell]:

@@ -10,7 +10,7 @@ from typing import Any
 from flipgate import FlipgateError
 from flipgate.regression.plan import pairings as make_pairings
 from flipgate.regression.runs import STORE_NAME, RunRecord
-from flipgate.suite_api import SuiteContext
+from flipgate.suite.api import SuiteContext
 
 #: a regression threshold's selector: ``vs: baseline`` compares a candidate's cell with its
 #: baseline's

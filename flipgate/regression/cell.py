@@ -16,7 +16,7 @@ from flipgate.calls import Auditor
 from flipgate.cards.build import git_commit
 from flipgate.cell import Cell
 from flipgate.config import Threshold, ThresholdSet
-from flipgate.gate import evaluate
+from flipgate.gate.rules import evaluate
 from flipgate.order.measure import OrderCells, order_cells
 from flipgate.redact import redacted_json
 from flipgate.regression.baseline import VS
@@ -24,8 +24,8 @@ from flipgate.regression.compare import Arm, CellComparison, compare_cell
 from flipgate.regression.plan import Pairing
 from flipgate.regression.runs import RunRecord, planned_pairs
 from flipgate.results import Verdict
-from flipgate.suite import skip_not_applicable
-from flipgate.suite_api import Gated, Measurement, SuiteCell
+from flipgate.suite.api import Gated, Measurement, SuiteCell
+from flipgate.suite.cell_loop import skip_not_applicable
 
 
 def gate_comparison(comparison: CellComparison, thresholds: ThresholdSet) -> list[Verdict]:

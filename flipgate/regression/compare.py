@@ -124,7 +124,7 @@ class CellComparison:
         return self.readouts[self.primary_readout]
 
     def estimates(self) -> dict[str, dict[str, MetricEstimate]]:
-        """``{readout: {metric: estimate}}`` as :func:`flipgate.gate.evaluate` takes it."""
+        """``{readout: {metric: estimate}}`` as :func:`flipgate.gate.rules.evaluate` takes it."""
         return {r: d.deltas for r, d in self.readouts.items()}
 
     def sequences(self) -> dict[tuple[str, str], ItemValues]:

@@ -18,12 +18,12 @@ import pandas as pd
 
 from flipgate import FlipgateError
 from flipgate.cell import Cell
+from flipgate.gate.sequential import DECIDING_RULES, Dependent
 from flipgate.metrics.sequential import ItemValues
 from flipgate.order.measure import order_cells
 from flipgate.regression.baseline import VS, compared_cells, pairings
 from flipgate.regression.compare import Arm, compare_cell
 from flipgate.regression.runs import RunRecord, planned_pairs
-from flipgate.sequential import DECIDING_RULES, Dependent
 
 #: bootstrap draws while a held cell measures a case (its verdict draws the run's own number)
 HOLD_BOOTSTRAP = 20
@@ -33,7 +33,7 @@ def regression_dependents(
     ctx: Any, auditor: Any, model_id: str, dataset: str, cell: str
 ) -> list[Dependent]:
     """The regression cases that compare ``model_id``'s facet ``cell`` × ``dataset`` with a
-    baseline, as dependents of that cell (flipgate.sequential.Dependent)."""
+    baseline, as dependents of that cell (flipgate.gate.sequential.Dependent)."""
 
     if Cell.parse(cell).is_control or ctx.thresholds_dir is None:
         return []

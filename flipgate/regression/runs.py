@@ -18,9 +18,9 @@ from flipgate import FlipgateError, storage
 from flipgate.backends.floor import NOT_MEASURED_FLOOR
 from flipgate.cell import Cell
 from flipgate.facets import FACETS, readouts_for
+from flipgate.gate.sequential import SequentialStop
 from flipgate.grammar import GRAMMAR_VERSION, Manifest
 from flipgate.regression.compare import Arm
-from flipgate.sequential import SequentialStop
 from flipgate.store import TRIAL_COLUMNS, TrialStore
 
 STORE_NAME = "trials.sqlite"

@@ -9,7 +9,7 @@ from flipgate.cell import cell_group
 from flipgate.order.suite import facet_cells
 from flipgate.progress import cell_plan
 from flipgate.regression.baseline import baseline_run, compared_cells, pairings
-from flipgate.suite_api import (
+from flipgate.suite.api import (
     READS_ORDER_CELLS,
     Case,
     GatedCell,
@@ -18,7 +18,7 @@ from flipgate.suite_api import (
     Plan,
     SuiteContext,
 )
-from flipgate.suite_base import TypedCardSection
+from flipgate.suite.builtin import TypedCardSection
 
 #: paired candidate − baseline deltas (docs/definitions.md §11), on the order suite's cells with
 #: ``vs: baseline``; delta_delta_order: control cells

@@ -337,7 +337,7 @@ def test_thresholds_of_suites_not_run_are_noted(tmp_path):
     from support.plans import threshold_plan
 
     from flipgate.config import load_models
-    from flipgate.threshold_check import check_thresholds
+    from flipgate.suite.threshold_coverage import check_thresholds
 
     only_order = MODELS.replace("readouts: [regex]}", "readouts: [regex], suites: [order]}")
     (tmp_path / "models.yaml").write_text(only_order)

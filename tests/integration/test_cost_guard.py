@@ -533,7 +533,7 @@ def test_a_suites_default_projection_prices_the_requests_it_declares():
 
     from flipgate import FlipgateError
     from flipgate.cost import estimate_tokens
-    from flipgate.suite_api import Case, Suite
+    from flipgate.suite.api import Case, Suite
 
     class Declared(Suite):
         name = "declared"
@@ -568,5 +568,5 @@ def test_a_suites_default_projection_prices_the_requests_it_declares():
     assert str(refused.value) == (
         "suite 'declared': the cost guard (--budget) cannot price case 'all': it names no models "
         "(Case.models), so whose calls its requests() are is unknown; define project() "
-        "(flipgate.suite_api.Suite)"
+        "(flipgate.suite.api.Suite)"
     )

@@ -9,7 +9,8 @@ claims to be is checked as that file:
   must agree with it on every key both set (the docs show the shipped roster, not a stale copy).
 - ``# thresholds/<name>.yaml``: a whole thresholds file, parsed (:func:`~flipgate.config.
   parse_thresholds`) and checked against the default plan (the shipped models.yaml) as the
-  collection-time check does (flipgate.threshold_check: every threshold must select a cell);
+  collection-time check does (flipgate.suite.threshold_coverage: every threshold must select a
+  cell);
   ``<name>`` is ``default`` or a model id of that plan.
 - ``(excerpt)`` after the name: a part of such a file, merged into the shipped file first. An
   excerpt whose YAML is a list holds entries of that file's list (``models:``, ``thresholds:``),

@@ -222,7 +222,7 @@ def test_bad_thresholds_file_is_a_clear_collection_error(tmp_path, tiny_model_di
 
 def test_groups_are_scheduled_order_cells_first_then_the_envelope_then_odi():
     """The collection is sorted free-form facet cells → other cells → envelope → ODI (stable):
-    the ranks the suites give their cases (flipgate.suite_api.Case.rank). ODI waits for every
+    the ranks the suites give their cases (flipgate.suite.api.Case.rank). ODI waits for every
     order cell: the envelope's large independent cells take the workers that free up while the
     last order cells finish, and the other suites come after ODI, filling the other worker
     while it fits."""

@@ -18,9 +18,9 @@ from support.suite_runs import models_yaml, run_suite
 
 from flipgate.__main__ import main
 from flipgate.exitcodes import GATE_FAILED, GATE_PASSED, INTERRUPTED, USAGE_ERROR
-from flipgate.gate_ledger import MODELS_PROPERTY, GateLedger
+from flipgate.gate.ledger import MODELS_PROPERTY, GateLedger
 from flipgate.outcomes import OUTCOME_PROPERTY, Outcome
-from flipgate.suite import NOT_APPLICABLE, NOTHING_GATED, UNGATED
+from flipgate.suite.cell_loop import NOT_APPLICABLE, NOTHING_GATED, UNGATED
 
 # ------------------------------------------------------------------------------ the ledger, alone
 
@@ -348,7 +348,7 @@ def test_wilson_interval_matches_hand_computed_values():
 
 
 def verdict_on(values, rule: str, bound: float, direction: str = "max", cluster=None):
-    from flipgate.gate import evaluate
+    from flipgate.gate.rules import evaluate
     from flipgate.summary import mean_estimate
 
     m = mean_estimate(values, 500, 0.95, 0, cluster)

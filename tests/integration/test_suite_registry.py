@@ -1,4 +1,4 @@
-"""One suite, one object (flipgate/suite_api.py, flipgate/registry.py): flipgate's seven suites
+"""One suite, one object (flipgate/suite/api.py, flipgate/registry.py): flipgate's seven suites
 satisfy the Suite protocol, a broken or clashing entry point is one line naming it, and a ninth
 suite that lives outside flipgate (tests/ninth_suite/flipgate_first_label.py), installed through
 the ``flipgate.suites`` entry point into a project of its own, is parametrised, gated, carded,
@@ -21,7 +21,7 @@ from support.suite_runs import models_yaml
 from flipgate import FlipgateError, registry
 from flipgate.exitcodes import GATE_FAILED, GATE_PASSED, USAGE_ERROR
 from flipgate.store import TrialStore
-from flipgate.suite_api import REQUIRED, Suite
+from flipgate.suite.api import REQUIRED, Suite
 
 NINTH = REPO / "tests" / "ninth_suite"
 
@@ -50,7 +50,7 @@ def test_a_suite_that_lacks_a_required_member_is_one_line_naming_it(entry_points
         registry.suites()
     assert str(exc.value) == (
         "entry point 'bad' of some-dist (group flipgate.suites): not a flipgate suite: Nameless "
-        "does not define name, cases (flipgate.suite_api.REQUIRED)"
+        "does not define name, cases (flipgate.suite.api.REQUIRED)"
     )
 
 
@@ -106,7 +106,7 @@ def test_a_registered_suite_joins_flipgates_own(entry_points):
 @pytest.mark.parametrize(
     "obj, message",
     [
-        (object(), "object is not a subclass of flipgate.suite_api.Suite"),
+        (object(), "object is not a subclass of flipgate.suite.api.Suite"),
         (ImportError("no module named pkg"), "cannot load 'pkg:bad': no module named pkg"),
     ],
     ids=["not-a-suite", "import-error"],

@@ -155,7 +155,7 @@ def test_a_bare_pytest_without_xdist_runs_the_audit(project):
 
 
 def test_the_gate_ledger_is_a_plugin_pluggy_can_hold_in_a_set():
-    from flipgate.gate_ledger import GateLedger
+    from flipgate.gate.ledger import GateLedger
 
     manager = pytest.PytestPluginManager()
     ledger = GateLedger()

@@ -2,7 +2,7 @@
 through the ``flipgate.suites`` entry point): **first-label preference**, the share of answers
 that pick whichever option is displayed first over the option_order orderings of a dataset (1 /
 options shown without position bias; 1 for a model that always answers "A"). It imports
-flipgate.suite_api only (and allure-pytest for its attachment); no flipgate file names it."""
+flipgate.suite.api only (and allure-pytest for its attachment); no flipgate file names it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 
 import allure
 
-import flipgate.suite_api as api
+import flipgate.suite.api as api
 
 NAME, METRIC, READOUT = "first_label", "first_label_rate", "letter_logprob"
 DATASETS = {"type": "array", "minItems": 1, "items": {"type": "string"}}

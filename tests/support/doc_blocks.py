@@ -11,7 +11,7 @@ import yaml
 
 from flipgate import registry
 from flipgate.config import load_models, parse_thresholds
-from flipgate.threshold_check import check_thresholds
+from flipgate.suite.threshold_coverage import check_thresholds
 from support.paths import REPO
 from support.plans import threshold_plan
 

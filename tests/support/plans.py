@@ -33,8 +33,9 @@ class PlanOnly:
 
 
 def threshold_plan(cfg) -> tuple[list, list]:
-    """(gated cells, suites) of ``cfg``'s plan, for flipgate.threshold_check.check_thresholds."""
+    """(gated cells, suites) of ``cfg``'s plan, for
+    flipgate.suite.threshold_coverage.check_thresholds."""
     from flipgate import registry
-    from flipgate.threshold_check import gated_cells
+    from flipgate.suite.threshold_coverage import gated_cells
 
     return gated_cells(registry.suites(), PlanOnly(cfg)), registry.suites()

@@ -12,7 +12,7 @@ import pytest
 
 from flipgate.backends.base import Output, Request, prompt_sha256
 from flipgate.config import Threshold
-from flipgate.gate import evaluate, verdict
+from flipgate.gate.rules import evaluate, verdict
 from flipgate.results import (
     TRIAL_COLUMNS,
     CellSummary,

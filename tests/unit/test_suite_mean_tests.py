@@ -26,7 +26,7 @@ from flipgate.metrics.decomposition import (
 )
 from flipgate.metrics.judging import JudgedItem, judge_consensus, judge_item_values
 from flipgate.metrics.paired_exact import paired_fixed_test
-from flipgate.suite import decide
+from flipgate.suite.cell_loop import decide
 
 P_VALUE = re.compile(r"p = ([0-9.]+)")
 

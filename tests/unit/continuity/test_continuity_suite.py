@@ -155,7 +155,7 @@ def test_bad_continuity_threshold_names_the_file_and_field(tmp_path, threshold, 
     from support.plans import threshold_plan
 
     from flipgate import FlipgateError
-    from flipgate.threshold_check import check_thresholds
+    from flipgate.suite.threshold_coverage import check_thresholds
 
     models = models_yaml(
         tmp_path / "models.yaml",
@@ -212,7 +212,7 @@ def test_image_sweeps_on_a_tiny_vlm_and_skipped_for_a_text_model(
     assert "8 passed" in out, out[-2000:]
     for sweep in ("spatial_location", "counting_clutter"):  # dse and logprob cells: [2] each
         assert f"not applicable: text takes no images; {sweep} is an image sweep" in out
-        assert "[2] flipgate/suite.py" in out
+        assert "[2] flipgate/suite/cell_loop.py" in out
     card = json.loads((tmp_path / "cards/vlm/spatial_location.json").read_text())
     assert set(card["continuity"]["estimators"]) == {"dse", "logprob"}
     assert card["continuity"]["n_inputs"] == 20

@@ -309,7 +309,7 @@ def test_bad_decomposition_config_names_file_and_field(tmp_path, models, thresho
 
     from flipgate import FlipgateError
     from flipgate.config import load_models
-    from flipgate.threshold_check import check_thresholds
+    from flipgate.suite.threshold_coverage import check_thresholds
 
     path = write(tmp_path / "models.yaml", models)
     write(tmp_path / "th" / "default.yaml", f"thresholds: {thresholds}\n")
@@ -323,7 +323,7 @@ def test_decomposition_thresholds_select_declared_axes(tmp_path):
     from support.plans import threshold_plan
 
     from flipgate.config import load_models
-    from flipgate.threshold_check import check_thresholds
+    from flipgate.suite.threshold_coverage import check_thresholds
 
     cfg = load_models(write(tmp_path / "models.yaml", DECOMPOSED))
     assert cfg.plans["readouts"].readouts == ("regex", "letter_logprob", "cloze")

@@ -549,7 +549,7 @@ def test_bad_judge_config_names_file_and_field(tmp_path, audit, thresholds, need
     from support.plans import threshold_plan
 
     from flipgate.config import load_models
-    from flipgate.threshold_check import check_thresholds
+    from flipgate.suite.threshold_coverage import check_thresholds
 
     path = write(
         tmp_path / "models.yaml", f"audit:\n  {audit}\n" + JUDGE_MODEL if audit else JUDGE_MODEL

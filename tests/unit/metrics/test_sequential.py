@@ -13,7 +13,15 @@ from support.scripted import ScriptedBackend
 
 from flipgate.cards.disclosure import card_section, stop_line
 from flipgate.config import Threshold
-from flipgate.gate import evaluate
+from flipgate.gate.rules import evaluate
+from flipgate.gate.sequential import (
+    SequentialStop,
+    bernoulli_items,
+    look,
+    paired_items,
+    run_sequential,
+    simulate,
+)
 from flipgate.metrics.betting import log_e_process
 from flipgate.metrics.onesided import Looks
 from flipgate.metrics.sequential import (
@@ -24,14 +32,6 @@ from flipgate.metrics.sequential import (
     predictable_bets,
 )
 from flipgate.order.measure import order_cells
-from flipgate.sequential import (
-    SequentialStop,
-    bernoulli_items,
-    look,
-    paired_items,
-    run_sequential,
-    simulate,
-)
 
 LEVEL = 0.95
 

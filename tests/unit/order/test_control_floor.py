@@ -22,14 +22,14 @@ from flipgate.calls import Auditor, Paths
 from flipgate.cards.build import build_card
 from flipgate.cards.markdown import card_markdown
 from flipgate.config import AuditConfig
+from flipgate.gate.sequential import SequentialSettings, SequentialStop
 from flipgate.items import DatasetSpec
 from flipgate.order.cell import FlipCell
 from flipgate.order.measure import order_cells
 from flipgate.regression.compare import compare_cell
 from flipgate.regression.runs import RunRecord
 from flipgate.results import Verdict
-from flipgate.sequential import SequentialSettings, SequentialStop
-from flipgate.suite import NOT_APPLICABLE
+from flipgate.suite.cell_loop import NOT_APPLICABLE
 
 FACET, CONTROL, DATASET = "option_order", "same_ordering:option_order", "arc_challenge"
 K, N_ITEMS = 6, 4
@@ -217,7 +217,7 @@ def test_a_sequential_greedy_control_decides_nothing_and_holds_nothing(tiny_mode
 
 
 # -- controls that measure gate as before --------------------------------------------------------
-@pytest.mark.filterwarnings("ignore::flipgate.suite.InconclusiveThreshold")
+@pytest.mark.filterwarnings("ignore::flipgate.suite.cell_loop.InconclusiveThreshold")
 def test_a_sampled_hf_control_computes_every_replicate_and_is_gated(tiny_model_dir, tmp_path):
     auditor = hf_auditor(tiny_model_dir, tmp_path, decoding={"temperature": 1.0})
     th = thresholds_dir(tmp_path)

@@ -25,12 +25,12 @@ from flipgate.cards.disclosure import (
 )
 from flipgate.cards.markdown import card_markdown
 from flipgate.exports.model_card import grid_section
+from flipgate.gate.sequential import SequentialStop, ThresholdDecision
 from flipgate.markdown_text import md_escape
 from flipgate.metrics.sequential import SequentialSettings
 from flipgate.order import allure as order_allure
 from flipgate.order.cell import FlipCell
 from flipgate.order.measure import order_cells
-from flipgate.sequential import SequentialStop, ThresholdDecision
 
 #: a position-biased model flips on every item, and never on the same ordering: both thresholds
 #: are decided at the first look (the second batch of 2 items)

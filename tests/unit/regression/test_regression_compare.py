@@ -20,7 +20,7 @@ from support.regression_compare import (
 )
 
 from flipgate.config import Threshold
-from flipgate.gate import evaluate
+from flipgate.gate.rules import evaluate
 from flipgate.metrics import mcnemar
 from flipgate.regression.compare import IncomparableCell, Overlap, compare_cell
 

@@ -5,7 +5,7 @@ Each replication draws, per item, one of four discordance categories (flips in b
 in the candidate, only in the baseline, in neither) from a fixed multinomial, turns the flip states
 into K = 6 answers per item and version (an item flips when its K answers are not all the same),
 runs ``compare_cell`` (paired bootstrap, n = 1000, level 0.95) and gates
-``delta_flip_rate <= 0.05 (lower)`` with :func:`flipgate.gate.evaluate`. The gate must fail a
+``delta_flip_rate <= 0.05 (lower)`` with :func:`flipgate.gate.rules.evaluate`. The gate must fail a
 planted +0.15 regression in >= 80 % of replications, a difference exactly at the margin in <= 5 %
 and no difference in ~0 %. Run with ``-s`` to see the rates and their Wilson 95 % intervals.
 """
@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from flipgate.config import Threshold
-from flipgate.gate import evaluate
+from flipgate.gate.rules import evaluate
 from flipgate.regression.compare import Arm, compare_cell
 
 R = "regex"

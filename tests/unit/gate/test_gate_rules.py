@@ -1,7 +1,7 @@
 import pytest
 
 from flipgate.config import Threshold
-from flipgate.gate import decide, evaluate, outcome
+from flipgate.gate.rules import decide, evaluate, outcome
 from flipgate.results import MetricEstimate, Verdict
 
 
@@ -146,7 +146,7 @@ def test_ci_is_recomputed_at_the_thresholds_level():
 def test_inconclusive_is_reported_not_hidden(setting, expected):
     from _pytest.outcomes import Failed, XFailed
 
-    from flipgate.suite import InconclusiveThreshold, assert_verdicts
+    from flipgate.suite.cell_loop import InconclusiveThreshold, assert_verdicts
 
     verdicts = [_verdict("inconclusive", "lower", setting)]
     if expected == "xfail":
@@ -163,7 +163,7 @@ def test_inconclusive_is_reported_not_hidden(setting, expected):
 def test_upper_inconclusive_fails_as_not_proven():
     from _pytest.outcomes import Failed
 
-    from flipgate.suite import assert_verdicts
+    from flipgate.suite.cell_loop import assert_verdicts
 
     with pytest.raises(Failed, match="not proven"):
         assert_verdicts([_verdict("inconclusive", "upper")], allow_ungated=False)
@@ -172,7 +172,7 @@ def test_upper_inconclusive_fails_as_not_proven():
 def test_failed_and_missing_thresholds_fail_warn_rule_warns():
     from _pytest.outcomes import Failed
 
-    from flipgate.suite import ThresholdWarning, assert_verdicts
+    from flipgate.suite.cell_loop import ThresholdWarning, assert_verdicts
 
     with pytest.raises(Failed, match="-> fail"):
         assert_verdicts([_verdict("pass"), _verdict("fail")], allow_ungated=False)
@@ -187,7 +187,7 @@ def test_a_cell_no_threshold_can_fail_is_not_a_pass():
     usage-error prefix, or is skipped with the reason under --allow-ungated."""
     from _pytest.outcomes import Failed, Skipped
 
-    from flipgate.suite import NOTHING_GATED, UNGATED, assert_verdicts
+    from flipgate.suite.cell_loop import NOTHING_GATED, UNGATED, assert_verdicts
 
     for verdicts in ([], [_verdict("pass", "warn")], [_verdict("warn", "warn")]):
         with pytest.raises(Failed, match=NOTHING_GATED) as failed:

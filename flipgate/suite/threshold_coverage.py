@@ -3,7 +3,7 @@
 A threshold whose selectors (``facet``, ``dataset``, ``readout``, ``model``) match no cell of the
 plan would gate nothing, so the run would pass however bad the model: a typo must never silently
 disable a gate. The plan is models.yaml's (not the ``-k`` selection): every registered suite's
-gated cells (flipgate.suite_api.Suite.gated). Thresholds of a whole suite the plan does not run
+gated cells (flipgate.suite.api.Suite.gated). Thresholds of a whole suite the plan does not run
 (e.g. ``facet: envelope`` when no model is in the envelope roster) are not errors: nothing runs
 that they could gate. Override files must be named after a model of the roster.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.config import AuditConfig, Threshold, ThresholdSet, parse_thresholds, threshold_files
-from flipgate.suite_api import GatedCell, Suite
+from flipgate.suite.api import GatedCell, Suite
 
 
 def suite_of(t: Threshold, suites: Sequence[Suite]) -> str:
@@ -154,9 +154,9 @@ def undecidable_thresholds(
     dataset's N for the model (:meth:`AuditConfig.n_items`), a control's its facet's. Cells that
     differ only in model or dataset share a line."""
     from flipgate.config import load_thresholds
-    from flipgate.gate import outcome
+    from flipgate.gate.rules import outcome
+    from flipgate.gate.sequential import draws_sequentially
     from flipgate.metrics.decidability import ITEM_MEAN_METRICS, items_needed, undecidable_line
-    from flipgate.sequential import draws_sequentially
 
     directory = Path(directory)
     settings = None if fixed_n else cfg.sequential

@@ -2,7 +2,7 @@
 returns a typed :class:`Measurement` of :class:`Gated` parts) and the cell loop (:func:`run_cell`)
 that decides its thresholds, stores, reports to Allure and asserts; with the input-error failure,
 the not-applicable and ungated skips, and acting on the verdicts (:func:`assert_verdicts`). A
-suite imports these through :mod:`flipgate.suite_api`."""
+suite imports these through :mod:`flipgate.suite.api`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from flipgate import FlipgateError
 from flipgate.config import ThresholdSet
-from flipgate.gate import evaluate
+from flipgate.gate.rules import evaluate
 from flipgate.outcomes import BadInput, NotApplicable, NothingGated, Ungated
 from flipgate.results import Verdict
 
@@ -115,13 +115,13 @@ NOT_APPLICABLE = "not applicable: "
 #: ``--allow-ungated`` (typed :class:`~flipgate.outcomes.Ungated`)
 UNGATED = "not gated (--allow-ungated): "
 #: how the one-line failure of a cell that no threshold could fail begins (typed
-#: :class:`~flipgate.outcomes.NothingGated`; flipgate.gate_ledger counts it)
+#: :class:`~flipgate.outcomes.NothingGated`; flipgate.gate.ledger counts it)
 NOTHING_GATED = "flipgate: nothing gated: "
 
 
 def decide(gated: Gated, thresholds: ThresholdSet) -> list[Verdict]:
     """The verdicts of ``thresholds`` (its model's) on ``gated``
-    (:class:`~flipgate.suite_api.Gated`)."""
+    (:class:`~flipgate.suite.api.Gated`)."""
     if gated.decide is not None:
         return gated.decide(thresholds)
     selected = thresholds.for_cell(gated.select or gated.cell, gated.dataset, gated.vs)
@@ -178,8 +178,8 @@ class ThresholdWarning(UserWarning):
 
 
 def assert_verdicts(verdicts: list[Verdict], allow_ungated: bool) -> None:
-    """Act on each verdict's outcome (flipgate.gate.outcome): fail on any 'fail', else xfail on
-    any 'xfail', and warn on 'warn' (an exceeded ``warn`` bound or a tolerated inconclusive CI).
+    """Act on each verdict's outcome (flipgate.gate.rules.outcome): fail on any 'fail', else xfail
+    on any 'xfail', and warn on 'warn' (an exceeded ``warn`` bound or a tolerated inconclusive CI).
     A cell that no threshold could fail (none applies, or only ``rule: warn`` ones) fails with a
     usage error, since passing it would say nothing: unless ``allow_ungated``
     (``--allow-ungated``), which skips it with the reason instead."""

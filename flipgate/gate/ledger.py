@@ -6,10 +6,10 @@ could fail it. The ledger reads every cell's test report (on the controller: an 
 reports arrive there too) and sorts each cell into
 
 - **gated**: it ran and a threshold decided it (passed, failed or xfailed);
-- **ungated**: no threshold could fail it (flipgate.suite.assert_verdicts fails it with a usage
-  error, or skips it under ``--allow-ungated``; typed in flipgate.outcomes);
+- **ungated**: no threshold could fail it (flipgate.suite.cell_loop.assert_verdicts fails it with
+  a usage error, or skips it under ``--allow-ungated``; typed in flipgate.outcomes);
 - **not applicable**: the cell cannot exist for its model (a text-only model on an image facet,
-  an ODI panel of one; flipgate.suite.skip_not_applicable, typed in flipgate.outcomes);
+  an ODI panel of one; flipgate.suite.cell_loop.skip_not_applicable, typed in flipgate.outcomes);
 - **skipped**: a declared cell that did not run for another reason (a baseline with nothing to
   compare, ...).
 

@@ -1,4 +1,4 @@
-"""What flipgate's own suites share behind the Suite protocol (flipgate/suite_api.py): the card
+"""What flipgate's own suites share behind the Suite protocol (flipgate/suite/api.py): the card
 sections they keep as typed GridCard fields, and the skeleton of a suite driven by one declared
 ``audit.<key>`` plan of models.yaml. A suite from another package needs neither."""
 
@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from flipgate.suite_api import Case, GatedCell, NoCases, Plan, Suite, SuiteContext
+from flipgate.suite.api import Case, GatedCell, NoCases, Plan, Suite, SuiteContext
 
 
 class TypedCardSection(Suite):

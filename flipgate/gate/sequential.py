@@ -6,7 +6,7 @@ per-item values is decided by its two one-sided tests or can no longer be decide
 The stopping rule is suite-neutral: a suite hands :func:`run_sequential` its thresholds and a
 function that measures the first n items and returns their per-item values
 (:class:`~flipgate.metrics.sequential.ItemValues`, keyed ``(readout, metric)``); the gate
-(:func:`flipgate.gate.evaluate`) then decides every such threshold with the same tests on the
+(:func:`flipgate.gate.rules.evaluate`) then decides every such threshold with the same tests on the
 same look grid, so the verdict is the decision that stopped the cell.
 """
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from flipgate.cell import Cell
 from flipgate.config import Threshold
 from flipgate.facets import get_facet
-from flipgate.gate import within
+from flipgate.gate.rules import within
 from flipgate.metrics.futility import FUTILITY_CHANCE
 from flipgate.metrics.onesided import Looks
 from flipgate.metrics.sequential import (
