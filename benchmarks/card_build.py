@@ -38,7 +38,7 @@ def audit(tmp: Path, bootstrap: int) -> Path:
     models.write_text(text)
     thresholds = write(tmp / "thresholds" / "default.yaml", THRESHOLDS).parent
     cmd = [sys.executable, "-m", "pytest", str(REPO / "suites"), "--ignore",
-           str(REPO / "suites" / "benchmarks"), "--models", str(models), "--thresholds",
+           str(REPO / "suites" / "envelope"), "--models", str(models), "--thresholds",
            str(thresholds), "--cache-dir", str(tmp / "cache"), "--runs-dir", str(tmp / "runs"),
            "--grid-cards-dir", str(tmp / "cards"), "--manifests-dir", str(tmp / "manifests"),
            "-q", "-p", "no:randomly"]  # fmt: skip

@@ -25,7 +25,7 @@ from common import ROOT, pytest_args, run_suites, suite_parser
 
 from flipgate.store import TrialStore
 
-ORDER_SUITES = ("suites/facets", "suites/controls")
+ORDER_SUITES = ("suites/order",)
 KEY = ["model_id", "dataset", "facet", "item_id", "condition", "sample"]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from common import SuiteRun, pytest_args, run_suites, suite_parser
 
-ORDER_SUITES = ("suites/facets", "suites/controls", "suites/regression")
+ORDER_SUITES = ("suites/order", "suites/regression")
 DECISIVE = ("pass", "fail")
 
 

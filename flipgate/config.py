@@ -65,6 +65,21 @@ def declared_suites() -> list[Any]:
     return list(SUITES.values())
 
 
+def current_suite_name(name: str) -> str:
+    """``name``, or the name of the suite that was once called ``name``
+    (:attr:`flipgate.suite.api.Suite.former_names`: models.yaml ``suites: [readouts]`` reads as
+    ``decomposition``)."""
+    renamed = next((s for s in declared_suites() if name in s.former_names), None)
+    return renamed.name if renamed is not None else name
+
+
+def current_facet(facet: str) -> str:
+    """A threshold's ``facet:``, or the facet of the suite once called ``facet``
+    (``facet: judge`` reads as ``judges``)."""
+    renamed = next((s for s in declared_suites() if facet in s.former_names), None)
+    return renamed.facet if renamed is not None and renamed.facet is not None else facet
+
+
 #: what may follow "@" in a metric whose MetricSpec says ``at="number"``: a number in [0, 1]
 _NUMBER_0_1 = r"(0(\.[0-9]+)?|1(\.0+)?)"
 
@@ -75,12 +90,14 @@ def _shipped_schema(name: str) -> dict:
 
 def _schema(name: str) -> dict:
     """A shipped JSON Schema with the suites' parts merged in: every suite's ``audit.<config_key>``
-    fragment (:attr:`flipgate.suite.api.Suite.schema`), and the external suites' names among a
-    model's ``suites:`` and their metrics."""
+    fragment (:attr:`flipgate.suite.api.Suite.schema`), the external suites' names and every
+    suite's former names among a model's ``suites:``, and their metrics."""
     schema = _shipped_schema(name)
     if name == "models":
         model = schema["properties"]["models"]["items"]["properties"]
-        model["suites"]["items"]["enum"] += list(EXTERNAL_SUITES)
+        model["suites"]["items"]["enum"] += list(EXTERNAL_SUITES) + [
+            former for s in declared_suites() for former in s.former_names
+        ]
         audit = schema["properties"]["audit"]["properties"]
         for suite in declared_suites():
             if suite.config_key is not None:
@@ -328,7 +345,9 @@ def load_models(path: Path | str) -> AuditConfig:
             **m,
             "primary_readout": primary,
             "readouts": readouts,
-            "suites": m.get("suites", ["order", "envelope"]),
+            "suites": list(
+                dict.fromkeys(current_suite_name(s) for s in m.get("suites", ["order", "envelope"]))
+            ),
         }
     facets = {}
     for name, spec in (audit.get("facets") or DEFAULT_PLAN).items():
@@ -618,7 +637,7 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
     file_level = data.get("level", 0.95)
     out: list[Threshold] = []
     for i, t in enumerate(data["thresholds"]):
-        facet = t.get("facet")
+        facet = current_facet(t["facet"]) if t.get("facet") is not None else None
         cell = Cell.parse(facet or "")
         if facet is not None and not (
             facet in FACETS

@@ -24,7 +24,7 @@ BUILTIN: dict[str, str] = {
     "order": "flipgate.order.suite:SUITE",
     "envelope": "flipgate.envelope.suite:SUITE",
     "odi": "flipgate.odi.suite:SUITE",
-    "readouts": "flipgate.decomposition.suite:SUITE",
+    "decomposition": "flipgate.decomposition.suite:SUITE",  # formerly readouts
     "judges": "flipgate.judges.suite:SUITE",
     "continuity": "flipgate.continuity.suite:SUITE",
     "regression": "flipgate.regression.suite:SUITE",
@@ -53,11 +53,12 @@ def _check(suite: object, where: str) -> Suite:
             f"{where}: not a flipgate suite: {own.__name__} does not define "
             f"{', '.join(missing)} (flipgate.suite.api.REQUIRED)"
         )
-    if not isinstance(suite.name, str) or not NAME.match(suite.name):
-        raise FlipgateError(
-            f"{where}: field name: a suite name is 1-32 of a-z, 0-9 and _, starting with a letter "
-            f"(value: {suite.name!r})"
-        )
+    for field, value in [("name", suite.name)] + [("former_names", n) for n in suite.former_names]:
+        if not isinstance(value, str) or not NAME.match(value):
+            raise FlipgateError(
+                f"{where}: field {field}: a suite name is 1-32 of a-z, 0-9 and _, starting with a "
+                f"letter (value: {value!r})"
+            )
     return suite
 
 
@@ -82,11 +83,13 @@ def _load() -> dict[str, Suite]:
         except Exception as exc:  # a third party's import error, whatever its type
             raise FlipgateError(f"{where}: cannot load {ep.value!r}: {exc}") from None
         suite = _check(obj, where)
-        if suite.name in found:
-            raise FlipgateError(
-                f"{where}: field name: suite {suite.name!r} is already registered "
-                f"(by {BUILTIN.get(suite.name, 'another entry point')})"
-            )
+        taken = {n for s in found.values() for n in (s.name, *s.former_names)}
+        for name in (suite.name, *suite.former_names):
+            if name in taken:
+                raise FlipgateError(
+                    f"{where}: field name: suite {name!r} is already registered "
+                    f"(by {BUILTIN.get(name, 'another suite, as its name or a former name')})"
+                )
         found[suite.name] = suite
         config.declare_suite(suite, external=True)  # models.yaml and thresholds accept its parts
     return found
@@ -105,9 +108,10 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Suite:
-    """The suite called ``name``; a one-line error listing the known ones otherwise."""
+    """The suite called ``name`` (or once called so: :attr:`Suite.former_names`); a one-line
+    error listing the known ones otherwise."""
     for suite in suites():
-        if suite.name == name:
+        if name in (suite.name, *suite.former_names):
             return suite
     raise FlipgateError(f"unknown suite {name!r}; known: {', '.join(names())}")
 

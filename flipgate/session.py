@@ -316,7 +316,7 @@ class FlipgateSession:
 
     def test_dir(self, folder: str) -> Path:
         """A suite's test folder (:attr:`flipgate.suite.api.Suite.test_dirs`): under the project,
-        or, when it starts with an importable package's name (``flipgate_suites/facets``), under
+        or, when it starts with an importable package's name (``flipgate_suites/order``), under
         that installed package."""
         path = self.root / folder
         head, _, rest = folder.partition("/")

@@ -1,12 +1,12 @@
 """The readout decomposition suite (docs/definitions.md §8): one cell per (model, dataset,
-perturbation axis) of ``audit.decomposition``; models opt in with ``suites: [readouts]``."""
+perturbation axis) of ``audit.decomposition``; models opt in with ``suites: [decomposition]``
+(``readouts``, its former name, is still read)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from flipgate.axes import AXIS_NAMES
-from flipgate.decomposition.names import DECOMPOSITION_CELL
 from flipgate.decomposition.plan import SUITE_NAME
 from flipgate.suite.api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite.builtin import DeclaredPlanSuite, schema_beside
@@ -21,13 +21,13 @@ DECOMPOSITION_METRICS = (
 
 
 class DecompositionSuite(DeclaredPlanSuite):
-    name = SUITE_NAME
+    name = SUITE_NAME  # also its cells' name and facet: in thresholds
+    former_names = ("readouts",)
     config_key = "decomposition"
-    facet = DECOMPOSITION_CELL
     metrics = DECOMPOSITION_METRICS
     schema = schema_beside(__file__)
     plan_class = "flipgate.decomposition.plan:DecompositionPlan"
-    test_dirs = ("flipgate_suites/readouts",)
+    test_dirs = ("flipgate_suites/decomposition",)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(spec.name, axis) for spec in plan.datasets for axis in plan.axes]
@@ -40,7 +40,7 @@ class DecompositionSuite(DeclaredPlanSuite):
 
     def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
         return [
-            GatedCell(model_id, DECOMPOSITION_CELL, spec.name, plan.readouts, part=axis)
+            GatedCell(model_id, SUITE_NAME, spec.name, plan.readouts, part=axis)
             for spec in plan.datasets
             for axis in plan.axes
         ]

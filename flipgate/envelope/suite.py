@@ -44,7 +44,7 @@ def envelope(ctx: SuiteContext, models: list[str] | None = None):
 
 
 #: the package whose ``envelopes/`` folder holds the envelope files flipgate ships
-SHIPPED_IN = "flipgate_suites.benchmarks"
+SHIPPED_IN = "flipgate_suites.envelope"
 
 
 def envelope_file(ctx: SuiteContext) -> Path:
@@ -80,7 +80,7 @@ class EnvelopeSuite(TypedCardSection):
     schema = None
     facet = ENVELOPE_CELL
     metrics = ENVELOPE_METRICS
-    test_dirs = ("flipgate_suites/benchmarks",)
+    test_dirs = ("flipgate_suites/envelope",)
     piloted = False
 
     def parse(self, spec: dict, where: str, config) -> Any:

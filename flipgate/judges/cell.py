@@ -1,6 +1,6 @@
 """What one judge consensus suite test does: run the judge over the K orderings of every
 candidate set, compute direct vs consensus (docs/definitions.md §9), record, report and assert
-(``facet: judge``)."""
+(``facet: judges``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from flipgate.suite.api import Gated, Measurement, SuiteCell
 
 
 def gated(record: JudgeRecord) -> Gated:
-    """``facet: judge`` thresholds on the record's estimates (a macro-accuracy threshold on a
+    """``facet: judges`` thresholds on the record's estimates (a macro-accuracy threshold on a
     dataset with one source is ``missing``). A ``lower``/``upper`` threshold on a per-set mean
     (flip rate, accuracies, consensus gain, parse rate) is decided by the two one-sided tests of
     docs/definitions.md §12.1 at fixed N (the cell judges all its sets at once); the macro

@@ -1,4 +1,5 @@
 """The judge consensus suite's names: its cell."""
 
-#: the judge consensus cell's name (``facet: judge`` in thresholds, the trials' facet)
-JUDGE_CELL = "judge"
+#: the judge consensus suite's name, which is also its cells' name: ``facet: judges`` in thresholds
+#: (``facet: judge``, its former name, is still read) and the trials' facet
+JUDGE_CELL = "judges"

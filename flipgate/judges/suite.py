@@ -21,9 +21,9 @@ JUDGE_METRICS = (
 
 
 class JudgesSuite(DeclaredPlanSuite):
-    name = "judges"
+    name = JUDGE_CELL
+    former_names = ("judge",)  # its facet: in thresholds until the cells took the suite's name
     config_key = "judges"
-    facet = JUDGE_CELL
     metrics = JUDGE_METRICS
     schema = schema_beside(__file__)
     plan_class = "flipgate.judges.plan:JudgePlan"

@@ -95,7 +95,7 @@ class JudgeConsensusResult(BaseModel):
     items: dict[str, ItemVerdicts] = {}
 
     def metrics(self) -> dict[str, MetricEstimate]:
-        """The estimates a ``facet: judge`` threshold can name."""
+        """The estimates a ``facet: judges`` threshold can name."""
         out = {
             "judge_flip_rate": self.judge_flip_rate,
             "direct_accuracy": self.direct_accuracy,

@@ -197,6 +197,10 @@ class Suite:
 
     #: the suite's one name (required)
     name: str
+    #: names it had before (a suite renamed keeps its users' files valid): still read where a
+    #: user writes its name, as a model's ``suites:`` entry, a test module's ``SUITE`` and a
+    #: threshold's ``facet:``, and read as :attr:`name` (its :attr:`facet` for ``facet:``)
+    former_names: tuple[str, ...] = ()
     #: the heading of its section in the GRID card's Markdown (:meth:`card_markdown`); its name
     #: when empty
     title: str = ""
@@ -221,7 +225,7 @@ class Suite:
     @property
     def test_dirs(self) -> tuple[str, ...]:
         """The folders whose test modules run it (``suites/<name>``): under the project root, or
-        under an installed package when the first part names one (``flipgate_suites/facets``:
+        under an installed package when the first part names one (``flipgate_suites/order``:
         the suites flipgate ships); the cost guard prices a suite only when the run may collect
         one of them (every suite when none exists)."""
         return (f"suites/{self.name}",)

@@ -343,7 +343,7 @@ def test_thresholds_of_suites_not_run_are_noted(tmp_path):
     (tmp_path / "models.yaml").write_text(only_order)
     cfg = load_models(tmp_path / "models.yaml")
     notes = check_thresholds(REPO / "thresholds", cfg, *threshold_plan(cfg))  # no envelope roster
-    suites = ("no envelope", "no regression", "no readouts", "no judges", "no continuity")
+    suites = ("no envelope", "no regression", "no decomposition", "no judges", "no continuity")
     assert notes and all(any(s in n for s in suites) for n in notes)
     assert any("rho_flip_max" in n for n in notes) and any("delta_flip_rate" in n for n in notes)
 
@@ -377,7 +377,7 @@ def test_bad_dataset_row_fails_with_file_row_and_field(tmp_path, capsys, field, 
         tmp_path,
         case,
         capsys,
-        str(REPO / "suites" / "facets" / "test_option_order.py"),
+        str(REPO / "suites" / "order" / "test_option_order.py"),
         collect_only=False,
     )
     assert status == USAGE_ERROR, text[-3000:]

@@ -221,7 +221,7 @@ def test_the_readouts_suite_and_its_consensus_judge_are_projected(start_server, 
 
     server = start_server()
     models = guarded(
-        tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}", suites="[readouts]"
+        tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}", suites="[decomposition]"
     )
     plan = (
         "audit:\n  judge_consensus: {k: 4}\n  decomposition: {datasets: [basic_arithmetic], "
@@ -236,7 +236,7 @@ def test_the_readouts_suite_and_its_consensus_judge_are_projected(start_server, 
     replies = load_agreement_set(REPO / "fixtures/judge/agreement.jsonl")
     gate = 4 * len(replies) + sum(r.answer is not None for r in replies)
     # 3 items x 4 cyclic shifts, each reply judged over the 4 rotations of its option list
-    assert model["suite"] == "readouts" and model["n_calls"] == 3 * 4 + 3 * 4 * 4 + gate
+    assert model["suite"] == "decomposition" and model["n_calls"] == 3 * 4 + 3 * 4 * 4 + gate
 
 
 CONTINUITY = (
@@ -500,7 +500,7 @@ def test_suites_collected_from_another_copy_are_priced(start_server, tmp_path):
     server = start_server()
     copy = tmp_path / "checkout" / "suites" / "facets"
     copy.mkdir(parents=True)
-    shutil.copy(REPO / "suites" / "facets" / "test_option_order.py", copy)
+    shutil.copy(REPO / "suites" / "order" / "test_option_order.py", copy)
     models = guarded(tmp_path, server, "{input_per_mtok: 1.0, output_per_mtok: 4.0}")
     proc, out = run_modules(tmp_path, models, str(copy), "--budget", "0.000001")
     assert proc.returncode == exitcodes.BUDGET_REFUSED, out[-3000:]

@@ -240,7 +240,7 @@ def test_groups_are_scheduled_order_cells_first_then_the_envelope_then_odi():
     ctx = SimpleNamespace(
         audit_config=lambda: cfg,
         memo=lambda key, make: make(),
-        path=lambda option: REPO / "suites/benchmarks/envelopes/default.yaml",
+        path=lambda option: REPO / "suites/envelope/envelopes/default.yaml",
         option=lambda name: "models.yaml",
     )
 

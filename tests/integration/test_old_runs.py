@@ -93,14 +93,14 @@ def test_a_run_pairs_every_cell_with_the_old_store_as_baseline(new_run):
     assert new_run.proc.returncode == GATE_PASSED, new_run.out[-3000:]
     assert "Traceback" not in new_run.out
     facet, control = (
-        f"test_versions[tiny-vs-tiny@baseline-run-{cell.replace(':', '-')}-arc_challenge]"
+        f"test_regression[tiny-vs-tiny@baseline-run-{cell.replace(':', '-')}-arc_challenge]"
         for cell in CELLS
     )
     # the facet's case ran and passed, not skipped
-    assert f"PASSED suites/regression/test_versions.py::{facet}" in new_run.out, new_run.out
+    assert f"PASSED suites/regression/test_regression.py::{facet}" in new_run.out, new_run.out
     # the control of the greedy local model answers its replicates as copies: the control and its
     # regression case are not applicable (docs/definitions.md §12.5), never a pass
-    assert f"PASSED suites/regression/test_versions.py::{control}" not in new_run.out
+    assert f"PASSED suites/regression/test_regression.py::{control}" not in new_run.out
     assert "not applicable: same_ordering:option_order vs tiny: floor 0 by construction" in (
         new_run.out
     )

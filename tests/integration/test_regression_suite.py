@@ -61,7 +61,7 @@ def test_in_run_pair_compares_every_shared_cell(pair_run):
     passed = [
         line
         for line in proc.stdout.splitlines()
-        if line.startswith("PASSED") and "test_versions" in line
+        if line.startswith("PASSED") and "test_regression" in line
     ]
     # the candidate's datasets: restricts it to arc_challenge: option_order and its control;
     # the control case is not applicable: both greedy hf models copy their replicates, so

@@ -128,6 +128,48 @@ def test_a_suite_may_not_take_a_name_already_registered(entry_points):
         registry.suites()
 
 
+@pytest.mark.parametrize(
+    "members, taken",
+    [
+        ({"name": "readouts"}, "readouts"),
+        ({"former_names": ("readouts",)}, "readouts"),
+        ({"former_names": ("judges",)}, "judges"),
+    ],
+    ids=["a-former-name-as-its-name", "another-suites-former-name", "another-suites-name"],
+)
+def test_a_suite_may_not_take_a_name_another_suite_had(entry_points, members, taken):
+    clash = type("Clash", (type(_first_label()),), members)()
+    entry_points.append(_EntryPoint("clash", clash))
+    with pytest.raises(FlipgateError, match=f"suite '{taken}' is already registered"):
+        registry.suites()
+
+
+@pytest.mark.parametrize(
+    "members, field",
+    [({"name": "First Label"}, "name"), ({"former_names": ("2nd",)}, "former_names")],
+)
+def test_a_suite_name_or_former_name_that_is_no_name_is_one_line(entry_points, members, field):
+    bad = type("Bad", (type(_first_label()),), members)()
+    entry_points.append(_EntryPoint("bad", bad))
+    with pytest.raises(FlipgateError, match=f"field {field}: a suite name is 1-32 of a-z"):
+        registry.suites()
+
+
+def test_one_name_per_suite_with_the_former_names_still_read():
+    """A built-in suite's name is its folder in suites/, its test function (the order suite's
+    modules are its facets and controls), its cells' facet: and its audit.<key>; the two names
+    that changed are still read: suites: [readouts] and facet: judge."""
+    for suite in registry.suites()[: len(registry.BUILTIN)]:
+        assert suite.test_dirs == (f"flipgate_suites/{suite.name}",)
+        assert suite.facet in (suite.name, None) and suite.config_key in (suite.name, None)
+        if suite.name != "order":
+            [module] = (REPO / "suites" / suite.name).glob("test_*.py")
+            assert module.name == f"test_{suite.name}.py"
+            assert f"\ndef test_{suite.name}(flipgate_cell):" in module.read_text()
+    assert registry.get("readouts") is registry.get("decomposition")
+    assert registry.get("judge") is registry.get("judges")
+
+
 # ------------------------------------------------------------- a ninth suite, in a user's project
 def _project(tmp: Path, tiny_model_dir: Path, thresholds: str) -> Path:
     """A project of its own (pytest.ini, models.yaml, thresholds/, suites/), with the ninth suite
@@ -143,8 +185,8 @@ def _project(tmp: Path, tiny_model_dir: Path, thresholds: str) -> Path:
     )
     write(project / "thresholds" / "default.yaml", thresholds)
     write(
-        project / "suites" / "facets" / "test_option_order.py",
-        (REPO / "suites" / "facets" / "test_option_order.py").read_text(),
+        project / "suites" / "order" / "test_option_order.py",
+        (REPO / "suites" / "order" / "test_option_order.py").read_text(),
     )
     write(
         project / "suites" / "first_label" / "test_first_label.py",
@@ -291,7 +333,7 @@ def test_flipgates_own_suites_describe_and_parse_their_settings_themselves():
     merged = _schema("models")["properties"]["audit"]["properties"]
     cfg = load_models(REPO / "models.yaml")
     keyed = [s for s in registry.suites() if s.config_key is not None]
-    assert {s.name for s in keyed} == {"odi", "readouts", "judges", "continuity"}
+    assert {s.name for s in keyed} == {"odi", "decomposition", "judges", "continuity"}
     for suite in keyed:
         assert suite.config_key not in shipped["properties"]
         assert merged[suite.config_key] == suite.schema

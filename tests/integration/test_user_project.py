@@ -189,14 +189,14 @@ def test_a_bare_pytest_is_the_audit_of_the_projects_models(project):
     idle = [line for line in first.stdout.splitlines() if "not applicable, the plan runs" in line]
     assert sorted(line.split("runs no ")[1].split(" suite")[0] for line in idle) == [
         "continuity",
+        "decomposition",
         "envelope",
         "judges",
-        "readouts",
         "regression",
     ], idle
     # no baseline yet: the regression suite says so (the vs: baseline thresholds: not applicable)
-    assert _ran(first, "test_versions") == {
-        "regression/test_versions.py::test_versions[no-baseline]": "SKIPPED"
+    assert _ran(first, "test_regression") == {
+        "regression/test_regression.py::test_regression[no-baseline]": "SKIPPED"
     }
 
 
@@ -228,7 +228,7 @@ def test_the_second_audit_compares_with_the_promoted_baseline(project):
     assert promoted["models"] == ["tiny"] and promoted["trials"] > 0
     out = second.stdout + second.stderr
     assert second.returncode in (0, 1), out[-4000:]
-    compared = _ran(second, "test_versions")
+    compared = _ran(second, "test_regression")
     # every order cell of the model (5 facet cells, 5 controls) against its version in the
     # promoted run; the model did not change and its answers are identical, so each case says
     # it would compare the model with itself instead of passing (issue #42)
@@ -357,7 +357,7 @@ def test_this_checkouts_suites_audit_the_roster_of_the_folder_pytest_starts_in(t
     (tmp_path / "thresholds/default.yaml").write_text(
         "thresholds:\n  - {metric: flip_rate, max: 0.25}\n"
     )
-    proc = _collect(tmp_path, str(REPO / "suites" / "facets" / "test_option_order.py"))
+    proc = _collect(tmp_path, str(REPO / "suites" / "order" / "test_option_order.py"))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "test_option_order[my-own-model-arc_challenge]" in proc.stdout
 
@@ -365,7 +365,7 @@ def test_this_checkouts_suites_audit_the_roster_of_the_folder_pytest_starts_in(t
 def test_an_unknown_envelope_name_is_one_line_naming_the_shipped_ones(tmp_path):
     proc = _collect(
         tmp_path,
-        str(REPO / "suites" / "benchmarks"),
+        str(REPO / "suites" / "envelope"),
         *("--models", str(REPO / "models.yaml"), "--thresholds", str(REPO / "thresholds")),
         *("--envelope", "no-such"),
     )
@@ -394,8 +394,8 @@ def test_the_per_user_cache_follows_flipgate_cache_home(tmp_path, monkeypatch):
     "args,pyargs,expected",
     [
         (["flipgate_suites"], True, set(BUILTIN)),
-        (["flipgate_suites.facets"], True, {"order"}),
-        (["flipgate_suites.facets"], False, set()),  # without --pyargs: a missing path
+        (["flipgate_suites.order"], True, {"order"}),
+        (["flipgate_suites.order"], False, set()),  # without --pyargs: a missing path
     ],
 )
 def test_the_cost_guard_prices_the_suites_a_pyargs_run_collects(tmp_path, args, pyargs, expected):

@@ -71,8 +71,8 @@ def run_in_process(
         *(
             paths
             or [
-                str(REPO / "suites" / "facets" / "test_option_order.py"),
-                str(REPO / "suites" / "controls" / "test_same_ordering.py"),
+                str(REPO / "suites" / "order" / "test_option_order.py"),
+                str(REPO / "suites" / "order" / "test_same_ordering.py"),
             ]
         ),
         "--models",

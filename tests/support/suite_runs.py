@@ -50,10 +50,10 @@ def suite_command(
     where = (
         ["--envelope", str(envelope)]
         if envelope
-        else ["--ignore", str(REPO / "suites" / "benchmarks")]
+        else ["--ignore", str(REPO / "suites" / "envelope")]
     )
     if not odi:
-        where += ["--ignore", str(REPO / "suites" / "analysis")]
+        where += ["--ignore", str(REPO / "suites" / "odi")]
     return [
         sys.executable,
         "-m",

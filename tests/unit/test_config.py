@@ -178,7 +178,10 @@ def test_threshold_without_facet_skips_controls(tmp_path):
         ("{metric: sigma_pi@colour_order, facet: odi, max: 0.5}", "unknown facet after '@'"),
         ("{metric: artifact@label_sets, facet: decomposition, max: 0.5}", "unknown axis after '@'"),
         ("{metric: cfr, facet: envelope, max: 0.5}", "field thresholds[0].metric"),  # cfr@θ only
-        ("{metric: consensus_gain, facet: judge, max: 1.5}", "outside the range of consensus_gain"),
+        (
+            "{metric: consensus_gain, facet: judges, max: 1.5}",
+            "outside the range of consensus_gain",
+        ),
         ("{metric: delta_flip_rate, max: 0.1}", "go with vs: baseline and only they do"),
         ("{metric: sdi, facet: odi, max: 0.1}", "envelope metrics (sdi, cfr,"),
     ],
@@ -204,3 +207,33 @@ def test_the_thresholds_schema_takes_every_suites_metrics():
             assert spec.at == "number" or spec.name in names, (suite.name, spec.name)
     patterns = [p["pattern"] for p in metric["anyOf"][1:]]
     assert r"^cfr@(0(\.[0-9]+)?|1(\.0+)?)$" in patterns and "^sigma_pi@[a-z0-9_]+$" in patterns
+
+
+def test_a_suites_former_names_are_read_as_its_name(tmp_path):
+    """suites: [readouts] is the decomposition suite (its name before), facet: judge the judges
+    suite's cells; listing a suite under both names lists it once."""
+    text = (
+        "audit:\n"
+        "  decomposition: {datasets: [basic_arithmetic], axes: [option_order]}\n"
+        "  judges: {datasets: [arc_easy_answers]}\n"
+        "models:\n"
+        "  - {id: m1, backend: hf, source: {path: /tmp}, suites: [order, readouts, judges]}\n"
+        "  - {id: m2, backend: hf, source: {path: /tmp}, suites: [readouts, decomposition]}\n"
+    )
+    cfg = load_models(write(tmp_path / "models.yaml", text))
+    assert cfg.models["m1"]["suites"] == ["order", "decomposition", "judges"]
+    assert cfg.models["m2"]["suites"] == ["decomposition"]
+    assert cfg.audited("decomposition") == ["m1", "m2"]
+    thresholds = write(
+        tmp_path / "thresholds" / "default.yaml",
+        "thresholds:\n"
+        "  - {metric: judge_flip_rate, facet: judge, max: 0.25}\n"
+        "  - {metric: consensus_gain, facet: judges, min: -0.05}\n",
+    )
+    assert [(t.metric, t.facet) for t in load_thresholds(thresholds.parent, "m1").thresholds] == [
+        ("judge_flip_rate", "judges"),
+        ("consensus_gain", "judges"),
+    ]
+    write(thresholds, "thresholds:\n  - {metric: flip_rate, facet: judge, max: 0.25}\n")
+    with pytest.raises(FlipgateError, match="go with facet: judges and only they do"):
+        load_thresholds(thresholds.parent, "m1")

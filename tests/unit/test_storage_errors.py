@@ -41,7 +41,7 @@ audit:
 models:
   - {id: m1, backend: hf, source: {path: /nonexistent}, readouts: [regex]}
 """
-OPTION_ORDER = str(REPO / "suites" / "facets" / "test_option_order.py")
+OPTION_ORDER = str(REPO / "suites" / "order" / "test_option_order.py")
 
 
 def one_clean_line(text: str, *fragments: str) -> None:

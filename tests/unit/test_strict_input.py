@@ -535,7 +535,7 @@ def test_shipped_configuration_loads():
     cfg = load_models(REPO / "models.yaml")
     for model_id in cfg.models:
         load_thresholds(REPO / "thresholds", model_id)
-    for envelope in sorted((REPO / "suites/benchmarks/envelopes").glob("*.yaml")):
+    for envelope in sorted((REPO / "suites/envelope/envelopes").glob("*.yaml")):
         load_envelope(envelope, list(cfg.models))
 
 

@@ -166,10 +166,10 @@ def steady_judge(n_sets: int, regressed: int = 0) -> JudgeRecord:
 
 JUDGE_THRESHOLDS = """
 thresholds:
-  - {metric: judge_flip_rate, facet: judge, max: 0.25, rule: lower}
-  - {metric: consensus_accuracy, facet: judge, min: 0.5, rule: upper}
-  - {metric: consensus_gain, facet: judge, min: -0.05, rule: lower}
-  - {metric: parse_rate, facet: judge, min: 0.5, rule: upper}
+  - {metric: judge_flip_rate, facet: judges, max: 0.25, rule: lower}
+  - {metric: consensus_accuracy, facet: judges, min: 0.5, rule: upper}
+  - {metric: consensus_gain, facet: judges, min: -0.05, rule: lower}
+  - {metric: parse_rate, facet: judges, min: 0.5, rule: upper}
 """
 
 
@@ -226,8 +226,8 @@ def test_macro_accuracy_and_records_without_items_keep_the_bootstrap_rule(tmp_pa
         tmp_path,
         """
 thresholds:
-  - {metric: consensus_macro_accuracy, facet: judge, min: 0.5, rule: upper}
-  - {metric: judge_flip_rate, facet: judge, max: 0.25, rule: lower}
+  - {metric: consensus_macro_accuracy, facet: judges, min: 0.5, rule: upper}
+  - {metric: judge_flip_rate, facet: judges, max: 0.25, rule: lower}
 """,
     )
     verdicts = by_metric(decide(judge_gated(record), ts))

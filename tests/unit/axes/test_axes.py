@@ -132,7 +132,7 @@ def test_shipped_store_is_checked_and_covers_the_default_items():
     from flipgate.decomposition.run import decomposable
     from flipgate.items import load_items
 
-    plan = load_models(REPO / "models.yaml").plans["readouts"]
+    plan = load_models(REPO / "models.yaml").plans["decomposition"]
     store = ParaphraseStore.load(plan.paraphrases)
     for spec in plan.datasets:
         ids = [it.item_id for it in load_items(spec, 40, 42, keep=decomposable)]
@@ -163,7 +163,7 @@ def test_generate_paraphrases_writes_unchecked_rewrites(tmp_path, monkeypatch):
 audit:
   decomposition: {datasets: [basic_arithmetic], paraphrases: store}
 models:
-  - {id: m, backend: hf, source: {path: nowhere}, suites: [readouts]}
+  - {id: m, backend: hf, source: {path: nowhere}, suites: [decomposition]}
 """,
     )
     out = tmp_path / "store" / "new.jsonl"

@@ -215,7 +215,7 @@ def test_an_over_long_item_ends_the_run_with_one_line(tiny_model_dir, tmp_path, 
         ),
     )
     status, text = run_in_process(
-        tmp_path, case, capsys, str(REPO / "suites" / "facets"), collect_only=False
+        tmp_path, case, capsys, str(REPO / "suites" / "order"), collect_only=False
     )
     assert status == USAGE_ERROR, text[-3000:]
     assert "over the model's context of 1024 positions" in text, text[-3000:]

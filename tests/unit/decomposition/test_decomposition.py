@@ -156,10 +156,13 @@ def planted_auditor(tmp_path, n: int, thresholds: str | None = None):
         "backend": "hf",  # gives the cloze readout
         "readouts": ["regex", "letter_logprob"],
         "primary_readout": "regex",
-        "suites": ["readouts"],
+        "suites": ["decomposition"],
     }
     cfg = AuditConfig(
-        tmp_path / "models.yaml", {"planted": model}, bootstrap_n=1000, plans={"readouts": plan}
+        tmp_path / "models.yaml",
+        {"planted": model},
+        bootstrap_n=1000,
+        plans={"decomposition": plan},
     )
     paths = Paths(tmp_path / "t.sqlite", tmp_path / "c.sqlite", tmp_path / "m", tmp_path / "models")
     auditor = Auditor(cfg, "r1", paths, progress=False)
@@ -269,7 +272,7 @@ audit:
   facets: {option_order: {datasets: [arc_easy]}}
   decomposition: {datasets: [basic_arithmetic], axes: [option_order, label_set]}
 models:
-  - {id: m, backend: hf, source: {path: x}, suites: [order, readouts]}
+  - {id: m, backend: hf, source: {path: x}, suites: [order, decomposition]}
 """
 
 
@@ -279,7 +282,7 @@ models:
         (
             "\n".join(line for line in DECOMPOSED.splitlines() if "decomposition:" not in line),
             "[]",
-            "models[0].suites: suite 'readouts' needs audit.decomposition",
+            "models[0].suites: suite 'decomposition' needs audit.decomposition",
         ),
         (
             DECOMPOSED.replace("[basic_arithmetic]", "[arithmetic]"),
@@ -326,7 +329,7 @@ def test_decomposition_thresholds_select_declared_axes(tmp_path):
     from flipgate.suite.threshold_coverage import check_thresholds
 
     cfg = load_models(write(tmp_path / "models.yaml", DECOMPOSED))
-    assert cfg.plans["readouts"].readouts == ("regex", "letter_logprob", "cloze")
+    assert cfg.plans["decomposition"].readouts == ("regex", "letter_logprob", "cloze")
     write(
         tmp_path / "th" / "default.yaml",
         "thresholds:\n  - {metric: artifact_share@label_set, facet: decomposition, max: 0.5}\n"
@@ -425,7 +428,7 @@ def test_committed_axis_manifests_are_current():
     from flipgate.decomposition.run import axis_manifest, decomposable
 
     root = REPO
-    plan = load_models(root / "models.yaml").plans["readouts"]
+    plan = load_models(root / "models.yaml").plans["decomposition"]
     store = ParaphraseStore.load(plan.paraphrases)
     files = sorted((root / "fixtures" / "manifests" / "axes").glob("*.json"))
     assert len(files) == len(plan.axes) * len(plan.datasets)

@@ -23,7 +23,7 @@ from flipgate.items import DatasetSpec, load_items
 
 
 def test_sr_practice_envelope_counts_validity_and_tiers():
-    env = load_envelope(REPO / "suites/benchmarks/envelopes/sr-practice.yaml", [])
+    env = load_envelope(REPO / "suites/envelope/envelopes/sr-practice.yaml", [])
     full = env.configs("truthfulqa_mc", "full")
     # per precision: free-form 4 templates x 3 decodings x 3 shots = 36, logprob greedy only
     # 4 x 3 = 12 -> 48

@@ -25,9 +25,9 @@ from flipgate.items.judge_sets import load_judgebench, load_rewardbench2
 from flipgate.items.validate import MAX_ITEM_CHARS, RowItems, check_item
 from flipgate.judging.choice import load_agreement_set
 
-OPTION_ORDER = str(REPO / "suites" / "facets" / "test_option_order.py")
-JUDGES = str(REPO / "suites" / "judges" / "test_consensus.py")
-READOUTS = str(REPO / "suites" / "readouts" / "test_decomposition.py")
+OPTION_ORDER = str(REPO / "suites" / "order" / "test_option_order.py")
+JUDGES = str(REPO / "suites" / "judges" / "test_judges.py")
+READOUTS = str(REPO / "suites" / "decomposition" / "test_decomposition.py")
 
 
 def _jsonl(path: Path, rows: list) -> str:
@@ -404,7 +404,7 @@ def test_the_shipped_datasets_still_load():
     cfg = load_models(REPO / "models.yaml")
     specs = [
         *(s for specs in cfg.facets.values() for s in specs),
-        *cfg.plans["readouts"].datasets,
+        *cfg.plans["decomposition"].datasets,
         *cfg.plans["judges"].datasets,
     ]
     for spec in specs:
@@ -486,7 +486,7 @@ def test_an_agreement_set_folder_ends_the_readouts_suite_with_one_line(tmp_path,
     models = models_with(
         extra_audit="decomposition: {datasets: [basic_arithmetic], axes: [option_order], "
         f"readouts: [regex, judge], judge: {{agreement_set: {folder}}}}}",
-        model="{id: m1, backend: hf, source: {path: /nonexistent}, suites: [readouts]}",
+        model="{id: m1, backend: hf, source: {path: /nonexistent}, suites: [decomposition]}",
     )
     line = _suite_line(tmp_path, capsys, models, READOUTS, folder)
     assert "'audit.decomposition.judge.agreement_set' names a folder" in line, line

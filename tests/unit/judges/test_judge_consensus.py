@@ -289,8 +289,8 @@ def test_cell_records_gates_and_writes_the_card_section(tmp_path, monkeypatch):
         tmp_path / "thresholds" / "default.yaml",
         """
 thresholds:
-  - {metric: judge_flip_rate, facet: judge, max: 0.05, rule: point}
-  - {metric: consensus_gain, facet: judge, min: 0.0, rule: point}
+  - {metric: judge_flip_rate, facet: judges, max: 0.05, rule: point}
+  - {metric: consensus_gain, facet: judges, min: 0.0, rule: point}
 """,
     ).parent
     reported = []
@@ -308,7 +308,7 @@ thresholds:
         ("consensus_gain", "pass"),
     ]
     manifest = json.loads(
-        (tmp_path / "m" / "judges" / "judge_balanced__arc_easy_answers__k8__s42.json").read_text()
+        (tmp_path / "m" / "judges" / "judges_balanced__arc_easy_answers__k8__s42.json").read_text()
     )
     assert set(map(tuple, next(iter(manifest["entries"].values())))) == set(
         judge_orderings(4, 8, 42)
@@ -316,7 +316,7 @@ thresholds:
     write_cards(auditor.store, tmp_path / "cards", "r1", 200, suites=registry.suites())
     card = json.loads((tmp_path / "cards/judge/arc_easy_answers.json").read_text())
     section = card["judge_consensus"]
-    assert card["scores"]["facet"] == "judge" and section["k"] == 8
+    assert card["scores"]["facet"] == "judges" and section["k"] == 8
     assert section["consensus_accuracy"]["estimate"] == 1.0
     assert card["scores"]["accuracy_canonical"] == section["direct_accuracy"]
     md = card_markdown(card, registry.suites())
@@ -344,9 +344,9 @@ def test_a_pure_position_bias_ties_under_balanced_orderings(tmp_path, design, k)
 @pytest.mark.parametrize(
     "threshold, needle",
     [
-        ("{metric: consensus_gain, max: 0.1}", "go with facet: judge"),
-        ("{metric: flip_rate, facet: judge, max: 0.1}", "go with facet: judge"),
-        ("{metric: consensus_gain, facet: judge, min: -2}", "outside the range"),
+        ("{metric: consensus_gain, max: 0.1}", "go with facet: judges"),
+        ("{metric: flip_rate, facet: judges, max: 0.1}", "go with facet: judges"),
+        ("{metric: consensus_gain, facet: judges, min: -2}", "outside the range"),
     ],
 )
 def test_bad_judge_thresholds_name_the_field(tmp_path, threshold, needle):
@@ -432,11 +432,11 @@ def test_committed_judge_manifests_are_current():
 
     from flipgate.grammar import Manifest
 
-    paths = sorted((REPO / "fixtures/manifests/judges").glob("judge_*.json"))
+    paths = sorted((REPO / "fixtures/manifests/judges").glob("judges_*.json"))
     assert paths, "the default audit's judge manifests are committed"
     for path in paths:
         manifest = Manifest.from_json(path.read_text())
-        design = manifest.facet.removeprefix("judge_")
+        design = manifest.facet.removeprefix("judges_")
         for item_id, perms in manifest.entries.items():
             n = len(perms[0])
             assert perms == judge_orderings(n, manifest.k, manifest.seed, design), (path, item_id)
@@ -503,7 +503,7 @@ def test_judge_suite_with_a_listwise_api_judge_end_to_end(serve, tmp_path, monke
     models.write_text(text)
     thresholds = write(
         tmp_path / "thresholds" / "default.yaml",
-        "thresholds:\n  - {metric: judge_flip_rate, facet: judge, max: 0.25, rule: lower}\n",
+        "thresholds:\n  - {metric: judge_flip_rate, facet: judges, max: 0.25, rule: lower}\n",
     ).parent
     proc = run_suite(tmp_path, models, thresholds)
     out = proc.stdout + proc.stderr
@@ -540,7 +540,7 @@ models:
         ),
         (
             "judges: {datasets: [arc_easy_answers]}",
-            "[{metric: consensus_gain, facet: judge, dataset: mmlu_answers, min: 0}]",
+            "[{metric: consensus_gain, facet: judges, dataset: mmlu_answers, min: 0}]",
             "selects no cell of this audit",
         ),
     ],

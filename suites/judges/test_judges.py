@@ -6,5 +6,5 @@ items and the exact sign test, and the majority-vote bound next to the observed 
 SUITE = "judges"
 
 
-def test_judge_consensus(flipgate_cell):
+def test_judges(flipgate_cell):
     flipgate_cell.run()

@@ -3,7 +3,7 @@ readout's flip rate split into the genuine part (regex over the generated text, 
 readout artifact, with paired bootstrap CIs; the paraphrase gate stops cells with unchecked
 rewrites."""
 
-SUITE = "readouts"
+SUITE = "decomposition"
 
 
 def test_decomposition(flipgate_cell):

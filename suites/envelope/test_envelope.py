@@ -4,5 +4,5 @@ benchmark; SDI, CFR, ρ_flip and τ_R gated by the thresholds that name ``facet:
 SUITE = "envelope"
 
 
-def test_config_grid(flipgate_cell):
+def test_envelope(flipgate_cell):
     flipgate_cell.run()

@@ -4,5 +4,5 @@ per cell."""
 SUITE = "regression"
 
 
-def test_versions(flipgate_cell):
+def test_regression(flipgate_cell):
     flipgate_cell.run()

@@ -1,1 +1,0 @@
-"""The analysis suite's test modules (docs/architecture.md)."""

@@ -1,1 +1,0 @@
-"""The benchmarks suite's test modules (docs/architecture.md)."""

@@ -1,1 +1,0 @@
-"""The controls suite's test modules (docs/architecture.md)."""

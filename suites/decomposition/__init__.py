@@ -1,0 +1,1 @@
+"""The decomposition suite's test modules (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""The envelope suite's test modules (docs/architecture.md)."""

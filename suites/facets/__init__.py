@@ -1,1 +1,0 @@
-"""The facets suite's test modules (docs/architecture.md)."""

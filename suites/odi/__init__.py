@@ -1,0 +1,1 @@
+"""The odi suite's test modules (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""The order suite's test modules: one per facet and control (docs/architecture.md)."""

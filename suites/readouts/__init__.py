@@ -1,1 +1,0 @@
-"""The readouts suite's test modules (docs/architecture.md)."""
