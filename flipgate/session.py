@@ -53,6 +53,23 @@ def module_path(name: str) -> Path | None:
     return Path(spec.origin).resolve() if spec.origin else None
 
 
+class _UncheckedPlan:
+    """The session as the suites see it while models.yaml is checked against the thresholds
+    files: its :meth:`audit_config` is models.yaml as parsed (what :meth:`Suite.gated
+    <flipgate.suite.api.Suite.gated>` reads to list the plan's cells), everything else the
+    session's own (whose methods read the parsed config too). So the check never asks the
+    session for the config it is checking."""
+
+    def __init__(self, session: FlipgateSession, parsed: AuditConfig):
+        self._session, self._parsed = session, parsed
+
+    def audit_config(self) -> AuditConfig:
+        return self._parsed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
 @dataclass
 class FlipgateSession:
     """What this process knows about the run; everything is read or checked once, on first use."""
@@ -62,7 +79,8 @@ class FlipgateSession:
     notes: list[str] = field(default_factory=list)  # threshold-check notes for the summary
     cost_lines: list[str] = field(default_factory=list)  # the cost guard's projection table
     summary_lines: list[str] = field(default_factory=list)  # printed at the end of the session
-    _audit: AuditConfig | None = None
+    _parsed: AuditConfig | None = None  # models.yaml, parsed
+    _audit: AuditConfig | None = None  # the same, once checked against the thresholds and plan
     _progress: LiveProgress | None = None
     _memo: dict[str, Any] = field(default_factory=dict)
     _interrupts: Interrupts | None = None
@@ -190,7 +208,7 @@ class FlipgateSession:
 
         cache_dir = self.path("--cache-dir")
         found = set()
-        for model_id, model in self.audit_config().models.items():
+        for model_id, model in self._models().models.items():
             if model.get("backend") != "hf":
                 continue
             try:
@@ -203,22 +221,14 @@ class FlipgateSession:
 
     def plan(self, suite: str) -> Any:
         """An external suite's parsed ``audit.<config_key>`` (None: not declared)."""
-        return self.audit_config().plans.get(suite)
+        return self._models().plans.get(suite)
 
     # -- inputs, checked once ----------------------------------------------------------------
-    def audit_config(self) -> AuditConfig:
-        """models.yaml, checked with the thresholds files and options against the plan (once)."""
-        if self._audit is None:
-            from contextlib import nullcontext
-
-            from flipgate import registry
-            from flipgate.config import MAX_ITEMS_PER_DATASET, load_models, load_thresholds
-            from flipgate.suite.threshold_coverage import (
-                check_selection,
-                check_thresholds,
-                gated_cells,
-                undecidable_thresholds,
-            )
+    def _models(self) -> AuditConfig:
+        """models.yaml as parsed (once), before :meth:`audit_config` checks it against the
+        thresholds files and the plan."""
+        if self._parsed is None:
+            from flipgate.config import MAX_ITEMS_PER_DATASET, load_models
 
             n = self.items_override
             if n is not None and not 1 <= n <= MAX_ITEMS_PER_DATASET:
@@ -227,15 +237,29 @@ class FlipgateSession:
                     f"{MAX_ITEMS_PER_DATASET} (value: {n!r}); leave it out to use "
                     f"audit.items_per_dataset and per-dataset n"
                 )
-            cfg = load_models(self.path("--models"))
+            self._parsed = load_models(self.path("--models"))
+        return self._parsed
+
+    def audit_config(self) -> AuditConfig:
+        """models.yaml, checked with the thresholds files and options against the plan (once)."""
+        if self._audit is None:
+            from contextlib import nullcontext
+
+            from flipgate import registry
+            from flipgate.config import load_thresholds
+            from flipgate.suite.threshold_coverage import (
+                check_selection,
+                check_thresholds,
+                gated_cells,
+                undecidable_thresholds,
+            )
+
+            cfg = self._models()
+            n = self.items_override
             thresholds = self.path("--thresholds")
             for model_id in cfg.models:  # fail at collection on a malformed thresholds file
                 load_thresholds(thresholds, model_id)
-            self._audit = cfg  # the suites' gated cells read it
-            try:
-                cells = gated_cells(registry.suites(), self)
-            finally:
-                self._audit = None
+            cells = gated_cells(registry.suites(), _UncheckedPlan(self, cfg))
             check_selection(cfg, cells)
             self.notes = check_thresholds(thresholds, cfg, cells, registry.suites())
             if not self.is_worker:  # thresholds their cap cannot decide, shown before any call
