@@ -382,7 +382,9 @@ def pytest_sessionstart(session):
     state.catch_interrupts(session)
     if state.is_worker:
         return
-    if not session.config.option.collectonly:
+    if not session.config.option.collectonly and (
+        state.reaches_suites() or session.config.getoption("--reset-cache")
+    ):  # a project's own tests, run where flipgate is installed, get none of its folders
         _check_storage(session.config, state)
     if session.config.getoption("--budget") is not None:
         _guard(session.config, state)

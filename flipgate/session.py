@@ -133,7 +133,8 @@ class FlipgateSession:
         return self.path("--cache-dir") / "responses.sqlite"
 
     def check_storage(self) -> list[str]:
-        """Controller, before anything is collected or called: the runs, manifests and GRID
+        """Controller, before anything is collected or called, in a run that reaches a suite's
+        module (:meth:`reaches_suites`) or resets the cache: the runs, manifests and GRID
         cards directories can be written, and the response cache is a sound database
         (``--reset-cache`` first moves it aside); a problem is one FlipgateError line naming the
         path and the remedy. Returns lines for the terminal."""
@@ -358,6 +359,14 @@ class FlipgateSession:
             for s in registry.suites()
             if any(self.may_collect(self.test_dir(d)) for d in s.test_dirs)
         ]
+
+    def reaches_suites(self) -> bool:
+        """Whether the run's arguments (or ``testpaths``) reach a test module that names a suite
+        (:func:`flipgate.cost.declared_suites`): only such a run prepares flipgate's folders and
+        response cache before it starts (:meth:`check_storage`)."""
+        from flipgate.cost import declared_suites
+
+        return bool(declared_suites(self))
 
     def suites_to_price(self) -> list[Suite]:
         """The registered suites the cost guard prices: those whose test folders this session

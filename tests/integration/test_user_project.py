@@ -414,3 +414,24 @@ def test_the_cost_guard_prices_the_suites_a_pyargs_run_collects(tmp_path, args, 
     )
     names = {s.name for s in FlipgateSession(config, "run").collected_suites()}
     assert names & set(BUILTIN) == expected  # (an installed suite of another package aside)
+
+
+@pytest.mark.slow
+def test_a_projects_own_tests_get_no_flipgate_folders(tmp_path):
+    """flipgate's plugin is active in every pytest run of an environment it is installed in. A
+    project's own tests (no module names a suite) leave none of its folders or its response cache
+    behind; a run that reaches a suite's module prepares them before anything is collected."""
+    (tmp_path / "test_mine.py").write_text("def test_mine():\n    assert True\n")
+    proc = run_pytest(["-q", "-p", "no:cacheprovider"], suite_env(), 120, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert {p.name for p in tmp_path.iterdir()} - {"__pycache__"} == {"test_mine.py"}
+
+    suite_module = (
+        'SUITE = "order"\nPART = "option_order"\n\n\ndef test_o(flipgate_cell):\n    pass\n'
+    )
+    (tmp_path / "test_order.py").write_text(suite_module)
+    proc = run_pytest(["-q", "-p", "no:cacheprovider"], suite_env(), 120, tmp_path)
+    assert "models.yaml" in proc.stdout, proc.stdout[-2000:]  # no plan here: a collection error
+    for folder in (".flipgate_cache", "fixtures/manifests", "grid_cards", "reports/runs"):
+        assert (tmp_path / folder).is_dir(), folder
+    assert (tmp_path / ".flipgate_cache" / "responses.sqlite").is_file()
