@@ -1,6 +1,6 @@
 """The cell key: a facet (``option_order``) or a control applied to a facet
 (``same_ordering:option_order``). Trials, verdicts, cards and thresholds store the cell *name*
-(``Cell.name``); ``Cell`` is only the parsed, in-memory form.
+(``CellKey.name``); ``CellKey`` is only the parsed, in-memory form.
 
 Kept free of imports so that any module (``flipgate.facets`` included) can use it.
 """
@@ -11,16 +11,16 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Cell:
+class CellKey:
     """A facet, optionally under a control (``control=None``: the facet itself)."""
 
     facet: str
     control: str | None = None
 
     @classmethod
-    def parse(cls, name: str) -> Cell:
-        """``same_ordering:option_order`` -> Cell("option_order", "same_ordering"); a name
-        without ``:`` -> Cell(name)."""
+    def parse(cls, name: str) -> CellKey:
+        """``same_ordering:option_order`` -> CellKey("option_order", "same_ordering"); a name
+        without ``:`` -> CellKey(name)."""
         control, sep, facet = name.partition(":")
         return cls(facet, control) if sep else cls(name)
 
@@ -43,4 +43,4 @@ def cell_group(model_id: str, cell: str, dataset: str) -> str:
     to run measures the facet's trials, the other reads them back); groups of one model run on
     both workers, each loading the model once. A regression case has a group of its own, scheduled
     after every order cell (flipgate/regression/suite.py)."""
-    return f"{model_id}/{Cell.parse(cell).facet}/{dataset}"
+    return f"{model_id}/{CellKey.parse(cell).facet}/{dataset}"

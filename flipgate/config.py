@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 
 from flipgate import SHOWN_CHARS, FlipgateError, not_utf8, short
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.facets import CONTROLS, FACETS
 from flipgate.items.registry import DatasetSpec
 from flipgate.metrics.consensus import ConsensusSettings
@@ -254,7 +254,7 @@ class AuditConfig:
         ``facets:`` / ``datasets:`` restrict the plan)."""
         out = [(name, d.name) for name, specs in self.facets.items() for d in specs]
         out += [
-            (Cell(facet=f, control=c).name, d.name)
+            (CellKey(facet=f, control=c).name, d.name)
             for c, pairs in self.controls.items()
             for f, d in pairs
         ]
@@ -265,7 +265,7 @@ class AuditConfig:
         return [
             (cell, d)
             for cell, d in out
-            if (facets is None or Cell.parse(cell).facet in facets)
+            if (facets is None or CellKey.parse(cell).facet in facets)
             and (datasets is None or d in datasets)
         ]
 
@@ -512,7 +512,7 @@ class Threshold:
         """``facet`` selects a facet, a control (on any facet) or one control cell
         (``same_ordering:option_order``); without it a threshold covers every facet, not
         controls."""
-        parsed = Cell.parse(cell)
+        parsed = CellKey.parse(cell)
         named = suite_cells()
         if cell in named or self.facet in named:  # a suite's metrics only where named
             facet_ok = self.facet == cell
@@ -638,7 +638,7 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
     out: list[Threshold] = []
     for i, t in enumerate(data["thresholds"]):
         facet = current_facet(t["facet"]) if t.get("facet") is not None else None
-        cell = Cell.parse(facet or "")
+        cell = CellKey.parse(facet or "")
         if facet is not None and not (
             facet in FACETS
             or facet in CONTROLS

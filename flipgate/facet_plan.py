@@ -10,7 +10,7 @@ from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.backends import Request
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.config import AuditConfig
 from flipgate.facets import get_facet
 from flipgate.grammar import Manifest, item_seed
@@ -87,7 +87,7 @@ class FacetPlans:
         return self._plans[dataset, name]
 
     def _make_plan(self, dataset: str, name: str) -> list[PlanEntry]:
-        cell = Cell.parse(name)
+        cell = CellKey.parse(name)
         facet_name = cell.facet
         facet = get_facet(facet_name)
         items = self.items(dataset, facet_name)
@@ -123,7 +123,7 @@ class FacetPlans:
             if items is None
             else self.plan_items(dataset, name, *items)
         )
-        cell = Cell.parse(name)
+        cell = CellKey.parse(name)
         facet = get_facet(cell.facet)
         requests = [
             facet.render(
@@ -139,5 +139,5 @@ class FacetPlans:
     def plan_items(self, dataset: str, name: str, first: int, last: int) -> list[PlanEntry]:
         """The entries of a cell's plan (:meth:`cell_plan`) for its items ``first`` to ``last``
         (exclusive) in the seeded order."""
-        wanted = {it.item_id for it in self.items(dataset, Cell.parse(name).facet)[first:last]}
+        wanted = {it.item_id for it in self.items(dataset, CellKey.parse(name).facet)[first:last]}
         return [entry for entry in self.cell_plan(dataset, name) if entry[0].item_id in wanted]

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.config import AuditConfig
 from flipgate.store import AtMost
 from flipgate.suite.api import Plan
@@ -294,7 +294,7 @@ def cell_plan(
     if sequential:
         n = AtMost(n)
     plan = {(model_id, dataset, cell): n}
-    plan[model_id, dataset, Cell.parse(cell).facet] = n
+    plan[model_id, dataset, CellKey.parse(cell).facet] = n
     return plan
 
 
@@ -307,7 +307,7 @@ def without_images(plan: Plan, text_only: set[str]) -> Plan:
     def takes(model_id: str, dataset: str, cell: str) -> bool:
         if model_id not in text_only:
             return True
-        facet = FACETS.get(Cell.parse(cell).facet)  # None for a suite's own cell
+        facet = FACETS.get(CellKey.parse(cell).facet)  # None for a suite's own cell
         return facet is None or not facet.needs_images
 
     return {key: n if takes(*key) else 0 for key, n in plan.items()}

@@ -26,7 +26,7 @@ from flipgate import FlipgateError, storage
 from flipgate.cards.build import TypedCardSuite
 from flipgate.cards.load import ALLOW_SKIPPED, ALLOW_SKIPPED_HELP, load_model, model_dirs
 from flipgate.cards.markdown import verdict_interval
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.cli import OK, Parser, one_line, run_command
 from flipgate.gate.rules import SEQUENCE
 from flipgate.markdown_text import md_escape
@@ -157,7 +157,7 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path, suites: Sequence
             for cell, by in card[group].items()
         ]
         for cell, by_readout in cells:
-            readout = primaries.get(Cell.parse(cell).facet)
+            readout = primaries.get(CellKey.parse(cell).facet)
             readout = readout if readout in by_readout else next(iter(by_readout))
             m = by_readout[readout]
             lines.append(

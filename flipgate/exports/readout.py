@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def cell_readouts(card: dict) -> list[CellReadout]:
     out = []
     for group in ("order_robustness", "controls"):
         for cell, by_readout in card[group].items():
-            readout = primaries.get(Cell.parse(cell).facet)
+            readout = primaries.get(CellKey.parse(cell).facet)
             readout = readout if readout in by_readout else next(iter(by_readout))
             m = by_readout[readout]
             out.append(

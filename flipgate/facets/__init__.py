@@ -3,7 +3,7 @@
 
 A *cell name* is a facet name (``option_order``) or a control applied to a facet
 (``same_ordering:option_order``); trials, verdicts and cards are keyed by it, and
-``flipgate.cell.Cell`` parses it.
+``flipgate.cell.CellKey`` parses it.
 """
 
 from __future__ import annotations

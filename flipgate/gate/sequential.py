@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.config import Threshold
 from flipgate.facets import get_facet
 from flipgate.gate.rules import within
@@ -47,7 +47,7 @@ def draws_sequentially(settings: SequentialSettings | None, name: str) -> bool:
     """Whether a facet or control cell ``name`` draws its items sequentially under ``settings``
     (None: fixed N, ``audit.sequential: false`` or ``--fixed-n``): not when its facet needs a
     judge over its whole item set."""
-    return settings is not None and not get_facet(Cell.parse(name).facet).judged
+    return settings is not None and not get_facet(CellKey.parse(name).facet).judged
 
 
 class ThresholdDecision(BaseModel):

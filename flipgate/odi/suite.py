@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.facets import FACETS
 from flipgate.odi.names import ODI_CELL, ODI_FITS, ORDER_PANEL
 from flipgate.progress import cell_plan
@@ -71,7 +71,7 @@ class ODISuite(TypedCardSection):
         cfg, plan = ctx.audit_config(), Plan()
         for model_id in cfg.audited("order"):
             for cell, dataset in cfg.cells(model_id):
-                if not Cell.parse(cell).is_control:
+                if not CellKey.parse(cell).is_control:
                     plan |= cell_plan(cfg, ctx.items_override, model_id, cell, dataset)
         return plan
 

@@ -34,7 +34,7 @@ from flipgate.cards.model import (
     SequentialCell,
     Template,
 )
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.facets import CONTROLS, FACETS, readouts_for
 from flipgate.gate.sequential import SequentialStop
 from flipgate.markdown_text import md_escape
@@ -57,7 +57,7 @@ NOT_VARIED = [
 def is_order_cell(cell: str) -> bool:
     """A facet or control cell of the order suite (``option_order``,
     ``same_ordering:option_order``), not another suite's (``envelope[...]``, ``judge``)."""
-    parsed = Cell.parse(cell)
+    parsed = CellKey.parse(cell)
     return parsed.facet in FACETS and (parsed.control is None or parsed.control in CONTROLS)
 
 
@@ -79,7 +79,7 @@ def own_card(ctx: CardContext, sections: dict[str, Any]) -> GridCard | None:
     # did not run (trials only asked for by a control or the ODI fit) is summarised here
     stored = store.cell_summaries(model_id, dataset)
     for cell in sorted(trials["facet"].unique()):
-        parsed = Cell.parse(cell)
+        parsed = CellKey.parse(cell)
         control, facet = parsed.control, parsed.facet
         readouts, primaries[facet] = readouts_for(facet, model_readouts, model_primary)
         part = trials[trials["facet"] == cell]
@@ -101,7 +101,7 @@ def own_card(ctx: CardContext, sections: dict[str, Any]) -> GridCard | None:
         (order if control is None else controls)[cell] = summaries
     if not order and not controls:  # no facet or control cell ran on the pair
         return None
-    main = sorted(order)[0] if order else Cell.parse(sorted(controls)[0]).facet
+    main = sorted(order)[0] if order else CellKey.parse(sorted(controls)[0]).facet
     primary = primaries[main]
     scored = trials[trials["facet"] == main]
     df = answers_frame(scored, primary) if len(scored) else scored.assign(correct=[])
@@ -265,7 +265,7 @@ def model_index_metrics(card: dict) -> list[dict]:
     metrics: list[dict] = []
     for group in ("order_robustness", "controls"):
         for facet, by_readout in card[group].items():
-            m = by_readout.get(primaries.get(Cell.parse(facet).facet)) or next(
+            m = by_readout.get(primaries.get(CellKey.parse(facet).facet)) or next(
                 iter(by_readout.values())
             )
             metrics.append(

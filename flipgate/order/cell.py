@@ -10,7 +10,7 @@ import pandas as pd
 from flipgate.backends.floor import NOT_MEASURED_FLOOR, floor_not_measured
 from flipgate.calls import Auditor
 from flipgate.cards.disclosure import card_section, stop_line
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.facets import get_facet
 from flipgate.gate.sequential import SequentialStop
 from flipgate.metrics.sequential import ItemValues
@@ -25,7 +25,7 @@ from flipgate.trend import metric_trend
 
 
 @dataclass
-class FlipCell(SuiteCell):
+class OrderCell(SuiteCell):
     """One parametrised suite case: a facet or control cell of a model on a dataset."""
 
     auditor: Auditor
@@ -41,7 +41,7 @@ class FlipCell(SuiteCell):
 
     def summarised(self) -> tuple[dict[str, CellSummary], pd.DataFrame]:
         cfg = self.auditor.config
-        cell = Cell.parse(self.name)
+        cell = CellKey.parse(self.name)
         control, facet = cell.control, cell.facet
         readouts = self.auditor.readouts(self.model_id, facet)[0]
         cells = order_cells(self.auditor)
@@ -81,14 +81,14 @@ class FlipCell(SuiteCell):
         """The cell's summaries and item table, gated by the thresholds on the cell; a control
         whose backend answered its replicates as copies measured no floor: its summaries are
         kept, labelled, and its thresholds are not applicable (§12.5)."""
-        facet = Cell.parse(self.name).facet
+        facet = CellKey.parse(self.name).facet
         why = order_cells(self.auditor).unmeasurable(self.model_id, self.dataset, facet)
         if why:
             skip_not_applicable(why)
         summaries, items = self.summarised()
         unmeasured = (
             floor_not_measured(self.model_id, self.auditor.backend(self.model_id))
-            if Cell.parse(self.name).is_control
+            if CellKey.parse(self.name).is_control
             else None
         )
         if unmeasured:

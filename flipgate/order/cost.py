@@ -4,7 +4,7 @@ facets."""
 
 from __future__ import annotations
 
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.cost import (
     BudgetRefused,
     Ledger,
@@ -67,7 +67,7 @@ def project(
         ledger.calls += sum(not hit for hit in cached)
         per_char = sum(o.tokens_in for o in outputs) / max(1, sum(prompt_chars(r) for r in pilot))
         mean_out = sum(o.tokens_out for o in outputs) / max(1, len(outputs))
-        cell = Cell.parse(name)
+        cell = CellKey.parse(name)
         # a control's pilot is answered by the facet's canonical calls; its replicates are keyed by
         # seed (docs/definitions.md §3.6), so every one of them is projected
         todo = requests if cell.is_control else requests[len(pilot) :]

@@ -14,7 +14,7 @@ import pandas as pd
 from flipgate.backends import Request
 from flipgate.backends.base import measures_replicates
 from flipgate.calls import Auditor
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.facets import get_facet
 from flipgate.gate.sequential import Dependent, SequentialStop, draws_sequentially, run_sequential
 from flipgate.items import Item
@@ -31,7 +31,7 @@ def order_cells(auditor: Auditor) -> OrderCells:
 
 def _facet(name: str) -> str:
     """The facet of a facet or control cell name."""
-    return Cell.parse(name).facet
+    return CellKey.parse(name).facet
 
 
 class OrderCells:
@@ -52,7 +52,7 @@ class OrderCells:
             for cell, where in self.auditor.config.cells(
                 model_id
             ):  # nothing to wait for (progress)
-                if where == dataset and Cell.parse(cell).facet == facet_name:
+                if where == dataset and CellKey.parse(cell).facet == facet_name:
                     self.auditor.store.set_planned(model_id, dataset, cell, 0)
             return f"model {model_id!r} takes no images: {facet_name} on {dataset} not measured"
         return None
@@ -126,7 +126,7 @@ class OrderCells:
             if stored is not None:
                 return stored, stop
         assert self.auditor.sequential is not None and self.auditor.thresholds_dir is not None
-        cell = Cell.parse(name)
+        cell = CellKey.parse(name)
         cap, perm, test_cap = self.n_items(model_id, dataset, cell.facet), None, None
         if cell.is_control:
             perm, facet_stop = self.sequential_trials(model_id, dataset, cell.facet)
@@ -173,8 +173,8 @@ class OrderCells:
             for control, d in self.auditor.config.cells(model_id)
             if d == dataset
             and not cell.is_control
-            and Cell.parse(control).is_control
-            and Cell.parse(control).facet == name
+            and CellKey.parse(control).is_control
+            and CellKey.parse(control).facet == name
             and self.is_sequential(control)
             and (held := all_thresholds.for_cell(control, dataset))
         ]
@@ -208,7 +208,7 @@ class OrderCells:
     ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         """A cell's trials (:meth:`measured_trials`) and, for a control, those of the facet it
         is compared with (None for a facet cell)."""
-        cell = Cell.parse(name)
+        cell = CellKey.parse(name)
         perm = self.measured_trials(model_id, dataset, cell.facet) if cell.is_control else None
         trials = self.measured_trials(model_id, dataset, name)
         return trials, perm
@@ -221,7 +221,7 @@ class OrderCells:
         seed and its own response-cache key: a rerun replays the measured noise floor); with
         ``items`` = (first, last), only those of the items ``first`` to ``last`` (exclusive) in
         the seeded order (a sequential cell's batch)."""
-        cell = Cell.parse(name)
+        cell = CellKey.parse(name)
         facet_name = cell.facet
         facet = get_facet(facet_name)
         readouts = self.auditor.readouts(model_id, facet_name)[0]
@@ -266,7 +266,7 @@ class OrderCells:
         from flipgate.judging.permuted import consensus_labels, permuted_requests
 
         judge_id = self.auditor.config.judge or model_id
-        facet = get_facet(Cell.parse(name).facet)
+        facet = get_facet(CellKey.parse(name).facet)
         items = {it.item_id: it for it in self.plans.items(dataset, facet.name)}
         settings = self.auditor.config.judge_consensus
         groups, order = [], []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from flipgate import FlipgateError
-from flipgate.cell import Cell, cell_group
+from flipgate.cell import CellKey, cell_group
 from flipgate.config import CONTROL_METRICS, FACET_METRIC_RANGES, FACET_METRICS, AuditConfig
 from flipgate.facets import CONTROLS, FACETS, get_facet, readouts_for
 from flipgate.facets.short_answer import ShortAnswerFacet
@@ -25,7 +25,7 @@ def facet_cells(cfg: AuditConfig) -> list[GatedCell]:
         for cell, dataset in cfg.cells(model_id):
             try:
                 readouts = readouts_for(
-                    Cell.parse(cell).facet, model["readouts"], model["primary_readout"]
+                    CellKey.parse(cell).facet, model["readouts"], model["primary_readout"]
                 )[0]
             except FlipgateError:  # the cell itself reports this when it runs
                 readouts = model["readouts"]
@@ -60,7 +60,7 @@ class OrderSuite(TypedCardSection):
         cfg = ctx.audit_config()
         if part in CONTROLS:
             cells = [
-                (Cell(facet=f, control=part).name, f"{f}-{d.name}", d.name)
+                (CellKey(facet=f, control=part).name, f"{f}-{d.name}", d.name)
                 for f, d in cfg.controls.get(part, [])
             ]
         else:
@@ -73,7 +73,7 @@ class OrderSuite(TypedCardSection):
                 models=(model_id,),
                 dataset=dataset,
                 # cells of free-form facets (long generations) before the others
-                rank=1 if isinstance(get_facet(Cell.parse(cell).facet), ShortAnswerFacet) else 2,
+                rank=1 if isinstance(get_facet(CellKey.parse(cell).facet), ShortAnswerFacet) else 2,
             )
             for model_id in cfg.audited("order")
             for cell, label, dataset in cells
@@ -92,10 +92,10 @@ class OrderSuite(TypedCardSection):
         return NoCases("not-declared", f"{part}: {why}")
 
     def cell(self, ctx: SuiteContext, param: Any, auditor, capture_manager: Any):
-        from flipgate.order.cell import FlipCell
+        from flipgate.order.cell import OrderCell
 
         name, model_id, dataset = param
-        return FlipCell(auditor, ctx.thresholds_dir, name, model_id, dataset, capture_manager)
+        return OrderCell(auditor, ctx.thresholds_dir, name, model_id, dataset, capture_manager)
 
     def gated(self, ctx: SuiteContext) -> list[GatedCell]:
         return facet_cells(ctx.audit_config())
@@ -117,7 +117,7 @@ class OrderSuite(TypedCardSection):
 
         cfg = ctx.audit_config()
         models = cfg.audited("order")
-        judged = any(get_facet(Cell.parse(name).facet).judged for name, _ in cfg.cells())
+        judged = any(get_facet(CellKey.parse(name).facet).judged for name, _ in cfg.cells())
         require_prices(cfg.models, models + ([cfg.judge] if cfg.judge and judged else []))
         pilot = ctx.option("--pilot-items")
         return [project(auditor, m, pilot, ledger) for m in models]

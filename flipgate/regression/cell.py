@@ -14,7 +14,7 @@ from flipgate.backends.floor import NOT_MEASURED_FLOOR, floor_not_measured
 from flipgate.backends.identity import is_verified
 from flipgate.calls import Auditor
 from flipgate.cards.build import git_commit
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.config import Threshold, ThresholdSet
 from flipgate.gate.rules import evaluate
 from flipgate.order.measure import OrderCells, order_cells
@@ -126,7 +126,7 @@ class RegressionCell(SuiteCell):
 
     def live_arm(self, model_id: str) -> Arm:
         """A model's side of the cell, measured (or replayed from the cache) in this session."""
-        facet = Cell.parse(self.cell).facet
+        facet = CellKey.parse(self.cell).facet
         trials, perm = self.order_cells.cell_trials(model_id, self.dataset, self.cell)
         manifest = self.auditor.store.manifests().get((facet, self.dataset), {}).get("sha256")
         return Arm(
@@ -165,7 +165,7 @@ class RegressionCell(SuiteCell):
         return models.get(self.baseline, {}).get("fingerprint") or {}
 
     def compared(self) -> CellComparison:
-        cfg, facet = self.auditor.config, Cell.parse(self.cell).facet
+        cfg, facet = self.auditor.config, CellKey.parse(self.cell).facet
         with self.live_output():
             base, identity = self.baseline_arm()
             if base is None:
@@ -203,7 +203,7 @@ class RegressionCell(SuiteCell):
         )
         comparison.baseline_identity = identity
         stop = self.order_cells.stop(self.pairing.candidate, self.dataset, self.cell)
-        if stop is not None and not Cell.parse(self.cell).is_control:  # held by this case
+        if stop is not None and not CellKey.parse(self.cell).is_control:  # held by this case
             comparison.planned = planned_pairs(stop.cap, int(base.trials["item_id"].nunique()))
         return comparison
 
@@ -232,10 +232,12 @@ class RegressionCell(SuiteCell):
             pytest.skip(p.skip)
         live = [p.candidate] + ([self.baseline] if p.run is None else [])  # measured here
         for model_id in live:
-            why = self.order_cells.unmeasurable(model_id, self.dataset, Cell.parse(self.cell).facet)
+            why = self.order_cells.unmeasurable(
+                model_id, self.dataset, CellKey.parse(self.cell).facet
+            )
             if why:
                 skip_not_applicable(why)
-        if Cell.parse(self.cell).is_control:
+        if CellKey.parse(self.cell).is_control:
             self.skip_unmeasured_floor(live)
         comparison = self.compared()
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from flipgate import FlipgateError, __version__, storage
 from flipgate.backends.floor import NOT_MEASURED_FLOOR
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.cli import OK, USAGE, Parser, run_command
 from flipgate.exitcodes import INTERNAL_ERROR, INTERRUPTED, MEANING, NO_TESTS
 from flipgate.files import atomic_copy, atomic_write, replace_with
@@ -255,7 +255,7 @@ def compare_runs(
             unmeasured = [
                 f"{m}@{r.run_id}"
                 for m, r in ((base, base_run), (cand, cand_run))
-                if Cell.parse(cell).is_control and r.floor_not_measured(m, cell, dataset)
+                if CellKey.parse(cell).is_control and r.floor_not_measured(m, cell, dataset)
             ]
             if unmeasured:  # Δ_order against a constructed floor: nothing to compare
                 skipped.append(

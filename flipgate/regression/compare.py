@@ -19,7 +19,7 @@ import pandas as pd
 
 from flipgate import FlipgateError
 from flipgate import metrics as M
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.metrics.sequential import ItemValues, ValueKind
 from flipgate.results import MetricEstimate, Verdict
 from flipgate.summary import answers_frame
@@ -354,7 +354,7 @@ def compare_cell(
         partial,
         prefix,
     )
-    control = Cell.parse(cell).is_control
+    control = CellKey.parse(cell).is_control
     if control:
         if baseline.perm is None or candidate.perm is None:
             raise IncomparableCell(

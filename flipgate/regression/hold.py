@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from flipgate import FlipgateError
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.gate.sequential import DECIDING_RULES, Dependent
 from flipgate.metrics.sequential import ItemValues
 from flipgate.order.measure import order_cells
@@ -35,7 +35,7 @@ def regression_dependents(
     """The regression cases that compare ``model_id``'s facet ``cell`` × ``dataset`` with a
     baseline, as dependents of that cell (flipgate.gate.sequential.Dependent)."""
 
-    if Cell.parse(cell).is_control or ctx.thresholds_dir is None:
+    if CellKey.parse(cell).is_control or ctx.thresholds_dir is None:
         return []
     cfg = auditor.config
 

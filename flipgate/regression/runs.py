@@ -16,7 +16,7 @@ import pandas as pd
 
 from flipgate import FlipgateError, storage
 from flipgate.backends.floor import NOT_MEASURED_FLOOR
-from flipgate.cell import Cell
+from flipgate.cell import CellKey
 from flipgate.facets import FACETS, readouts_for
 from flipgate.gate.sequential import SequentialStop
 from flipgate.grammar import GRAMMAR_VERSION, Manifest
@@ -218,7 +218,7 @@ class RunRecord:
         trials = self.trials(model_id, dataset, cell)
         if trials.empty:
             return None
-        facet = Cell.parse(cell).facet
+        facet = CellKey.parse(cell).facet
         config = self.models.get(model_id, {}).get("config", {})
         readouts = config.get("readouts") or sorted({r for rs in trials["readouts"] for r in rs})
         readouts = readouts_for(facet, readouts, config.get("primary_readout", readouts[0]))[0]
@@ -242,7 +242,7 @@ class RunRecord:
         """The pairs this run's sequential facet cell was held for by its regression case
         (flipgate.regression.hold), as the case in the run decided: None for a fixed-N cell or
         a control."""
-        if Cell.parse(cell).is_control:
+        if CellKey.parse(cell).is_control:
             return None
         for stop in self.store.records(SequentialStop, model_id):
             if (stop.dataset, stop.cell) == (dataset, cell):
@@ -256,14 +256,14 @@ class RunRecord:
                 f"{self.role} {self.path}: model {model_id!r} has no readouts / primary_readout in "
                 f"its stored config"
             )
-        facet = Cell.parse(cell).facet
+        facet = CellKey.parse(cell).facet
         return readouts_for(facet, config["readouts"], config["primary_readout"])[1]
 
     def order_cells(self, model_id: str) -> list[tuple[str, str]]:
         """(facet or control cell, dataset) of every order cell the run measured for
         ``model_id``."""
         return sorted(
-            (c, d) for m, c, d in self.cells if m == model_id and Cell.parse(c).facet in FACETS
+            (c, d) for m, c, d in self.cells if m == model_id and CellKey.parse(c).facet in FACETS
         )
 
 

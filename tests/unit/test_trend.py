@@ -9,7 +9,7 @@ import pytest
 from support.auditors import make_auditor
 from support.scripted import ScriptedBackend
 
-from flipgate.order.cell import FlipCell
+from flipgate.order.cell import OrderCell
 from flipgate.results import CellSummary, MetricEstimate
 from flipgate.store import TrialStore
 from flipgate.trend import TrendPoint, metric_trend, short_run_id, trend_plot
@@ -154,7 +154,7 @@ def test_flip_cell_records_summaries_and_trend(tmp_path, monkeypatch):
     backend = ScriptedBackend()
     for run_id in RUNS[:2]:
         auditor = make_auditor(tmp_path, backend, run_id=run_id)
-        FlipCell(auditor, str(tmp_path / "thr"), "option_order", "scripted", "arc_challenge").run()
+        OrderCell(auditor, str(tmp_path / "thr"), "option_order", "scripted", "arc_challenge").run()
     stored = auditor.store.summaries(*CELL)
     summaries, items = captured[-1][3], captured[-1][4]
     table = auditor.store.item_table(*CELL)  # the per-item table Allure attached, stored once
@@ -173,7 +173,7 @@ def test_flip_cell_records_summaries_and_trend(tmp_path, monkeypatch):
     ]
     assert len(captured[0][-1]) == 1
 
-    FlipCell(
+    OrderCell(
         auditor, str(tmp_path / "thr"), "same_ordering:option_order", "scripted", "arc_challenge"
     ).run()
     control = auditor.store.summaries("scripted", "arc_challenge", "same_ordering:option_order")[

@@ -118,12 +118,12 @@ def test_text_only_model_skips_image_facet(tmp_path):
     from support.auditors import make_auditor
     from support.scripted import ScriptedBackend
 
-    from flipgate.order.cell import FlipCell
+    from flipgate.order.cell import OrderCell
 
     auditor = make_auditor(tmp_path, ScriptedBackend())
     (tmp_path / "thr").mkdir()
     (tmp_path / "thr" / "default.yaml").write_text("thresholds: []\n")
-    cell = FlipCell(
+    cell = OrderCell(
         auditor, str(tmp_path / "thr"), "image_set_order", "scripted", "synthetic_shapes"
     )
     with pytest.raises(

@@ -24,7 +24,7 @@ from flipgate.cards.markdown import card_markdown
 from flipgate.config import AuditConfig
 from flipgate.gate.sequential import SequentialSettings, SequentialStop
 from flipgate.items import DatasetSpec
-from flipgate.order.cell import FlipCell
+from flipgate.order.cell import OrderCell
 from flipgate.order.measure import order_cells
 from flipgate.regression.compare import compare_cell
 from flipgate.regression.runs import RunRecord
@@ -85,7 +85,7 @@ def hf_auditor(model_dir: Path, tmp_path: Path, sequential: bool = False, **mode
     )
 
 
-def gated(cell: FlipCell) -> list[Verdict]:
+def gated(cell: OrderCell) -> list[Verdict]:
     """Run a cell that must be gated: a skip is this test's failure here, not a skipped test."""
     try:
         return cell.run()
@@ -149,12 +149,12 @@ def test_replay_and_undeclared_backends_measure(tmp_path):
 def test_a_greedy_hf_control_is_not_measured_not_applicable_and_labelled(tiny_model_dir, tmp_path):
     auditor = hf_auditor(tiny_model_dir, tmp_path)
     th = thresholds_dir(tmp_path)
-    facet_verdicts = gated(FlipCell(auditor, th, FACET, "tiny", DATASET))
+    facet_verdicts = gated(OrderCell(auditor, th, FACET, "tiny", DATASET))
     assert {v.threshold for v in facet_verdicts} == {"flip_rate <= 1.0 (point)"}
     computed = count_computed(auditor.backend("tiny"))  # type: ignore[arg-type]
     copies_before = auditor.backend("tiny").answer_copies  # type: ignore[attr-defined]
     with pytest.raises(pytest.skip.Exception) as skipped:
-        FlipCell(auditor, th, CONTROL, "tiny", DATASET).run()
+        OrderCell(auditor, th, CONTROL, "tiny", DATASET).run()
     # and counted as such: every replicate a copy, none computed (the run's calls line says so)
     copies = auditor.backend("tiny").answer_copies - copies_before  # type: ignore[attr-defined]
     assert copies == N_ITEMS * auditor.config.k
@@ -221,9 +221,9 @@ def test_a_sequential_greedy_control_decides_nothing_and_holds_nothing(tiny_mode
 def test_a_sampled_hf_control_computes_every_replicate_and_is_gated(tiny_model_dir, tmp_path):
     auditor = hf_auditor(tiny_model_dir, tmp_path, decoding={"temperature": 1.0})
     th = thresholds_dir(tmp_path)
-    gated(FlipCell(auditor, th, FACET, "tiny", DATASET))
+    gated(OrderCell(auditor, th, FACET, "tiny", DATASET))
     computed = count_computed(auditor.backend("tiny"))  # type: ignore[arg-type]
-    cell = FlipCell(auditor, th, CONTROL, "tiny", DATASET)
+    cell = OrderCell(auditor, th, CONTROL, "tiny", DATASET)
     try:
         verdicts = gated(cell)
     except pytest.fail.Exception:  # a random model's sampled answers may well flip: gated
@@ -251,7 +251,7 @@ def test_a_measuring_control_that_flips_fails_its_gate(tmp_path):
         "thresholds:\n  - {metric: flip_rate, facet: same_ordering, max: 0.05, rule: upper}\n",
     )
     with pytest.raises(pytest.fail.Exception):
-        gated(FlipCell(auditor, th, CONTROL, "scripted", "arc_challenge"))
+        gated(OrderCell(auditor, th, CONTROL, "scripted", "arc_challenge"))
     (verdict,) = auditor.store.verdicts("scripted", "arc_challenge")
     assert verdict.facet == CONTROL and verdict.verdict == "fail"
     s = auditor.store.cell_summaries("scripted", "arc_challenge")[CONTROL]["regex"]

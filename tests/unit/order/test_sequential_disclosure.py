@@ -29,7 +29,7 @@ from flipgate.gate.sequential import SequentialStop, ThresholdDecision
 from flipgate.markdown_text import md_escape
 from flipgate.metrics.sequential import SequentialSettings
 from flipgate.order import allure as order_allure
-from flipgate.order.cell import FlipCell
+from flipgate.order.cell import OrderCell
 from flipgate.order.measure import order_cells
 
 #: a position-biased model flips on every item, and never on the same ordering: both thresholds
@@ -79,7 +79,7 @@ def sequential_run(tmp_path, monkeypatch):
     for cell in CELLS:
         reports[cell] = Recorder()
         monkeypatch.setattr(order_allure, "label_test", lambda *a, r=reports[cell]: r)
-        FlipCell(auditor, str(thresholds), cell, "scripted", "arc_challenge").run()
+        OrderCell(auditor, str(thresholds), cell, "scripted", "arc_challenge").run()
     return auditor.store, reports
 
 
