@@ -96,7 +96,7 @@ class AtMost(int):
 @dataclass(frozen=True)
 class AnalysisTable:
     """A suite's table of analyses (JSON data), one per key: e.g. the configuration envelope's,
-    one per benchmark (``AnalysisTable("envelopes", "dataset")``)."""
+    one per benchmark (``AnalysisTable("envelope", "dataset")``)."""
 
     name: str
     #: the key's column

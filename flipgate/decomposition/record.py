@@ -13,8 +13,9 @@ from flipgate.metrics.decomposition import AxisDecomposition
 
 class DecompositionRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
-    #: its table in the trials store (flipgate.store.StoredRecord), one row per key
-    TABLE: ClassVar[str] = "decompositions"
+    #: its table in the trials store (flipgate.store.StoredRecord), one row per key: the suite's
+    #: name (decompositions before; a run reads only its own store's records)
+    TABLE: ClassVar[str] = "decomposition"
     KEY: ClassVar[tuple[str, ...]] = ("model_id", "dataset", "axis")
 
     model_id: str

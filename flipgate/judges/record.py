@@ -12,8 +12,9 @@ from flipgate.metrics.judging import JudgeConsensusResult
 
 class JudgeRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
-    #: its table in the trials store (flipgate.store.StoredRecord), one row per key
-    TABLE: ClassVar[str] = "judge_consensus"
+    #: its table in the trials store (flipgate.store.StoredRecord), one row per key: the suite's
+    #: name (judge_consensus before; a run reads only its own store's records)
+    TABLE: ClassVar[str] = "judges"
     KEY: ClassVar[tuple[str, ...]] = ("model_id", "dataset")
 
     model_id: str

@@ -87,7 +87,7 @@ def test_full_trials_store_is_one_line_naming_it_and_the_remedy(tmp_path):
     store = TrialStore(tmp_path / "trials.sqlite")
     full(store.conn)
     with pytest.raises(FlipgateError) as err:
-        store.add_analysis(AnalysisTable("envelopes", "dataset"), "mmlu", {"big": "x" * 200_000})
+        store.add_analysis(AnalysisTable("envelope", "dataset"), "mmlu", {"big": "x" * 200_000})
     message = str(err.value)
     assert str(tmp_path / "trials.sqlite") in message and "\n" not in message
     assert "the disk is full" in message and "free disk space" in message

@@ -61,22 +61,30 @@ def test_a_record_type_whose_table_is_not_an_identifier_is_refused(tmp_path):
         store.add_record(Bad(model_id="a", dataset="x", part="p", value=1.0))
 
 
-def test_the_suites_records_keep_the_tables_older_stores_have():
-    """A store written before this change holds decompositions, judge_consensus and continuity
-    tables with these keys: the record types name the same tables, so it reads as before."""
+def test_each_suites_records_are_kept_in_a_table_of_its_name():
+    """One name per suite: its records' (and analyses') table in the trials store is the suite's
+    name. A run reads these tables only in its own store (its cards, Allure, the terminal);
+    what reads an older run's store (compare, baseline, trend) reads trials, summaries and
+    sequential stops, so the tables named otherwise before (decompositions, judge_consensus,
+    envelopes) need no reading."""
+    from flipgate import registry
     from flipgate.continuity.record import ContinuityRecord
     from flipgate.decomposition.record import DecompositionRecord
+    from flipgate.envelope.names import ENVELOPE_ANALYSES
     from flipgate.judges.record import JudgeRecord
+    from flipgate.odi.names import ODI_FITS
 
-    assert (DecompositionRecord.TABLE, DecompositionRecord.KEY) == (
-        "decompositions",
-        ("model_id", "dataset", "axis"),
-    )
-    assert (JudgeRecord.TABLE, JudgeRecord.KEY) == ("judge_consensus", ("model_id", "dataset"))
-    assert (ContinuityRecord.TABLE, ContinuityRecord.KEY) == (
-        "continuity",
-        ("model_id", "sweep", "estimator"),
-    )
+    tables = {
+        "decomposition": (DecompositionRecord.TABLE, DecompositionRecord.KEY),
+        "judges": (JudgeRecord.TABLE, JudgeRecord.KEY),
+        "continuity": (ContinuityRecord.TABLE, ContinuityRecord.KEY),
+        "envelope": (ENVELOPE_ANALYSES.name, (ENVELOPE_ANALYSES.key,)),
+        "odi": (ODI_FITS.name, (ODI_FITS.key,)),
+    }
+    assert all(registry.get(suite).name == table for suite, (table, _) in tables.items())
+    assert tables["decomposition"][1] == ("model_id", "dataset", "axis")
+    assert tables["judges"][1] == ("model_id", "dataset")
+    assert tables["continuity"][1] == ("model_id", "sweep", "estimator")
 
 
 def test_analyses_round_trip_by_key_and_an_older_stores_tables_read_as_before(tmp_path):
