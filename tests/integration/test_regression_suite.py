@@ -28,7 +28,7 @@ thresholds:
   - {metric: delta_accuracy, vs: baseline, min: -0.5, rule: lower}
   - {metric: delta_delta_order, vs: baseline, facet: same_ordering, max: 0.5, rule: lower}
 """
-ORDER_AND_REGRESSION = ("-k", "option_order or versions")
+ORDER_AND_REGRESSION = ("-k", "option_order or regression")
 
 
 def _runs(tmp: Path) -> list[Path]:
@@ -119,7 +119,7 @@ def test_baseline_run_gates_and_regression_fails(pair_run):
         "  - {metric: delta_delta_order, vs: baseline, facet: same_ordering, max: 1,"
         " rule: point}\n",
     ).parent
-    proc = run_suite(tmp, models, strict, "-k", "versions and tiny-bf16-vs-tiny-fp32")
+    proc = run_suite(tmp, models, strict, "-k", "regression and tiny-bf16-vs-tiny-fp32")
     assert proc.returncode == GATE_FAILED, proc.stdout[-3000:]
     assert (
         "delta_parse_rate[vs=baseline] >= 0.5 (point)" in proc.stdout and "-> fail" in proc.stdout
@@ -130,7 +130,7 @@ def test_incomparable_manifests_are_an_error_unless_partial(pair_run):
     """Sequential cells (the default) drawn to other caps compare the prefix both runs drew;
     fixed-N cells must answer the same manifest, unless --baseline-partial."""
     tmp, models, thresholds, _ = pair_run
-    one = ("-k", "versions and tiny-fp32-vs-tiny-fp32 and not same")
+    one = ("-k", "regression and tiny-fp32-vs-tiny-fp32 and not same")
     proc = run_suite(
         tmp, models, thresholds, *one, "--baseline", str(_runs(tmp)[0]), "--items-per-dataset", "2"
     )

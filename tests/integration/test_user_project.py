@@ -134,13 +134,13 @@ def test_init_writes_the_layout_and_a_second_init_changes_nothing(project):
 
 def test_test_ids_name_the_suites_not_the_projects_venv(project):
     """Suites collected from the project's own .venv read as pytest names them for a venv
-    elsewhere (``facets/test_option_order.py::...``), in pytest and in Allure."""
+    elsewhere (``order/test_option_order.py::...``), in pytest and in Allure."""
     out = project["first"].stdout
     ids = re.findall(r"^(\S+::\S+) (?:PASSED|FAILED|SKIPPED|ERROR)", out, re.M)
     ids += re.findall(r"\] (?:PASSED|FAILED|SKIPPED|ERROR) (\S+::\S+)", out)
     assert ids and not [i for i in ids if "site-packages" in i or ".venv" in i], ids[:5]
     names = [r["fullName"] for r in project["allure_results"]]
-    assert "facets.test_option_order#test_option_order" in names, names
+    assert "order.test_option_order#test_option_order" in names, names
     assert not [n for n in names if "site-packages" in n or "venv" in n], names[:5]
 
 
@@ -181,7 +181,7 @@ def test_a_bare_pytest_is_the_audit_of_the_projects_models(project):
     # the suites came from the installed package, with the project's models.yaml
     facet = _ran(first, "test_option_order")
     assert sorted(facet) == [
-        f"facets/test_option_order.py::test_option_order[tiny-{d}]"
+        f"order/test_option_order.py::test_option_order[tiny-{d}]"
         for d in ("arc_challenge", "commonsense_qa", "mmlu")
     ], out[-3000:]
     assert f"rootdir: {project['proj']}" in first.stdout
@@ -303,7 +303,7 @@ def test_init_adds_the_settings_to_the_pytest_table_the_project_uses(name, text,
     collected = _collect(tmp_path)
     assert collected.returncode == 0, collected.stdout[-2000:] + collected.stderr[-2000:]
     ids = [x for x in collected.stdout.splitlines() if "::" in x]
-    assert "facets/test_option_order.py::test_option_order[smollm2-135m-instruct-mmlu]" in ids
+    assert "order/test_option_order.py::test_option_order[smollm2-135m-instruct-mmlu]" in ids
     again = _init(tmp_path)
     assert f"kept    {name} (its pytest section runs flipgate_suites)" in again.stdout
 
