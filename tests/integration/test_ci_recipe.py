@@ -712,6 +712,7 @@ def test_pip_spec_reads_pep_610(direct_url, expected, monkeypatch, tmp_path):
     assert init.pip_spec(tmp_path) == init.PipSpec(expected)
 
 
+@pytest.mark.slow
 def test_an_empty_pip_spec_is_one_usage_line(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "flipgate", "init", "--pip-spec", " "],

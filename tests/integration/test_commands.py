@@ -69,6 +69,7 @@ def run_without(module: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "module, args",
     [
@@ -85,6 +86,7 @@ def test_a_missing_dependency_is_one_line_and_exit_4(module, args):
     assert f"{sys.executable} -m pip install {REPO}" in line, line  # the remedy, for this Python
 
 
+@pytest.mark.slow
 def test_a_missing_flipgate_module_is_a_bug_and_raises():
     proc = run_without("flipgate.regression.table", "compare", "a", "b")
     assert proc.returncode == 1 and "Traceback" in proc.stderr, proc.stderr

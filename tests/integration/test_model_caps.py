@@ -45,6 +45,7 @@ def test_the_cap_is_read_per_model_and_dataset(tiny_model_dir, tmp_path):
     assert cfg.n_items("arc_challenge", 10, "capped") == 2  # the model's cap holds above it
 
 
+@pytest.mark.slow
 def test_an_unknown_dataset_in_a_cap_is_named(tiny_model_dir, tmp_path):
     path = models(tiny_model_dir, tmp_path, sequential=False)
     path.write_text(path.read_text().replace("{name: arc_challenge, n: 2}", "{name: mmlu, n: 2}"))

@@ -145,6 +145,7 @@ def test_identity_from_llama_cpp_props_keys_the_cache_and_the_card(identity_serv
     assert key(smol, "run-2") != key(backend, "run-2")
 
 
+@pytest.mark.slow
 def test_identity_from_a_vllm_model_listing_with_root_and_revision(identity_server):
     listing = {
         "data": [
@@ -167,6 +168,7 @@ def test_identity_from_a_vllm_model_listing_with_root_and_revision(identity_serv
     assert key(moved, "r") != key(backend, "r")
 
 
+@pytest.mark.slow
 def test_an_endpoint_that_cannot_say_who_it_is_gets_a_per_run_cache(serve, tmp_path, monkeypatch):
     """The loopback server (tests/support) has no /props and lists only the configured name: the
     same answers are reused within a run (a resume, another worker) and asked again by the next

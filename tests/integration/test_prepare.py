@@ -3,6 +3,7 @@ finds its converted weights and fingerprint and loads nothing before a call need
 
 from __future__ import annotations
 
+import pytest
 from support.paths import write
 from support.tiny_models import tiny_hf_config
 
@@ -26,6 +27,7 @@ def models_yaml(tmp_path, model_dir):
     )
 
 
+@pytest.mark.slow
 def test_prepare_loads_each_local_model_once_and_stores_its_fingerprint(
     tmp_path, tiny_model_dir, capsys
 ):

@@ -142,7 +142,19 @@ def _spec_draw(item_id, n, k, seed=42):
 
 @pytest.mark.parametrize(
     "n,k",
-    [(1, 6), (2, 6), (3, 6), (3, 7), (4, 6), (5, 6), (7, 6), (8, 6), (10, 6), (4, 24), (4, 2)],
+    [
+        (1, 6),
+        (2, 6),
+        (3, 6),
+        (3, 7),
+        (4, 6),
+        (5, 6),
+        (7, 6),
+        (8, 6),
+        pytest.param(10, 6, marks=pytest.mark.slow),
+        (4, 24),
+        (4, 2),
+    ],
 )
 def test_orderings_follow_the_spec_procedure(n, k):
     for item_id in ("mmlu/anatomy/22", "synthetic_multihop/106", "x"):

@@ -473,6 +473,7 @@ def filling_up(monkeypatch, place: storage.Place) -> None:
     monkeypatch.setattr(storage, "connect", opened)
 
 
+@pytest.mark.slow
 def test_a_run_leaves_no_lock_files(tmp_path, capsys, tiny_model_dir):
     case = Case("locks", models=tiny_models(tiny_model_dir), thresholds=GATED)
     status, text = run_in_process(tmp_path, case, capsys, OPTION_ORDER, collect_only=False)
@@ -481,6 +482,7 @@ def test_a_run_leaves_no_lock_files(tmp_path, capsys, tiny_model_dir):
     assert list(tmp_path.rglob("*.lock")) == []
 
 
+@pytest.mark.slow
 def test_a_full_cache_loses_no_answer(tmp_path, capsys, tiny_model_dir, monkeypatch):
     # packed pages (VACUUM) and no page more: the run's first new answers need a page split
     cache = filled(tmp_path / "cache" / "responses.sqlite")

@@ -30,6 +30,7 @@ def naive_scores(backend: HFBackend, request) -> dict[str, float]:
     return out
 
 
+@pytest.mark.slow
 def test_continuation_scores_equal_whole_sequence_passes(tiny_model_dir, tmp_path):
     backend = HFBackend(tiny_hf_config(tiny_model_dir, tmp_path, batch_size=8, max_new_tokens=2))
     variants = get_axis("option_order").variants(ITEM) + get_axis("label_set").variants(ITEM)

@@ -148,6 +148,7 @@ def test_package_source_assembles_chunked_gguf(tmp_path, monkeypatch):
         resolve_source({"package": "empty_pkg"}, "m")
 
 
+@pytest.mark.slow
 def test_second_backend_reads_the_stored_fingerprint_and_loads_only_to_answer(
     tiny_model_dir, tmp_path
 ):

@@ -134,6 +134,7 @@ def test_an_hf_model_without_a_dtype_computes_in_the_auto_choice(
     assert declared.settings == backend.settings  # same numerics, same cache key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("native, dtype", [(False, torch.float32), (True, torch.bfloat16)])
 def test_nf4_computes_in_the_auto_choice(cpu, tiny_model_dir, tmp_path, native, dtype):
     cpu(avx512_bf16=native)

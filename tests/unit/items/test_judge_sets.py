@@ -191,6 +191,7 @@ def _originals(source: str):
     return {f"{source}/{it.item_id.removeprefix('x/')}": it for it in load_arc(subset, "x")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["arc_challenge", "arc_easy", "mmlu"])
 def test_answer_sets_are_four_distinct_full_sentence_answers_with_the_answer_key_gold(source):
     items = load_answer_sets(f"{source}_answers", source)

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import flipgate.odi
 from flipgate.odi.devices import FLAG
 
@@ -14,6 +16,7 @@ from flipgate.odi.devices import FLAG
 A, B = "--xla_cpu_enable_fast_math=false", "--xla_backend_optimization_level=1"
 
 
+@pytest.mark.slow
 def test_the_registry_loads_every_suite_without_jax():
     code = (
         "import sys\n"

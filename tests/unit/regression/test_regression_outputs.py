@@ -503,6 +503,7 @@ def test_card_needs_model_when_several(written, tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
 def test_python_m_flipgate_card(written, tmp_path):
     import subprocess
     import sys

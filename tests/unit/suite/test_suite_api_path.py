@@ -4,6 +4,8 @@
 import subprocess
 import sys
 
+import pytest
+
 import flipgate.suite.api as api
 
 
@@ -15,6 +17,7 @@ def test_the_former_path_is_the_same_module():
     assert Suite is api.Suite
 
 
+@pytest.mark.slow  # a fresh interpreter importing flipgate: ~3 s
 def test_the_former_path_imported_first_in_a_fresh_process():
     code = (
         "from flipgate.suite_api import Suite, SuiteCell\n"
