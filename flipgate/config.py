@@ -65,18 +65,22 @@ def declared_suites() -> list[Any]:
     return list(SUITES.values())
 
 
+def _renamed(name: str) -> Any:
+    """The suite once called ``name`` (:attr:`flipgate.suite.api.Suite.former_names`), or None."""
+    return next((s for s in declared_suites() if name in s.former_names), None)
+
+
 def current_suite_name(name: str) -> str:
-    """``name``, or the name of the suite that was once called ``name``
-    (:attr:`flipgate.suite.api.Suite.former_names`: models.yaml ``suites: [readouts]`` reads as
-    ``decomposition``)."""
-    renamed = next((s for s in declared_suites() if name in s.former_names), None)
+    """``name``, or the name of the suite that was once called ``name`` (models.yaml
+    ``suites: [readouts]`` reads as ``decomposition``)."""
+    renamed = _renamed(name)
     return renamed.name if renamed is not None else name
 
 
 def current_facet(facet: str) -> str:
     """A threshold's ``facet:``, or the facet of the suite once called ``facet``
     (``facet: judge`` reads as ``judges``)."""
-    renamed = next((s for s in declared_suites() if facet in s.former_names), None)
+    renamed = _renamed(facet)
     return renamed.facet if renamed is not None and renamed.facet is not None else facet
 
 

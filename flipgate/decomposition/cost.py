@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flipgate.cost import Projection, add_call, charge, require_prices, uncached
-from flipgate.decomposition.plan import SUITE_NAME
+from flipgate.decomposition.names import DECOMPOSITION_CELL
 
 
 def project_decomposition(auditor, plan, model_id: str) -> list[Projection]:
@@ -21,7 +21,7 @@ def project_decomposition(auditor, plan, model_id: str) -> list[Projection]:
     require_prices(cfg.models, [model_id, judge_id])  # before the work
     readouts = runner.readouts(model_id)[0]
     model, judge = cfg.models[model_id], cfg.models[judge_id]
-    own = Projection(model_id, suite=SUITE_NAME)
+    own = Projection(model_id, suite=DECOMPOSITION_CELL)
     judged = own if judge_id == model_id else Projection(judge_id, suite="readouts judge")
     max_out = int(model.get("max_new_tokens", 16))
     judge_out = int(judge.get("max_new_tokens", 16))

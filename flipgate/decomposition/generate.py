@@ -12,7 +12,7 @@ from flipgate.backends.base import Request
 from flipgate.calls import Auditor, Paths
 from flipgate.cli import OK, Parser, run_command
 from flipgate.config import load_models
-from flipgate.decomposition.plan import SUITE_NAME
+from flipgate.decomposition.names import DECOMPOSITION_CELL
 from flipgate.decomposition.run import decomposable
 from flipgate.hashing import sha256_json
 from flipgate.items import load_items
@@ -45,7 +45,7 @@ def generate(
     """Rewrite the first ``n`` items of ``dataset`` (audit.decomposition) with ``model_id``;
     append them to ``out`` unchecked; return (written, outputs that gave no rewrite)."""
     cfg = load_models(models)
-    plan = cfg.plans.get(SUITE_NAME)
+    plan = cfg.plans.get(DECOMPOSITION_CELL)
     if plan is None:
         raise FlipgateError(f"{cfg.path}: no audit.decomposition (its datasets and store)")
     items = load_items(plan.dataset(dataset), n, cfg.seed, keep=decomposable)
@@ -90,7 +90,7 @@ def _generate(argv: list[str]) -> int:
     p.add_argument("--models", default="models.yaml")
     p.add_argument("--cache-dir", default=".flipgate_cache")
     args = p.parse_args(argv)
-    plan = load_models(args.models).plans.get(SUITE_NAME)
+    plan = load_models(args.models).plans.get(DECOMPOSITION_CELL)
     folder = plan.paraphrases if plan else Path("fixtures/paraphrases")
     out = Path(args.out) if args.out else folder / f"{args.dataset}.generated.jsonl"
     written, failed = generate(args.models, args.model, args.dataset, args.n, out, args.cache_dir)

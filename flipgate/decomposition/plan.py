@@ -9,15 +9,11 @@ from typing import TYPE_CHECKING
 
 from flipgate import FlipgateError
 from flipgate.axes import AXIS_NAMES
-from flipgate.decomposition.names import DECOMPOSITION_CELL
 from flipgate.items.registry import DatasetSpec
 
 if TYPE_CHECKING:
     from flipgate.config import AuditConfig
 
-#: the suite's name: models opt in with ``suites: [decomposition]`` (``readouts``, its former name,
-#: is still read), its plan is cfg.plans[SUITE_NAME]
-SUITE_NAME = DECOMPOSITION_CELL
 #: the readouts decomposed when ``readouts`` is not given (judge: opt-in, it makes its own calls)
 READOUTS = ("regex", "letter_logprob", "cloze")
 

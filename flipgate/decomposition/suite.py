@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from flipgate.axes import AXIS_NAMES
-from flipgate.decomposition.plan import SUITE_NAME
+from flipgate.decomposition.names import DECOMPOSITION_CELL
 from flipgate.suite.api import AFTER_ODI, Case, GatedCell, MetricSpec, Plan, SuiteContext
 from flipgate.suite.builtin import DeclaredPlanSuite, schema_beside
 
@@ -21,7 +21,7 @@ DECOMPOSITION_METRICS = (
 
 
 class DecompositionSuite(DeclaredPlanSuite):
-    name = SUITE_NAME  # also its cells' name and facet: in thresholds
+    name = DECOMPOSITION_CELL  # also its cells' name and facet: in thresholds
     former_names = ("readouts",)
     config_key = "decomposition"
     metrics = DECOMPOSITION_METRICS
@@ -40,7 +40,7 @@ class DecompositionSuite(DeclaredPlanSuite):
 
     def gated_cells(self, config: Any, plan: Any, model_id: str) -> list[GatedCell]:
         return [
-            GatedCell(model_id, SUITE_NAME, spec.name, plan.readouts, part=axis)
+            GatedCell(model_id, DECOMPOSITION_CELL, spec.name, plan.readouts, part=axis)
             for spec in plan.datasets
             for axis in plan.axes
         ]
