@@ -83,12 +83,15 @@ def _load() -> dict[str, Suite]:
         except Exception as exc:  # a third party's import error, whatever its type
             raise FlipgateError(f"{where}: cannot load {ep.value!r}: {exc}") from None
         suite = _check(obj, where)
-        taken = {n for s in found.values() for n in (s.name, *s.former_names)}
-        for name in (suite.name, *suite.former_names):
-            if name in taken:
+        for field, name in [("name", suite.name)] + [
+            ("former_names", n) for n in suite.former_names
+        ]:
+            owner = next((s for s in found.values() if name in (s.name, *s.former_names)), None)
+            if owner is not None:
                 raise FlipgateError(
-                    f"{where}: field name: suite {name!r} is already registered "
-                    f"(by {BUILTIN.get(name, 'another suite, as its name or a former name')})"
+                    f"{where}: field {field}: suite {name!r} is already registered (by "
+                    f"{BUILTIN.get(owner.name, 'another entry point')}"
+                    + (")" if owner.name == name else f", as a former name of {owner.name!r})")
                 )
         found[suite.name] = suite
         config.declare_suite(suite, external=True)  # models.yaml and thresholds accept its parts

@@ -129,19 +129,32 @@ def test_a_suite_may_not_take_a_name_already_registered(entry_points):
 
 
 @pytest.mark.parametrize(
-    "members, taken",
+    "members, message",
     [
-        ({"name": "readouts"}, "readouts"),
-        ({"former_names": ("readouts",)}, "readouts"),
-        ({"former_names": ("judges",)}, "judges"),
+        (
+            {"name": "readouts"},
+            "field name: suite 'readouts' is already registered (by "
+            "flipgate.decomposition.suite:SUITE, as a former name of 'decomposition')",
+        ),
+        (
+            {"former_names": ("readouts",)},
+            "field former_names: suite 'readouts' is already registered (by "
+            "flipgate.decomposition.suite:SUITE, as a former name of 'decomposition')",
+        ),
+        (
+            {"former_names": ("judges",)},
+            "field former_names: suite 'judges' is already registered (by "
+            "flipgate.judges.suite:SUITE)",
+        ),
     ],
     ids=["a-former-name-as-its-name", "another-suites-former-name", "another-suites-name"],
 )
-def test_a_suite_may_not_take_a_name_another_suite_had(entry_points, members, taken):
+def test_a_suite_may_not_take_a_name_another_suite_had(entry_points, members, message):
     clash = type("Clash", (type(_first_label()),), members)()
     entry_points.append(_EntryPoint("clash", clash))
-    with pytest.raises(FlipgateError, match=f"suite '{taken}' is already registered"):
+    with pytest.raises(FlipgateError) as exc:
         registry.suites()
+    assert str(exc.value) == f"entry point 'clash' of some-dist (group flipgate.suites): {message}"
 
 
 @pytest.mark.parametrize(
