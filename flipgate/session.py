@@ -360,23 +360,27 @@ class FlipgateSession:
             if any(self.may_collect(self.test_dir(d)) for d in s.test_dirs)
         ]
 
-    def reaches_suites(self) -> bool:
-        """Whether the run's arguments (or ``testpaths``) reach a test module that names a suite
-        (:func:`flipgate.cost.declared_suites`): only such a run prepares flipgate's folders and
-        response cache before it starts (:meth:`check_storage`)."""
+    def named_suites(self) -> set[str]:
+        """The suites the test modules the run's arguments (or ``testpaths``) reach name
+        (:func:`flipgate.cost.declared_suites`, a walk over those folders: once per process)."""
         from flipgate.cost import declared_suites
 
-        return bool(declared_suites(self))
+        return set(self.memo("named_suites", lambda: declared_suites(self)))
+
+    def reaches_suites(self) -> bool:
+        """Whether the run reaches a test module that names a suite (:meth:`named_suites`):
+        only such a run prepares flipgate's folders and response cache before it starts
+        (:meth:`check_storage`)."""
+        return bool(self.named_suites())
 
     def suites_to_price(self) -> list[Suite]:
         """The registered suites the cost guard prices: those whose test folders this session
         may collect (:meth:`collected_suites`) and those any test module the run reaches names
-        (:func:`flipgate.cost.declared_suites`), so a suite is priced whatever path it is
-        collected from (a checkout whose ``flipgate_suites`` is installed from another copy)."""
+        (:meth:`named_suites`), so a suite is priced whatever path it is collected from (a
+        checkout whose ``flipgate_suites`` is installed from another copy)."""
         from flipgate import registry
-        from flipgate.cost import declared_suites
 
-        declared, by_folder = declared_suites(self), self.collected_suites()
+        declared, by_folder = self.named_suites(), self.collected_suites()
         return [s for s in registry.suites() if s.name in declared or s in by_folder]
 
     # -- interruption (flipgate/interrupts.py) ---------------------------------------------

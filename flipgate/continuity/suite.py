@@ -25,7 +25,6 @@ class ContinuitySuite(DeclaredPlanSuite):
     metrics = CONTINUITY_METRICS
     schema = schema_beside(__file__)
     plan_class = "flipgate.continuity.plan:ContinuityPlan"
-    test_dirs = ("flipgate_suites/continuity",)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(sweep, est) for sweep in plan.sweeps for est in plan.estimators]

@@ -27,7 +27,6 @@ class DecompositionSuite(DeclaredPlanSuite):
     metrics = DECOMPOSITION_METRICS
     schema = schema_beside(__file__)
     plan_class = "flipgate.decomposition.plan:DecompositionPlan"
-    test_dirs = ("flipgate_suites/decomposition",)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(spec.name, axis) for spec in plan.datasets for axis in plan.axes]

@@ -80,7 +80,6 @@ class EnvelopeSuite(TypedCardSection):
     schema = None
     facet = ENVELOPE_CELL
     metrics = ENVELOPE_METRICS
-    test_dirs = ("flipgate_suites/envelope",)
     piloted = False
 
     def parse(self, spec: dict, where: str, config) -> Any:

@@ -27,7 +27,6 @@ class JudgesSuite(DeclaredPlanSuite):
     metrics = JUDGE_METRICS
     schema = schema_beside(__file__)
     plan_class = "flipgate.judges.plan:JudgePlan"
-    test_dirs = ("flipgate_suites/judges",)
 
     def keys(self, plan: Any) -> list[tuple[str, ...]]:
         return [(spec.name,) for spec in plan.datasets]

@@ -41,7 +41,6 @@ class ODISuite(TypedCardSection):
     schema = schema_beside(__file__)
     facet = ODI_CELL
     metrics = ODI_METRICS
-    test_dirs = ("flipgate_suites/odi",)
     piloted = False
 
     def parse(self, spec: dict, where: str, config) -> dict:

@@ -39,7 +39,6 @@ class OrderSuite(TypedCardSection):
     schema = None
     facet = None  # thresholds name its facets and controls (facet: option_order, ...)
     metrics = tuple(MetricSpec(m, *FACET_METRIC_RANGES[m]) for m in FACET_METRICS + CONTROL_METRICS)
-    test_dirs = ("flipgate_suites/order",)
     piloted = True
     # -- its GRID card (flipgate.cards.build.TypedCardSuite): the facet card, first of all cards
     card_module = "flipgate.order.card"

@@ -34,7 +34,6 @@ class RegressionSuite(TypedCardSection):
     schema = None
     facet = None  # the candidate's order cells, with vs: baseline
     metrics = REGRESSION_METRICS
-    test_dirs = ("flipgate_suites/regression",)
     piloted = False
 
     def parse(self, spec: dict, where: str, config) -> Any:

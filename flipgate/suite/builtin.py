@@ -27,6 +27,12 @@ class TypedCardSection(Suite):
     #: where its own card comes in the search for a dataset's card (last: it has none)
     own_card_rank = 100
 
+    @property
+    def test_dirs(self) -> tuple[str, ...]:
+        """Its folder of the suites flipgate ships (the package ``flipgate_suites``, the
+        repository's ``suites/``), named after it."""
+        return (f"flipgate_suites/{self.name}",)
+
     def card_section(self, store: Any, model_id: str, dataset: str) -> dict | None:
         return None
 
