@@ -3,7 +3,9 @@
 Each (scale, profile) cell simulates data from the ODI model with known truth (flipgate.odi.SCALES:
 small 4 models x 2 facets x 40 items; medium 8 x 3 facets x 2 datasets x 100 items; paper 18 models,
 5 facets, 12 cells, 3,600 items, ~390k trials; K=6), fits it and prints one table row.
-    python benchmarks/odi_scaling.py [--scales small,medium] [--profiles fast,full] [--seed 0]
+    python benchmarks/odi_scaling.py [--scales small,medium] [--profiles fast,full] [--seeds 0]
+A profile may carry overrides of its fields, ``name:field=value:…``: ``--profiles
+fast,fast:num_samples=1500`` runs the default beside the same profile started at 1,500 draws.
 On a 2-core CPU, `fast` at paper scale takes about 19 min and 9.6 GB; `full` beyond small takes
 hours.
 """
@@ -21,6 +23,7 @@ from flipgate.odi.fit import fit
 COLUMNS = [
     "scale",
     "profile",
+    "seed",
     "trials",
     "wall_s",
     "svi_s",
@@ -53,14 +56,27 @@ def recovery(summary: dict, truth: dict, data) -> dict[str, float]:
     }
 
 
+def parse_profile(spec: str) -> tuple[str, dict[str, float]]:
+    """``name:field=value:…`` → (name, overrides); a value is an int where it reads as one."""
+    name, *fields = spec.split(":")
+    overrides: dict[str, float] = {}
+    for field in fields:
+        key, _, value = field.partition("=")
+        number = float(value)
+        overrides[key] = int(number) if number.is_integer() and "." not in value else number
+    return name, overrides
+
+
 def row(scale: str, profile: str, seed: int) -> dict:
     data, truth = simulate_scale(scale, seed=seed)
-    result = fit(data, profile, seed=seed)
+    name, overrides = parse_profile(profile)
+    result = fit(data, name, seed=seed, **overrides)
     summary = summarize(result)
     d = summary["diagnostics"]
     return {
         "scale": scale,
         "profile": profile,
+        "seed": seed,
         "trials": data.n,
         "wall_s": result.timings["total_s"],
         "svi_s": result.timings["svi_s"],
@@ -87,21 +103,30 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--scales", default="small,medium", help=f"comma list of {list(SCALES)}")
-    ap.add_argument("--profiles", default="fast,full", help=f"comma list of {list(PROFILES)}")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--profiles",
+        default="fast,full",
+        help=f"comma list of {list(PROFILES)}, each with optional :field=value overrides",
+    )
+    ap.add_argument("--seeds", default="0", help="comma list of seeds (data and chains)")
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args()
     scales, profiles = args.scales.split(","), args.profiles.split(",")
-    for name, known in (("scale", SCALES), ("profile", PROFILES)):
-        bad = [x for x in (scales if name == "scale" else profiles) if x not in known]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    for name, known, given in (
+        ("scale", SCALES, scales),
+        ("profile", PROFILES, [parse_profile(p)[0] for p in profiles]),
+    ):
+        bad = [x for x in given if x not in known]
         if bad:
             ap.error(f"unknown {name}(s) {bad}; choose from {list(known)}")
     print(" | ".join(f"{c:>12s}" for c in COLUMNS), flush=True)
     rows = []
     for scale in scales:
-        for profile in profiles:
-            rows.append(row(scale, profile, args.seed))
-            print(" | ".join(f"{fmt(rows[-1][c]):>12s}" for c in COLUMNS), flush=True)
+        for seed in seeds:
+            for profile in profiles:
+                rows.append(row(scale, profile, seed))
+                print(" | ".join(f"{fmt(rows[-1][c]):>12s}" for c in COLUMNS), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
