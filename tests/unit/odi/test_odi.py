@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from numpyro.infer.util import potential_energy
+from support.odi_fits import SHORT_FIT
 from support.paths import write
 
 from flipgate import FlipgateError
@@ -170,10 +171,8 @@ def test_odi_end_to_end_is_json_and_flags_short_runs(trials):
     report = odi(
         trials,
         "regex",
-        num_warmup=30,
         num_samples=30,
         own_samples=20,
-        svi_steps=100,
         ess_target=0,
         versions=[("m2", "m1")],
     )
@@ -278,9 +277,9 @@ def test_dense_and_per_trial_likelihoods_agree(monkeypatch):
 
 
 # -- issue 42: a model's ODI verdict depends on its own answers only (docs/suites/odi.md) -------
-#: a short fit: these tests check what each fit sees, not convergence
 F1, F2 = "option_order", "evidence_chunk_order"  # real facet names, as thresholds need
-SHORT = dict(num_warmup=100, num_samples=200, num_chains=2, svi_steps=300, ess_target=0)
+#: a short fit: these tests check what each fit sees, not convergence
+SHORT = dict(SHORT_FIT, num_samples=200)
 
 
 def _served(name: str, sigma_pi: dict, seed: int, datasets=1):
@@ -373,8 +372,7 @@ def own_fits():
             seed=seed,
         )
         alone = one_model(data, 0)
-        short = {**SHORT, "num_warmup": 200, "num_samples": 300, "svi_steps": 500}
-        out[sigma_delta] = (summarize(fit(alone, "fast", seed=0, **short)), truth)
+        out[sigma_delta] = (summarize(fit(alone, "fast", seed=0, **SHORT_FIT)), truth)
     return out
 
 
@@ -447,7 +445,7 @@ def test_fits_of_one_panel_size_share_their_compiled_programs():
     large, _ = simulate(n_models=2, sigma_pi={"a": 0.3, "b": 0.5}, datasets=(2, 2), seed=4)
     small, large = one_model(small, 0), one_model(large, 1)
     assert (len(small.items), len(small.cells)) != (len(large.items), len(large.cells))
-    short = dict(num_warmup=20, num_samples=20, svi_steps=20, ess_target=0)
+    short = dict(SHORT_FIT, num_samples=20)
     fit(small, "fast", **short)
     compiled = []
     handler = logging.Handler()

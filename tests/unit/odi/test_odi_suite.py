@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.odi_fits import SHORT_FIT
 from support.paths import write
 from support.scripted import ScriptedBackend
 
@@ -369,7 +370,7 @@ def test_a_fit_that_fails_its_diagnostics_fails_the_test(tmp_path):
     cell = panel_cell(
         tmp_path,
         "  - {metric: sigma_pi, facet: odi, max: 9}\n",
-        {"num_warmup": 20, "num_samples": 20, "svi_steps": 50, "ess_target": 0},
+        {**SHORT_FIT, "num_samples": 20},
     )
     with pytest.raises(
         pytest.fail.Exception, match=r"ess_bulk_min\[facet=odi\] >= 400.0 \(point\) · modal"
