@@ -3,6 +3,7 @@ parameter recovery of the fast profile on data simulated from the model with kno
 
 import dataclasses
 import importlib
+import importlib.util
 import json
 import logging
 import math
@@ -13,7 +14,7 @@ import pandas as pd
 import pytest
 from numpyro.infer.util import potential_energy
 from support.odi_fits import SHORT_FIT
-from support.paths import write
+from support.paths import REPO, write
 
 from flipgate import FlipgateError
 from flipgate.config import load_thresholds
@@ -463,3 +464,18 @@ def test_fits_of_one_panel_size_share_their_compiled_programs():
     assert again.draws["z_beta"].shape == (4, 20, n_i)
     assert again.draws["z_delta"].shape == (4, 20, n_c, large.k)
     assert again.draws["sigma_delta"].shape == (4, 20, n_f)
+
+
+def test_the_scaling_benchmark_reads_profile_overrides():
+    """benchmarks/odi_scaling.py's ``--profiles fast,fast:num_samples=1500`` runs the profile
+    beside itself with a field changed: ints stay ints, a decimal stays a float."""
+    spec = importlib.util.spec_from_file_location(
+        "odi_scaling", REPO / "benchmarks" / "odi_scaling.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.parse_profile("fast") == ("fast", {})
+    name, overrides = bench.parse_profile("fast:num_samples=1500:target_accept=0.95")
+    assert (name, overrides) == ("fast", {"num_samples": 1500, "target_accept": 0.95})
+    assert isinstance(overrides["num_samples"], int)
