@@ -13,12 +13,13 @@ hours.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import numpy as np
 
 from flipgate.odi import PROFILES, SCALES, simulate_scale, summarize
-from flipgate.odi.fit import fit
+from flipgate.odi.fit import Profile, fit
 
 COLUMNS = [
     "scale",
@@ -57,12 +58,19 @@ def recovery(summary: dict, truth: dict, data) -> dict[str, float]:
 
 
 def parse_profile(spec: str) -> tuple[str, dict[str, float]]:
-    """``name:field=value:…`` → (name, overrides); a value is an int where it reads as one."""
+    """``name:field=value:…`` → (name, overrides); a value is an int where it reads as one.
+    ValueError names the override that is not a numeric field of :class:`Profile`."""
     name, *fields = spec.split(":")
+    known = {f.name for f in dataclasses.fields(Profile)} - {"name"}
     overrides: dict[str, float] = {}
     for field in fields:
         key, _, value = field.partition("=")
-        number = float(value)
+        if key not in known:
+            raise ValueError(f"--profiles {spec!r}: {key!r} is not a profile field {sorted(known)}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"--profiles {spec!r}: {key}={value!r} is not a number") from None
         overrides[key] = int(number) if number.is_integer() and "." not in value else number
     return name, overrides
 
@@ -112,11 +120,15 @@ def main() -> None:
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args()
     scales, profiles = args.scales.split(","), args.profiles.split(",")
-    seeds = [int(s) for s in args.seeds.split(",")]
-    for name, known, given in (
-        ("scale", SCALES, scales),
-        ("profile", PROFILES, [parse_profile(p)[0] for p in profiles]),
-    ):
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds {args.seeds!r} is not a comma list of integers")
+    try:
+        names = [parse_profile(p)[0] for p in profiles]
+    except ValueError as e:
+        ap.error(str(e))
+    for name, known, given in (("scale", SCALES, scales), ("profile", PROFILES, names)):
         bad = [x for x in given if x not in known]
         if bad:
             ap.error(f"unknown {name}(s) {bad}; choose from {list(known)}")

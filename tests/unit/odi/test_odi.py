@@ -479,3 +479,9 @@ def test_the_scaling_benchmark_reads_profile_overrides():
     name, overrides = bench.parse_profile("fast:num_samples=1500:target_accept=0.95")
     assert (name, overrides) == ("fast", {"num_samples": 1500, "target_accept": 0.95})
     assert isinstance(overrides["num_samples"], int)
+    for bad, says in (
+        ("fast:num_sample=1500", "'num_sample' is not a profile field"),
+        ("fast:num_samples=many", "num_samples='many' is not a number"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            bench.parse_profile(bad)
