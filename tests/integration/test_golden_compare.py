@@ -37,6 +37,25 @@ def test_odi_draws_from_another_cpu_class_pass(golden):
     assert card_mismatches(got, golden["card"]) == []
 
 
+def test_the_samplers_outcomes_are_not_settings(golden):
+    """A fit draws on until its ESS and R̂ meet their targets: how many draws it took and where
+    its ESS landed are outcomes of the CPU's draws (700 against 646 on the avx512_bf16 class)."""
+    got = copy.deepcopy(golden["card"])
+    odi = got["odi"]
+    odi["draws_per_chain"] = {k: v + 54 for k, v in odi["draws_per_chain"].items()}
+    target = odi["diagnostics"]["modal"]["thresholds"]["ess_min"]
+    odi["diagnostics"]["modal"]["ess_bulk_min"] = target + 1.0  # still at or above its target
+    odi["diagnostics"]["modal"]["rhat_max"] = 1.0099
+    assert card_mismatches(got, golden["card"]) == []
+    lines = list(golden["markdown"])
+    moved = [
+        re.sub(r"ESS bulk min \d+", "ESS bulk min 441", line).replace('"modal": ', '"modal": 1')
+        for line in lines
+    ]
+    assert moved != lines
+    assert markdown_mismatches(moved, lines) == []
+
+
 def modal(card: dict) -> dict:
     return card["odi"]["diagnostics"]["modal"]
 
@@ -48,7 +67,13 @@ def sigma_pi(card: dict) -> dict:
 PLANTS = {
     "theta+0.1": lambda c: c["odi"]["theta"].update(median=0.1),
     "sigma_pi*1.2": lambda c: sigma_pi(c).update(median=sigma_pi(c)["median"] * 1.2),
-    "ess*0.4": lambda c: modal(c).update(ess_bulk_min=modal(c)["ess_bulk_min"] * 0.4),
+    "ess-below-target": lambda c: modal(c).update(
+        ess_bulk_min=modal(c)["thresholds"]["ess_min"] - 1
+    ),
+    "rhat-above-target": lambda c: modal(c).update(
+        rhat_max=modal(c)["thresholds"]["rhat_max"] + 0.01
+    ),
+    "draws-not-a-count": lambda c: c["odi"].update(draws_per_chain={"modal": 0, "correct": 500}),
     "verdict": lambda c: c["odi"]["verdicts"][0].update(verdict="fail"),
     "passed": lambda c: modal(c).update(passed=False),
     "divergences": lambda c: modal(c).update(divergences=1),
@@ -76,8 +101,9 @@ def test_markdown_numbers_move_inside_odi_only(golden):
     worded = list(lines)
     worded[row] = worded[row].replace("**pass**", "**fail**")
     assert markdown_mismatches(worded, lines)
+    sigma = next(i for i in range(odi, len(lines)) if lines[i].startswith("| option_order |"))
     far = list(lines)
-    far[row] = far[row].replace(far[row].split("|")[2], " 99.000 ")
+    far[sigma] = re.sub(r"\d+\.\d+", "9.999", far[sigma], count=1)
     assert markdown_mismatches(far, lines)
     outside = next(i for i in range(odi) if any(ch.isdigit() for ch in lines[i]))
     nudged = list(lines)
