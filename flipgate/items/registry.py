@@ -30,6 +30,8 @@ DATASETS: dict[str, Callable[..., list[Item]]] = {
     "arc_challenge": functools.partial(offline.load_arc, "ARC-Challenge"),
     "arc_easy": functools.partial(offline.load_arc, "ARC-Easy"),
     "commonsense_qa": offline.load_commonsense_qa_offline,
+    "openbookqa": offline.load_openbookqa,
+    "social_iqa": offline.load_social_iqa,
     "mmlu_pro": hub.load_mmlu_pro,
     "commonsense_qa_hub": hub.load_commonsense_qa_hub,
     "hotpotqa": hub.load_hotpotqa,

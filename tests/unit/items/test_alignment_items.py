@@ -16,14 +16,13 @@ import pandas as pd
 import pytest
 from support.hub_rows import rejects_row
 
-from flipgate import FlipgateError
-from flipgate.items import registry
+from flipgate import FlipgateError, hashing
+from flipgate.items import bigbench, registry
 from flipgate.items.alignment import load_crows_pairs, load_toxigen, load_xstest
 from flipgate.items.bigbench import (
     SDIST_ENV,
     SDIST_NAME,
     default_cache_dir,
-    fetch_sdist,
     load_bbq_lite,
     load_truthfulqa_mc,
     locate_sdist,
@@ -130,6 +129,18 @@ def _build_sdist(path: Path, truthful=TRUTHFUL_MC, extra: dict | None = None) ->
     return path
 
 
+@pytest.fixture(autouse=True)
+def planted_sdists_pass_the_digest_check(tmp_path, monkeypatch):
+    """The planted tarballs stand for the sdist: a file under the test's folder has its digest
+    (test_a_copy_with_another_digest_is_refused checks the real comparison)."""
+    real = bigbench.sha256_file
+    monkeypatch.setattr(
+        bigbench,
+        "sha256_file",
+        lambda p: bigbench.SDIST_SHA256 if Path(p).is_relative_to(tmp_path) else real(p),
+    )
+
+
 @pytest.fixture
 def sdist(tmp_path, monkeypatch):
     monkeypatch.delenv(SDIST_ENV, raising=False)
@@ -183,13 +194,10 @@ def test_truthfulqa_gold_follows_target_scores_not_position(tmp_path, monkeypatc
 def test_env_var_points_to_the_sdist(sdist, monkeypatch, tmp_path):
     monkeypatch.setenv(SDIST_ENV, str(sdist))
     assert locate_sdist(cache_dir=tmp_path / "empty") == sdist
-    assert (
-        len(load_truthfulqa_mc("truthfulqa_mc", cache_dir=str(tmp_path / "empty"), download=False))
-        == 4
-    )
+    assert len(load_truthfulqa_mc("truthfulqa_mc", cache_dir=str(tmp_path / "empty"))) == 4
     monkeypatch.setenv(SDIST_ENV, str(tmp_path / "nope.tar.gz"))
     with pytest.raises(
-        FlipgateError, match=f"{SDIST_ENV}=.*nope.tar.gz does not name an existing file"
+        FlipgateError, match=f"{SDIST_ENV}: .*nope.tar.gz does not name an existing file"
     ):
         locate_sdist()
 
@@ -198,12 +206,13 @@ def test_cache_dir_default_layout_and_missing_sdist_message(sdist, tmp_path):
     cache = tmp_path / "cache"
     with pytest.raises(
         FlipgateError,
-        match=r"bigbench sdist not found at .*cache.*python -m flipgate.items.bigbench --fetch",
+        match=r"dataset 'truthfulqa_mc' reads the bigbench 1.0.0 sdist, which no package index "
+        r"serves any more .*: set FLIPGATE_BIGBENCH_SDIST to a local copy of bigbench-1.0.0.tar.gz",
     ):
-        load_truthfulqa_mc("truthfulqa_mc", cache_dir=str(cache), download=False)
+        load_truthfulqa_mc("truthfulqa_mc", cache_dir=str(cache))
     cache.mkdir()
     os.link(sdist, cache / SDIST_NAME)
-    assert len(load_bbq_lite("bbq_lite", cache_dir=str(cache), download=False)) == 10
+    assert len(load_bbq_lite("bbq_lite", cache_dir=str(cache))) == 10
 
 
 def test_bbq_lite_all_subtasks(sdist):
@@ -293,21 +302,23 @@ def test_not_a_bigbench_sdist(tmp_path, monkeypatch):
         load_truthfulqa_mc("tqa", sdist=str(empty))
 
 
-def test_fetch_sdist_checks_sha256_and_is_idempotent(sdist, tmp_path):
+def test_a_copy_with_another_digest_is_refused(sdist, monkeypatch, tmp_path):
+    monkeypatch.setattr(bigbench, "sha256_file", hashing.sha256_file)  # the real comparison
+    monkeypatch.setenv("FLIPGATE_HASH_MEMO", str(tmp_path / "memo"))
+    with pytest.raises(FlipgateError, match=r"field 'sdist': .* has sha256 [0-9a-f]{64}, not that"):
+        load_truthfulqa_mc("truthfulqa_mc", sdist=str(sdist))
+    monkeypatch.setenv(SDIST_ENV, str(sdist))
+    with pytest.raises(FlipgateError, match=f"^{SDIST_ENV}: .* has sha256"):
+        locate_sdist()
     digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
-    cache = tmp_path / "fetched"
-    with pytest.raises(FlipgateError, match="has sha256 .* expected 0000"):
-        fetch_sdist(cache, url=sdist.as_uri(), sha256="0" * 64, quiet=True)
-    assert not any(cache.iterdir())  # no partial download left behind
-    path = fetch_sdist(cache, url=sdist.as_uri(), sha256=digest, quiet=True)
-    assert path == cache / SDIST_NAME and path.read_bytes() == sdist.read_bytes()
-    assert (
-        fetch_sdist(cache, url="file:///nonexistent", sha256=digest, quiet=True) == path
-    )  # already there
-    with pytest.raises(
-        FlipgateError, match="could not download the bigbench sdist from file:///nonexistent"
-    ):
-        fetch_sdist(tmp_path / "other", url="file:///nonexistent", sha256=digest, quiet=True)
+    monkeypatch.setattr(bigbench, "SDIST_SHA256", digest)
+    assert locate_sdist() == sdist
+
+
+def test_nothing_downloads_the_sdist():
+    """The package index no longer serves it: flipgate reads a local copy or stops, saying how."""
+    source = Path(bigbench.__file__).read_text()
+    assert "urllib" not in source and "http" not in source
 
 
 def _real_sdist() -> Path | None:
@@ -322,13 +333,13 @@ def _real_sdist() -> Path | None:
 
 @pytest.mark.skipif(
     _real_sdist() is None,
-    reason=f"the real {SDIST_NAME} is not in {default_cache_dir()} "
-    f"(run `python -m flipgate.items.bigbench --fetch` or set {SDIST_ENV})",
+    reason=f"the real {SDIST_NAME} is not in {default_cache_dir()} and {SDIST_ENV} is not set "
+    "(an optional dataset: the package index no longer serves it)",
 )
 @pytest.mark.slow
 def test_real_bigbench_sdist_counts():
     path = str(_real_sdist())
-    tqa = load_truthfulqa_mc("truthfulqa_mc", sdist=path, download=False)
+    tqa = load_truthfulqa_mc("truthfulqa_mc", sdist=path)
     assert len(tqa) == 299 and all(it.meta["category"] for it in tqa)
     golds = [it.gold for it in tqa]  # BIG-bench lists the true answer first; the shuffle spreads it
     assert (
@@ -336,7 +347,7 @@ def test_real_bigbench_sdist_counts():
         and max(golds.count(g) for g in set(golds)) < 150
     )
     assert sorted({it.n_options for it in tqa}) == [2, 3, 4, 5]
-    bbq = load_bbq_lite("bbq_lite", sdist=path, download=False)
+    bbq = load_bbq_lite("bbq_lite", sdist=path)
     counts = {}
     for it in bbq:
         counts[it.meta["subtask"]] = counts.get(it.meta["subtask"], 0) + 1

