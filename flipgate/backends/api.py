@@ -39,6 +39,7 @@ from flipgate.backends.identity import (
     server_identity,
 )
 from flipgate.backends.servers import ManagedServer
+from flipgate.backends.source import public_source
 from flipgate.files import user_cache_dir
 from flipgate.redact import redact, refuse_key_as_name
 
@@ -161,6 +162,8 @@ class LiteLLMBackend:
         litellm.suppress_debug_info = True
         self.model_id = cfg["id"]
         source = cfg.get("source") or {}
+        #: what the card names as the source (a served package or file: :mod:`.source`)
+        shown = public_source(source) if cfg.get("server") else None
         #: the inference server flipgate starts for this entry (``server:``), else None
         self.server: ManagedServer | None = None
         #: who answers (set below; a managed server's is its weights digest, in its fingerprint)
@@ -224,7 +227,7 @@ class LiteLLMBackend:
         self.call_stats = {"requests": 0, "retries": 0, "timeouts": 0, "failures": 0}
         self.fingerprint = {
             "backend": "litellm",
-            "source": self.model,
+            "source": shown or self.model,
             "api_base": self.api_base,
             "weights_sha256": f"api:{self.model}",
             "revision": None,

