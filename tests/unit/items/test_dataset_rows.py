@@ -396,20 +396,25 @@ def test_an_item_at_the_text_limit_loads():
 
 
 def test_the_shipped_datasets_still_load():
-    """Every dataset of the shipped models.yaml loads through the registry. The bundled MMLU and
-    CommonsenseQA keep their few upstream items with a repeated option (see RowItems)."""
+    """Every dataset of the shipped models.yaml and plans load through the registry, and every
+    benchmark of the default envelope. The bundled MMLU and CommonsenseQA keep their few upstream
+    items with a repeated option (see RowItems)."""
     from flipgate.config import load_models
-    from flipgate.items import load_items
+    from flipgate.envelope.spec import load_envelope
+    from flipgate.items import DatasetSpec, load_items
 
-    cfg = load_models(REPO / "models.yaml")
-    specs = [
-        *(s for specs in cfg.facets.values() for s in specs),
-        *cfg.plans["decomposition"].datasets,
-        *cfg.plans["judges"].datasets,
-    ]
-    for spec in specs:
+    specs = []
+    for plan in ("models.yaml", "plans/release-scale.yaml", "plans/smoke.yaml"):
+        cfg = load_models(REPO / plan)
+        specs += [
+            *(s for specs in cfg.facets.values() for s in specs),
+            *cfg.plans["decomposition"].datasets,
+            *cfg.plans["judges"].datasets,
+        ]
+    envelope = load_envelope(REPO / "suites/envelope/envelopes/default.yaml", ["m"])
+    for spec in [*specs, *envelope.benchmarks]:
         assert load_items(spec, 3), spec.name
-    kept = {it.item_id: it for it in load_items(cfg.facets["option_order"][0], None)}
+    kept = {it.item_id: it for it in load_items(DatasetSpec("mmlu"), None)}
     assert kept["mmlu/business_ethics/2"].options[:2] == ("Employee rights", "Employee rights")
 
 
