@@ -421,14 +421,20 @@ def test_judge_gate_stops_a_first_position_judge_and_passes_a_faithful_one(tmp_p
 
 def test_committed_axis_manifests_are_current():
     """fixtures/manifests/axes: each committed manifest is what the axes give today for its items
-    (an edited format, label set or paraphrase store shows up here, not only in a new sha256)."""
+    (an edited format, label set or paraphrase store shows up here, not only in a new sha256); one
+    for each axis and dataset of the default audit and of the release-scale plan."""
 
     from flipgate.axes import get_axis
     from flipgate.config import load_models
     from flipgate.decomposition.run import axis_manifest, decomposable
 
     root = REPO
-    plan = load_models(root / "models.yaml").plans["decomposition"]
+    plans = [
+        load_models(root / name).plans["decomposition"]
+        for name in ("plans/release-scale.yaml", "models.yaml")
+    ]
+    plan = plans[0]  # the release-scale plan names every dataset the default one does
+    assert {d.name for d in plans[1].datasets} <= {d.name for d in plan.datasets}
     store = ParaphraseStore.load(plan.paraphrases)
     files = sorted((root / "fixtures" / "manifests" / "axes").glob("*.json"))
     assert len(files) == len(plan.axes) * len(plan.datasets)
