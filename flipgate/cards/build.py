@@ -16,6 +16,7 @@ import jsonschema
 
 from flipgate import FlipgateError
 from flipgate.analysis_cache import package_versions
+from flipgate.backends.source import public_path
 from flipgate.cards.model import (
     SCHEMA_PATH,
     SCHEMA_VERSION,
@@ -299,7 +300,7 @@ def run_info(store: TrialStore, model_id: str, run_id: str) -> RunInfo:
     return RunInfo(
         run_id=run_id,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        trials_store=str(store.path),
+        trials_store=public_path(store.path),  # relative to the project, never a folder outside
         calls=Calls.model_validate(calls) if calls else None,
         interrupted=store.interruption(),
     )
