@@ -394,7 +394,7 @@ class HFBackend:
         )
         self.fingerprint = {
             "backend": "hf",
-            "source": public_source(self.cfg.get("source") or {}, str(where)),
+            "source": public_source(self.cfg.get("source") or {}),
             "gguf_file": gguf,
             "revision": revision,
             "weights_sha256": weights_sha,

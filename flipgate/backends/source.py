@@ -45,11 +45,10 @@ def public_path(path: str | Path, root: Path | None = None) -> str:
         return f"{OUTSIDE}/{path.name}"
 
 
-def public_source(source: dict[str, Any], resolved: str | None = None) -> str | None:
-    """What a card shows for a models.yaml ``source`` (see the module docstring); ``resolved``
-    is where the backend found the weights, for a source that names neither package nor path."""
+def public_source(source: dict[str, Any]) -> str | None:
+    """What a card shows for a models.yaml ``source`` (see the module docstring)."""
     if source.get("package"):
         return package_release(str(source["package"]))
     if source.get("path"):
         return public_path(str(source["path"]))
-    return resolved if resolved is not None else source.get("hub") or source.get("model")
+    return source.get("hub") or source.get("model")

@@ -71,14 +71,14 @@ BBQ_UNKNOWN = frozenset(
 # locating the sdist
 
 
-def _checked(path: Path, sha256: str, where: str) -> Path:
+def _checked(path: Path, where: str) -> Path:
     """``path`` if it is a file with the sdist's sha256 (memoised by size and mtime)."""
     if not path.is_file():
         raise FlipgateError(f"{where}: {path} does not name an existing file ({SDIST_NAME})")
     digest = sha256_file(path)
-    if digest != sha256:
+    if digest != SDIST_SHA256:
         raise FlipgateError(
-            f"{where}: {path} has sha256 {digest}, not that of {SDIST_NAME} ({sha256})"
+            f"{where}: {path} has sha256 {digest}, not that of {SDIST_NAME} ({SDIST_SHA256})"
         )
     return path
 
@@ -91,19 +91,18 @@ def locate_sdist(
     """The bigbench sdist: ``sdist`` if given, else ``$FLIPGATE_BIGBENCH_SDIST``, else a copy in
     ``<cache_dir>/``; each checked against :data:`SDIST_SHA256`. Never downloaded (module
     docstring)."""
-    sha256 = SDIST_SHA256
     if sdist is not None:
-        return _checked(Path(sdist), sha256, f"dataset {dataset!r}: field 'sdist'")
+        return _checked(Path(sdist), f"dataset {dataset!r}: field 'sdist'")
     if os.environ.get(SDIST_ENV):
-        return _checked(Path(os.environ[SDIST_ENV]), sha256, SDIST_ENV)
+        return _checked(Path(os.environ[SDIST_ENV]), SDIST_ENV)
     path = Path(cache_dir or default_cache_dir()) / SDIST_NAME
     if path.is_file():
-        return _checked(path, sha256, f"dataset {dataset!r}")
+        return _checked(path, f"dataset {dataset!r}")
     raise FlipgateError(
         f"dataset {dataset!r} reads the bigbench {BIGBENCH_VERSION} sdist, which no package index "
         f"serves any more (pip offers bigbench 0.0.1, without the task data): set {SDIST_ENV} to "
-        f"a local copy of {SDIST_NAME} (sha256 {sha256[:12]}...), or audit a dataset a package "
-        f"ships (docs/suites/envelope.md, 'Benchmarks')"
+        f"a local copy of {SDIST_NAME} (sha256 {SDIST_SHA256[:12]}...), or audit a dataset a "
+        f"package ships (docs/suites/envelope.md, 'Benchmarks')"
     )
 
 
