@@ -91,11 +91,58 @@ def trials_frame(trials: list[Trial]) -> pd.DataFrame:
 
 
 #: fields a gate adds to some verdicts only (see :class:`Verdict`)
-CONTEXT_FIELDS = frozenset({"facet", "model", "target", "mcnemar", "q_value", "interval", "test"})
+CONTEXT_FIELDS = frozenset(
+    {"facet", "model", "target", "mcnemar", "q_value", "interval", "test", "undecided"}
+)
 
 Direction = Literal["max", "min"]
 Label = Literal["pass", "fail", "inconclusive", "warn", "missing"]
 Outcome = Literal["pass", "warn", "xfail", "fail"]
+
+
+class Undecided(BaseModel):
+    """Why a ``lower``/``upper`` verdict is undecided at its cap ``n`` (docs/definitions.md §12.8,
+    flipgate.metrics.undecided): **under-powered** when ``n_star`` — the items at which the
+    fixed-N test would reject if the estimate stayed where it is — is at most ``limit``
+    (10 · n), else **at its bound**, ``distance`` = |estimate − bound| from it. ``n_star`` None:
+    more than ``limit`` (``by: test``, searched up to it) or never (the estimate on the bound).
+    ``by``: n* from the cell's fixed-N tests (``test``) or from its interval narrowing as 1/√n
+    (``interval``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: Literal["under-powered", "at its bound"]
+    n: int
+    n_star: int | None
+    distance: float
+    limit: int
+    by: Literal["test", "interval"]
+
+    def text(self) -> str:
+        """One phrase, e.g. "under-powered: 412 items would decide it (cap 64)"."""
+        if self.reason == "under-powered":
+            return f"under-powered: {self.n_star} items would decide it (cap {self.n})"
+        if self.n_star is not None:
+            n_star = f"n* = {self.n_star}"
+        elif self.distance == 0:
+            n_star = "n* = ∞"
+        else:
+            n_star = f"n* > {self.limit}"
+        return (
+            f"at its bound: |estimate − bound| = {self.distance:.3g}; no affordable N decides it "
+            f"({n_star}, cap {self.n})"
+        )
+
+
+def label_text(verdict: dict[str, Any]) -> str:
+    """A verdict's label (JSON data) with, when undecided, why: e.g. "inconclusive
+    (under-powered: 412 items would decide it (cap 64))"."""
+    why = verdict.get("undecided")
+    return _with_reason(str(verdict["verdict"]), Undecided.model_validate(why) if why else None)
+
+
+def _with_reason(label: str, why: Undecided | None) -> str:
+    return f"{label} ({why.text()})" if why else label
 
 
 class Verdict(BaseModel):
@@ -136,6 +183,9 @@ class Verdict(BaseModel):
     #: the one-sided test that decided the verdict with its e-value or p-value, or both tests
     #: while undecided (docs/definitions.md §12.1)
     test: str | None = None
+    #: why a ``lower``/``upper`` verdict is undecided (``inconclusive``) at its cap
+    #: (docs/definitions.md §12.8)
+    undecided: Undecided | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_context(self, handler: Any) -> dict[str, Any]:
@@ -168,9 +218,16 @@ class Verdict(BaseModel):
             " (not proven)" if self.verdict == "inconclusive" and self.rule == "upper" else ""
         )
         by = f" by {self.test}" if self.test and self.verdict in ("pass", "fail") else ""
+        why = f"; {self.undecided.text()}" if self.undecided else ""
         return (
-            f"{who}{self.threshold} [{self.source}]: {est}{ci_text} -> {self.verdict}{unproven}{by}"
+            f"{who}{self.threshold} [{self.source}]: {est}{ci_text} -> "
+            f"{self.verdict}{unproven}{by}{why}"
         )
+
+    @property
+    def label_text(self) -> str:
+        """The label with, when undecided, why (:func:`label_text`)."""
+        return _with_reason(self.verdict, self.undecided)
 
     def to_json(self) -> str:
         return self.model_dump_json()

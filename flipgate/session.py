@@ -537,6 +537,9 @@ class FlipgateSession:
             self._progress = None
 
     def _summary(self, store: TrialStore, cfg: AuditConfig) -> list[str]:
+        from flipgate import registry
+        from flipgate.gate.rules import decided_line
+
         lines = [f"flipgate: run {self.run_id}, trials in {self.store_path}"]
         lines += [f"flipgate: {note}" for note in self.notes]
         lines += self._call_lines(store)
@@ -547,6 +550,8 @@ class FlipgateSession:
             for m, c in store.calls().items()
         ]
         verdicts = [v for _, _, v in store.all_verdicts()]  # q-values set by write_cards
+        decided = decided_line(verdicts)
+        lines += [f"flipgate: {decided}"] if decided else []
         failed = [v.q_value for v in verdicts if v.verdict == "fail" and v.q_value is not None]
         if failed:
             alpha = 1 - cfg.level
@@ -556,8 +561,6 @@ class FlipgateSession:
                 f"{sum(q <= alpha for q in failed)} of {len(failed)} failed ones stay "
                 f"significant at FDR {alpha:.2f}"
             )
-        from flipgate import registry
-
         for suite in registry.suites():
             lines += suite.summary_lines(store)
         return lines

@@ -14,6 +14,7 @@ from flipgate.cards.model import (
 )
 from flipgate.gate.rules import SEQUENCE
 from flipgate.markdown_text import md_escape
+from flipgate.results import Undecided
 
 #: how an interrupted run's card (``run.interrupted``) names itself, and each of its verdicts
 PARTIAL = "interrupted run, partial card"
@@ -53,11 +54,16 @@ def verdict_interval(card: dict, verdict: dict) -> str:
 
 
 def verdict_text(v: dict) -> str:
-    """The label, and what the gate did with it where that differs (docs/thresholds.md):
-    e.g. "**inconclusive** → fail" for an unproven ``upper`` bound."""
+    """The label, why it is undecided where it is (docs/definitions.md §12.8), and what the gate
+    did with it where that differs (docs/thresholds.md): e.g. "**inconclusive**
+    (under-powered: 412 items would decide it (cap 64)) → fail" for an unproven ``upper``
+    bound."""
     label, outcome = v["verdict"], v.get("outcome")
-    return f"**{md_escape(label)}**" + (
-        f" → {md_escape(outcome)}" if outcome and outcome != label else ""
+    why = v.get("undecided")
+    return (
+        f"**{md_escape(label)}**"
+        + (f" ({md_escape(Undecided.model_validate(why).text())})" if why else "")
+        + (f" → {md_escape(outcome)}" if outcome and outcome != label else "")
     )
 
 

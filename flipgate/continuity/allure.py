@@ -31,7 +31,7 @@ def report_continuity(record: ContinuityRecord, verdicts: list[Verdict]) -> None
         f"L_local {fmt(r.l_local.estimate)}, L_global {fmt(r.l_global.estimate)}, "
         f"abstention AUC {auc}, accuracy {fmt(r.accuracy.estimate)} "
         f"(N={r.n_sources} sweeps, {r.n_inputs} inputs); "
-        + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
+        + "; ".join(f"{v.threshold}: {v.label_text}" for v in verdicts)
     )
     attach_png(
         allure,

@@ -41,7 +41,7 @@ def report_decomposition(
             f"genuine {fmt(result.genuine.estimate)} (N={result.genuine.n_items}); "
             + "; ".join(parts)
             + "; "
-            + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
+            + "; ".join(f"{v.threshold}: {v.label_text}" for v in verdicts)
         )
         name = f"{record.axis} / {record.dataset} / {record.model_id}"
         attach_png(allure, split_plot(name, result), "genuine and artifact.png")

@@ -48,7 +48,7 @@ def report_envelope(
     if allure is None:
         return
     allure.dynamic.description(
-        "; ".join(f"{v.model}: {v.threshold}: {v.verdict}" for v in verdicts)
+        "; ".join(f"{v.model}: {v.threshold}: {v.label_text}" for v in verdicts)
     )
     attach_csv(allure, scores, "configuration scores.csv")
     attach_json(

@@ -116,6 +116,7 @@ class EnvelopeCell(SuiteCell):
                     {"envelope": estimates(block)},
                     "envelope",
                     ts.on_inconclusive,
+                    n_items=analysis["models"][model]["n_configs"],  # resampled: configurations
                     facet=ENVELOPE_CELL,
                     model=model,
                 )

@@ -25,7 +25,7 @@ import yaml
 from flipgate import FlipgateError, storage
 from flipgate.cards.build import TypedCardSuite
 from flipgate.cards.load import ALLOW_SKIPPED, ALLOW_SKIPPED_HELP, load_model, model_dirs
-from flipgate.cards.markdown import verdict_interval
+from flipgate.cards.markdown import verdict_interval, verdict_text
 from flipgate.cell import CellKey
 from flipgate.cli import OK, Parser, one_line, run_command
 from flipgate.gate.rules import SEQUENCE
@@ -199,10 +199,7 @@ def grid_section(model: str, cards: list[dict], grid_dir: Path, suites: Sequence
                     else "–"
                 )
             estimate = "–" if v.get("estimate") is None else f"{v['estimate']:.3f}"
-            outcome = v.get("outcome")
-            verdict = f"**{esc(v['verdict'])}**" + (
-                f" → {esc(outcome)}" if outcome and outcome != v["verdict"] else ""
-            )
+            verdict = verdict_text(v)
             lines.append(
                 f"| {esc(card['dataset']['name'])} | {esc(v.get('facet'))} | {esc(v['threshold'])} "
                 f"| {estimate} | {ci} | {esc(v.get('test') or '–')} "

@@ -33,6 +33,7 @@ from flipgate.metrics.onesided import Looks
 from flipgate.metrics.proportion import small_n_hull
 from flipgate.metrics.sequential import ItemValues
 from flipgate.metrics.threshold_tests import decide_mean, pending_fixed
+from flipgate.metrics.undecided import AFFORDABLE, n_star_by_interval, n_star_by_test, undecided
 from flipgate.results import Label, MetricEstimate, Outcome, Verdict
 
 #: what a straddling CI does: ``by_rule`` follows the rule (upper fails, lower warns)
@@ -105,15 +106,28 @@ def verdict(
     readout: str | None = None,
     p_value: float | None = None,
     tested: Label | None = None,
+    n_items: int | None = None,
     **context: Any,
 ) -> Verdict:
     """Threshold ``t`` decided on ``estimate`` and its ``ci`` — or, with ``tested``, the label
     its one-sided tests gave (docs/definitions.md §12; the CI is then only shown); ``context``:
     the verdict's ``facet`` (its cell) and, for some gates, ``model``, ``target``, ``mcnemar``,
-    ``interval`` or ``test``."""
+    ``interval``, ``test`` or ``undecided``. A ``lower``/``upper`` verdict its CI left
+    undecided says why from the ``n_items`` units behind the estimate (docs/definitions.md
+    §12.8: :func:`~flipgate.metrics.undecided.n_star_by_interval`)."""
     lo, hi = ci if ci else (None, None)
     missing = _number(estimate) is None
     label = decide(t, estimate, lo, hi) if tested is None or missing else tested
+    if (
+        label == "inconclusive"
+        and "undecided" not in context
+        and n_items
+        and estimate is not None
+        and lo is not None
+        and hi is not None
+    ):
+        n_star = n_star_by_interval(float(estimate), (lo, hi), t.bound, t.direction, n_items)
+        context["undecided"] = undecided(n_star, n_items, float(estimate), t.bound, "interval")
     return Verdict(
         threshold=t.label,
         metric=t.metric,
@@ -141,6 +155,7 @@ def evaluate(
     sequences: Mapping[tuple[str, str], ItemValues] | None = None,
     looks: Looks | None = None,
     planned: int | None = None,
+    n_items: int | None = None,
     **context: Any,
 ) -> list[Verdict]:
     """Apply each threshold to the estimates ``{readout: {metric: MetricEstimate}}``. Where an
@@ -155,8 +170,9 @@ def evaluate(
     names the deciding test (``test``); its interval is shown for reading only (``interval``:
     ``confidence_sequence`` for a sequential cell, else the bootstrap CI). ``planned``: fixed-N
     tests that wait for that many items (a regression case of a sequential candidate:
-    flipgate.regression.hold); with fewer the verdict is undecided. ``context`` is given to every
-    verdict (:func:`verdict`)."""
+    flipgate.regression.hold); with fewer the verdict is undecided. ``n_items``: the units behind
+    an estimate that does not say (its ``n_units`` or ``n_items``), from which a verdict its CI
+    left undecided says why (:func:`verdict`). ``context`` is given to every verdict."""
     results = []
     for t in thresholds:
         r = t.readout or readout
@@ -174,7 +190,8 @@ def evaluate(
         lo, hi = ci if ci else (None, None)
         if m and m.n_units and lo is not None and hi is not None and est is not None:
             ci = small_n_hull((lo, hi), float(est), m.n_units, t.level)  # no proof from few items
-        results.append(verdict(t, est, ci, on_inconclusive, r, p_value, **context))
+        n = (m.n_units or m.n_items if m else None) or n_items
+        results.append(verdict(t, est, ci, on_inconclusive, r, p_value, n_items=n, **context))
     return results
 
 
@@ -200,6 +217,10 @@ def tested_verdict(
         else pending_fixed(values, t.bound, t.direction, alpha, planned)
     )
     label: Label = decided.decision or "inconclusive"
+    if label == "inconclusive" and values.n:
+        cap = looks.cap if looks is not None else (planned or values.drawn)
+        n_star = n_star_by_test(values, t.bound, t.direction, alpha, AFFORDABLE * cap)
+        context["undecided"] = undecided(n_star, cap, values.estimate, t.bound, "test")
     if looks is not None:
         ci: tuple[float | None, float | None] | None = values.sequence(t.level)
         extra: dict[str, Any] = {"interval": SEQUENCE}
@@ -219,3 +240,24 @@ def tested_verdict(
         **extra,
         **context,
     )
+
+
+def decided_line(verdicts: Sequence[Verdict]) -> str | None:
+    """The run's decided share in one line: of its ``lower``/``upper`` verdicts with an estimate,
+    how many were decided, and why the others were not (docs/definitions.md §12.8); None
+    without any."""
+    ruled = [v for v in verdicts if v.rule in ("lower", "upper") and v.verdict != "missing"]
+    if not ruled:
+        return None
+    left = [v.undecided for v in ruled if v.verdict == "inconclusive"]
+    reasons = [u.reason for u in left if u is not None]
+    under = reasons.count("under-powered")
+    tail = (
+        f"; undecided: {under} under-powered (n* ≤ 10 × the cap), "
+        f"{reasons.count('at its bound')} at their bound"
+        if left
+        else ""
+    )
+    unexplained = len(left) - len(reasons)
+    tail += f", {unexplained} without a reason" if unexplained else ""
+    return f"decided {len(ruled) - len(left)} of {len(ruled)} lower/upper verdicts" + tail

@@ -27,7 +27,7 @@ def report_judge(record: JudgeRecord, verdicts: list[Verdict]) -> None:
         f"{fmt(r.consensus_accuracy.estimate)} (N={r.n_items}); improved "
         f"{r.sign_test.improved} / regressed {r.sign_test.regressed}, sign test p "
         f"{fmt(r.sign_test.p_value)}; judge flip rate {fmt(r.judge_flip_rate.estimate)}; "
-        + "; ".join(f"{v.threshold}: {v.verdict}" for v in verdicts)
+        + "; ".join(f"{v.threshold}: {v.label_text}" for v in verdicts)
     )
     attach_png(
         allure, accuracy_vs_k_plot(f"{record.dataset} / {record.model_id}", r), "accuracy vs k.png"

@@ -33,6 +33,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaln, xlogy
+from scipy.stats import norm
 
 from flipgate.metrics.onesided import FINAL_SHARE, Evidence, Looks, Side
 
@@ -100,11 +101,31 @@ def score_statistic(n: int, delta0: float) -> FloatArray:
     under p+ − p− = δ0 (the root of 2n q² − B q − c δ0(1 − δ0) = 0, B = b(1 + δ0) + c(1 − δ0)
     − 2nδ0)."""
     b, c = _triangle(n)
+    return np.where(b + c <= n, _score(b, c, n, delta0), -np.inf)
+
+
+def _score(
+    b: npt.ArrayLike, c: npt.ArrayLike, n: int, delta0: float, correction: float = 0.0
+) -> FloatArray:
+    """Tango's Z (:func:`score_statistic`) of outcomes (b, c) at n items, its numerator
+    reduced by ``correction``."""
+    b, c = np.asarray(b, dtype=float), np.asarray(c, dtype=float)
     big_b = b * (1 + delta0) + c * (1 - delta0) - 2 * n * delta0
     q = (big_b + np.sqrt(big_b**2 + 8 * n * c * delta0 * (1 - delta0))) / (4 * n)
     variance = np.maximum(n * (2 * q + delta0 - delta0**2), 1e-12)
-    z = (b - c - n * delta0) / np.sqrt(variance)
-    return np.where(b + c <= n, z, -np.inf)
+    z: FloatArray = (b - c - n * delta0 - correction) / np.sqrt(variance)
+    return z
+
+
+def score_test_rejects(d: np.ndarray, delta0: float, side: Side, alpha: float) -> bool:
+    """Tango's score test in its large-sample form, Z ≥ the normal 1 − α quantile with b − c
+    reduced by one half (a continuity correction): the asymptotic version of
+    :func:`paired_fixed_test`, whose exact table costs n² cells per nuisance value, for sizes
+    where that is too dear (flipgate.metrics.undecided). On seven cases of 16 items (n* from 29
+    to 131) the items it needs were 4 % fewer to 19 % more than the exact test's; uncorrected,
+    up to 18 % fewer; corrected by a whole count, up to 47 % more."""
+    b, c, bound = _oriented(*counts(d), delta0, side)
+    return bool(_score(b, c, len(d), bound, correction=0.5) >= norm.ppf(1 - alpha))
 
 
 def mixture_log_e(n: int, delta0: float) -> FloatArray:

@@ -95,9 +95,9 @@ def report_odi(analysis: dict, verdicts: list[Verdict], panel: Sequence[Verdict]
     if allure is None:
         return
     allure.dynamic.description(
-        "; ".join(f"{v.model}: {v.threshold}: {v.verdict}" for v in verdicts)
+        "; ".join(f"{v.model}: {v.threshold}: {v.label_text}" for v in verdicts)
         + "; panel checks (gate no model): "
-        + ("; ".join(f"{v.threshold}: {v.verdict}" for v in panel) or "none")
+        + ("; ".join(f"{v.threshold}: {v.label_text}" for v in panel) or "none")
     )
     fits = {"panel": analysis} | {
         m: v["own"] for m, v in analysis["models"].items() if "facets" in v.get("own", {})

@@ -106,7 +106,13 @@ def _verdicts(fit: dict, t: Threshold, on_inconclusive: str, readout: str, **con
     out = []
     covered = targets(fit, t) or {"(not in the fit)": {"estimate": None}}
     for target, est in covered.items():
-        (v,) = evaluate([t], {"odi": estimates({t.metric: est})}, "odi", on_inconclusive)
+        (v,) = evaluate(
+            [t],
+            {"odi": estimates({t.metric: est})},
+            "odi",
+            on_inconclusive,
+            n_items=fit_items(fit),
+        )
         out.append(
             v.with_context(
                 threshold=f"{t.label} · {target}",
@@ -117,6 +123,12 @@ def _verdicts(fit: dict, t: Threshold, on_inconclusive: str, readout: str, **con
             )
         )
     return out
+
+
+def fit_items(fit: dict) -> int | None:
+    """The items a fit summary's HDIs rest on: a model's own fit, or the panel's modal fit."""
+    sizes = fit.get("sizes") or {}
+    return sizes.get("items") or (sizes.get("modal") or {}).get("items")
 
 
 def gate(analysis: dict, ts: ThresholdSet, model_id: str) -> list[Verdict]:

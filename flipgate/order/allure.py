@@ -65,7 +65,7 @@ def verdict_line(verdict: Verdict, summaries: dict[str, CellSummary]) -> str:
     """``threshold: verdict by <the deciding test>``; for a sequential cell, with its confidence
     sequence and, labelled apart, the fixed-N bootstrap CI of its metric on the same items (both
     shown, as the card shows them, flipgate.cards.disclosure)."""
-    line = f"{verdict.threshold}: {verdict.verdict}" + (
+    line = f"{verdict.threshold}: {verdict.label_text}" + (
         f" by {verdict.test}" if verdict.test and verdict.verdict in ("pass", "fail") else ""
     )
     if verdict.interval != SEQUENCE:

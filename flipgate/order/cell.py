@@ -104,6 +104,7 @@ class OrderCell(SuiteCell):
             primary,
             sequences=self.sequences,
             looks=self.stop.looks if self.stop else None,
+            n_items=summaries[primary].n_items if primary in summaries else None,
             decide=(lambda ts: []) if unmeasured else None,
         )
 

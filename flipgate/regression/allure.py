@@ -129,7 +129,7 @@ def report_regression(comparison, level: float | None = None) -> None:
         "; ".join(
             f"{r['metric']} {_num(r['delta'], signed=True)} "
             f"[{', '.join(_num(x, signed=True) for x in r['ci'] or [])}] "
-            f"{r['arrow']}" + (f" → {r['verdict']}" if r["verdict"] else "")
+            f"{r['arrow']}" + (f" → {r['label']}" if r["verdict"] else "")
             for r in rows(record)
         )
     )

@@ -8,6 +8,7 @@ import math
 
 from flipgate.markdown_text import md_escape
 from flipgate.regression.compare import DELTA_METRICS
+from flipgate.results import label_text
 
 #: arrows for a delta's direction judged by its CI: ▲ worse, ▼ better, ≈ CI covers 0
 WORSE, BETTER, SAME = "▲ worse", "▼ better", "≈"
@@ -60,6 +61,8 @@ def rows(comparison: dict) -> list[dict]:
                 "p_two_sided": test["p_two_sided"] if test else None,
                 "p_regression": test["p_regression"] if test else None,
                 "verdict": v["verdict"] if v else None,
+                # the label with why it is undecided (docs/definitions.md §12.8)
+                "label": label_text(v) if v else None,
                 "outcome": v["outcome"] if v else None,
                 "threshold": v["threshold"] if v else None,
                 # the one-sided test that decided the verdict (docs/definitions.md §12.6)
@@ -91,7 +94,7 @@ def markdown(comparisons: list[dict], level: float | None = None) -> str:
                 if r["p_two_sided"] is not None
                 else "–"
             )
-            verdict = f"{r['verdict']} ({r['threshold']})" if r["verdict"] else "not gated"
+            verdict = f"{r['label']} ({r['threshold']})" if r["verdict"] else "not gated"
             lines.append(
                 f"| {md_escape(r['candidate'])} vs {md_escape(r['baseline'])} | "
                 f"{md_escape(r['cell'])} | {md_escape(r['dataset'])} | "

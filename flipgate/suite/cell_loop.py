@@ -38,10 +38,11 @@ class Gated:
     metric with per-item values in ``sequences`` (``{(readout, metric): ItemValues}``) is decided
     by the one-sided tests of docs/definitions.md §12 on the look grid ``looks`` of a cell that
     drew sequentially (fixed N otherwise; ``planned``: the items fixed-N tests wait for), any other
-    by its interval; ``context`` goes to every verdict (its ``facet`` is the selector unless
-    ``context`` names one). A suite whose thresholds reach its estimates in a way of its own (a
-    readout or a CI level per threshold) gives ``decide``, which the core calls with the model's
-    thresholds instead."""
+    by its interval (``n_items``: the units behind an estimate that does not say, from which an
+    undecided verdict says why: docs/definitions.md §12.8); ``context`` goes to every verdict
+    (its ``facet`` is the selector unless ``context`` names one). A suite whose thresholds reach
+    its estimates in a way of its own (a readout or a CI level per threshold) gives ``decide``,
+    which the core calls with the model's thresholds instead."""
 
     model: str
     dataset: str
@@ -54,6 +55,7 @@ class Gated:
     sequences: Mapping[tuple[str, str], Any] | None = None
     looks: Any = None
     planned: int | None = None
+    n_items: int | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
     decide: Callable[[ThresholdSet], list[Verdict]] | None = None
 
@@ -133,6 +135,7 @@ def decide(gated: Gated, thresholds: ThresholdSet) -> list[Verdict]:
         gated.sequences,
         gated.looks,
         gated.planned,
+        gated.n_items,
         **{"facet": gated.select or gated.cell, **gated.context},
     )
 
