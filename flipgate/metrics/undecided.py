@@ -52,21 +52,25 @@ def beyond(estimate: float, bound: float, direction: Direction) -> bool:
 
 
 def at_size(values: npt.ArrayLike, n: int) -> npt.NDArray[np.float64]:
-    """``n`` values with the distribution of ``values`` (NaN left out): each distinct value
-    repeated in proportion to its count, rounded by largest remainders, the copies of each spread
-    evenly through the sequence."""
+    """``n`` values with the distribution of ``values``: each distinct value — an unscored item
+    (NaN) counting as one — repeated in proportion to its count, rounded by largest remainders,
+    the copies of each spread evenly through the sequence. n* is so in items drawn, unscored
+    ones kept at their share."""
     x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
     if not x.size:
-        raise ValueError("at_size: no scored values")
-    distinct, count = np.unique(x, return_counts=True)
+        raise ValueError("at_size: no values")
+    missing = np.isnan(x)
+    distinct, count = np.unique(x[~missing], return_counts=True)
+    if missing.any():
+        distinct, count = np.r_[distinct, np.nan], np.r_[count, int(missing.sum())]
     share = count * n / x.size
     copies = np.floor(share).astype(int)
     left = n - int(copies.sum())
     copies[np.argsort(-(share - copies), kind="stable")[:left]] += 1
     value = np.repeat(distinct, copies)
     place = np.concatenate([(np.arange(c) + 0.5) / c for c in copies if c])
-    return value[np.argsort(place, kind="stable")]
+    out: npt.NDArray[np.float64] = value[np.argsort(place, kind="stable")]
+    return out
 
 
 def n_star_by_test(
@@ -74,7 +78,8 @@ def n_star_by_test(
 ) -> int | None:
     """The smallest n ≤ ``limit`` at which the fixed-N tests of a threshold ``metric <= bound``
     (``max``) or ``>= bound`` (``min``) at ``alpha`` reject on ``values`` resized to n items
-    (:func:`at_size`), or None when they do not reject at ``limit`` (or nothing was scored)."""
+    drawn (:func:`at_size`; the tests read the scored ones), or None when they do not reject at
+    ``limit`` (or nothing was scored)."""
     if not values.n or values.estimate == bound:
         return None
     violation, conformance = sides(direction)
@@ -84,7 +89,7 @@ def n_star_by_test(
     def rejects(n: int) -> bool:
         x = at_size(values.values, n)
         if paired and n > EXACT_PAIRED:
-            return score_test_rejects(x, bound, side, alpha)
+            return score_test_rejects(x[~np.isnan(x)], bound, side, alpha)
         resized = ItemValues.of(x, values.low, values.high, values.kind)
         return decide_mean(resized, bound, direction, alpha).decision is not None
 

@@ -17,7 +17,9 @@ def test_at_size_keeps_the_mix_and_spreads_it():
     # 1 of 3 at 5 items: 1.67 ones, 3.33 zeros -> floors 1 and 3, the last copy to the larger
     # remainder (ones); zeros sit at 1/6, 1/2, 5/6 and ones at 1/4, 3/4
     assert at_size([1.0, 0.0, 0.0], 5).tolist() == [0, 1, 0, 1, 0]
-    assert at_size([1.0, np.nan, 0.0], 4).tolist() == [0, 1, 0, 1]  # NaN left out
+    # an unscored item keeps its share: n* counts items drawn
+    assert np.isnan(at_size([1.0, np.nan, 0.0, 0.0], 4)).sum() == 1
+    assert np.nansum(at_size([1.0, np.nan, 0.0, 0.0], 8)) == 2
     assert at_size([0.2, 0.8], 6).mean() == pytest.approx(0.5)
 
 
@@ -27,6 +29,13 @@ def test_n_star_of_all_correct_items_is_the_exact_binomial_count():
     values = ItemValues.of([1.0, 1.0], kind="binary")
     assert n_star_by_test(values, 0.5, "min", 0.05, limit=20) == 5
     assert n_star_by_test(values, 0.5, "min", 0.05, limit=4) is None  # beyond the search
+
+
+def test_n_star_counts_items_drawn_when_some_are_unscored():
+    # 2 correct of 2 scored among 4 drawn: half the drawn items score, so the 5 correct items
+    # "accuracy >= 0.5" needs take 9 drawn (4.5 each way, the remainder to the scored)
+    values = ItemValues.of([1.0, np.nan, 1.0, np.nan], kind="binary")
+    assert n_star_by_test(values, 0.5, "min", 0.05, limit=40) == 9
 
 
 def test_n_star_of_a_violation_is_found_by_the_violation_test():
