@@ -126,7 +126,7 @@ def verdict(
         and lo is not None
         and hi is not None
     ):
-        n_star = n_star_by_interval(float(estimate), (lo, hi), t.bound, t.direction, n_items)
+        n_star = n_star_by_interval(float(estimate), (lo, hi), t.bound, n_items)
         context["undecided"] = undecided(n_star, n_items, float(estimate), t.bound, "interval")
     return Verdict(
         threshold=t.label,
@@ -253,7 +253,7 @@ def decided_line(verdicts: Sequence[Verdict]) -> str | None:
     reasons = [u.reason for u in left if u is not None]
     under = reasons.count("under-powered")
     tail = (
-        f"; undecided: {under} under-powered (n* ≤ 10 × the cap), "
+        f"; undecided: {under} under-powered (n* ≤ {AFFORDABLE} × the cap), "
         f"{reasons.count('at its bound')} at their bound"
         if left
         else ""

@@ -103,7 +103,7 @@ def n_star_by_test(
 
 
 def n_star_by_interval(
-    estimate: float, ci: tuple[float, float], bound: float, direction: Direction, n: int
+    estimate: float, ci: tuple[float, float], bound: float, n: int
 ) -> int | None:
     """The items at which the CI ``ci`` of ``estimate`` over ``n`` units, narrowing as 1/√n,
     would leave ``bound`` on one side (None when the estimate equals the bound)."""

@@ -48,7 +48,7 @@ def test_n_star_of_a_violation_is_found_by_the_violation_test():
 def test_n_star_is_infinite_on_the_bound():
     values = ItemValues.of([1.0, 0.0] * 8, kind="binary")
     assert n_star_by_test(values, 0.5, "max", 0.05, limit=10_000) is None
-    assert n_star_by_interval(0.5, (0.3, 0.7), 0.5, "max", 16) is None
+    assert n_star_by_interval(0.5, (0.3, 0.7), 0.5, 16) is None
     why = undecided(None, 16, 0.5, 0.5, "test")
     assert why.reason == "at its bound" and why.distance == 0
     assert "n* = ∞" in why.text()
@@ -57,10 +57,10 @@ def test_n_star_is_infinite_on_the_bound():
 def test_n_star_by_interval_scales_the_interval_end_toward_the_bound():
     # AUC 0.36 [0.1875, 0.64] against >= 0.5 over 4 sources: the upper end is 0.28 from the
     # estimate, the bound 0.14: it clears the bound once 0.28 * sqrt(4 / n) < 0.14, n > 16
-    assert n_star_by_interval(0.36, (0.1875, 0.64), 0.5, "min", 4) == 17
+    assert n_star_by_interval(0.36, (0.1875, 0.64), 0.5, 4) == 17
     # inside the bound the end beyond it decides: 0.1 [0.0, 0.3] against <= 0.2 over 9 items:
     # (0.2 / 0.1)^2 * 9 = 36 -> 37
-    assert n_star_by_interval(0.1, (0.0, 0.3), 0.2, "max", 9) == 37
+    assert n_star_by_interval(0.1, (0.0, 0.3), 0.2, 9) == 37
 
 
 def test_labels_split_at_ten_times_the_cap():
