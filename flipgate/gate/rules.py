@@ -120,7 +120,7 @@ def verdict(
     label = decide(t, estimate, lo, hi) if tested is None or missing else tested
     if (
         label == "inconclusive"
-        and "undecided" not in context
+        and tested is None  # a tested verdict's reason comes from its tests (tested_verdict)
         and n_items
         and estimate is not None
         and lo is not None
