@@ -9,6 +9,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from flipgate import FlipgateError, not_utf8
+
 #: overrides :func:`user_cache_dir`
 CACHE_HOME_ENV = "FLIPGATE_CACHE_HOME"
 
@@ -57,3 +59,35 @@ def atomic_write(target: Path | str, text: str) -> None:
 
 def atomic_copy(source: Path | str, target: Path | str) -> None:
     replace_with(target, lambda tmp: shutil.copyfile(source, tmp))
+
+
+def user_file(path: Path | str, within: Path | str, name: str) -> Path:
+    """The file to write for ``path``, a file of the user's that a command updates (a model card, a
+    ``.gitignore``, a pytest configuration): ``path`` itself, or where its links lead when they
+    stay inside ``within`` (the project). An atomic write (:func:`replace_with`) to the returned
+    path keeps a link a link and never writes through one out of the project: a link that leads
+    outside ``within``, a dangling link, or anything but a regular file is refused with one
+    :class:`~flipgate.FlipgateError` line (``name``: how the message names ``path``) before
+    anything is written."""
+    path = Path(path)
+    real = path.resolve()
+    root = Path(within).resolve()
+    if real != path.absolute() and not real.is_relative_to(root):
+        raise FlipgateError(
+            f"{name}: a link to {real}, outside the project {root}; flipgate writes nothing "
+            "through a link out of the project (replace the link with the file itself)"
+        )
+    if path.is_symlink() and not real.exists():
+        raise FlipgateError(f"{name}: a link to {real}, which does not exist; nothing written")
+    if real.exists() and not real.is_file():
+        raise FlipgateError(f"{name}: {real} is not a regular file; nothing written")
+    return real
+
+
+def read_user_text(path: Path, name: str | None = None) -> str:
+    """The UTF-8 text of a user's file, or one :class:`~flipgate.FlipgateError` line naming it (as
+    ``name``, default its path) and its first bad byte instead of a UnicodeDecodeError."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise not_utf8(name or path, exc) from None

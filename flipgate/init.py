@@ -38,6 +38,7 @@ from urllib.request import url2pathname
 
 from flipgate import FlipgateError
 from flipgate.cli import OK, Parser, one_line, run_command
+from flipgate.files import atomic_write, read_user_text, user_file
 
 #: the token of the workflow template that init replaces with where CI installs flipgate from
 SPEC_TOKEN = "@FLIPGATE_PIP_SPEC@"
@@ -208,7 +209,7 @@ class PytestTable:
 
 def _toml(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(read_user_text(path))
     except tomllib.TOMLDecodeError as exc:
         raise FlipgateError(f"{path}: not valid TOML ({exc}); fix it first") from None
 
@@ -218,7 +219,7 @@ def _ini_section(path: Path, section: str, text: str | None = None) -> frozenset
     None when it has no such section."""
     parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read_string(path.read_text(encoding="utf-8") if text is None else text, str(path))
+        parser.read_string(read_user_text(path) if text is None else text, str(path))
     except configparser.Error as exc:
         raise FlipgateError(
             f"{path}: not a valid ini file ({one_line(exc)}); fix it first"
@@ -279,6 +280,7 @@ def init(project: Path, spec: str | None = None) -> tuple[list[str], list[str]]:
     if project.exists() and not project.is_dir():
         raise FlipgateError(f"argument DIR {str(project)!r}: not a directory")
     project.mkdir(parents=True, exist_ok=True)
+    _check_targets(project)  # a link out of the project: refused before anything is written
     lines, warnings = [], []
     for target in FILES:
         path = project / target.path
@@ -292,27 +294,51 @@ def init(project: Path, spec: str | None = None) -> tuple[list[str], list[str]]:
             warnings += [found.warning] if found.warning else []
         else:
             text = template(target.template)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        atomic_write(user_file(path, project, target.path), text)
         lines.append(f"wrote   {target.path}")
     lines.append(_pytest_section(project))
     lines.append(_gitignore(project))
     return lines, warnings
 
 
+#: the pytest configurations init may add its settings to (:func:`_pytest_table`'s order)
+PYTEST_FILES = (
+    "pytest.toml",
+    ".pytest.toml",
+    "pytest.ini",
+    ".pytest.ini",
+    PYPROJECT.path,
+    "tox.ini",
+    "setup.cfg",
+)
+
+
+def _check_targets(project: Path) -> None:
+    """Refuse, before init writes anything, a file it would write or update that is a link out of
+    the project, a dangling link or not a regular file (flipgate.files.user_file): a new file of
+    the layout, a pytest configuration, ``.gitignore``; and a pytest configuration that is not
+    UTF-8 or does not parse, and a ``.gitignore`` that is not UTF-8."""
+    new = [t.path for t in FILES if not (project / t.path).exists()]
+    for name in (*new, *PYTEST_FILES, GITIGNORE.path):
+        user_file(project / name, project, name)
+    _pytest_table(project)  # a pytest configuration that does not read: refused here too
+    if (project / GITIGNORE.path).is_file():
+        read_user_text(project / GITIGNORE.path, GITIGNORE.path)
+
+
 def _pytest_section(project: Path) -> str:
     table = _pytest_table(project)
     if table is None:
         section = template(PYPROJECT.template)
-        path = project / PYPROJECT.path
+        path = user_file(project / PYPROJECT.path, project, PYPROJECT.path)
         if path.is_file():
-            old = path.read_text(encoding="utf-8")
-            path.write_text(old + ("\n" if old.endswith("\n") else "\n\n") + section, "utf-8")
+            old = read_user_text(path, PYPROJECT.path)
+            atomic_write(path, old + ("\n" if old.endswith("\n") else "\n\n") + section)
             return f"added   [{PYTEST_SECTION}] to {PYPROJECT.path}"
-        path.write_text(section, encoding="utf-8")
+        atomic_write(path, section)
         return f"wrote   {PYPROJECT.path}"
-    path = project / table.file
-    if "flipgate_suites" in path.read_text(encoding="utf-8"):
+    path = user_file(project / table.file, project, table.file)
+    if "flipgate_suites" in read_user_text(path, table.file):
         return f"kept    {table.file} (its pytest section runs flipgate_suites)"
     clash = sorted(table.keys & set(PYTEST_SETTINGS))
     if not clash and _add_to_table(path, table):
@@ -328,7 +354,7 @@ def _add_to_table(path: Path, table: PytestTable) -> bool:
     """Put :data:`PYTEST_SETTINGS` under the table's header line (a ``pytest.ini`` without a
     ``[pytest]`` section gets one); False, writing nothing, when there is no such line or the
     result would not read back."""
-    old = path.read_text(encoding="utf-8")
+    old = read_user_text(path)
     block = "# flipgate: a bare `pytest` is the audit (flipgate init)\n" + "\n".join(table.lines())
     pattern = re.compile(rf"^[ \t]*{re.escape(table.header)}[ \t]*(?:[#;].*)?$", re.M)
     found = pattern.search(old)
@@ -340,17 +366,17 @@ def _add_to_table(path: Path, table: PytestTable) -> bool:
         new = f"{old[: found.end()]}\n{block}{old[found.end() :]}"
     if not set(PYTEST_SETTINGS) <= _keys_after(path, table, new):
         return False
-    path.write_text(new, encoding="utf-8")
+    atomic_write(path, new)
     return True
 
 
 def _gitignore(project: Path) -> str:
-    path = project / GITIGNORE.path
+    path = user_file(project / GITIGNORE.path, project, GITIGNORE.path)
     wanted = template(GITIGNORE.template)
     if not path.is_file():
-        path.write_text(wanted, encoding="utf-8")
+        atomic_write(path, wanted)
         return f"wrote   {GITIGNORE.path}"
-    old = path.read_text(encoding="utf-8")
+    old = read_user_text(path, GITIGNORE.path)
     have = {line.strip() for line in old.splitlines()}
     entries = [line for line in wanted.splitlines() if line and not line.startswith("#")]
     missing = [line for line in entries if line not in have]
@@ -358,7 +384,7 @@ def _gitignore(project: Path) -> str:
         return f"kept    {GITIGNORE.path} (has every entry)"
     header = wanted.splitlines()[0]
     block = "\n".join([header, *missing]) + "\n"
-    path.write_text(old + ("" if old.endswith("\n") or not old else "\n") + block, "utf-8")
+    atomic_write(path, old + ("" if old.endswith("\n") or not old else "\n") + block)
     return f"added   {len(missing)} entries to {GITIGNORE.path}"
 
 

@@ -28,6 +28,7 @@ from flipgate.cards.load import ALLOW_SKIPPED, ALLOW_SKIPPED_HELP, load_model, m
 from flipgate.cards.markdown import verdict_interval, verdict_text
 from flipgate.cell import CellKey
 from flipgate.cli import OK, Parser, one_line, run_command
+from flipgate.files import read_user_text, user_file
 from flipgate.gate.rules import SEQUENCE
 from flipgate.markdown_text import md_escape
 
@@ -99,15 +100,20 @@ def _card(argv: list[str], suites: Sequence[Any]) -> int:
             load_model(grid, None, suites)  # says why: no directory, or no model's cards in it
     else:
         targets = [(into, *load_model(grid, args.model, suites, args.allow_skipped_cards))]
+    # where each is written (links inside the project followed): checked before any is written
+    real = {path: model_card_file(path, grid) for path, *_ in targets}
     # every card rendered before any is written: a bad one (e.g. unbalanced markers) writes none
     rendered = [
-        (path, model, len(cards), render_card(path, model, cards, index, grid, suites, per_model))
+        (path, model, cards, render_card(real[path], model, cards, index, grid, suites, per_model))
         for path, model, cards, index in targets
     ]
-    for path, model, n, content in rendered:
+    for path, model, cards, content in rendered:
         if per_model:  # DIR/<model>/ (org/model nests)
-            storage.call(MODEL_CARD, path, lambda: path.parent.mkdir(parents=True, exist_ok=True))
-        storage.write_text(MODEL_CARD, path, content)
+            storage.call(
+                MODEL_CARD, path, lambda: real[path].parent.mkdir(parents=True, exist_ok=True)
+            )
+        storage.write_text(MODEL_CARD, real[path], content)
+        n = len(cards)
         print(
             f"flipgate: {path}: GRID section of {model} ({n} dataset{'s' if n != 1 else ''}) and "
             "model-index merged"
@@ -115,9 +121,38 @@ def _card(argv: list[str], suites: Sequence[Any]) -> int:
         if args.eval_results:
             from flipgate.exports.cli import write_eval_results
 
-            cards = next(c for p, m, c, _ in targets if p == path)
-            write_eval_results(path.parent, model, cards, args.source_url or grid.as_posix())
+            write_eval_results(real[path].parent, model, cards, args.source_url or grid.as_posix())
     return OK
+
+
+#: what a model card may be named: Markdown, as a Hugging Face README.md
+MARKDOWN = (".md", ".markdown")
+#: the folders where flipgate's own outputs live (beside --grid-cards-dir): never a model card
+OUTPUTS = ("reports",)
+
+
+def model_card_file(path: Path, grid: Path) -> Path:
+    """The file ``card --into`` writes for ``path``: a Markdown file (never a YAML, TOML or JSON
+    file, a store), not among flipgate's outputs (the GRID cards, ``reports/``), and reached
+    through no link out of the project (flipgate.files.user_file; the project: the current folder,
+    or the model card's folder when it lies outside it). Anything else is one line, before any
+    file is written."""
+    where = f"option --into {str(path)!r}"
+    if path.suffix.lower() not in MARKDOWN:
+        raise FlipgateError(
+            f"{where}: not a Markdown model card (README.md); `flipgate card` writes only into "
+            "a Markdown file, never a YAML, TOML or JSON file or a store; nothing written"
+        )
+    here = Path.cwd()
+    project = here if path.absolute().is_relative_to(here) else path.absolute().parent
+    real = user_file(path, project, where)
+    for output in (grid, *(project / name for name in OUTPUTS)):
+        if real.is_relative_to(output.resolve()):
+            raise FlipgateError(
+                f"{where}: inside {output}, where flipgate writes its own outputs; give the "
+                "model's README.md; nothing written"
+            )
+    return real
 
 
 def _fmt(m: dict | None) -> str:
@@ -267,7 +302,7 @@ def render_card(
     with _quiet_hub():
         try:
             if path.exists():
-                card = ModelCard(path.read_text(encoding="utf-8"), ignore_metadata_errors=True)
+                card = ModelCard(read_user_text(path), ignore_metadata_errors=True)
             else:
                 card = ModelCard(f"---\n{yaml.safe_dump(index, sort_keys=False)}---\n\n# {model}\n")
         except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:

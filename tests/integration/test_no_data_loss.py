@@ -129,3 +129,67 @@ def test_an_unmarked_folder_of_allure_files_only_is_adopted(tmp_path):
     with pytest.raises(FlipgateError, match="holds files flipgate did not write"):
         prepare(other, project, "setting")
     assert _tree(other) == before
+
+
+# ------------------------------------ init writes only its own files, never through a link (#60)
+
+
+def _init(project: Path, capsys) -> tuple[int, str]:
+    from flipgate.init import init_main
+
+    status = init_main([str(project), "--pip-spec", "flipgate==0.1.0"])
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "link, target",
+    [
+        (".gitignore", "outside.txt"),
+        ("pyproject.toml", "outside.txt"),
+        ("setup.cfg", "outside.txt"),
+        ("thresholds", "outside-dir"),  # thresholds/default.yaml would be written through it
+        ("models.yaml", "missing.yaml"),  # a dangling link out of the project
+    ],
+)
+def test_init_writes_nothing_through_a_link_out_of_the_project(tmp_path, capsys, link, target):
+    """A file (or folder) init would write or update that is a link out of the project: one line
+    naming it, and nothing written anywhere (the file outside keeps its bytes)."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (tmp_path / "outside.txt").write_text("[tool:pytest]\nkeep me\n")
+    (tmp_path / "outside-dir").mkdir()
+    (project / link).symlink_to(tmp_path / target)
+    before = _tree(tmp_path)
+    status, err = _init(project, capsys)
+    assert status == USAGE_ERROR, err
+    assert err.count("\n") == 1 and link in err and "link" in err, err
+    assert _tree(tmp_path) == before
+    assert (project / link).is_symlink()
+
+
+def test_init_follows_a_link_inside_the_project(tmp_path, capsys):
+    """.gitignore as a link to a file in the project: the entries go into that file, atomically,
+    and .gitignore stays a link."""
+    project = tmp_path / "proj"
+    (project / "config").mkdir(parents=True)
+    (project / "config" / "gitignore").write_text("build/\n")
+    (project / ".gitignore").symlink_to("config/gitignore")
+    status, err = _init(project, capsys)
+    assert status == 0, err
+    assert (project / ".gitignore").is_symlink()
+    text = (project / "config" / "gitignore").read_text()
+    assert text.startswith("build/\n") and "reports/" in text
+
+
+@pytest.mark.parametrize("name", ["pyproject.toml", "setup.cfg", "pytest.ini", ".gitignore"])
+def test_init_with_a_file_that_is_not_utf8_is_one_line(tmp_path, capsys, name):
+    """A pytest configuration or .gitignore in another encoding: one line naming the file and the
+    byte, no traceback, and nothing written."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / name).write_bytes(b"[tool:pytest]\n# caf\xe9\n")
+    before = _tree(project)
+    status, err = _init(project, capsys)
+    assert status == USAGE_ERROR, err
+    assert err.count("\n") == 1 and name in err and "not UTF-8" in err, err
+    assert _tree(project) == before

@@ -337,3 +337,89 @@ def test_a_path_under_a_file_names_the_option(grid, tmp_path, capsys, command, o
     line = one_line(capsys.readouterr().err)
     assert option in line and str(tmp_path / "afile") in line, line
     assert not line.startswith("flipgate: [Errno"), line
+
+
+# ------------------------------------------------ card --into writes only a model card (#60)
+
+
+def _project_with(tmp_path: Path, grid: Path, monkeypatch) -> Path:
+    """A user's project as an audit leaves it (models.yaml, grid_cards/, reports/), as cwd."""
+    project = tmp_path / "proj"
+    shutil.copytree(grid, project / "grid_cards")
+    for name, text in {
+        "models.yaml": "models:\n  - {id: m}\n",
+        "pyproject.toml": "[project]\nname = 'x'\n",
+        "reports/baseline/PROMOTED.json": "{}\n",
+        "reports/runs/r1/trials.sqlite": "store\n",
+        "reports/notes.md": "# notes\n",
+    }.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    monkeypatch.chdir(project)
+    return project
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "into",
+    [
+        "models.yaml",
+        "pyproject.toml",
+        f"grid_cards/{MODEL}/arc_challenge.json",
+        "reports/baseline/PROMOTED.json",
+        "reports/runs/r1/trials.sqlite",
+        "card.txt",
+        f"grid_cards/{MODEL}/mmlu.md",  # a GRID card's Markdown: flipgate's own output
+        "reports/notes.md",
+        "reports/",
+    ],
+)
+def test_card_writes_only_into_a_markdown_model_card(into, grid, tmp_path, capsys, monkeypatch):
+    """A file that is not a Markdown model card (YAML, TOML, JSON, a store, another extension) or
+    lies among flipgate's outputs is refused in one line naming the option; nothing changes."""
+    project = _project_with(tmp_path, grid, monkeypatch)
+    before = _files(project)
+    assert flipgate("card", "--into", into, "--model", MODEL) == USAGE_ERROR
+    line = one_line(capsys.readouterr().err)
+    assert "--into" in line and "nothing written" in line, line
+    assert _files(project) == before
+
+
+def test_card_never_writes_through_a_link_out_of_the_project(grid, tmp_path, capsys, monkeypatch):
+    """README.md (or DIR/<model>) as a link to a file outside the project: refused, the link and
+    the file it points to left as they were; a dangling link too."""
+    project = _project_with(tmp_path, grid, monkeypatch)
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (project / "README.md").symlink_to(secret)
+    (project / "cards" / "acme").mkdir(parents=True)
+    (project / "cards" / MODEL).symlink_to(tmp_path, target_is_directory=True)
+    (project / "GONE.md").symlink_to("docs/nowhere.md")
+    before = _files(tmp_path)
+    for into, why in (
+        ("README.md", "outside the project"),
+        ("cards/", "outside the project"),
+        ("GONE.md", "does not exist"),
+    ):
+        assert flipgate("card", "--into", into, "--model", MODEL) == USAGE_ERROR
+        line = one_line(capsys.readouterr().err)
+        assert why in line and "--into" in line, line
+    assert _files(tmp_path) == before
+    assert (project / "README.md").is_symlink()
+
+
+def test_card_follows_a_link_inside_the_project(grid, tmp_path, capsys, monkeypatch):
+    """README.md as a link to docs/model-card.md in the project: the card is merged into that
+    file, atomically, and README.md stays a link to it."""
+    project = _project_with(tmp_path, grid, monkeypatch)
+    (project / "docs").mkdir()
+    (project / "docs" / "model-card.md").write_text("# tiny\n\nThe author's words.\n")
+    (project / "README.md").symlink_to("docs/model-card.md")
+    assert flipgate("card", "--into", "README.md", "--model", MODEL) == 0
+    assert "README.md: GRID section" in capsys.readouterr().out
+    assert (project / "README.md").is_symlink()
+    text = (project / "docs" / "model-card.md").read_text()
+    assert "The author's words." in text and "flipgate:begin" in text
