@@ -1,11 +1,15 @@
-"""Secrets out of what flipgate stores, prints or attaches.
+"""Secrets out of what flipgate stores, prints or attaches: by name and by shape.
 
-:func:`redact` hides the credentials a URL carries (``user:password@``, with or without a scheme,
-and query parameters named like secrets: ``api_key=``, ``subscription-key=``, ``code=``, ``sig=``)
-wherever it appears in a text (a message, a JSON document); text without any comes back unchanged,
-so what is keyed or hashed from it (a backend's settings and fingerprint) stays the same.
-:func:`redact_fields` does the same through a mapping, and hides the value of every field named
-like a secret (``extra_body: {api_key: ..}``, ``extra_headers: {Authorization: ..}``).
+:func:`redact` hides the credentials a URL carries wherever it appears in a text (a message, a JSON
+document): ``user:password@`` (with or without a scheme), query parameters named like secrets
+(``api_key=``, ``subscription-key=``, ``code=``, ``sig=``), and any path segment or query value
+shaped like a key whatever its name (:func:`is_key_shaped`: ``/sk-proj-…/v1``, a JWT, a vendor
+token). Text without any comes back unchanged, so what is keyed or hashed from it (a backend's
+settings and fingerprint) stays the same. :func:`redact_fields` does the same through a mapping,
+and hides the value of every field named like a secret (:func:`is_secret_name`: ``api_key``,
+``Authorization``, ``bearer``, ``jwt``, ``pass``, ...) and every value shaped like a key or a
+credential (``Bearer …``). Every writer goes through these two: the trials store, the cards (read
+from the store), Allure's attachments and environment, and the backends' messages.
 :func:`looks_like_key` tells a key from an environment variable's name (for
 ``source.api_key_env``), and :func:`refuse_key_as_name` refuses one without echoing it.
 """
@@ -33,6 +37,10 @@ _PARAM = re.compile(r"(?P<name>[?&;#][^=&;#?\s\"'<>]+)=(?P<value>[^&;#\s\"'<>]*)
 _SECRET_NAME = re.compile(
     r"(?:key|token|secret|password|passwd|pwd|signature|sig|code|auth|authorization|"
     r"credentials?|cookie)$"
+)
+#: names that mark a secret only as a whole word (as a suffix they end ordinary words: "bypass")
+_SECRET_WORDS = frozenset(
+    {"pass", "passphrase", "passcode", "bearer", "jwt", "sas", "otp", "pat", "csrf", "xsrf"}
 )
 #: the placeholder a hidden credential is replaced with
 MASK = "***"
@@ -64,9 +72,40 @@ _TOKEN_PREFIXES = (
 
 def is_secret_name(name: str) -> bool:
     """Whether a query parameter or a config field called ``name`` holds a secret: its last word
-    ends in ``key``, ``token``, ``secret``, ``password``, ``sig``, ``code``, ``auth``, ..."""
+    ends in ``key``, ``token``, ``secret``, ``password``, ``sig``, ``code``, ``auth``, ... or is
+    one of :data:`_SECRET_WORDS` (``pass``, ``bearer``, ``jwt``, ...)."""
     last = re.split(r"[-_.\s]+", name.strip().lower())[-1]
-    return last != "env" and _SECRET_NAME.search(last) is not None
+    return last != "env" and (last in _SECRET_WORDS or _SECRET_NAME.search(last) is not None)
+
+
+#: a JSON Web Token: base64url header ``{"…`` (``eyJ``), payload and signature
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*")
+#: a random run: 24 or more letters and digits with upper case, lower case and digits all in it
+#: (base62/base64 keys; a hex digest or a model's name has one case or short runs)
+_RANDOM_RUN = re.compile(
+    r"(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[0-9])"
+    r"[A-Za-z0-9]{24,}"
+)
+#: a URL's path (after the host) and query, up to whitespace or a quote
+_URL_REST = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#\"'<>]*)(?P<rest>[/?#][^\s\"'<>]*)"
+)
+#: a path segment or a query value: the parts of a URL's rest that may hold a key
+_URL_PART = re.compile(r"[^/?#&;=]+")
+#: a credential with its scheme, as an Authorization header holds it
+_SCHEMED = re.compile(r"(?i)^(?:bearer|basic|token|digest)\s+\S{8,}$")
+
+
+def is_key_shaped(token: str) -> bool:
+    """Whether ``token`` (a URL's path segment, a query value, a field's whole value) is shaped
+    like a key whatever it is called: a key or vendor-token prefix before a long random part
+    (``sk-proj-…``, ``hf_…``, ``ghp_…``), a JWT, or a long random run of mixed-case letters and
+    digits. A hex digest, a version or a model's name is not."""
+    if token.startswith(_KEY_PREFIXES) and len(token) >= 20:
+        return True
+    if any(token.startswith(p) and len(token) - len(p) >= 16 for p in _TOKEN_PREFIXES):
+        return True
+    return bool(_JWT.search(token) or _RANDOM_RUN.search(token))
 
 
 def _mask_param(match: re.Match) -> str:
@@ -75,21 +114,35 @@ def _mask_param(match: re.Match) -> str:
     return f"{match['name']}={MASK}"
 
 
+def _mask_shaped(match: re.Match) -> str:
+    """A URL with every key-shaped path segment and query value replaced by ``***``."""
+    rest = _URL_PART.sub(lambda m: MASK if is_key_shaped(m[0]) else m[0], match["rest"])
+    return match["head"] + rest
+
+
 def redact(text: str) -> str:
-    """``text`` with every URL's ``user:password@`` (with or without a scheme) and every query
+    """``text`` with every URL's ``user:password@`` (with or without a scheme), every query
     parameter named like a secret (:func:`is_secret_name`: ``api_key=``, ``subscription-key=``,
-    ``code=``, ...) replaced by ``***``; unchanged when it carries none."""
+    ``code=``, ...) and every path segment or query value shaped like a key
+    (:func:`is_key_shaped`) replaced by ``***``; unchanged when it carries none."""
     if "://" not in text and "=" not in text and "@" not in text:
         return text
     text = _USERINFO.sub(rf"\g<scheme>{MASK}@", text)
     text = _BARE_USERINFO.sub(rf"\g<lead>{MASK}@", text)
-    return _PARAM.sub(_mask_param, text)
+    text = _PARAM.sub(_mask_param, text)
+    return _URL_REST.sub(_mask_shaped, text) if "://" in text else text
+
+
+def _is_secret_value(value: str) -> bool:
+    """A field's whole value that is a credential by its shape (``Bearer …``, a key)."""
+    return bool(_SCHEMED.match(value.strip())) or (" " not in value and is_key_shaped(value))
 
 
 def redact_fields(value: Any) -> Any:
     """``value`` (a config mapping, a fingerprint) with the value of every field named like a
     secret (:func:`is_secret_name`; ``extra_body: {api_key: ..}``, headers' ``Authorization``)
-    replaced by ``***`` and every string :func:`redact`-ed, at any depth."""
+    and every string that is a credential by its shape (``Bearer …``, :func:`is_key_shaped`)
+    replaced by ``***``, and every other string :func:`redact`-ed, at any depth."""
     if isinstance(value, dict):
         return {
             k: MASK
@@ -99,7 +152,9 @@ def redact_fields(value: Any) -> Any:
         }
     if isinstance(value, (list, tuple)):
         return [redact_fields(v) for v in value]
-    return redact(value) if isinstance(value, str) else value
+    if isinstance(value, str):
+        return MASK if _is_secret_value(value) else redact(value)
+    return value
 
 
 def redacted_json(value: Any, **dumps: Any) -> str:

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flipgate.redact import redact
 from flipgate.results import Verdict
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def attach_json(allure, payload: Any, name: str) -> None:
     """Attach ``payload`` to the running test as indented JSON (a value JSON has no form for as
     its ``str``)."""
     allure.attach(
-        json.dumps(payload, indent=2, default=str),
+        redact(json.dumps(payload, indent=2, default=str)),
         name=name,
         attachment_type=allure.attachment_type.JSON,
     )
@@ -85,7 +86,9 @@ def attach_csv(allure, table: pd.DataFrame, name: str) -> None:
 
 def write_environment(results_dir: Path, props: dict[str, str]) -> None:
     results_dir.mkdir(parents=True, exist_ok=True)
-    text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in sorted(props.items()))
+    text = "".join(
+        f"{k}={redact(str(v)).replace(chr(10), ' ')}\n" for k, v in sorted(props.items())
+    )
     (results_dir / "environment.properties").write_text(text)
 
 

@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import sqlite3
+import types
 
 import pytest
 from support.bad_input import Case, models_with, run_in_process
@@ -32,6 +33,7 @@ KEYS = [
 ]
 PASSWORD = "sk-pw-7Hq2Xv9LmC4tR8"
 QUERY_KEY = "sk-qk-3Nf8Yz1KdW6pB0"
+PATH_KEY = "sk-proj-Pk7Rt2Lm9Xq4Wz8Nc3Vb"
 
 
 def shows_part_of(value: str, text: str) -> bool:
@@ -112,7 +114,7 @@ def test_the_store_redacts_urls_in_model_configs(tmp_path):
 def test_api_base_credentials_reach_the_server_and_nothing_else(serve, tmp_path):
     seen: dict[str, list] = {}
     servers = {}
-    for name in ("userinfo", "query"):
+    for name in ("userinfo", "query", "path"):
         server = serve(ScriptedBackend(rule=lambda r: "B"))
         handler = server.httpd.RequestHandlerClass
         post = handler.do_POST
@@ -125,6 +127,8 @@ def test_api_base_credentials_reach_the_server_and_nothing_else(serve, tmp_path)
         servers[name] = server
     userinfo = servers["userinfo"].base_url.replace("http://", f"http://flipgate:{PASSWORD}@")
     query = f"{servers['query'].base_url}?api_key={QUERY_KEY}"
+    in_path = servers["path"].base_url.rstrip("/").rsplit("/", 1)
+    in_path = f"{in_path[0]}/{PATH_KEY}/{in_path[1]}"  # a key as a path segment: .../sk-proj-…/v1
     price = "price: {input_per_mtok: 1.0, output_per_mtok: 4.0}"
     models = models_yaml(
         tmp_path / "models.yaml",
@@ -133,6 +137,8 @@ def test_api_base_credentials_reach_the_server_and_nothing_else(serve, tmp_path)
      source: {{model: openai/a, api_base: "{userinfo}", api_key_env: FLIPGATE_SECRETS_KEY}}}}
   - {{id: via-query, backend: litellm, readouts: [regex], {price},
      source: {{model: openai/b, api_base: "{query}", api_key_env: FLIPGATE_SECRETS_KEY}}}}
+  - {{id: via-path, backend: litellm, readouts: [regex], {price},
+     source: {{model: openai/c, api_base: "{in_path}", api_key_env: FLIPGATE_SECRETS_KEY}}}}
 """,
         datasets="[arc_challenge]",
     )
@@ -148,6 +154,7 @@ def test_api_base_credentials_reach_the_server_and_nothing_else(serve, tmp_path)
     basic = "Basic " + base64.b64encode(f"flipgate:{PASSWORD}".encode()).decode()
     assert seen["userinfo"] and all(auth == basic for _, auth in seen["userinfo"])
     assert seen["query"] and all(f"api_key={QUERY_KEY}" in path for path, _ in seen["query"])
+    assert seen["path"] and all(f"/{PATH_KEY}/" in path for path, _ in seen["path"])
     assert all(s.counts["ok"] > 0 for s in servers.values())
     # ... and nothing the run left behind or printed holds them
     (db,) = (tmp_path / "runs").glob("*/trials.sqlite")
@@ -155,12 +162,15 @@ def test_api_base_credentials_reach_the_server_and_nothing_else(serve, tmp_path)
         stored = {m: json.loads(c) for m, c in conn.execute("SELECT model_id, config FROM models")}
     assert stored["via-userinfo"]["source"]["api_base"].startswith("http://***@127.0.0.1:")
     assert stored["via-query"]["source"]["api_base"].endswith("/v1?api_key=***")
+    assert stored["via-path"]["source"]["api_base"].endswith("/***/v1")
     files = [p for p in tmp_path.rglob("*") if p.is_file() and p != models]
     assert any("cards" in str(p) for p in files) and any("allure" in str(p) for p in files)
     leaked = [
-        str(p) for p in files if any(s.encode() in p.read_bytes() for s in (PASSWORD, QUERY_KEY))
+        str(p)
+        for p in files
+        if any(s.encode() in p.read_bytes() for s in (PASSWORD, QUERY_KEY, PATH_KEY))
     ]
-    assert not leaked and PASSWORD not in out and QUERY_KEY not in out
+    assert not leaked and not any(s in out for s in (PASSWORD, QUERY_KEY, PATH_KEY))
 
 
 #: issue #42: secrets in forms the first redaction missed, each with the value it must hide
@@ -203,3 +213,89 @@ def test_the_store_redacts_secret_fields_and_every_url_form(tmp_path):
     assert kept["source"]["api_key_env"] == "OPENAI_API_KEY" and kept["max_new_tokens"] == 3
     assert kept["extra_body"] == {"api_key": "***", "temperature": 0.5}
     assert kept["extra_headers"]["X-Trace"] == "t1"
+
+
+#: issue #60: keys known by their shape, wherever in a URL (no secret-like name beside them)
+SHAPED_URLS = {
+    "sk-in-path": (f"http://127.0.0.1:8080/{PATH_KEY}/v1", PATH_KEY),
+    "jwt-in-path": (
+        "https://gw.example/t/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.c2lnbmF0dXJl/v1",
+        "eyJzdWIiOiIxMjM0NTYifQ",
+    ),
+    "github-token-in-path": (
+        "https://h/u/ghp_Ab12Cd34Ef56Gh78Ij90Kl12/v1",
+        "ghp_Ab12Cd34Ef56Gh78Ij90Kl12",
+    ),
+    "random-query-value": (
+        "https://h/v1?deployment=x&t=Qx7Lm2Rt9Wz4Kp8Nc3Vb6Hd1Fg5",
+        "Qx7Lm2Rt9Wz4Kp8Nc3Vb6Hd1Fg5",
+    ),
+}
+#: URLs with no secret: a model's name, a hex digest, an API version stay as they are
+PLAIN_URLS = (
+    "https://h/v1/models/meta-llama/Llama-3.1-70B-Instruct?api-version=2024-06-01",
+    "https://huggingface.co/x/resolve/da39a3ee5e6b4b0d3255bfef95601890afd80709/m-Q8_0.gguf",
+    "http://127.0.0.1:8080/openai/deployments/gpt-4o-mini-2024-07-18/v1",
+)
+
+
+@pytest.mark.parametrize("form", SHAPED_URLS)
+def test_redact_hides_a_key_by_its_shape_anywhere_in_a_url(form):
+    url, secret = SHAPED_URLS[form]
+    for text in (url, f"could not reach {url}: refused", json.dumps({"api_base": url})):
+        redacted = redact(text)
+        assert not shows_part_of(secret, redacted) and "***" in redacted, redacted
+    for plain in PLAIN_URLS:
+        assert redact(plain) == plain
+
+
+#: extra_body / header fields: secret by their name (beyond #42's list) or by their value's shape
+SECRET_FIELDS = {
+    "bearer": "plain-value-1",
+    "jwt": "plain-value-2",
+    "pass": "plain-value-3",
+    "passphrase": "plain-value-4",
+    "X-Api-Token": "plain-value-5",
+    "sessionCookie": "plain-value-6",
+    "Proxy-Authorization": "Basic Zmxp:cGF0ZQ",
+    "routing": "Bearer qwertyuiop123",  # a credential by its scheme, whatever the field
+    "tenant": "hf_AbCdEfGhIjKlMnOpQrStUv",  # a vendor token
+    "x": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln",  # a JWT
+}
+#: fields that are not secrets, and ordinary words ending like one ("bypass", "compass")
+PLAIN_FIELDS = {
+    "bypass": "cache",
+    "compass": "north",
+    "temperature": 0.5,
+    "model": "Qwen2.5-VL-72B-Instruct",
+    "revision": "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    "system": "Answer with one letter.",
+}
+
+
+def test_the_store_masks_secret_fields_by_name_and_by_shape(tmp_path):
+    store = TrialStore(tmp_path / "trials.sqlite")
+    config = {"extra_body": {**SECRET_FIELDS, **PLAIN_FIELDS}, "extra_headers": SECRET_FIELDS}
+    store.add_model("m", {"api_base": SHAPED_URLS["sk-in-path"][0]}, config)
+    with sqlite3.connect(tmp_path / "trials.sqlite") as conn:
+        stored = " ".join(conn.execute("SELECT fingerprint || config FROM models").fetchone())
+    for secret in [*SECRET_FIELDS.values(), PATH_KEY]:
+        assert not shows_part_of(secret.split()[-1], stored), (secret, stored)  # past "Bearer "
+    kept = store.models()["m"]
+    assert kept["config"]["extra_body"] == {**dict.fromkeys(SECRET_FIELDS, "***"), **PLAIN_FIELDS}
+    assert kept["fingerprint"]["api_base"] == "http://127.0.0.1:8080/***/v1"
+
+
+def test_allure_attachments_and_environment_are_redacted(tmp_path):
+    from flipgate.report import attach_json, write_environment
+
+    attached = []
+    fake_allure = types.SimpleNamespace(
+        attach=lambda body, **_: attached.append(body),
+        attachment_type=types.SimpleNamespace(JSON="json"),
+    )
+    url, secret = SHAPED_URLS["sk-in-path"]
+    attach_json(fake_allure, {"error": f"could not reach {url}"}, "record")
+    write_environment(tmp_path, {"server": f"{url}?api_key={QUERY_KEY}"})
+    written = attached[0] + (tmp_path / "environment.properties").read_text()
+    assert secret not in written and QUERY_KEY not in written and "***" in written
