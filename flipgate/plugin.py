@@ -180,6 +180,14 @@ class _BadInputStatus:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """Before the project's conftests: an option's value given apart must not have moved the
+    rootdir (flipgate/rootdir.py)."""
+    from flipgate import rootdir
+
+    rootdir.check(early_config, parser)
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "flipgate_cell: a flipgate conformance cell (facet/control × model × dataset)"

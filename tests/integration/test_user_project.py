@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -435,3 +436,31 @@ def test_a_projects_own_tests_get_no_flipgate_folders(tmp_path):
     for folder in (".flipgate_cache", "fixtures/manifests", "grid_cards", "reports/runs"):
         assert (tmp_path / folder).is_dir(), folder
     assert (tmp_path / ".flipgate_cache" / "responses.sqlite").is_file()
+
+
+@pytest.mark.parametrize("option", ["--models", "--thresholds", "--baseline", "--runs-dir"])
+def test_a_path_option_given_apart_keeps_the_rootdir_or_says_to_use_equals(tmp_path, option):
+    """``--models /elsewhere/models.yaml`` (space, not ``=``): pytest reads the value as a test
+    path before it knows the option and would move its rootdir out of the project; flipgate stops
+    with one line saying to write ``--models=PATH`` (issue #60). With ``=``, or a path inside the
+    project, or a value that is no path, the audit collects as usual."""
+    project, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    project.mkdir()
+    assert _init(project).returncode == 0
+    shutil.copy(project / "models.yaml", elsewhere / "models.yaml")
+    shutil.copytree(project / "thresholds", elsewhere / "thresholds")
+    value = str(
+        elsewhere / {"--models": "models.yaml", "--thresholds": "thresholds"}.get(option, "")
+    )
+    apart = _collect(project, option, value)
+    assert apart.returncode == 4, apart.stdout[-2000:]
+    (line,) = [x for x in apart.stderr.splitlines() if x.strip()]
+    assert f"write {option}={value}" in line and "rootdir" in line, line
+    together = _collect(project, f"{option}={value}")
+    assert "rootdir" not in together.stdout + together.stderr
+    if option != "--baseline":  # (a folder without a trials store is refused as a baseline)
+        assert together.returncode == 0 and "test_option_order" in together.stdout
+    for args in (["--budget", "5"], ["--models", "models.yaml"]) if option == "--models" else ():
+        proc = _collect(project, *args)
+        assert proc.returncode == 0 and "test_option_order" in proc.stdout, proc.stderr[-2000:]
