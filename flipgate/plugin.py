@@ -21,7 +21,7 @@ from flipgate import FlipgateError, registry
 from flipgate.cost import budget_option, positive_int_option
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.gate.ledger import MODELS_PROPERTY, GateLedger
-from flipgate.outcomes import USAGE_ERRORS, outcome_of, stamp
+from flipgate.outcomes import USAGE_ERRORS, BadInput, outcome_of, stamp
 from flipgate.session import SESSION_KEY, FlipgateSession, record_calls
 from flipgate.suite.api import Case, NoCases
 
@@ -179,7 +179,6 @@ class _BadInputStatus:
             session.exitstatus = USAGE_ERROR
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     """Before the project's conftests: an option's value given apart must not have moved the
     rootdir (flipgate/rootdir.py)."""
@@ -188,6 +187,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
     rootdir.check(early_config, parser)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "flipgate_cell: a flipgate conformance cell (facet/control × model × dataset)"
@@ -207,8 +207,10 @@ def pytest_configure(config):
             config.option, "allure_report_dir"
         ):  # before allure-pytest's pytest_configure opens it
             config.option.allure_report_dir = config.workerinput["flipgate_alluredir"]
+        _guard_allure_writes(config, session)
         return
     _default_alluredir(config, session)
+    _guard_allure_writes(config, session)
     config.pluginmanager.register(_BadInputStatus(), "flipgate-bad-input")
     config.pluginmanager.register(
         GateLedger(allow_ungated=config.getoption("--allow-ungated")), "flipgate-gate-ledger"
@@ -225,6 +227,20 @@ def pytest_configure(config):
             suite.configure(session)
         except FlipgateError as exc:
             raise pytest.UsageError(f"flipgate: {exc}") from None
+
+
+def _guard_allure_writes(config, session: FlipgateSession) -> None:
+    """allure-pytest's writes, guarded in every process that makes them: a full disk or a
+    read-only folder mid-run is one line at the end, not an INTERNALERROR
+    (flipgate.results_dir.WriteGuard)."""
+    if not getattr(config.option, "allure_report_dir", None):
+        return
+    import allure_commons
+
+    from flipgate.results_dir import WriteGuard
+
+    session.allure_guard = WriteGuard()
+    allure_commons.plugin_manager.register(session.allure_guard)
 
 
 def _default_alluredir(config, session) -> None:
@@ -472,9 +488,15 @@ def _projection_path(state) -> Path:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """Every process: a phase that ended in one of flipgate's typed outcomes (flipgate.outcomes)
-    carries it on its report, to the controller's gate ledger and usage-error status."""
+    carries it on its report, to the controller's gate ledger and usage-error status. A
+    FlipgateError in any phase (a fixture's setup or teardown too: a disk that filled up) is its
+    one line, typed bad input, never a page of traceback."""
     report = yield
-    stamp(report, call.excinfo.value if call.excinfo is not None else None)
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(exc, FlipgateError) and report.failed:
+        report.longrepr = f"flipgate: {' '.join(str(exc).split())}"
+        exc = BadInput(report.longrepr, pytrace=False)
+    stamp(report, exc)
     return report
 
 
@@ -529,3 +551,7 @@ def pytest_unconfigure(config):
     if state is not None:  # an interrupted session: the display stops with it
         state.stop_progress()
         state.release_interrupts()
+        if state.allure_guard is not None:
+            import allure_commons
+
+            allure_commons.plugin_manager.unregister(state.allure_guard)

@@ -25,10 +25,13 @@ from typing import Any
 from flipgate import FlipgateError
 
 #: ``scheme://user[:password]@`` (the userinfo ends at the first "@" before the host)
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@\"'<>]+@")
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^\s/?#@\"'<>]+@")
 #: ``user:password@host`` with no scheme, at the start of a value (text, or after a quote, a
-#: space or ``=``)
-_BARE_USERINFO = re.compile(r"(?P<lead>^|[\s\"'=(,\[])[^\s/?#@\"'<>:]+:[^\s/?#@\"'<>]+@(?=[\w\[])")
+#: space or ``=``). The user and the password are at most 256 characters each, and a scheme at
+#: most 32, so that a long text (a reply, a config) is scanned in linear time, not quadratic
+_BARE_USERINFO = re.compile(
+    r"(?P<lead>^|[\s\"'=(,\[])[^\s/?#@\"'<>:]{1,256}:[^\s/?#@\"'<>]{1,256}@(?=[\w\[])"
+)
 #: a query (or fragment) parameter: its name and value
 _PARAM = re.compile(r"(?P<name>[?&;#][^=&;#?\s\"'<>]+)=(?P<value>[^&;#\s\"'<>]*)")
 #: a parameter's or field's name that marks its value as a secret: it ends in one of these words
@@ -80,15 +83,12 @@ def is_secret_name(name: str) -> bool:
 
 #: a JSON Web Token: base64url header ``{"…`` (``eyJ``), payload and signature
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*")
-#: a random run: 24 or more letters and digits with upper case, lower case and digits all in it
-#: (base62/base64 keys; a hex digest or a model's name has one case or short runs)
-_RANDOM_RUN = re.compile(
-    r"(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[0-9])"
-    r"[A-Za-z0-9]{24,}"
-)
+#: a run of 24 or more letters and digits: a random key when upper case, lower case and digits are
+#: all in it (base62/base64 keys; a hex digest or a model's name has one case or short runs)
+_RUN = re.compile(r"[A-Za-z0-9]{24,}")
 #: a URL's path (after the host) and query, up to whitespace or a quote
 _URL_REST = re.compile(
-    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#\"'<>]*)(?P<rest>[/?#][^\s\"'<>]*)"
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/?#\"'<>]*)(?P<rest>[/?#][^\s\"'<>]*)"
 )
 #: a path segment or a query value: the parts of a URL's rest that may hold a key
 _URL_PART = re.compile(r"[^/?#&;=]+")
@@ -105,7 +105,14 @@ def is_key_shaped(token: str) -> bool:
         return True
     if any(token.startswith(p) and len(token) - len(p) >= 16 for p in _TOKEN_PREFIXES):
         return True
-    return bool(_JWT.search(token) or _RANDOM_RUN.search(token))
+    if _JWT.search(token):
+        return True
+    return any(
+        any(c.islower() for c in run)
+        and any(c.isupper() for c in run)
+        and any(map(str.isdigit, run))
+        for run in _RUN.findall(token)
+    )
 
 
 def _mask_param(match: re.Match) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from allure_commons import hookimpl as allure_hook
+
 from flipgate import FlipgateError, storage
 
 #: the file that marks a folder flipgate created for Allure results
@@ -61,6 +63,7 @@ def prepare(path: Path, project: Path, setting: str) -> None:
             for entry in path.iterdir():
                 if is_allure_result(entry):
                     entry.unlink(missing_ok=True)
+            writable(path, setting)
             return
         entries = list(path.iterdir()) if path.is_dir() else []
         if entries and all(is_allure_result(entry) for entry in entries):
@@ -74,6 +77,13 @@ def prepare(path: Path, project: Path, setting: str) -> None:
             )
         path.mkdir(parents=True, exist_ok=True)
         (path / MARKER).write_text(MARKER_TEXT, encoding="utf-8")
+    writable(path, setting)
+
+
+def writable(path: Path, setting: str) -> None:
+    """Check a file can be written in the results folder (not read-only, the disk not full): one
+    FlipgateError line naming ``setting`` before the run, not an INTERNALERROR during it."""
+    storage.ensure_dir(_place(setting), path)
 
 
 def ensure_folder(path: Path, setting: str) -> None:
@@ -85,3 +95,48 @@ def ensure_folder(path: Path, setting: str) -> None:
 
 def _place(setting: str) -> storage.Place:
     return storage.Place("Allure results", setting, "name another folder")
+
+
+class WriteGuard:
+    """allure-pytest's writes into the results folder (results, containers, attachments), wrapped
+    in its own plugin manager: a disk error (full, read-only) is kept, the first one, and not
+    raised, for pytest would stop with an INTERNALERROR and a page of traceback mid-run. The
+    controller says it in one line at the end (:meth:`line`); the trials store and the cards are
+    kept. Registered in every process (xdist workers write their own results)."""
+
+    def __init__(self) -> None:
+        self.error: OSError | None = None
+
+    def _kept(self):
+        try:
+            return (yield)
+        except OSError as exc:
+            self.error = self.error or exc
+            return None
+
+    @allure_hook(wrapper=True)
+    def report_result(self, result):
+        return (yield from self._kept())
+
+    @allure_hook(wrapper=True)
+    def report_container(self, container):
+        return (yield from self._kept())
+
+    @allure_hook(wrapper=True)
+    def report_attached_file(self, source, file_name):
+        return (yield from self._kept())
+
+    @allure_hook(wrapper=True)
+    def report_attached_data(self, body, file_name):
+        return (yield from self._kept())
+
+    def line(self, path: Path, setting: str) -> str | None:
+        """What went wrong writing the results folder, in one line (a write a worker could not
+        make shows here too: the folder is probed again); None when nothing did."""
+        if self.error is not None:
+            return storage.describe(_place(setting), self.error.filename or path, self.error)
+        try:
+            writable(path, setting)
+        except FlipgateError as exc:
+            return str(exc)
+        return None

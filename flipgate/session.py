@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from flipgate.config import AuditConfig
     from flipgate.interrupts import Interrupts
     from flipgate.progress import LiveProgress, Plan
+    from flipgate.results_dir import WriteGuard
     from flipgate.store import TrialStore
     from flipgate.suite.api import Suite
 
@@ -84,6 +85,8 @@ class FlipgateSession:
     _progress: LiveProgress | None = None
     _memo: dict[str, Any] = field(default_factory=dict)
     _interrupts: Interrupts | None = None
+    #: allure-pytest's writes, a disk error kept rather than raised (flipgate.results_dir)
+    allure_guard: WriteGuard | None = None
 
     @classmethod
     def start(cls, config: pytest.Config) -> FlipgateSession:
@@ -426,7 +429,13 @@ class FlipgateSession:
         from flipgate import __version__, registry
         from flipgate.cards.build import git_commit
         from flipgate.cards.write import write_cards
-        from flipgate.exitcodes import GATE_PASSED, INTERNAL_ERROR, INTERRUPTED
+        from flipgate.exitcodes import (
+            GATE_FAILED,
+            GATE_PASSED,
+            INTERNAL_ERROR,
+            INTERRUPTED,
+            USAGE_ERROR,
+        )
         from flipgate.grammar import GRAMMAR_VERSION
         from flipgate.store import TrialStore
 
@@ -496,8 +505,24 @@ class FlipgateSession:
         allure = self.config.pluginmanager.hasplugin("allure_pytest")
         alluredir = self.config.getoption("--alluredir", None) if allure else None
         if alluredir:
-            self._allure(Path(alluredir), store, cfg, written.cards)
-            self.summary_lines.append(f"flipgate: Allure results in {alluredir}")
+            from flipgate.results_dir import WriteGuard
+
+            guard = self.allure_guard = self.allure_guard or WriteGuard()
+            try:
+                self._allure(Path(alluredir), store, cfg, written.cards)
+            except OSError as exc:  # said below, with the writes the guard kept from raising
+                guard.error = guard.error or exc
+            problem = guard.line(Path(alluredir), f"--alluredir {alluredir!r}")
+            if problem is None:
+                self.summary_lines.append(f"flipgate: Allure results in {alluredir}")
+            else:  # the report is incomplete: the run did not do what it was asked
+                self.summary_lines.append(
+                    f"flipgate: {problem}; the Allure results are incomplete, the trials store "
+                    "and the GRID cards are kept"
+                )
+                if exitstatus in (GATE_PASSED, GATE_FAILED):
+                    exitstatus = USAGE_ERROR
+                    store.record_end(finished, exitstatus, interrupted)
         return exitstatus
 
     # -- live progress (flipgate/progress.py) -------------------------------------------------

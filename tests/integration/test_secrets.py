@@ -21,7 +21,7 @@ from flipgate import FlipgateError
 from flipgate.backends.api import LiteLLMBackend
 from flipgate.backends.base import Request
 from flipgate.exitcodes import USAGE_ERROR
-from flipgate.redact import looks_like_key, redact
+from flipgate.redact import looks_like_key, redact, redact_fields
 from flipgate.store import TrialStore
 
 #: keys of several shapes, each written where a variable's name belongs
@@ -299,3 +299,24 @@ def test_allure_attachments_and_environment_are_redacted(tmp_path):
     write_environment(tmp_path, {"server": f"{url}?api_key={QUERY_KEY}"})
     written = attached[0] + (tmp_path / "environment.properties").read_text()
     assert secret not in written and QUERY_KEY not in written and "***" in written
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "=a" * 40_000 + ":b",  # many starts of a bare user:password, none ending in "@"
+        "a-" * 100_000 + "x://h/",  # many starts of a scheme
+        "eyJaaaaaa." * 20_000 + "://",
+        "x" * 200_000,  # one long run of one letter
+    ],
+)
+def test_redaction_does_not_hang_on_long_text(text):
+    """A long reply or config value is redacted, not hung on: each pattern's parts are bounded
+    and no lookahead scans the rest of the text from every position (a quadratic pattern took
+    minutes on these; linear ones take milliseconds, so the limit only catches a hang)."""
+    import time
+
+    start = time.perf_counter()
+    redact(text)
+    redact_fields({"value": text, "nested": [text]})
+    assert time.perf_counter() - start < 10.0

@@ -505,3 +505,118 @@ def test_a_full_runs_disk_ends_the_run_with_one_line(tmp_path, capsys, tiny_mode
     status, text = run_in_process(tmp_path, case, capsys, OPTION_ORDER, collect_only=False)
     assert status == USAGE_ERROR, text[-3000:]
     one_clean_line(text, "trials store", "the disk is full", "free disk space", "--runs-dir")
+
+
+# -- the Allure results folder: read-only or full, before and during a run (#60) ----------------
+@pytest.mark.parametrize(
+    ("fail", "expect"), [(enospc, "the disk is full"), (erofs, "not writable")]
+)
+def test_a_results_folder_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path, monkeypatch, fail, expect
+):
+    """A marked (or new) Allure results folder where no file can be written: one line naming the
+    setting before anything runs, not an INTERNALERROR from allure-pytest's first write."""
+    from flipgate import results_dir
+
+    marked = tmp_path / "allure-results"
+    results_dir.prepare(marked, tmp_path, "flipgate_alluredir = 'x'")  # marks it
+    monkeypatch.setattr("flipgate.storage.tempfile.mkstemp", fail)
+    for folder in (marked, tmp_path / "new-results"):
+        with pytest.raises(FlipgateError) as err:
+            results_dir.prepare(folder, tmp_path, "flipgate_alluredir = 'x'")
+        message = str(err.value)
+        assert expect in message and "flipgate_alluredir = 'x'" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("hook", "kwargs", "fail"),
+    [
+        ("report_result", {"result": object()}, enospc),
+        ("report_container", {"container": object()}, erofs),
+        ("report_attached_data", {"body": b"png", "file_name": "a.png"}, enospc),
+        ("report_attached_file", {"source": "x.csv", "file_name": "a.csv"}, erofs),
+    ],
+)
+def test_allure_writes_that_fail_mid_run_are_kept_for_one_line(tmp_path, hook, kwargs, fail):
+    """allure-pytest's write failing mid-run (disk full, read-only) is kept by the guard, not
+    raised through pytest (an INTERNALERROR); its line names the folder and the remedy."""
+    import allure_commons
+
+    from flipgate.results_dir import WriteGuard
+
+    class Writer:  # allure's file logger, on a disk that is full or read-only
+        @allure_commons.hookimpl
+        def report_result(self, result):
+            fail()
+
+        @allure_commons.hookimpl
+        def report_container(self, container):
+            fail()
+
+        @allure_commons.hookimpl
+        def report_attached_data(self, body, file_name):
+            fail()
+
+        @allure_commons.hookimpl
+        def report_attached_file(self, source, file_name):
+            fail()
+
+    guard, writer = WriteGuard(), Writer()
+    allure_commons.plugin_manager.register(writer)
+    allure_commons.plugin_manager.register(guard)
+    try:
+        getattr(allure_commons.plugin_manager.hook, hook)(**kwargs)  # does not raise
+        getattr(allure_commons.plugin_manager.hook, hook)(**kwargs)
+    finally:
+        allure_commons.plugin_manager.unregister(guard)
+        allure_commons.plugin_manager.unregister(writer)
+    line = guard.line(tmp_path, "--alluredir 'r'")
+    assert line is not None and "\n" not in line and str(tmp_path) in line
+    assert ("the disk is full" if fail is enospc else "not writable") in line
+    assert WriteGuard().line(tmp_path, "--alluredir 'r'") is None  # a folder that was fine
+
+
+TEARDOWN_TEST = """
+import pytest
+from flipgate import FlipgateError
+from flipgate.store import TrialStore
+
+
+@pytest.fixture
+def full_store(tmp_path):
+    store = TrialStore(tmp_path / "trials.sqlite")
+    yield store
+    pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+    store.conn.execute(f"PRAGMA max_page_count={pages}")
+    store.add_model("m", {"big": "x" * 200_000}, {})  # the disk fills up at teardown
+
+
+@pytest.fixture
+def failing_setup():
+    raise FlipgateError("models.yaml: field 'x': bad value 3")
+
+
+def test_teardown(full_store):
+    pass
+
+
+def test_setup(failing_setup):
+    pass
+"""
+
+
+def test_a_flipgate_error_in_a_fixture_is_one_line_not_a_traceback(tmp_path):
+    """A FlipgateError in a fixture's setup or teardown (a store whose disk filled up) is reported
+    as its one line, as a cell's is, not a page of traceback ending in it."""
+    from support.forked import run_pytest
+    from support.suite_runs import suite_env
+
+    (tmp_path / "test_phases.py").write_text(TEARDOWN_TEST)
+    proc = run_pytest(
+        ["-p", "no:cacheprovider", "-q", "test_phases.py"], suite_env(), 120, tmp_path
+    )
+    out = proc.stdout
+    assert "ERROR at teardown of test_teardown" in out and "ERROR at setup of test_setup" in out
+    assert "Traceback" not in out and "site-packages" not in out and "def full_store" not in out
+    assert "flipgate: trials store" in out and "the disk is full" in out
+    assert "flipgate: models.yaml: field 'x': bad value 3" in out
