@@ -18,7 +18,7 @@ import jsonschema
 from flipgate import SHOWN_CHARS, FlipgateError, not_utf8, short
 from flipgate.cell import CellKey
 from flipgate.facets import CONTROLS, FACETS
-from flipgate.items.registry import DatasetSpec
+from flipgate.items.registry import DatasetSpec, refuse_repeated
 from flipgate.metrics.consensus import ConsensusSettings
 from flipgate.metrics.sequential import SequentialSettings
 from flipgate.redact import refuse_key_as_name
@@ -184,6 +184,13 @@ def _schema_error(path: Path, error: jsonschema.ValidationError) -> str:
     if len(message) > 2 * SHOWN_CHARS:
         message = message[: 2 * SHOWN_CHARS - 3] + "..."
     value = "" if isinstance(error.instance, (dict, list)) else f" (value: {shown})"
+    if error.validator in ("minItems", "minProperties") and not error.instance:
+        # ``facets: {}`` once read as "the default plan": an empty collection declares nothing
+        kind = "list" if isinstance(error.instance, list) else "mapping"
+        value = (
+            f"; an empty {kind} declares nothing and is not read as the default: fill it, or "
+            f"leave the field out where it has a default"
+        )
     return f"{path}: field {_path(error.absolute_path)}: {message}{value}"
 
 
@@ -322,7 +329,12 @@ def load_models(path: Path | str) -> AuditConfig:
     models: dict[str, dict] = {}
     model_caps: dict[str, dict[str, int]] = {}
     for i, m in enumerate(data["models"]):
-        caps = {d["name"]: d["n"] for d in m.get("datasets") or [] if isinstance(d, dict)}
+        mine = [
+            DatasetSpec(d["name"], n=d["n"]) if isinstance(d, dict) else DatasetSpec(d)
+            for d in m.get("datasets") or []
+        ]
+        refuse_repeated([(f"models[{i}].datasets", mine)], str(path))
+        caps = {d.name: d.n for d in mine if d.n is not None}
         if caps:  # the datasets given as {name, n}
             model_caps[m["id"]] = caps
         key_env = (m.get("source") or {}).get("api_key_env")
@@ -354,7 +366,7 @@ def load_models(path: Path | str) -> AuditConfig:
             ),
         }
     facets = {}
-    for name, spec in (audit.get("facets") or DEFAULT_PLAN).items():
+    for name, spec in audit.get("facets", DEFAULT_PLAN).items():
         if name not in FACETS:
             raise FlipgateError(
                 f"{path}: field audit.facets.{name}: unknown facet (value: {name!r}); "
@@ -364,8 +376,9 @@ def load_models(path: Path | str) -> AuditConfig:
             DatasetSpec.parse(d, f"{path}: field audit.facets.{name}.datasets[{j}]")
             for j, d in enumerate(spec["datasets"])
         ]
+    refuse_repeated([(f"audit.facets.{f}.datasets", ds) for f, ds in facets.items()], str(path))
     controls = {}
-    for name, spec in (audit.get("controls") or {c: {} for c in CONTROLS}).items():
+    for name, spec in audit.get("controls", {c: {} for c in CONTROLS}).items():
         if name not in CONTROLS:
             raise FlipgateError(
                 f"{path}: field audit.controls.{name}: unknown control (value: {name!r}); "
@@ -402,16 +415,16 @@ def load_models(path: Path | str) -> AuditConfig:
         if base is None:
             continue
         where = f"{path}: field models[{i}].baseline"
-        if base not in models or base == m["id"]:
-            reason = (
-                "a model cannot be its own baseline" if base == m["id"] else "no model with this id"
+        if base not in models:
+            raise FlipgateError(
+                f"{where}: no model with this id (value: {base!r}); models: {', '.join(models)}"
             )
-            raise FlipgateError(f"{where}: {reason} (value: {base!r}); models: {', '.join(models)}")
         for who in (m["id"], base):
             if "order" not in models[who]["suites"]:
                 raise FlipgateError(
                     f"{where}: {who!r} must list suite 'order' to be compared (value: {base!r})"
                 )
+    _refuse_baseline_cycle(path, models)
     suites = declared_suites()
     for suite in suites:
         section = suite.config_key
@@ -442,7 +455,7 @@ def load_models(path: Path | str) -> AuditConfig:
             ConsensusSettings.parse(
                 audit["judge_consensus"], f"{path}: field audit.judge_consensus", audit.get("k", 6)
             )
-            if audit.get("judge_consensus")
+            if audit.get("judge_consensus") is not None  # {}: on, with the defaults
             else None
         ),
     )
@@ -454,7 +467,31 @@ def load_models(path: Path | str) -> AuditConfig:
             cfg.plans[suite.name] = suite.parse(
                 audit[section], f"{path}: field audit.{section}", cfg
             )
+            specs = getattr(cfg.plans[suite.name], "datasets", None)  # a suite's own datasets
+            if specs and all(isinstance(d, DatasetSpec) for d in specs):
+                refuse_repeated([(f"audit.{section}.datasets", specs)], str(path))
     return cfg
+
+
+def _refuse_baseline_cycle(path: Path, models: dict[str, dict]) -> None:
+    """Refuse baselines that form a cycle (``a`` the baseline of ``b`` and ``b`` of ``a``, or a
+    model its own): each model is compared with its baseline's cells, so a cycle never ends
+    (it was a RecursionError in every cell). Named once, from its first model in the file."""
+    order = list(models)
+    for start in order:
+        chain = [start]
+        while (base := models[chain[-1]].get("baseline")) in models and base not in chain:
+            chain.append(base)
+        if base not in chain:
+            continue
+        cycle = chain[chain.index(base) :]
+        first = min(cycle, key=order.index)
+        cycle = cycle[cycle.index(first) :] + cycle[: cycle.index(first)]
+        raise FlipgateError(
+            f"{path}: field models[{order.index(first)}].baseline: baselines form a cycle "
+            f"({' → '.join([*cycle, first])}) (value: {models[first]['baseline']!r}); a baseline "
+            f"is an earlier version, so a chain of baselines must end at a model without one"
+        )
 
 
 @dataclass(frozen=True)
@@ -698,14 +735,24 @@ def parse_thresholds(path: Path) -> tuple[list[Threshold], dict]:
 
 
 def threshold_files(directory: Path | str) -> list[Path]:
-    """The per-model override files of a thresholds directory (every ``*.yaml`` but
-    default.yaml). A file that looks like thresholds but is not read (``tiny.yml``,
-    ``tiny.YAML``) is refused with one line naming it: it must not be ignored in silence."""
+    """The per-model override files of a thresholds directory (every ``*.yaml`` in it but
+    default.yaml). A YAML file the loader would not read (``tiny.yml``, ``tiny.YAML``, or any one
+    in a subfolder, ``release/tiny.yaml``) is refused with one line naming it: an override must
+    not be ignored in silence."""
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    found = sorted(p for p in directory.iterdir() if p.suffix.lower() in (".yaml", ".yml"))
+    found = sorted(
+        p for p in directory.rglob("*") if p.suffix.lower() in (".yaml", ".yml") and p.is_file()
+    )
     for path in found:
+        if path.parent != directory:
+            raise FlipgateError(
+                f"{path}: a thresholds file in a subfolder, which would not be read (default.yaml "
+                f"and <model id>.yaml are read from {directory} itself, not its subfolders); move "
+                f"it there, or keep another set of thresholds in a folder of its own and pass that "
+                f"folder with --thresholds"
+            )
         if path.suffix != ".yaml":
             raise FlipgateError(
                 f"{path}: thresholds files end in .yaml, and this one would not be read; "

@@ -12,9 +12,11 @@ from flipgate import FlipgateError
 from flipgate.backends import Request
 from flipgate.cell import CellKey
 from flipgate.config import AuditConfig
-from flipgate.facets import get_facet
+from flipgate.facets import Facet, get_facet
+from flipgate.facets.choice import ChoiceFacet
 from flipgate.grammar import Manifest, item_seed
 from flipgate.items import Item, load_items
+from flipgate.items.item import LETTERS
 from flipgate.store import TrialStore
 
 #: a cell's plan: ``(item, condition, permutation, sample)`` per trial
@@ -54,13 +56,26 @@ class FacetPlans:
         spec = self.config.dataset(dataset)
         n_items = self.config.n_items(dataset, self.n_override)
         kept, excluded = [], 0
-        for item in load_items(spec, None, self.config.seed):
+        every = load_items(spec, None, self.config.seed)
+        for item in every:
             if facet.keep(item):
                 kept.append(item)
                 if len(kept) == n_items:
                     break
             elif facet.screens and facet.screen(item) is not None:
                 excluded += 1
+        if not kept:  # a cell of no items has nothing to measure (it was a Looks ValueError)
+            field = next(
+                f"audit.facets.{f}.datasets[{j}]"
+                for f in (facet_name, *self.config.facets)
+                for j, d in enumerate(self.config.facets.get(f, ()))
+                if d.name == dataset
+            )
+            raise FlipgateError(
+                f"{self.config.path}: field {field}: dataset {dataset!r} ({spec.describe()}) "
+                f"has no item facet {facet_name!r} can permute: "
+                f"{_why_none_kept(facet, every, excluded)}"
+            )
         if facet.screens:
             self.store.add_screen(facet_name, dataset, excluded, excluded + len(kept))
         return kept
@@ -141,3 +156,25 @@ class FacetPlans:
         (exclusive) in the seeded order."""
         wanted = {it.item_id for it in self.items(dataset, CellKey.parse(name).facet)[first:last]}
         return [entry for entry in self.cell_plan(dataset, name) if entry[0].item_id in wanted]
+
+
+def _why_none_kept(facet: Facet, items: list[Item], excluded: int) -> str:
+    """Why ``facet``'s filter kept none of ``items`` (``excluded`` of them by its screen), as
+    the user can fix it in the data: the option counts of a choice facet's items, say."""
+    n = len(items)
+    if facet.screens and excluded == n:
+        return f"its screen excludes every one of its {n} items ({facet.screen(items[0])}, ...)"
+    if isinstance(facet, ChoiceFacet):
+        counts = {it.n_options for it in items}
+        if max(counts) < 2:
+            return f"every one of its {n} items has fewer than 2 options"
+        if min(counts) > len(LETTERS):
+            return (
+                f"every one of its {n} items has more than {len(LETTERS)} options (one label "
+                f"per letter, A to Z)"
+            )
+        if all(c < 2 or c > len(LETTERS) for c in counts):
+            return (
+                f"every one of its {n} items has fewer than 2 or more than {len(LETTERS)} options"
+            )
+    return f"none of its {n} items has the units that facet {facet.name!r} permutes"

@@ -7,7 +7,8 @@ Used to re-analyse released audit outputs and in the project's tests. Each line 
 prompt: a trial whose prompt differs (the audit's ``k``, seed, grammar or template is not the
 recording's, so condition ``c`` is another ordering) is refused with one line naming the file and
 the mismatch. A line without ``prompt_sha256`` (a file from an older flipgate) is matched by trial
-identity alone.
+identity alone. A trial recorded twice is served only when both lines agree: two different
+answers for one trial are refused with one line naming the file, both lines and the trial.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class ReplayBackend:
         self.records: dict[tuple, Output] = {}
         #: per trial identity, the sha256 of the prompt it was recorded for (when the line has it)
         self.prompts: dict[tuple, str] = {}
+        #: per trial identity, the line that recorded it
+        lines: dict[tuple, int] = {}
         with open(path) as f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
@@ -45,14 +48,29 @@ class ReplayBackend:
                 try:
                     rec = json.loads(line)
                     key = tuple(rec[k] for k in KEY_FIELDS)
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                    hash(key)  # a list or mapping as a field is no trial identity
+                    output = Output.from_dict(rec)
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                     raise FlipgateError(
                         f"{path} line {lineno}: not a replay record with fields "
                         f"{', '.join(KEY_FIELDS)} ({exc})"
                     ) from exc
-                self.records[key] = Output.from_dict(rec)
-                if rec.get("prompt_sha256"):
-                    self.prompts[key] = str(rec["prompt_sha256"])
+                prompt = str(rec["prompt_sha256"]) if rec.get("prompt_sha256") else None
+                first = lines.setdefault(key, lineno)
+                differ = (
+                    _differences((self.records[key], self.prompts.get(key)), (output, prompt))
+                    if first != lineno
+                    else []
+                )
+                if differ:
+                    raise FlipgateError(
+                        f"{path} line {lineno}: trial {dict(zip(KEY_FIELDS, key))} was recorded "
+                        f"at line {first} too, with another {', '.join(differ)}; which one to "
+                        f"replay is not for the replay to guess: keep one record per trial"
+                    )
+                self.records[key] = output
+                if prompt is not None:
+                    self.prompts[key] = prompt
         digest = sha256_file(path)
         self.fingerprint = {
             "backend": "replay",
@@ -87,3 +105,15 @@ class ReplayBackend:
                 )
             outputs.append(self.records[r.key])
         return outputs
+
+
+def _differences(a: tuple[Output, str | None], b: tuple[Output, str | None]) -> list[str]:
+    """The fields in which two records of one trial differ (output fields, ``prompt_sha256``),
+    compared as JSON so that two NaN log-probs are the same value."""
+    left = {**a[0].to_dict(), "prompt_sha256": a[1]}
+    right = {**b[0].to_dict(), "prompt_sha256": b[1]}
+    return [
+        k
+        for k in dict.fromkeys([*left, *right])
+        if json.dumps(left.get(k), sort_keys=True) != json.dumps(right.get(k), sort_keys=True)
+    ]

@@ -18,7 +18,7 @@ from pathlib import Path
 from flipgate import FlipgateError
 from flipgate.config import read_yaml
 from flipgate.hashing import sha256_json
-from flipgate.items.registry import DatasetSpec
+from flipgate.items.registry import DatasetSpec, refuse_repeated
 
 #: decoding name -> (temperature, top_p)
 DECODINGS = {"greedy": (0.0, 1.0), "T0.3": (0.3, 0.9), "T0.7": (0.7, 0.9)}
@@ -133,6 +133,7 @@ def load_envelope(path: Path | str, models: list[str]) -> Envelope:
         DatasetSpec.parse(b, f"{path}: field benchmarks[{j}]")
         for j, b in enumerate(data["benchmarks"])
     ]
+    refuse_repeated([("benchmarks", benchmarks)], str(path))  # one source per benchmark name
     return Envelope(
         path,
         data["name"],

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from flipgate import FlipgateError
 from flipgate.cell import CellKey
 from flipgate.config import Threshold
 from flipgate.facets import get_facet
@@ -245,6 +246,11 @@ def run_sequential(
     ``cap`` (a control: its facet's, so it decides exactly as its facet saw it while it held
     the facet). ``key``: the stop's ``model_id``, ``dataset``, ``cell``, ``calls_per_item`` (and
     ``cap_from``)."""
+    if cap < 1:  # FacetPlans refuses a dataset its facet leaves empty; this is the last guard
+        raise FlipgateError(
+            f"cell {key.get('cell')!r} of model {key.get('model_id')!r} on dataset "
+            f"{key.get('dataset')!r} has no items to draw (cap {cap}): nothing can be measured"
+        )
     looks = Looks(test_cap or cap, settings.batch_items, settings.min_items)
     n, batches = 0, 0
     decisions: dict[str, ThresholdDecision] = {}

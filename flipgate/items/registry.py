@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -123,12 +124,49 @@ class DatasetSpec:
         }  # cache key
         return cls(name, tuple(sorted(hashable.items())), n)
 
+    def describe(self) -> str:
+        """Its source and cap as declared, e.g. ``data_files: '/a.jsonl', n: 40`` (whole: a
+        message names the file)."""
+        parts = [f"{k}: {list(v) if isinstance(v, tuple) else v!r}" for k, v in self.options]
+        parts += [f"n: {self.n}"] if self.n is not None else []
+        return ", ".join(parts) or "its default source"
+
+
+def refuse_repeated(lists: Sequence[tuple[str, Sequence[DatasetSpec]]], where: str) -> None:
+    """Refuse a dataset name that ``lists`` ((field, specs) pairs, e.g.
+    ``("audit.facets.option_order.datasets", specs)``) declare with two sources or caps, or twice
+    in one list. Cells, caches and cards know a dataset by its name alone, so the second
+    declaration would never be read (issue #60). One declaration in two lists (a dataset on two
+    facets) is one dataset. ``where``: the file."""
+    first: dict[str, tuple[str, DatasetSpec]] = {}
+    for list_field, specs in lists:
+        here: dict[str, int] = {}
+        for j, spec in enumerate(specs):
+            at = f"{list_field}[{j}]"
+            earlier_at, earlier = first.setdefault(spec.name, (at, spec))
+            if earlier != spec:
+                raise FlipgateError(
+                    f"{where}: field {at}: dataset {spec.name!r} is declared again with another "
+                    f"source or n ({earlier.describe()} at {earlier_at}; {spec.describe()} "
+                    f"here); a dataset is known by its name alone, so one of the two would never "
+                    f"be read: declare one source per name (data_files takes a list of files read "
+                    f"as one)"
+                )
+            if spec.name in here:
+                raise FlipgateError(
+                    f"{where}: field {at}: dataset {spec.name!r} is listed twice (also at "
+                    f"{list_field}[{here[spec.name]}]); list it once"
+                )
+            here[spec.name] = j
+
 
 @functools.lru_cache(maxsize=16)
 def _all_items(name: str, options: tuple[tuple[str, Any], ...]) -> tuple[Item, ...]:
     items = DATASETS[name](name, **dict(options))
     if not items:
-        raise FlipgateError(f"dataset {name!r} loaded no rows")
+        raise FlipgateError(
+            f"dataset {name!r} ({DatasetSpec(name, options).describe()}) loaded no rows"
+        )
     return tuple(items)
 
 
