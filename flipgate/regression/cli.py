@@ -6,7 +6,8 @@ docs/regression.md).
 baseline run, compares every order cell they share and gates the candidate's ``vs: baseline``
 thresholds. It writes nothing; exit 0: every baseline cell was compared and gated and no
 regression threshold failed, 1: one failed, 4 (``flipgate.exitcodes.USAGE_ERROR``, as from an
-audit): bad or incomparable input (one line on stderr starting ``flipgate: ``), or something was not
+audit): bad or incomparable input (one line on stderr starting ``flipgate: ``), a run that did not
+finish without ``--allow-unfinished`` (then a partial comparison, said so), or something was not
 checked (a cell of either run the other lacks, or no ``vs: baseline`` threshold applies) without
 ``--allow-ungated``.
 
@@ -28,12 +29,10 @@ from flipgate import FlipgateError, __version__, storage
 from flipgate.backends.floor import NOT_MEASURED_FLOOR
 from flipgate.cell import CellKey
 from flipgate.cli import OK, USAGE, Parser, run_command
-from flipgate.exitcodes import INTERNAL_ERROR, INTERRUPTED, MEANING, NO_TESTS
 from flipgate.files import atomic_copy, atomic_write, replace_with
 from flipgate.grammar import GRAMMAR_VERSION
 from flipgate.regression import table
 from flipgate.regression.runs import STORE_NAME, RunRecord, recorded_start
-from flipgate.store import INTERRUPTED_META
 
 #: exit status of a comparison in which a regression threshold failed
 REGRESSION = 1
@@ -55,13 +54,21 @@ def _compare_parser() -> Parser:
         description="Paired regression table of a candidate run against a baseline run "
         "(docs/definitions.md §11). "
         "Exit 0: no regression threshold failed and nothing went unchecked; 1: one failed; 4: "
-        "bad or incomparable input, or a cell not compared or not gated (see --allow-ungated).",
+        "bad or incomparable input, a run that did not finish (see --allow-unfinished), or a "
+        "cell not compared or not gated (see --allow-ungated).",
     )
     p.add_argument(
         "--allow-ungated",
         action="store_true",
         help="exit 0 even when a cell of either run was not compared or no vs: baseline "
         "threshold applies (the table still lists them)",
+    )
+    p.add_argument(
+        "--allow-unfinished",
+        action="store_true",
+        help="compare even when either run did not finish (killed, interrupted, crashed): on the "
+        "items both runs answered in full, skipping the cells the unfinished run never reached; "
+        "the output says it is a partial comparison (N of M items)",
     )
     p.add_argument(
         "baseline",
@@ -123,6 +130,7 @@ def _compare(argv: list[str]) -> int:
         args.model,
         args.baseline_partial,
         args.level,
+        args.allow_unfinished,
     )
     if args.format == "json":
         data = json.loads(table.to_json(result["comparisons"]))
@@ -138,7 +146,9 @@ def _compare(argv: list[str]) -> int:
     if result["summary"]["failed"]:
         return REGRESSION
     summary = result["summary"]
-    unchecked = summary["skipped"] > summary["not_applicable"] or not summary["verdicts"]
+    # not applicable, or never reached by a run --allow-unfinished accepted as unfinished
+    accepted = summary["not_applicable"] + summary["not_reached"]
+    unchecked = summary["skipped"] > accepted or not summary["verdicts"]
     if unchecked and not args.allow_ungated:
         print(
             "flipgate: not everything was checked (see the skipped cells above); pass "
@@ -178,11 +188,14 @@ def compare_runs(
     model: str | None = None,
     partial: bool = False,
     level: float = 0.95,
+    allow_unfinished: bool = False,
 ) -> dict:
     """Compare every order cell of the candidate run's models (or ``model``) with their baseline
     versions and gate them. Returns ``{"comparisons": [CellComparison.to_dict()], "skipped": [...],
     "summary": {...}, "baseline_run": identity, "candidate_run": identity}``; raises FlipgateError
-    (IncomparableCell included) on bad or incomparable input."""
+    (IncomparableCell included) on bad or incomparable input, and on a run that did not finish
+    unless ``allow_unfinished`` (then its cells are compared on the items both runs answered in
+    full, and the summary says how many of how many items that is)."""
     from flipgate.config import load_thresholds
     from flipgate.regression.cell import gate_comparison
     from flipgate.regression.compare import compare_cell
@@ -191,6 +204,7 @@ def compare_runs(
     base_run = RunRecord.open(baseline, role="baseline")
     cand_run = RunRecord.open(candidate, role="candidate")
     _refuse_same_run(base_run, cand_run)
+    unfinished = _unfinished_runs(base_run, cand_run, allow_unfinished)
     version = cand_run.meta.get("grammar_version")
     if version is not None and version != GRAMMAR_VERSION:
         raise FlipgateError(
@@ -199,8 +213,10 @@ def compare_runs(
             f"(re-run the candidate with this flipgate)"
         )
     seed = cand_run.meta.get("seed")
+    if seed is None and cand_run.unfinished:  # it never recorded its seed: take the baseline's,
+        seed = base_run.meta.get("seed")  # and let each cell's manifest sha256 tell them apart
     seed = DEFAULT_SEED if seed is None else seed
-    base_run.check_grammar(seed)
+    base_run.check_grammar(seed, allow_unfinished)
 
     with_cells = sorted(m for m in cand_run.models if cand_run.order_cells(m))
     if model is not None and model not in with_cells:
@@ -219,21 +235,20 @@ def compare_runs(
         declared = cand_run.models[cand].get("config", {}).get("baseline")
         base, why = baseline_in(base_run, cand, declared)
         if base is None:
-            skipped.append(
-                {"candidate": cand, "baseline": None, "cell": None, "dataset": None, "reason": why}
-            )
+            skipped.append(_skip(cand, None, None, None, str(why)))
             continue
         paired[cand] = (base, declared)
         name = f"{base}@{base_run.run_id}"
         skipped += [
-            {
-                "candidate": cand,
-                "baseline": name,
-                "cell": cell,
-                "dataset": dataset,
-                "reason": f"candidate run {cand_run.run_id} has no {cell} × {dataset} trials of "
-                f"{cand!r}, which the baseline has: not compared (not a pass)",
-            }
+            _skip(
+                cand,
+                name,
+                cell,
+                dataset,
+                f"candidate run {cand_run.run_id} has no {cell} × {dataset} trials of {cand!r}, "
+                "which the baseline has: not compared (not a pass)",
+                _not_reached(cand_run, cand, cell, dataset, base_run.n_items(base, cell, dataset)),
+            )
             for cell, dataset in base_run.order_cells(base)
             if (cell, dataset) not in cand_run.order_cells(cand)
         ]
@@ -241,15 +256,17 @@ def compare_runs(
             base_arm = base_run.arm(base, cell, dataset)
             if base_arm is None:
                 skipped.append(
-                    {
-                        "candidate": cand,
-                        "baseline": name,
-                        "cell": cell,
-                        "dataset": dataset,
-                        "reason": f"baseline run {base_run.run_id} has no {cell} × {dataset} "
-                        "trials of "
+                    _skip(
+                        cand,
+                        name,
+                        cell,
+                        dataset,
+                        f"baseline run {base_run.run_id} has no {cell} × {dataset} trials of "
                         f"{base!r}: nothing to compare with (not a pass)",
-                    }
+                        _not_reached(
+                            base_run, base, cell, dataset, cand_run.n_items(cand, cell, dataset)
+                        ),
+                    )
                 )
                 continue
             unmeasured = [
@@ -259,15 +276,15 @@ def compare_runs(
             ]
             if unmeasured:  # Δ_order against a constructed floor: nothing to compare
                 skipped.append(
-                    {
-                        "candidate": cand,
-                        "baseline": name,
-                        "cell": cell,
-                        "dataset": dataset,
-                        "reason": f"not applicable: the floor of {', '.join(unmeasured)} is "
+                    _skip(
+                        cand,
+                        name,
+                        cell,
+                        dataset,
+                        f"not applicable: the floor of {', '.join(unmeasured)} is "
                         f"{NOT_MEASURED_FLOOR} (docs/definitions.md §12.5)",
-                        "not_applicable": True,
-                    }
+                        {"not_applicable": True},
+                    )
                 )
                 continue
             cand_arm = cand_run.arm(cand, cell, dataset)
@@ -282,6 +299,7 @@ def compare_runs(
                 level,
                 seed,
                 partial,
+                unfinished=bool(unfinished),
             )
             comparison.baseline = name
             comparison.baseline_identity = base_run.identity(base)
@@ -297,10 +315,17 @@ def compare_runs(
     other = len(failed) - regressions  # no estimate ("missing"), or not proven under rule: upper
     gated = sum(len(c["verdicts"]) for c in comparisons)
     not_applicable = sum(bool(s.get("not_applicable")) for s in skipped)
+    not_reached = sum(bool(s.get("not_reached")) for s in skipped)
+    coverage = _coverage(comparisons, skipped) if unfinished else None
+    accepted = [
+        f"{n} {what}"
+        for n, what in ((not_applicable, "not applicable"), (not_reached, _NOT_REACHED))
+        if n
+    ]
     line = (
-        f"{len(comparisons)} cell{'s' * (len(comparisons) != 1)} compared, {len(skipped)} skipped"
-        + (f" ({not_applicable} not applicable)" if not_applicable else "")
-        + ", "
+        (f"partial comparison, {coverage['items']} of {coverage['of']} items: " if coverage else "")
+        + f"{len(comparisons)} cell{'s' * (len(comparisons) != 1)} compared, "
+        f"{len(skipped)} skipped" + (f" ({', '.join(accepted)})" if accepted else "") + ", "
         f"{regressions} regression{'s' * (regressions != 1)}"
         + (
             f", {other} other failed threshold{'s' * (other != 1)} (no estimate, or not proven)"
@@ -320,15 +345,95 @@ def compare_runs(
             "compared": len(comparisons),
             "skipped": len(skipped),
             "not_applicable": not_applicable,
+            "not_reached": not_reached,
             "regressions": regressions,
             "failed": len(failed),
             "verdicts": gated,
+            "partial": coverage,
             "line": line,
         },
         "baseline_run": _run_identity(base_run),
         "candidate_run": _run_identity(cand_run),
-        "notes": pairing_notes(paired, base_run.run_id),
+        "notes": [
+            f"{r.describe_end()}: a partial comparison, on the items both runs answered in full"
+            for r in unfinished
+        ]
+        + pairing_notes(paired, base_run.run_id),
     }
+
+
+#: how the summary line counts the cells an unfinished run never reached
+_NOT_REACHED = "not reached by the unfinished run"
+
+
+def _skip(
+    cand: str,
+    baseline: str | None,
+    cell: str | None,
+    dataset: str | None,
+    reason: str,
+    flags: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A cell (or a whole candidate, ``cell`` None) that was not compared, and why."""
+    flags = flags or {}
+    if flags.get("not_reached"):
+        reason += "; its run stopped before this cell"
+    return {
+        "candidate": cand,
+        "baseline": baseline,
+        "cell": cell,
+        "dataset": dataset,
+        "reason": reason,
+        **flags,
+    }
+
+
+def _not_reached(
+    run: RunRecord, model: str, cell: str, dataset: str, items: int
+) -> dict[str, Any] | None:
+    """The flags of a cell that ``run`` lacks because it stopped before it: it did not finish and
+    had planned the cell (its ``planned`` table); ``items``: what the other run holds of it. A cell
+    it never planned stays an ordinary skip."""
+    if not run.unfinished or not run.planned(model, cell, dataset):
+        return None
+    return {"not_reached": True, "items": items}
+
+
+def _coverage(comparisons: list[dict], skipped: list[dict]) -> dict[str, int]:
+    """How much of the cells either run holds a partial comparison covers: the items compared
+    of every item of the compared cells and of the cells the unfinished run never reached."""
+    overlaps = [c["overlap"] for c in comparisons]
+    return {
+        "items": sum(o["shared_items"] for o in overlaps),
+        "of": sum(max(o["baseline_items"], o["candidate_items"]) for o in overlaps)
+        + sum(s["items"] for s in skipped if s.get("not_reached")),
+    }
+
+
+def _unfinished_runs(base_run: RunRecord, cand_run: RunRecord, allow: bool) -> list[RunRecord]:
+    """Those of the two runs that did not finish (:attr:`RunRecord.unfinished`), named in one
+    line and refused unless ``allow``: the cells and items such a run never reached would read as
+    skipped cells, as a pass on what it did reach, or (redrawn) as another grammar or seed. A run
+    with no trial is refused whatever ``allow`` says: there is nothing to compare."""
+    runs = (base_run, cand_run)
+    empty = [r for r in runs if not r.n_trials]
+    if empty:
+        raise FlipgateError(
+            "; ".join(
+                f"{r.role} {r.path}: run {r.run_id} recorded 0 trials"
+                + (f" (it {r.unfinished})" if r.unfinished else "")
+                for r in empty
+            )
+            + ": nothing to compare; name a run that measured something"
+        )
+    unfinished = [r for r in runs if r.unfinished]
+    if unfinished and not allow:
+        raise FlipgateError(
+            "; ".join(r.describe_end() for r in unfinished)
+            + f": a comparison would cover only what {'they' if len(unfinished) > 1 else 'it'} "
+            "recorded; pass --allow-unfinished to compare the items both runs answered in full"
+        )
+    return unfinished
 
 
 def _refuse_same_run(base_run: RunRecord, cand_run: RunRecord) -> None:
@@ -466,11 +571,11 @@ def _promote(argv: list[str]) -> int:
     if target.exists() and target.resolve() == record.path.resolve():
         raise FlipgateError(f"run {record.path}: is already the baseline in {to}")
     run_dir, meta, models = record.path.parent, record.meta, sorted(record.models)
-    n_trials = record.store.conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
-    why = _unfinished(meta, n_trials)
+    n_trials = record.n_trials
+    why = "recorded 0 trials" if not n_trials else record.unfinished
     if why is not None:
         raise FlipgateError(
-            f"run {record.run_id} ({record.path}): {why}: not promoted (a baseline it cannot "
+            f"run {record.run_id} ({record.path}): it {why}: not promoted (a baseline it cannot "
             "compare with would skip every regression cell); promote a finished audit"
         )
     cells = trial_counts(record)
@@ -558,22 +663,6 @@ def trial_counts(record: RunRecord) -> list[dict]:
         "GROUP BY model_id, facet, dataset ORDER BY model_id, facet, dataset"
     )
     return [{"model": m, "cell": c, "dataset": d, "trials": n} for m, c, d, n in rows]
-
-
-def _unfinished(meta: dict, n_trials: int) -> str | None:
-    """Why a run cannot be a baseline (None when it can): it recorded no trial, it has not
-    finished (still running, killed, or made before flipgate recorded the end), or it ended
-    interrupted, in an internal error or with nothing collected."""
-    if not n_trials:
-        return "it recorded 0 trials"
-    if "finished" not in meta:
-        return "it has not finished (still running, or killed before its end)"
-    status = meta.get("exit_status")
-    if meta.get(INTERRUPTED_META) is not None:  # its cards are partial (flipgate.interrupts)
-        return f"it was interrupted ({meta[INTERRUPTED_META]}; exit status {status})"
-    if status in (INTERRUPTED, INTERNAL_ERROR, NO_TESTS):
-        return f"it ended with exit status {status} ({MEANING[status]})"
-    return None
 
 
 def _backup(source: sqlite3.Connection, target: Path) -> None:

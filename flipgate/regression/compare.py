@@ -12,7 +12,8 @@ baseline, so a positive ``delta_flip_rate`` and a negative ``delta_accuracy`` ar
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -198,6 +199,16 @@ def _k(trials: pd.DataFrame) -> int:
     return int(trials.groupby("item_id").size().max()) if len(trials) else 0
 
 
+def _whole_items(pa: set[tuple], pb: set[tuple], items: set) -> set:
+    """The ``items`` both arms answered under the same (ordering, sample) pairs."""
+    by_item: dict[object, list[set[tuple]]] = defaultdict(lambda: [set(), set()])
+    for side, pairs in enumerate((pa, pb)):
+        for p in pairs:
+            if p[0] in items:
+                by_item[p[0]][side].add(p)
+    return {i for i, (a, b) in by_item.items() if a == b}
+
+
 def _match(
     base: pd.DataFrame,
     cand: pd.DataFrame,
@@ -206,10 +217,13 @@ def _match(
     what: str,
     partial: bool,
     prefix: bool = False,
+    unfinished: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame, Overlap]:
     """Both arms on their shared (item, ordering) pairs, or an IncomparableCell naming what
     differs. With ``prefix`` (a sequential cell) the arms may have drawn different numbers of
-    items: they are compared on the items both drew when those items' orderings agree."""
+    items: they are compared on the items both drew when those items' orderings agree. With
+    ``unfinished`` (a run that stopped before its end is on one side) the arms of one manifest
+    are compared on the items both answered in full."""
     pa, pb = _pairs(base), _pairs(cand)
     shared = pa & pb
     items_a, items_b = set(base["item_id"]), set(cand["item_id"])
@@ -227,8 +241,11 @@ def _match(
     if same_manifest and overlap.complete:
         return base, cand, overlap
     both = items_a & items_b
-    if prefix and both and {p for p in pa if p[0] in both} == {p for p in pb if p[0] in both}:
-        return _restrict(base, shared), _restrict(cand, shared), overlap
+    whole = _whole_items(pa, pb, both)
+    if both and ((prefix and whole == both) or (unfinished and same_manifest and whole)):
+        keep = {p for p in shared if p[0] in whole}
+        overlap = replace(overlap, shared_items=len(whole), shared_pairs=len(keep))
+        return _restrict(base, keep), _restrict(cand, keep), overlap
     if not partial:
         diffs = []
         if not same_manifest:
@@ -336,8 +353,11 @@ def compare_cell(
     level: float = 0.95,
     seed: int = 42,
     partial: bool = False,
+    unfinished: bool = False,
 ) -> CellComparison:
-    """The docs/definitions.md §11 comparison of ``candidate`` against ``baseline`` on one cell."""
+    """The docs/definitions.md §11 comparison of ``candidate`` against ``baseline`` on one cell;
+    ``unfinished``: a side's run stopped before its end, so the cell is compared on the items both
+    answered in full (:func:`_match`)."""
     what = f"{candidate.model_id} vs {baseline.model_id} on {cell} × {dataset}"
     if primary not in baseline.readouts:
         raise IncomparableCell(
@@ -353,6 +373,7 @@ def compare_cell(
         what,
         partial,
         prefix,
+        unfinished,
     )
     control = CellKey.parse(cell).is_control
     if control:
@@ -368,6 +389,7 @@ def compare_cell(
             f"{what} (its permuted facet)",
             partial,
             prefix,
+            unfinished,
         )
     readouts = [r for r in candidate.readouts if r in baseline.readouts]
     out = {}

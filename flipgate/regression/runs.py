@@ -1,7 +1,8 @@
-"""A finished run named as a baseline (``reports/runs/<run_id>`` or its ``trials.sqlite``), opened
-read-only and checked before anything is compared: a missing, corrupt or foreign file, or a run
-drawn under another permutation grammar or seed, is one clean error and nothing is written
-(docs/definitions.md §11)."""
+"""A run named as a baseline or candidate (``reports/runs/<run_id>`` or its ``trials.sqlite``),
+opened read-only and checked before anything is compared: a missing, corrupt or foreign file, or
+a run drawn under another permutation grammar or seed, is one clean error and nothing is written
+(docs/definitions.md §11). A run that did not finish says so (:attr:`RunRecord.unfinished`), so
+that what it never recorded is not mistaken for a pass or for another grammar."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ import pandas as pd
 from flipgate import FlipgateError, storage
 from flipgate.backends.floor import NOT_MEASURED_FLOOR
 from flipgate.cell import CellKey
+from flipgate.exitcodes import BUDGET_REFUSED, INTERNAL_ERROR, INTERRUPTED, MEANING, NO_TESTS
 from flipgate.facets import FACETS, readouts_for
 from flipgate.gate.sequential import SequentialStop
 from flipgate.grammar import GRAMMAR_VERSION, Manifest
 from flipgate.regression.compare import Arm
-from flipgate.store import TRIAL_COLUMNS, TrialStore
+from flipgate.store import INTERRUPTED_META, TRIAL_COLUMNS, TrialStore
 
 STORE_NAME = "trials.sqlite"
 #: the UTC start time a run id begins with (flipgate.session.new_run_id)
@@ -32,6 +34,8 @@ REQUIRED = {
     "models": ["model_id", "fingerprint", "config"],
     "manifests": ["facet", "dataset", "k", "sha256", "path"],
 }
+#: exit statuses of a run that ended before its plan was done (its cells may be partial or absent)
+CUT_SHORT = (INTERRUPTED, INTERNAL_ERROR, NO_TESTS, BUDGET_REFUSED)
 
 
 def store_path(path: Path | str, role: str = "baseline") -> Path:
@@ -93,7 +97,8 @@ def _place(role: str) -> storage.Place:
 
 @dataclass
 class RunRecord:
-    """A finished run's trials store, read-only: its identity, models, manifests and cell trials."""
+    """A run's trials store, read-only: its identity, how it ended, its models, manifests and cell
+    trials."""
 
     path: Path
     store: TrialStore
@@ -127,13 +132,86 @@ class RunRecord:
 
     @cached_property
     def meta(self) -> dict:
-        """Run identity written at the run's end (empty for runs made before flipgate recorded
-        it)."""
-        return self.store.meta() if "meta" in self.store.tables() else {}
+        """Run identity written at the run's end (empty for a run that never ended, and for runs
+        made before flipgate recorded it)."""
+        return self.store.meta() if "meta" in self.tables else {}
+
+    @cached_property
+    def tables(self) -> set[str]:
+        return set(self.store.tables())
 
     @property
     def run_id(self) -> str:
         return self.meta.get("run_id") or self.path.parent.name
+
+    @cached_property
+    def n_trials(self) -> int:
+        return int(self.store.conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0])
+
+    @cached_property
+    def unfinished(self) -> str | None:
+        """Why the run may hold fewer trials than it planned, None for a run whose end is recorded
+        as complete (TrialStore.record_end): it has no end (killed, still running, or made before
+        flipgate recorded one), was interrupted, crashed, or collected nothing."""
+        meta = self.meta
+        if "finished" not in meta:
+            return (
+                "has not finished (still running, or killed before its end)"
+                if "meta" in self.tables
+                else "records no end (made before flipgate recorded one)"
+            )
+        status = meta.get("exit_status")
+        if meta.get(INTERRUPTED_META) is not None:  # its cards are partial (flipgate.interrupts)
+            return f"was interrupted ({meta[INTERRUPTED_META]}; exit status {status})"
+        if status in CUT_SHORT:
+            return f"ended with exit status {status} ({MEANING[status]})"
+        return None
+
+    @property
+    def holding(self) -> str:
+        """What the run recorded, against its plan where it recorded one (the ``planned`` table of
+        live progress): ``holds 48 of 96 planned trials``."""
+        n = f"{self.n_trials} trial{'s' * (self.n_trials != 1)}"
+        if "planned" not in self.tables:
+            return f"holds {n}"
+        planned = self.store.conn.execute("SELECT SUM(trials) FROM planned").fetchone()[0]
+        if not planned or planned < self.n_trials:
+            return f"holds {n}"
+        at_most = (
+            "planned_at_most" in self.tables
+            and self.store.conn.execute("SELECT 1 FROM planned_at_most LIMIT 1").fetchone()
+        )
+        bound = (
+            "at most " if at_most else ""
+        )  # a sequential cell's cap, not yet lowered by its stop
+        return f"holds {self.n_trials} of {bound}{planned} planned trials"
+
+    def describe_end(self) -> str:
+        """One clause naming the run, where it is and how it ended, for an error or a note:
+        ``candidate runs/x/trials.sqlite: run x has not finished (...) and holds 8 of 16 planned
+        trials``."""
+        return f"{self.role} {self.path}: run {self.run_id} {self.unfinished} and {self.holding}"
+
+    def planned(self, model_id: str, cell: str, dataset: str) -> bool:
+        """Whether the run planned trials of ``model_id`` in ``cell`` × ``dataset`` (its
+        ``planned`` table; False for a store without one)."""
+        if "planned" not in self.tables:
+            return False
+        row = self.store.conn.execute(
+            "SELECT trials FROM planned WHERE model_id = ? AND dataset = ? AND cell = ?",
+            (model_id, dataset, cell),
+        ).fetchone()
+        return bool(row and row[0])
+
+    def n_items(self, model_id: str, cell: str, dataset: str) -> int:
+        """The items ``model_id`` has trials of in ``cell`` × ``dataset``."""
+        return int(
+            self.store.conn.execute(
+                "SELECT COUNT(DISTINCT item_id) FROM trials WHERE model_id = ? AND facet = ? AND "
+                "dataset = ?",
+                (model_id, cell, dataset),
+            ).fetchone()[0]
+        )
 
     @cached_property
     def models(self) -> dict[str, dict]:
@@ -174,10 +252,12 @@ class RunRecord:
             "trials_store": str(self.path),
         }
 
-    def check_grammar(self, seed: int) -> None:
+    def check_grammar(self, seed: int, allow_unfinished: bool = False) -> None:
         """Refuse a run whose orderings were drawn under another grammar version or seed: none of
         its cells could be paired with ours. Runs without recorded metadata are checked by redrawing
-        their manifests from their own items."""
+        their manifests from their own items; an unfinished one may hold only some of a manifest's
+        items, so a redraw that differs is blamed on that, never on a grammar, and with
+        ``allow_unfinished`` it is not redrawn (each cell's manifest sha256 is compared instead)."""
         version, their_seed = self.meta.get("grammar_version"), self.meta.get("seed")
         if version is not None or their_seed is not None:
             if (version, their_seed) != (GRAMMAR_VERSION, seed):
@@ -188,6 +268,8 @@ class RunRecord:
                     f"with seed {seed}, "
                     f"so no cell pairs up (re-run the baseline with this flipgate and seed)"
                 )
+            return
+        if allow_unfinished and self.unfinished:
             return
         for (facet, dataset), manifest in sorted(self.manifests.items()):
             units = self.store.conn.execute(
@@ -201,6 +283,12 @@ class RunRecord:
             redrawn = Manifest.build(
                 facet, dataset, {i: len(json.loads(p)) for i, p in units}, manifest["k"], seed
             )
+            if redrawn.sha256 != manifest["sha256"] and self.unfinished:
+                raise FlipgateError(
+                    f"{self.describe_end()}: its {facet} × {dataset} manifest cannot be "
+                    "redrawn from the items it holds, and it records no grammar version or seed "
+                    "to check instead; name a finished run"
+                )
             if redrawn.sha256 != manifest["sha256"]:
                 raise FlipgateError(
                     f"baseline {self.path}: run {self.run_id} records no grammar version, and its "
