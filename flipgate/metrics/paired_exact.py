@@ -111,7 +111,10 @@ def _score(
     reduced by ``correction``."""
     b, c = np.asarray(b, dtype=float), np.asarray(c, dtype=float)
     big_b = b * (1 + delta0) + c * (1 - delta0) - 2 * n * delta0
-    q = (big_b + np.sqrt(big_b**2 + 8 * n * c * delta0 * (1 - delta0))) / (4 * n)
+    # the discriminant is a square where it should vanish ((1.2b − 0.4n)² at δ0 = −0.2, c = 0):
+    # rounding can leave it a hair below 0, whose root would be NaN and the test silently "accept"
+    discriminant = np.maximum(big_b**2 + 8 * n * c * delta0 * (1 - delta0), 0.0)
+    q = (big_b + np.sqrt(discriminant)) / (4 * n)
     variance = np.maximum(n * (2 * q + delta0 - delta0**2), 1e-12)
     z: FloatArray = (b - c - n * delta0 - correction) / np.sqrt(variance)
     return z

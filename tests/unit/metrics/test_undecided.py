@@ -161,3 +161,20 @@ def test_paired_n_star_beyond_the_exact_range_is_near_the_exact_tests(
     large_sample = n_star_by_test(paired, bound, direction, 0.05, limit=200)
     assert exact is not None and large_sample is not None
     assert 0.8 * exact <= large_sample <= 1.2 * exact
+
+
+@pytest.mark.parametrize("n, b", [(9, 3), (30, 10), (300, 100)])
+def test_the_score_is_finite_where_its_discriminant_vanishes(n, b):
+    """At δ0 = −0.2 with no discordant pair the other way, the discriminant is (1.2b − 0.4n)²,
+    zero at b = n/3: rounding must not turn its root into NaN (a NaN score never rejects)."""
+    import warnings
+
+    import numpy as np
+
+    from flipgate.metrics.paired_exact import score_statistic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "invalid value encountered in sqrt" fails the test
+        z = score_statistic(n, -0.2)
+    assert np.isfinite(z[np.add.outer(np.arange(n + 1), np.arange(n + 1)) <= n]).all()
+    assert np.isfinite(z[0, b]) and np.isfinite(z[b, 0])
