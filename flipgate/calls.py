@@ -257,9 +257,12 @@ class Auditor:
                             note(len(pending))
                             self._flush(backend.model_id, pending)
 
+                def waiting(reason: str, since: float) -> None:
+                    self.store.set_wait(self.source, model_id, label, reason, since)
+
                 try:
                     done = (
-                        backend.complete(chunk, on_output=finished)
+                        backend.complete(chunk, on_output=finished, on_wait=waiting)
                         if is_streaming(backend)
                         else backend.complete(chunk)
                     )

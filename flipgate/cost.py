@@ -34,13 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from flipgate import FlipgateError
-from flipgate.backends.base import Request
-
-#: conservative request-size estimate: prompt characters per token (English text runs ~4)
-CHARS_PER_TOKEN = 2
-#: tokens allowed per chat message (role and template overhead) and per image
-TOKENS_PER_MESSAGE = 8
-TOKENS_PER_IMAGE = 2000
+from flipgate.backends.base import Request, estimate_tokens
 
 
 def usd(x: float) -> str:
@@ -130,10 +124,6 @@ def price_per_token(model_cfg: dict) -> tuple[float, float] | None:
     return float(cost_in), float(cost_out)
 
 
-def prompt_chars(request: Request) -> int:
-    return sum(len(text) for _, text in request.messages) + len(request.answer_prefix)
-
-
 def require_prices(models: dict[str, dict], model_ids) -> None:
     """Raise :class:`BudgetRefused` naming every API model among ``model_ids`` with no known
     price."""
@@ -145,18 +135,6 @@ def require_prices(models: dict[str, dict], model_ids) -> None:
             f"output_per_mtok: ..}}` (USD per million tokens) to its entry in models.yaml; "
             f"no call was made"
         )
-
-
-def estimate_tokens(request: Request, max_out: int) -> tuple[int, int]:
-    """A conservative (input, output) token count for one call, before making it: 1 token per
-    ``CHARS_PER_TOKEN`` prompt characters plus allowances per message and image, and the request's
-    whole output budget (``max_out`` when the request sets none)."""
-    tokens_in = (
-        math.ceil(prompt_chars(request) / CHARS_PER_TOKEN)
-        + TOKENS_PER_MESSAGE * len(request.messages)
-        + TOKENS_PER_IMAGE * len(request.images)
-    )
-    return tokens_in, int(request.max_new_tokens or max_out)
 
 
 def estimate_usd(requests: list[Request], price: tuple[float, float], max_out: int) -> float:
@@ -209,7 +187,8 @@ def project_calls(auditor, suite: str, model_id: str, requests: list[Request]) -
 
 def check_budget(projections: list[Projection], budget: float) -> str:
     """A table of projections; raises :class:`BudgetRefused` (carrying the table) when the projected
-    spend, the pilot's included, is over ``budget`` USD or a model has no known price."""
+    spend, the pilot's included, is over ``budget`` USD, a model has no known price, or a
+    projection is impossible (negative or not a number: it would pass any budget)."""
     w = max([8] + [len(p.suite) for p in projections])  # the suite column fits every name
     lines = [
         f"{'model':32} {'suite':{w}} {'calls':>8} {'tokens in':>12} {'tokens out':>11} {'USD':>10}"
@@ -228,6 +207,24 @@ def check_budget(projections: list[Projection], budget: float) -> str:
         f"includes the pilot's {pilot:.4f} on {sum(p.pilot_calls for p in projections)} calls)"
     )
     table = "\n".join(lines)
+    impossible = [
+        p
+        for p in projections
+        if not all(
+            math.isfinite(v) and v >= 0 for v in (p.tokens_in, p.tokens_out, p.usd, p.pilot_usd)
+        )
+    ]
+    if impossible:  # the backend checks usage (flipgate/backends/api.py); an older cache may not
+        named = ", ".join(
+            f"{p.model_id} (tokens in {p.tokens_in:.4g}, out {p.tokens_out:.4g}, USD {p.usd:.4g})"
+            for p in impossible
+        )
+        raise BudgetRefused(
+            f"cost guard: impossible projection for {named}: replies with impossible usage "
+            f"(negative or not a number) are in the response cache; --reset-cache starts a "
+            f"fresh one; the run was not started",
+            table,
+        )
     unpriced = [p.model_id for p in projections if not p.priced]
     if unpriced:
         raise BudgetRefused(

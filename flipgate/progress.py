@@ -5,12 +5,16 @@ drawn by the controller from the run's trials store while the workers measure (d
 Three writers feed it, all through :class:`~flipgate.store.TrialStore`: every process that
 collects writes the plan (each collected cell's ``Suite.planned``, table ``planned``; a cell's
 count is made exact when its plan is drawn, and 0 when the model cannot take it); a worker notes
-how many outputs of a backend call in flight it has (table ``live``); a finished cell's trials
-land in ``trials``. A sequential cell (docs/definitions.md §12) plans its cap, an upper bound
-(table ``planned_at_most``) until it stops and its plan is lowered to the items it drew: while a
-model has such a cell, its total (and the ETA) is shown as "≤ T". The controller's
-:class:`LiveProgress` thread polls the three and draws one bar on a terminal, or one line every
-``interval`` seconds in a log; workers draw nothing.
+how many outputs of a backend call in flight it has (table ``live``) and, for an API model, what
+the call waits on (table ``waits``: the last refusal or timeout, and since when none of its
+requests was answered); a finished cell's trials land in ``trials``. A sequential cell
+(docs/definitions.md §12) plans its cap, an upper bound (table ``planned_at_most``) until it
+stops and its plan is lowered to the items it drew: while a model has such a cell, its total (and
+the ETA) is shown as "≤ T". The controller's :class:`LiveProgress` thread polls them and draws
+one bar on a terminal, or one line every ``interval`` seconds in a log; workers draw nothing. A
+model none of whose calls has answered for :data:`STALLED_AFTER_S` is named at the front of the
+line with why ("api: no answer in 1:05 (HTTP 429, Retry-After 30 s, 4 of 6 attempts left)"), so a
+rate-limited or silent server is not only a count that does not move.
 """
 
 from __future__ import annotations
@@ -32,6 +36,24 @@ from flipgate.cell import CellKey
 from flipgate.config import AuditConfig
 from flipgate.store import AtMost
 from flipgate.suite.api import Plan
+
+#: seconds without an answer after which a model's wait is shown: a minute's progress lines
+#: (one every 30 s in a log) name it, and answers arriving every few seconds never trigger it
+STALLED_AFTER_S = 20.0
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a model's call waits on (the backend's words) and since when (Unix time) none of its
+    requests was answered."""
+
+    model_id: str
+    reason: str
+    since: float
+
+    def describe(self, now: float) -> str:
+        """``api: no answer in 1:05 (HTTP 429, Retry-After 30 s, 4 of 6 attempts left)``."""
+        return f"{self.model_id}: no answer in {_clock(max(now - self.since, 0.0))} ({self.reason})"
 
 
 @dataclass(frozen=True)
@@ -61,6 +83,17 @@ class Snapshot:
     at_most: frozenset[str] = frozenset()
     #: the backend calls in flight, oldest first
     in_flight: tuple[InFlight, ...] = ()
+    #: what calls in flight wait on, the longest-waiting first
+    waits: tuple[Wait, ...] = ()
+
+    def stalled(self, now: float) -> list[Wait]:
+        """Per model, its longest wait without an answer, if that is :data:`STALLED_AFTER_S` or
+        more."""
+        found: dict[str, Wait] = {}
+        for wait in self.waits:
+            if now - wait.since >= STALLED_AFTER_S:
+                found.setdefault(wait.model_id, wait)
+        return list(found.values())
 
     @property
     def answered(self) -> int:
@@ -79,7 +112,7 @@ class Snapshot:
 def read_snapshot(conn: sqlite3.Connection) -> Snapshot:
     """The run's progress from its trials store (``conn``): per model, planned trials and the
     answered ones, each cell counted up to its plan, calls in flight added, capped at the plan;
-    which models' plans are upper bounds still."""
+    which models' plans are upper bounds still; what the calls in flight wait on."""
     rows = conn.execute(
         "SELECT p.model_id, SUM(p.trials), SUM(MIN(p.trials, IFNULL(t.n, 0))) FROM planned p "
         "LEFT JOIN (SELECT model_id, dataset, facet, COUNT(*) AS n FROM trials "
@@ -93,10 +126,12 @@ def read_snapshot(conn: sqlite3.Connection) -> Snapshot:
         "SELECT model_id, label, done, total, started FROM live "
         "WHERE total IS NOT NULL AND started IS NOT NULL ORDER BY started"
     ).fetchall()
+    waits = conn.execute("SELECT model_id, reason, since FROM waits ORDER BY since").fetchall()
     return Snapshot(
         {m: (min(int(p), int(s) + int(live.get(m) or 0)), int(p)) for m, p, s in rows if p},
         at_most,
         tuple(InFlight(m, label, int(d), int(t), float(st)) for m, label, d, t, st in calls),
+        tuple(Wait(m, str(reason), float(since)) for m, reason, since in waits),
     )
 
 
@@ -135,7 +170,9 @@ def describe(
     early, its model's total and the run's are upper bounds, the share and the ETA with them:
     ``1234/≤4580 trials (≥27%), 4.1 trials/s, ETA ≤13:37 · smollm2 600/≤1800 · ...``. With the
     time ``now``, the call in flight that has run longest closes the line: ``longest call:
-    gemma3-270m option_order/mmlu 120/600 in 3:05 (0.6/s)``."""
+    gemma3-270m option_order/mmlu 120/600 in 3:05 (0.6/s)``, and each model that has had no
+    answer for :data:`STALLED_AFTER_S` follows the head with why (:meth:`Wait.describe`), before
+    anything a narrow bar cuts off."""
     model_rates = model_rates or {}
     total, done = snapshot.planned, snapshot.answered
     up_to, at_least = ("≤", "≥") if snapshot.bounded else ("", "")
@@ -158,7 +195,8 @@ def describe(
         if now is not None and snapshot.in_flight
         else []
     )
-    return " · ".join([head, *models, *longest])
+    stalled = [w.describe(now) for w in snapshot.stalled(now)] if now is not None else []
+    return " · ".join([head, *stalled, *models, *longest])
 
 
 class LiveProgress:
@@ -230,7 +268,7 @@ class LiveProgress:
         for m, (a, p) in snap.models.items():
             self._best[m] = max(self._best.get(m, 0), a)
             models[m] = (min(self._best[m], p), p)
-        return Snapshot(models, snap.at_most, snap.in_flight)
+        return Snapshot(models, snap.at_most, snap.in_flight, snap.waits)
 
     def update(self, final: bool = False) -> None:
         snap = self.snapshot()

@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS planned_at_most (model_id TEXT, dataset TEXT, cell TE
     PRIMARY KEY (model_id, dataset, cell));
 CREATE TABLE IF NOT EXISTS live (source TEXT, model_id TEXT, label TEXT, done INTEGER,
     total INTEGER, started REAL, PRIMARY KEY (source, model_id, label));
+CREATE TABLE IF NOT EXISTS waits (source TEXT, model_id TEXT, label TEXT, reason TEXT,
+    since REAL, PRIMARY KEY (source, model_id, label));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS suite_records (suite TEXT, model_id TEXT, dataset TEXT, key TEXT,
     record TEXT, PRIMARY KEY (suite, model_id, dataset, key));
@@ -267,18 +269,29 @@ class TrialStore:
         started: float | None = None,
     ) -> None:
         """Outputs a backend call in flight has returned so far, of ``total`` requests, since
-        ``started`` (Unix time); ``done`` None when it has ended."""
+        ``started`` (Unix time); ``done`` None when it has ended (its wait is cleared too)."""
         with self.writing():
             if done is None:
-                self.conn.execute(
-                    "DELETE FROM live WHERE source = ? AND model_id = ? AND label = ?",
-                    (source, model_id, label),
-                )
+                for table in ("live", "waits"):
+                    self.conn.execute(
+                        f"DELETE FROM {table} WHERE source = ? AND model_id = ? AND label = ?",
+                        (source, model_id, label),
+                    )
             else:
                 self.conn.execute(
                     "INSERT OR REPLACE INTO live VALUES (?, ?, ?, ?, ?, ?)",
                     (source, model_id, label, done, total, started),
                 )
+
+    def set_wait(self, source: str, model_id: str, label: str, reason: str, since: float) -> None:
+        """What a backend call in flight waits on (the last refusal or timeout) and since when
+        (Unix time) none of its requests was answered (``StreamingBackend.complete``'s
+        ``on_wait``); cleared with the call's :meth:`set_live`."""
+        with self.writing():
+            self.conn.execute(
+                "INSERT OR REPLACE INTO waits VALUES (?, ?, ?, ?, ?)",
+                (source, model_id, label, reason, since),
+            )
 
     def add_manifest(self, facet: str, dataset: str, k: int, sha256: str, path: str) -> None:
         with self.writing():

@@ -10,6 +10,19 @@ error surfaces, so no call outlives its cell and a resume never repeats an answe
 key is read from the environment variable named in ``source.api_key_env`` and never stored, logged
 or put in an error message; credentials in ``source.api_base`` (``user:password@``, ``?api_key=``)
 are used for the calls only: settings, fingerprint and messages carry the redacted URL.
+
+Every reply is checked in one place, :meth:`LiteLLMBackend._output`, before anything of it is
+used (docs/configuration.md, "Replies"): a reply with no choices, or a body larger than the
+call's ``max_new_tokens`` allows (:data:`REPLY_BYTES_PER_TOKEN`), is malformed and retried; a
+text longer than ``max_new_tokens`` allows is cut (:data:`MAX_CHARS_PER_TOKEN`); impossible
+log-probs (NaN, +inf, above 0) are left out and impossible usage (negative, not whole, more
+output than ``max_new_tokens`` allows, none) replaced by the cost guard's conservative estimate,
+each noted on the output (:data:`~flipgate.backends.base.REPLY_NOTES`) and warned once per model.
+An OpenAI-compatible server (``api_base``) is called through a client that follows no redirect
+unless the entry sets ``follow_redirects: true``: answers come from the host the card names.
+While no answer comes, ``on_wait`` is told why (the last refusal or timeout, attempts left), for
+the live progress line; a Retry-After longer than the retries left may wait fails the call at
+once.
 """
 
 from __future__ import annotations
@@ -24,11 +37,13 @@ import signal
 import threading
 import time
 import urllib.parse
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from flipgate import FlipgateError
-from flipgate.backends.base import Output, Request
+from flipgate.backends.base import Output, Request, estimate_tokens
 from flipgate.backends.identity import (
     PER_RUN,
     PROBE_TIMEOUT_S,
@@ -57,23 +72,91 @@ def import_litellm():
 RETRIABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 DEFAULT_CAPABILITIES = {"logprobs": False, "images": False, "seed": False}
 
+#: a generous bound on the characters one generated token carries: a token averages ~4, and the
+#: longest of common vocabularies (runs of spaces, dashes or "=") stay well below this, so a
+#: reply's text longer than ``max_new_tokens`` times this (plus the answer prefix a server may
+#: echo) did not come from ``max_new_tokens`` tokens; it is cut there and noted, not stored whole
+MAX_CHARS_PER_TOKEN = 128
+#: the reply body read per call, at most: a base for the JSON around the answer, plus per token
+#: its text escaped in JSON (up to 12 bytes a character) and 20 top log-probs with their byte
+#: arrays (~3 KiB); a longer body is not read on (a malformed reply), so memory stays bounded
+REPLY_BYTES_BASE = 1 << 20
+REPLY_BYTES_PER_TOKEN = 16 * 1024
+#: a log-prob above 0 is a probability above 1; a server computing in half precision may round
+#: log(1) a little above 0, so up to this much is read as 0
+LOGPROB_ROUNDING = 1e-3
+#: completion tokens a server may count beyond ``max_tokens`` (an end token, a server that
+#: overruns a little) before its usage is impossible: up to FACTOR x max_tokens + ALLOWANCE
+COMPLETION_TOKENS_FACTOR = 2
+COMPLETION_TOKENS_ALLOWANCE = 16
+#: prompt tokens a server may count per token of the cost guard's conservative estimate (1 per
+#: 2 characters; some scripts take several tokens a character, some images far more than its
+#: allowance) before its usage is impossible
+PROMPT_TOKENS_FACTOR = 16
+#: how often (seconds) answers refresh the "no answer since" time told to ``on_wait``: well
+#: under flipgate.progress.STALLED_AFTER_S, so a model that answers is never shown as stalled,
+#: and at most one store write per this many seconds however fast answers come
+WAIT_NOTE_EVERY_S = 5.0
 
-def retry_after_s(exc: BaseException) -> float | None:
-    """Seconds the server asked us to wait (Retry-After: seconds or an HTTP date), if it did."""
+
+class BadReply(Exception):
+    """A reply that cannot be used at all (no choices, no text, a body larger than the call
+    allows): malformed, so retried like a 5xx (docs/configuration.md), and one error line when
+    the retries run out."""
+
+
+class ImpossibleLogprobs(ValueError):
+    """Log-probs no distribution has: NaN, +inf or above 0, or not a number."""
+
+
+class ReplyWarning(UserWarning):
+    """A reply flipgate could use only in part: its text cut, its log-probs or its usage
+    impossible (once per model and kind)."""
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one line of at most ``limit`` characters, without the traceback litellm puts in
+    some messages ("Invalid response object Traceback (most recent call last): ...")."""
+    text = text.split("Traceback (most recent call last)")[0]
+    return " ".join(text.split())[:limit]
+
+
+def bad_reply_in(exc: BaseException) -> BadReply | None:
+    """The :class:`BadReply` behind ``exc``, if any: the reply guard raises it inside the HTTP
+    client, which the OpenAI SDK and litellm wrap (as a connection error) in exceptions of their
+    own, keeping it as the cause or context."""
+    seen: BaseException | None = exc
+    for _ in range(12):  # the wrapping is a few levels deep; never loop on a cycle
+        if seen is None:
+            return None
+        if isinstance(seen, BadReply):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def response_header(exc: BaseException, name: str) -> str | None:
+    """A header of the reply that failed (litellm keeps them on its exceptions), if it came."""
     for headers in (
         getattr(exc, "litellm_response_headers", None),
         getattr(getattr(exc, "response", None), "headers", None),
     ):
-        value = headers.get("retry-after") if headers is not None else None
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            parsed = email.utils.parsedate_tz(value)
-            if parsed is not None:
-                return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+        value = headers.get(name) if headers is not None else None
+        if value is not None:
+            return str(value)
     return None
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (Retry-After: seconds or an HTTP date), if it did."""
+    value = response_header(exc, "retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_tz(value)
+        return None if parsed is None else max(0.0, email.utils.mktime_tz(parsed) - time.time())
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -83,11 +166,17 @@ def is_timeout(exc: BaseException) -> bool:
 
 
 def is_retriable(exc: BaseException) -> bool:
+    """A timeout, a connection error, a retriable status or a malformed reply."""
     import litellm
 
-    if is_timeout(exc) or isinstance(exc, litellm.APIConnectionError):
+    if is_timeout(exc) or isinstance(exc, (litellm.APIConnectionError, BadReply)):
         return True
     return getattr(exc, "status_code", None) in RETRIABLE_STATUS
+
+
+def host_of(url: str) -> str:
+    """``url``'s host and port (``api.example.com:8443``), as messages name it."""
+    return urllib.parse.urlsplit(url).netloc.rpartition("@")[2] or url
 
 
 def split_userinfo(url: str) -> tuple[str, str | None]:
@@ -123,10 +212,32 @@ def content_parts(text: str, images: tuple[bytes, ...]) -> str | list[dict]:
     return parts
 
 
+def checked_logprob(value: Any) -> float:
+    """A log-prob as a float: ``-inf`` (probability 0) as it is, a rounding above 0 (up to
+    :data:`LOGPROB_ROUNDING`) as 0; :class:`ImpossibleLogprobs` for NaN, +inf, a value above 0,
+    or anything not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ImpossibleLogprobs(f"log-prob {value!r} is not a number")
+    if not value <= LOGPROB_ROUNDING:  # NaN compares false: caught here too
+        raise ImpossibleLogprobs(f"log-prob {value!r} (a probability above 1, or NaN)")
+    return min(float(value), 0.0)
+
+
+def log_sum_exp(values: list[float]) -> float:
+    """log(sum(exp(v))), computed about the largest value: no log(0) when every term underflows
+    (-800 is a legal log-prob), -inf only when every value is -inf."""
+    top = max(values)
+    if top == -math.inf:
+        return top
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
 def label_logprobs(logprobs: Any, labels: tuple[str, ...]) -> dict[str, float]:
     """Log-probs of each label from ``top_logprobs`` at the answer position: the first generated
     token that is a label (" B", "(B", "B"), else the first position with a label among its
-    alternatives; spellings of one label are summed."""
+    alternatives; spellings of one label are summed. Each top log-prob at a position read is
+    checked (:func:`checked_logprob`), raising :class:`ImpossibleLogprobs`; a label whose every
+    spelling is at -inf (probability 0) is left out, as one outside the top log-probs is."""
     if not labels or logprobs is None:
         return {}
     content = getattr(logprobs, "content", None) or (
@@ -134,21 +245,171 @@ def label_logprobs(logprobs: Any, labels: tuple[str, ...]) -> dict[str, float]:
     )
 
     def get(obj: Any, key: str) -> Any:
-        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key)
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    def label_of(obj: Any) -> str | None:
+        token = get(obj, "token")
+        return token.strip(" (*") if isinstance(token, str) else None
 
     def at(position: Any) -> dict[str, float]:
         found: dict[str, list[float]] = {}
         for top in get(position, "top_logprobs") or []:
-            label = get(top, "token").strip(" (*")
+            value = checked_logprob(get(top, "logprob"))
+            label = label_of(top)
             if label in labels:
-                found.setdefault(label, []).append(float(get(top, "logprob")))
-        return {k: math.log(sum(math.exp(v) for v in vs)) for k, vs in found.items()}
+                found.setdefault(label, []).append(value)
+        summed = {k: log_sum_exp(vs) for k, vs in found.items()}
+        return {k: v for k, v in summed.items() if v > -math.inf}
 
     positions = content or []
     for position in positions:
-        if get(position, "token").strip(" (*") in labels:
+        if label_of(position) in labels:
             return at(position)
     return next((found for found in map(at, positions) if found), {})
+
+
+def reply_choice(resp: Any) -> Any:
+    """The reply's first choice; :class:`BadReply` when it has none (``choices`` empty, missing,
+    null: litellm turns the last two into an error of its own, retried the same way)."""
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise BadReply(f"the reply has no choices (choices: {one_line(repr(choices), 40)})")
+    return choices[0]
+
+
+def reply_text(choice: Any) -> str:
+    """The choice's message text ("" when it has none: a refusal, a tool call); :class:`BadReply`
+    when it is something else than text."""
+    content = getattr(getattr(choice, "message", None), "content", None)
+    if content is None:
+        return ""
+    if not isinstance(content, str):
+        raise BadReply(f"the reply's message content is not text ({type(content).__name__})")
+    return content
+
+
+def reply_usage(usage: Any, request: Request, max_tokens: int) -> tuple[int, int] | str:
+    """The reply's (prompt, completion) token counts, or why they cannot be believed: a count
+    that is not a whole number 0 or more (negative, NaN, 3.5, a string), no usage (0 and 0: how
+    litellm reads a reply without one), more completion tokens than ``max_tokens`` allows
+    (:data:`COMPLETION_TOKENS_FACTOR`) or more prompt tokens than the prompt could take
+    (:data:`PROMPT_TOKENS_FACTOR` x the cost guard's conservative estimate)."""
+    counts = []
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = getattr(usage, name, None)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"{name} {value!r}"
+        counts.append(value)
+    n_in, n_out = counts
+    if n_in == n_out == 0:
+        return "no usage (0 prompt and 0 completion tokens)"
+    if n_out > COMPLETION_TOKENS_FACTOR * max_tokens + COMPLETION_TOKENS_ALLOWANCE:
+        return f"completion_tokens {n_out} for max_new_tokens {max_tokens}"
+    estimate = estimate_tokens(request, max_tokens)[0]
+    if n_in > PROMPT_TOKENS_FACTOR * estimate:
+        return f"prompt_tokens {n_in} for a prompt of about {estimate} tokens"
+    return n_in, n_out
+
+
+def reply_bytes(max_tokens: int) -> int:
+    """The most reply body a call of ``max_tokens`` output tokens reads (:data:`REPLY_BYTES_BASE`,
+    :data:`REPLY_BYTES_PER_TOKEN`)."""
+    return REPLY_BYTES_BASE + REPLY_BYTES_PER_TOKEN * max_tokens
+
+
+def openai_client(
+    api_base: str, api_key: str | None, timeout_s: float, limit: int, follow_redirects: bool
+) -> Any:
+    """An OpenAI SDK client for an OpenAI-compatible server at ``api_base``, handed to litellm
+    (``client=``) in place of its own: it reads no reply body past ``limit`` bytes (a
+    :class:`BadReply`, retried) and follows a redirect only when ``follow_redirects``: the SDK's
+    own client follows every one, so answers came from whatever host a server named while the
+    card named ``api_base``."""
+    import httpx
+    import openai
+
+    class CappedBody(httpx.AsyncByteStream):
+        """A reply body that raises :class:`BadReply` once more than ``limit`` bytes came."""
+
+        def __init__(self, inner: httpx.AsyncByteStream):
+            self.inner = inner
+
+        async def __aiter__(self):  # type: ignore[override]
+            seen = 0
+            async for chunk in self.inner:
+                seen += len(chunk)
+                if seen > limit:
+                    raise BadReply(
+                        f"the reply body is larger than {limit} bytes, more than max_new_tokens "
+                        f"allows; it was not read on"
+                    )
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    class CappedTransport(httpx.AsyncHTTPTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            response = await super().handle_async_request(request)
+            assert isinstance(response.stream, httpx.AsyncByteStream)
+            response.stream = CappedBody(response.stream)
+            return response
+
+    http = httpx.AsyncClient(
+        transport=CappedTransport(),
+        follow_redirects=follow_redirects,
+        timeout=timeout_s,
+        limits=openai.DEFAULT_CONNECTION_LIMITS,
+    )
+    return openai.AsyncOpenAI(
+        api_key=api_key or "unused",  # the client insists on one; a server without keys ignores it
+        base_url=api_base,
+        http_client=http,
+        max_retries=0,
+        timeout=timeout_s,
+    )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt as flipgate reports it: ``why`` for the error line, ``brief`` for the
+    progress line, whether it is retried, and the wait the server asked for (Retry-After)."""
+
+    why: str
+    brief: str
+    retriable: bool
+    wait: float | None = None
+
+
+class Stall:
+    """What one :meth:`LiteLLMBackend.complete` waits on, told to its ``on_wait(reason, since)``:
+    ``reason`` the last refusal or timeout since the last answer (or that a reply is awaited),
+    ``since`` when the last answer came (or the call started), Unix time. Told when the call
+    starts, on each failed attempt, and when an answer ends a wait or :data:`WAIT_NOTE_EVERY_S`
+    has passed since it was last told; the progress line shows a model none of whose calls has
+    answered for a while (flipgate/progress.py)."""
+
+    def __init__(self, tell: Callable[[str, float], None] | None, idle: str):
+        self.tell, self.idle = tell, idle
+        self.reason, self.since, self.told = idle, time.time(), -math.inf
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.tell is not None:
+            self.told = time.time()
+            self.tell(self.reason, self.since)
+
+    def failed(self, reason: str) -> None:
+        self.reason = reason
+        self._tell()
+
+    def answered(self) -> None:
+        self.since = time.time()
+        if self.reason != self.idle or self.since - self.told >= WAIT_NOTE_EVERY_S:
+            self.reason = self.idle
+            self._tell()
 
 
 class LiteLLMBackend:
@@ -215,7 +476,14 @@ class LiteLLMBackend:
         self.answer_prefill = bool(cfg.get("answer_prefill", default_prefill))
         self.extra_body: dict[str, Any] = dict(cfg.get("extra_body") or {})
         self.timeout_s = float(cfg.get("timeout_s", 120.0))
+        #: follow a server's redirects (to any host); by default none is followed
+        self.follow_redirects = bool(cfg.get("follow_redirects", False))
         self.price = cfg.get("price")
+        #: the kinds of :class:`ReplyWarning` already given for this model (each is given once)
+        self._warned: set[str] = set()
+        #: the OpenAI client and the :class:`Stall` of the :meth:`complete` under way
+        self._client: Any = None
+        self._stall = Stall(None, "")
         self.readouts = list(cfg.get("readouts", ["regex"]))
         if "letter_logprob" in self.readouts and not self.capabilities["logprobs"]:
             raise FlipgateError(
@@ -252,6 +520,9 @@ class LiteLLMBackend:
             self.settings["answer_prefill"] = True
         if self.extra_body:
             self.settings["extra_body"] = self.extra_body
+        if self.follow_redirects:  # answers may come from another host than api_base names
+            self.settings["follow_redirects"] = True
+            self.fingerprint["follow_redirects"] = True
         if self.server is not None:
             self._identify_server(self.server)
         else:
@@ -370,6 +641,9 @@ class LiteLLMBackend:
         return kw
 
     def cost(self, tokens_in: int, tokens_out: int, response: Any = None) -> float:
+        """USD of a call: at ``price``, else litellm's price map (from ``response`` when its usage
+        is believed, else from the counts); 0 when unknown (flagged by the cost guard) or when
+        the price map gives something impossible."""
         if self.price:
             return (
                 tokens_in * self.price.get("input_per_mtok", 0.0)
@@ -378,25 +652,129 @@ class LiteLLMBackend:
         try:
             import litellm
 
-            return float(litellm.completion_cost(completion_response=response))
-        except (
-            Exception
-        ):  # not in the price map: unknown, counted as 0 and flagged by the cost guard
+            if response is not None:
+                usd = float(litellm.completion_cost(completion_response=response))
+            else:
+                usd = float(
+                    sum(
+                        litellm.cost_per_token(
+                            model=self.model, prompt_tokens=tokens_in, completion_tokens=tokens_out
+                        )
+                    )
+                )
+        except Exception:  # not in the price map: unknown, counted as 0 and flagged by the guard
             return 0.0
+        return usd if math.isfinite(usd) and usd >= 0 else 0.0
 
     # -- calls ---------------------------------------------------------------------------------
     def _redact(self, text: str) -> str:
         """``text`` without the key and without the credentials of any URL (the api_base's)."""
         return redact(text.replace(self._api_key, "***") if self._api_key else text)
 
+    def _warn(self, kind: str, text: str) -> None:
+        """A :class:`ReplyWarning` naming the model, once per ``kind`` for this model."""
+        if kind not in self._warned:
+            self._warned.add(kind)
+            warnings.warn(
+                self._redact(f"model {self.model_id!r} ({self.model}): {text}"),
+                ReplyWarning,
+                stacklevel=3,
+            )
+
+    def _output(self, resp: Any, request: Request, latency_s: float) -> Output:
+        """The one place a reply is checked before it is used. One without a choice or text is
+        malformed (:class:`BadReply`: the attempt is retried); otherwise its text is cut to what
+        ``max_new_tokens`` allows, impossible log-probs are left out (letter_logprob then
+        records a parse failure) and impossible or missing usage is replaced by the cost guard's
+        conservative estimate, each noted on the output and warned once per model, not retried:
+        a retry is billed and would most likely say the same."""
+        choice = reply_choice(resp)
+        max_tokens = int(request.max_new_tokens or self.max_new_tokens)
+        notes: list[str] = []
+        text = reply_text(choice)
+        limit = MAX_CHARS_PER_TOKEN * max_tokens + len(request.answer_prefix)
+        if len(text) > limit:
+            self._warn(
+                "text_cut",
+                f"a reply of {len(text)} characters for max_new_tokens {max_tokens} (trial "
+                f"{request.key}) was cut to {limit} ({MAX_CHARS_PER_TOKEN} a token), as is every "
+                f"such reply of this model (noted 'text_cut' in its raw output)",
+            )
+            text = text[:limit]
+            notes.append("text_cut")
+        try:
+            logprobs = label_logprobs(getattr(choice, "logprobs", None), request.labels)
+        except ImpossibleLogprobs as exc:
+            self._warn(
+                "logprobs_dropped",
+                f"the server returned impossible log-probs ({exc}) for trial {request.key}; "
+                f"they are not used: letter_logprob records a parse failure for every such "
+                f"reply (noted 'logprobs_dropped' in its raw output)",
+            )
+            logprobs = {}
+            notes.append("logprobs_dropped")
+        usage = reply_usage(getattr(resp, "usage", None), request, max_tokens)
+        if isinstance(usage, str):
+            n_in, n_out = estimate_tokens(request, max_tokens)
+            self._warn(
+                "usage_estimated",
+                f"the server reported impossible usage ({usage}) for trial {request.key}; the "
+                f"call is counted at the cost guard's conservative estimate ({n_in} tokens in, "
+                f"{n_out} out) instead, as is every such reply (noted 'usage_estimated' in its "
+                f"raw output)",
+            )
+            notes.append("usage_estimated")
+            usd = self.cost(n_in, n_out)
+        else:
+            n_in, n_out = usage
+            usd = self.cost(n_in, n_out, resp)
+        return Output(text, logprobs, n_in, n_out, latency_s, usd, notes=notes)
+
+    def _failure(self, exc: BaseException) -> Failure:
+        """How a failed attempt is reported and whether it is retried: a malformed reply
+        (:class:`BadReply`, also from inside the HTTP client) is retried; a redirect is refused
+        at once, naming both hosts; otherwise as :func:`is_retriable`, with the Retry-After."""
+        bad = bad_reply_in(exc)
+        if bad is not None:
+            return Failure(f"malformed reply: {bad}", f"malformed reply ({bad})", True)
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and 300 <= status < 400:
+            location = redact(response_header(exc, "location") or "an unnamed address")
+            here = host_of(self._api_base or "")
+            there = host_of(location)
+            where = f"another host, {there}" if there != here else f"{location} (the same host)"
+            return Failure(
+                f"the server at {here} redirected the call (HTTP {status}) to {where}; not "
+                f"followed, so that answers come from the server the card names: point "
+                f"source.api_base at it, or set follow_redirects: true",
+                f"HTTP {status} redirect",
+                False,
+            )
+        wait = retry_after_s(exc)
+        hint = (
+            f" (check the key in ${self.key_env})" if status in (401, 403) and self.key_env else ""
+        )
+        why = f"{type(exc).__name__} status={status}: {one_line(str(exc))}{hint}"
+        if is_timeout(exc):
+            brief = f"no reply within timeout_s {self.timeout_s:g} s"
+        elif status is None:
+            brief = f"{type(exc).__name__}: {one_line(str(exc), 60)}"
+        else:
+            brief = f"HTTP {status}" + (f", Retry-After {wait:g} s" if wait is not None else "")
+        return Failure(why, brief, is_retriable(exc), wait)
+
     async def _one(self, request: Request, abort: asyncio.Event) -> Output | None:
         """One call, retried; None when ``abort`` (another call of the cell failed for good) is
-        set before it is answered: no attempt starts after that, and a backoff wait ends."""
+        set before it is answered: no attempt starts after that, and a backoff wait ends. A wait
+        the server asks for (Retry-After) longer than the attempts left may wait fails the call
+        at once: sleeping it out would only hold the run."""
         import litellm
 
         if abort.is_set():  # never sent: not counted as a request
             return None
         kw = self.kwargs(request)
+        if self._client is not None:
+            kw["client"] = self._client
         stats = self.call_stats
         stats["requests"] += 1
         for attempt in range(1, self.max_attempts + 1):
@@ -405,29 +783,32 @@ class LiteLLMBackend:
             t0 = time.perf_counter()
             try:  # timeout_s bounds the whole attempt, not only each read (a trickling server)
                 resp = await asyncio.wait_for(litellm.acompletion(**kw), self.timeout_s)
-                choice = resp.choices[0]
-                text = choice.message.content or ""
+                out = self._output(resp, request, time.perf_counter() - t0)
             except Exception as exc:  # classified below: retried, or a clear error naming the trial
-                status = getattr(exc, "status_code", None)
                 stats["timeouts"] += is_timeout(exc)
                 if abort.is_set():
                     return None
-                if not is_retriable(exc) or attempt == self.max_attempts:
-                    stats["failures"] += 1
-                    hint = (
-                        f" (check the key in ${self.key_env})"
-                        if status in (401, 403) and self.key_env
-                        else ""
+                failure = self._failure(exc)
+                left = self.max_attempts - attempt
+                why = failure.why
+                if failure.retriable and left and (failure.wait or 0) > left * self.max_delay_s:
+                    why = (
+                        f"{failure.brief}: the server asks to wait {failure.wait:g} s before the "
+                        f"next attempt, longer than the {left} attempt(s) left may wait "
+                        f"(retries.max_delay_s {self.max_delay_s:g} s each); not retried: run "
+                        f"again later, or raise retries.max_delay_s"
                     )
+                    left = 0
+                if not failure.retriable or not left:
+                    stats["failures"] += 1
                     raise FlipgateError(
                         self._redact(
                             f"model {self.model_id!r} ({self.model}): call failed after "
-                            f"{attempt} attempt(s) for trial "
-                            f"{request.key}: {type(exc).__name__} status={status}: "
-                            f"{str(exc)[:300]}{hint}"
+                            f"{attempt} attempt(s) for trial {request.key}: {why}"
                         )
                     ) from None
-                wait = retry_after_s(exc)
+                self._stall.failed(f"{failure.brief}, {left} of {self.max_attempts} attempts left")
+                wait = failure.wait
                 if wait is None:
                     wait = random.uniform(
                         0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
@@ -438,31 +819,31 @@ class LiteLLMBackend:
                 except asyncio.TimeoutError:
                     pass
                 continue
-            usage = getattr(resp, "usage", None)
-            n_in = int(getattr(usage, "prompt_tokens", 0) or 0)
-            n_out = int(getattr(usage, "completion_tokens", 0) or 0)
-            return Output(
-                text,
-                label_logprobs(getattr(choice, "logprobs", None), request.labels),
-                n_in,
-                n_out,
-                time.perf_counter() - t0,
-                self.cost(n_in, n_out, resp),
-            )
+            self._stall.answered()
+            return out
         raise AssertionError("unreachable")
 
     async def _all(
-        self, requests: list[Request], on_output: Callable[[int, Output], None] | None
+        self,
+        requests: list[Request],
+        on_output: Callable[[int, Output], None] | None,
+        on_wait: Callable[[str, float], None] | None = None,
     ) -> list[Output]:
         """Every request, at most ``concurrency`` in the air. The first failure sets ``abort``:
         requests not yet sent are dropped, those in the air are awaited (and their answers handed
         to ``on_output``), then the failure is raised. Cancelling the requests in the air instead
         would not unsend them: the server could still answer (and bill) them after the error,
-        uncached, and the resume would ask them again."""
+        uncached, and the resume would ask them again. ``on_wait`` is told what the calls wait
+        on (:class:`Stall`)."""
         gate = asyncio.Semaphore(self.concurrency)
         abort = asyncio.Event()
         results: list[Output | None] = [None] * len(requests)
         failures: list[Exception] = []
+        self._stall = Stall(
+            on_wait,
+            f"waiting for a reply: timeout_s {self.timeout_s:g} s, {self.max_attempts} attempts",
+        )
+        self._client = self._openai_client(requests)
 
         async def run(i: int, request: Request) -> None:
             try:
@@ -485,19 +866,44 @@ class LiteLLMBackend:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self._close_client()
             raise
+        await self._close_client()
         if failures:
             raise failures[0]
         return results  # type: ignore[return-value]
 
+    def _openai_client(self, requests: list[Request]) -> Any:
+        """The client of this batch's calls (:func:`openai_client`) when the entry is an
+        OpenAI-compatible server (``api_base``, or a server flipgate started); None otherwise
+        (a hosted provider: litellm's own client). Its body limit is the largest call's."""
+        if not self._api_base or self.model.split("/", 1)[0] != "openai":
+            return None
+        most = max((r.max_new_tokens or self.max_new_tokens for r in requests), default=0)
+        return openai_client(
+            self._api_base,
+            self._api_key,
+            self.timeout_s,
+            reply_bytes(max(most, self.max_new_tokens)),
+            self.follow_redirects,
+        )
+
+    async def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
     def complete(
-        self, requests: list[Request], on_output: Callable[[int, Output], None] | None = None
+        self,
+        requests: list[Request],
+        on_output: Callable[[int, Output], None] | None = None,
+        on_wait: Callable[[str, float], None] | None = None,
     ) -> list[Output]:
         if self.server is not None and requests:
             self._api_base = self.server.base_url()
         with asyncio.Runner(loop_factory=whole_event_loop) as runner:
             try:
-                return runner.run(self._all(requests, on_output))
+                return runner.run(self._all(requests, on_output, on_wait))
             except BaseException:
                 end_every_task(runner.get_loop())
                 raise

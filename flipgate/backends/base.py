@@ -7,6 +7,7 @@ log-probabilities of each candidate label at the answer position.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, TypeGuard
 
@@ -35,11 +36,19 @@ class Request:
     audios: tuple[bytes, ...] = ()
 
 
+#: the notes an :class:`Output` may carry: its text was cut to what ``max_new_tokens`` allows;
+#: its log-probs were impossible (NaN, +inf, above 0) and left out; its token counts (and so its
+#: cost) are flipgate's conservative estimate, the server's usage being impossible or missing
+REPLY_NOTES = ("text_cut", "logprobs_dropped", "usage_estimated")
+
+
 @dataclass
 class Output:
     """A backend's answer to one request; ``continuation_logprobs``: per label, the mean
     log-probability per token of the request's continuation for it (empty when not asked or not
-    available)."""
+    available); ``notes``: what the backend changed in a reply it could not use as it came
+    (:data:`REPLY_NOTES`), kept with the trial's raw output so that a cut text or an estimated
+    cost is never mistaken for what the server said."""
 
     text: str
     label_logprobs: dict[str, float] = field(default_factory=dict)
@@ -48,6 +57,7 @@ class Output:
     latency_s: float = 0.0
     cost_usd: float = 0.0
     continuation_logprobs: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -60,6 +70,8 @@ class Output:
         }
         if self.continuation_logprobs:  # absent otherwise: older outputs keep their JSON
             out["continuation_logprobs"] = self.continuation_logprobs
+        if self.notes:  # likewise
+            out["notes"] = self.notes
         return out
 
     @classmethod
@@ -72,6 +84,7 @@ class Output:
             float(d.get("latency_s", 0.0)),
             float(d.get("cost_usd", 0.0)),
             dict(d.get("continuation_logprobs") or {}),
+            list(d.get("notes") or ()),
         )
 
 
@@ -112,12 +125,18 @@ class Backend(Protocol):
 
 
 class StreamingBackend(Backend, Protocol):
-    """A backend that hands each output to ``on_output(index, output)`` as it arrives."""
+    """A backend that hands each output to ``on_output(index, output)`` as it arrives, and tells
+    ``on_wait(reason, since)`` what its calls are waiting on (the last refusal or timeout, or
+    none yet) and since when (Unix time) no answer came, so the live progress can say why a run
+    does not progress (flipgate/progress.py)."""
 
     streams_outputs: bool
 
     def complete(
-        self, requests: list[Request], on_output: Callable[[int, Output], None] | None = None
+        self,
+        requests: list[Request],
+        on_output: Callable[[int, Output], None] | None = None,
+        on_wait: Callable[[str, float], None] | None = None,
     ) -> list[Output]: ...
 
 
@@ -140,3 +159,28 @@ def prompt_sha256(request: Request) -> str:
     if request.audios:  # only then: every other prompt hash stays as it was
         shown.append([sha256_bytes(a) for a in request.audios])
     return sha256_text(json.dumps(shown))
+
+
+#: conservative request-size estimate: prompt characters per token (English text runs ~4)
+CHARS_PER_TOKEN = 2
+#: tokens allowed per chat message (role and template overhead) and per image
+TOKENS_PER_MESSAGE = 8
+TOKENS_PER_IMAGE = 2000
+
+
+def prompt_chars(request: Request) -> int:
+    return sum(len(text) for _, text in request.messages) + len(request.answer_prefix)
+
+
+def estimate_tokens(request: Request, max_out: int) -> tuple[int, int]:
+    """A conservative (input, output) token count for one call, before making it: 1 token per
+    ``CHARS_PER_TOKEN`` prompt characters plus allowances per message and image, and the request's
+    whole output budget (``max_out`` when the request sets none). The cost guard prices calls
+    with it (flipgate.cost); an API backend checks a server's usage against it
+    (flipgate.backends.api)."""
+    tokens_in = (
+        math.ceil(prompt_chars(request) / CHARS_PER_TOKEN)
+        + TOKENS_PER_MESSAGE * len(request.messages)
+        + TOKENS_PER_IMAGE * len(request.images)
+    )
+    return tokens_in, int(request.max_new_tokens or max_out)

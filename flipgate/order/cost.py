@@ -4,6 +4,7 @@ facets."""
 
 from __future__ import annotations
 
+from flipgate.backends.base import prompt_chars
 from flipgate.cell import CellKey
 from flipgate.cost import (
     BudgetRefused,
@@ -11,7 +12,6 @@ from flipgate.cost import (
     Projection,
     estimate_usd,
     price_per_token,
-    prompt_chars,
     require_prices,
     uncached,
     usd,

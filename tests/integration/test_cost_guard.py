@@ -532,7 +532,7 @@ def test_a_suites_default_projection_prices_the_requests_it_declares():
     from types import SimpleNamespace
 
     from flipgate import FlipgateError
-    from flipgate.cost import estimate_tokens
+    from flipgate.backends.base import estimate_tokens
     from flipgate.suite.api import Case, Suite
 
     class Declared(Suite):
