@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.regression_compare import arm, compare
-from support.regression_runs import FACET, THRESHOLDS, K, make_run
+from support.regression_runs import FACET, K, make_run, runs_root
 
 from flipgate import FlipgateError
 from flipgate.__main__ import main
@@ -31,11 +31,7 @@ def flipping(i: int, condition: int) -> str:
 
 @pytest.fixture
 def runs(tmp_path):
-    root = tmp_path / "runs"
-    thresholds = tmp_path / "thresholds"
-    thresholds.mkdir()
-    (thresholds / "default.yaml").write_text(THRESHOLDS)
-    return root, thresholds
+    return runs_root(tmp_path)
 
 
 def kill(run: Path, plan: dict | None = None) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import REPO
-from support.regression_runs import FACET, THRESHOLDS, K, make_run
+from support.regression_runs import FACET, THRESHOLDS, K, make_run, runs_root
 
 from flipgate.__main__ import main
 from flipgate.exitcodes import USAGE_ERROR
@@ -33,11 +33,7 @@ def flipping(i: int, condition: int) -> str:
 
 @pytest.fixture
 def runs(tmp_path):
-    root = tmp_path / "runs"
-    thresholds = tmp_path / "thresholds"
-    thresholds.mkdir()
-    (thresholds / "default.yaml").write_text(THRESHOLDS)
-    return root, thresholds
+    return runs_root(tmp_path)
 
 
 def compare(capsys, *args) -> tuple[int, str, str]:

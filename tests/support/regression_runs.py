@@ -120,3 +120,12 @@ def make_run(
     if close:
         store.conn.close()
     return run_dir
+
+
+def runs_root(tmp_path: Path) -> tuple[Path, Path]:
+    """Where a test's runs go (not created yet) and a thresholds folder holding
+    :data:`THRESHOLDS`."""
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+    (thresholds / "default.yaml").write_text(THRESHOLDS)
+    return tmp_path / "runs", thresholds
