@@ -280,7 +280,7 @@ def init(project: Path, spec: str | None = None) -> tuple[list[str], list[str]]:
     if project.exists() and not project.is_dir():
         raise FlipgateError(f"argument DIR {str(project)!r}: not a directory")
     project.mkdir(parents=True, exist_ok=True)
-    _check_targets(project)  # a link out of the project: refused before anything is written
+    table = _check_targets(project)  # a link out of the project: refused before any write
     lines, warnings = [], []
     for target in FILES:
         path = project / target.path
@@ -296,7 +296,7 @@ def init(project: Path, spec: str | None = None) -> tuple[list[str], list[str]]:
             text = template(target.template)
         atomic_write(user_file(path, project, target.path), text)
         lines.append(f"wrote   {target.path}")
-    lines.append(_pytest_section(project))
+    lines.append(_pytest_section(project, table))
     lines.append(_gitignore(project))
     return lines, warnings
 
@@ -313,21 +313,25 @@ PYTEST_FILES = (
 )
 
 
-def _check_targets(project: Path) -> None:
+def _check_targets(project: Path) -> PytestTable | None:
     """Refuse, before init writes anything, a file it would write or update that is a link out of
     the project, a dangling link or not a regular file (flipgate.files.user_file): a new file of
     the layout, a pytest configuration, ``.gitignore``; and a pytest configuration that is not
-    UTF-8 or does not parse, and a ``.gitignore`` that is not UTF-8."""
+    UTF-8 or does not parse, and a ``.gitignore`` that is not UTF-8. Returns the pytest
+    configuration it read (:func:`_pytest_table`)."""
     new = [t.path for t in FILES if not (project / t.path).exists()]
     for name in (*new, *PYTEST_FILES, GITIGNORE.path):
         user_file(project / name, project, name)
-    _pytest_table(project)  # a pytest configuration that does not read: refused here too
+    table = _pytest_table(project)  # a pytest configuration that does not read: refused here too
     if (project / GITIGNORE.path).is_file():
         read_user_text(project / GITIGNORE.path, GITIGNORE.path)
+    return table
 
 
-def _pytest_section(project: Path) -> str:
-    table = _pytest_table(project)
+def _pytest_section(project: Path, table: PytestTable | None) -> str:
+    """Add the pytest settings to ``table`` (the project's pytest configuration, read by
+    :func:`_check_targets`; the files init writes before this are none of them), or write them
+    into pyproject.toml when there is none."""
     if table is None:
         section = template(PYPROJECT.template)
         path = user_file(project / PYPROJECT.path, project, PYPROJECT.path)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from flipgate import FlipgateError, registry
+from flipgate.cli import one_line
 from flipgate.cost import budget_option, positive_int_option
 from flipgate.exitcodes import USAGE_ERROR
 from flipgate.gate.ledger import MODELS_PROPERTY, GateLedger
@@ -494,7 +495,7 @@ def pytest_runtest_makereport(item, call):
     report = yield
     exc = call.excinfo.value if call.excinfo is not None else None
     if isinstance(exc, FlipgateError) and report.failed:
-        report.longrepr = f"flipgate: {' '.join(str(exc).split())}"
+        report.longrepr = f"flipgate: {one_line(exc)}"
         exc = BadInput(report.longrepr, pytrace=False)
     stamp(report, exc)
     return report

@@ -96,14 +96,17 @@ _URL_PART = re.compile(r"[^/?#&;=]+")
 _SCHEMED = re.compile(r"(?i)^(?:bearer|basic|token|digest)\s+\S{8,}$")
 
 
+def _is_vendor_token(value: str) -> bool:
+    """A vendor token prefix (``hf_``, ``ghp_``, ``AKIA``, ...) before 16 or more characters."""
+    return any(value.startswith(p) and len(value) - len(p) >= 16 for p in _TOKEN_PREFIXES)
+
+
 def is_key_shaped(token: str) -> bool:
     """Whether ``token`` (a URL's path segment, a query value, a field's whole value) is shaped
     like a key whatever it is called: a key or vendor-token prefix before a long random part
     (``sk-proj-…``, ``hf_…``, ``ghp_…``), a JWT, or a long random run of mixed-case letters and
     digits. A hex digest, a version or a model's name is not."""
-    if token.startswith(_KEY_PREFIXES) and len(token) >= 20:
-        return True
-    if any(token.startswith(p) and len(token) - len(p) >= 16 for p in _TOKEN_PREFIXES):
+    if (token.startswith(_KEY_PREFIXES) and len(token) >= 20) or _is_vendor_token(token):
         return True
     if _JWT.search(token):
         return True
@@ -183,7 +186,7 @@ def looks_like_key(value: str) -> bool:
     part), or a long random run between underscores (letters mixed with digits, or high entropy)."""
     if not VARIABLE_NAME.fullmatch(value) or value.startswith(_KEY_PREFIXES):
         return True
-    if any(value.startswith(p) and len(value) - len(p) >= 16 for p in _TOKEN_PREFIXES):
+    if _is_vendor_token(value):
         return True
     for run in value.split("_"):
         mixed = any(c.isdigit() for c in run) and any(c.isalpha() for c in run)
