@@ -2,22 +2,22 @@
 it.
 
 Every API model the selected suites call needs a known price (``price`` in models.yaml or litellm's
-bundled price map); one without is refused before any call. Each suite prices its own calls
-(``Suite.project``, flipgate/suite/api.py) with the helpers here. A suite without a pilot
-(``piloted`` false; e.g. the envelope suite, flipgate/envelope/cost.py) is projected from its
-request plan, each call costed with the conservative estimate below (:func:`add_call`,
-:func:`charge`; :func:`uncached` leaves out what the response cache answers), and makes no call;
-its USD is reserved before any pilot. The order suite is piloted (:func:`project`): for every facet
-and control cell of an order-suite API model, the first ``pilot_items`` items are run (through the
-response cache, so the pilot is not paid twice) and give the cell's tokens per prompt character and
-mean output tokens; the projection applies them to every request of the full plan, plus one judge
-call per item of a judged cell. The pilot itself is capped by the budget: before each cell's pilot,
-its uncached calls are costed conservatively (:func:`estimate_tokens`: 1 token per 2 prompt
-characters, plus per-message and per-image allowances, and the full max output tokens) and
-piloting stops, refusing the run, before a cell whose pilot could take the spend past the budget; a
-budget too small for any pilot makes no call. The pilot's spend counts against the budget. Local
-models cost nothing and are not piloted. A refusal is :class:`BudgetRefused` (exit status
-``exitcodes.BUDGET_REFUSED``).
+bundled price map, read by :mod:`flipgate.backends.price_map`); one without is refused before any
+call. Each suite prices its own calls (``Suite.project``, flipgate/suite/api.py) with the helpers
+here. A suite without a pilot (``piloted`` false; e.g. the envelope suite,
+flipgate/envelope/cost.py) is projected from its request plan, each call costed with the
+conservative estimate below (:func:`add_call`, :func:`charge`; :func:`uncached` leaves out what the
+response cache answers), and makes no call; its USD is reserved before any pilot. The order suite is
+piloted (:func:`project`): for every facet and control cell of an order-suite API model, the first
+``pilot_items`` items are run (through the response cache, so the pilot is not paid twice) and give
+the cell's tokens per prompt character and mean output tokens; the projection applies them to every
+request of the full plan, plus one judge call per item of a judged cell. The pilot itself is capped
+by the budget: before each cell's pilot, its uncached calls are costed conservatively
+(:func:`estimate_tokens`: 1 token per 2 prompt characters, plus per-message and per-image
+allowances, and the full max output tokens) and piloting stops, refusing the run, before a cell
+whose pilot could take the spend past the budget; a budget too small for any pilot makes no call.
+The pilot's spend counts against the budget. Local models cost nothing and are not piloted. A
+refusal is :class:`BudgetRefused` (exit status ``exitcodes.BUDGET_REFUSED``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Request, estimate_tokens
+from flipgate.backends.price_map import map_price
 
 
 def usd(x: float) -> str:
@@ -105,23 +106,17 @@ class Projection:
 
 
 def price_per_token(model_cfg: dict) -> tuple[float, float] | None:
-    """(USD per input token, per output token): ``price`` in models.yaml, else litellm's price map;
-    (0, 0) for local backends; None when an API model has no known price."""
+    """(USD per input token, per output token): ``price`` in models.yaml, else litellm's bundled
+    price map, read without importing litellm for the names it answers from the map alone
+    (:func:`flipgate.backends.price_map.map_price`: the answer of litellm's ``cost_per_token``
+    for one token of each); (0, 0) for local backends; None when an API model has no known
+    price."""
     if model_cfg["backend"] != "litellm":
         return 0.0, 0.0
     if model_cfg.get("price"):
         p = model_cfg["price"]
         return p["input_per_mtok"] / 1e6, p["output_per_mtok"] / 1e6
-    from flipgate.backends.api import import_litellm  # sets LITELLM_LOCAL_MODEL_COST_MAP first
-
-    litellm = import_litellm()
-    try:
-        cost_in, cost_out = litellm.cost_per_token(
-            model=model_cfg["source"]["model"], prompt_tokens=1, completion_tokens=1
-        )
-    except Exception:  # litellm raises for models missing from its map
-        return None
-    return float(cost_in), float(cost_out)
+    return map_price(model_cfg["source"]["model"])
 
 
 def require_prices(models: dict[str, dict], model_ids) -> None:
