@@ -34,6 +34,9 @@ from flipgate.results import Trial
 from flipgate.store import TrialStore
 
 log = logging.getLogger("flipgate")
+#: outputs of a streaming call between two notes of its progress (answered, requests in the
+#: air) and flushes of its cache: often enough for a live line, rarely enough to cost nothing
+NOTE_EVERY = 16
 
 
 @dataclass
@@ -248,14 +251,19 @@ class Auditor:
                     else None
                 )
                 pending: dict[str, Output] = {}
+                unnoted = 0
 
                 def finished(i: int, out: Output) -> None:
+                    nonlocal unnoted
                     bar.update(1)
+                    unnoted += 1
                     if chunk_keys is not None:
                         pending[chunk_keys[i]] = out
-                        if len(pending) >= 16:
-                            note(len(pending))
-                            self._flush(backend.model_id, pending)
+                    if unnoted >= NOTE_EVERY:
+                        flying = getattr(backend, "mean_in_flight", None)
+                        note(unnoted, flying() if flying is not None else None)
+                        unnoted = 0
+                        self._flush(backend.model_id, pending)
 
                 def waiting(reason: str, since: float) -> None:
                     self.store.set_wait(self.source, model_id, label, reason, since)
@@ -280,21 +288,24 @@ class Auditor:
                     bar.update(len(chunk))
                     if chunk_keys is not None and self.cache is not None:
                         self.cache.put_many(backend.model_id, dict(zip(chunk_keys, done)))
-                    note(len(chunk))
+                    note(len(chunk), None)
         self.model_calls[model_id] += len(requests)
         return outputs
 
     @contextmanager
-    def _in_flight(self, model_id: str, label: str, total: int) -> Iterator[Callable[[int], None]]:
+    def _in_flight(
+        self, model_id: str, label: str, total: int
+    ) -> Iterator[Callable[[int, float | None], None]]:
         """A call of ``total`` requests and its returned outputs, noted in the store from its
-        start and as they come (the controller's live progress display names the longest call
-        in flight), and cleared when the call ends, however it ends."""
+        start and every :data:`NOTE_EVERY` outputs with the mean number of its requests in the
+        air (an API backend's: the progress line shows it), and cleared when the call ends,
+        however it ends."""
         answered, started = 0, time.time()
 
-        def note(n: int) -> None:
+        def note(n: int, in_flight: float | None = None) -> None:
             nonlocal answered
             answered += n
-            self.store.set_live(self.source, model_id, label, answered, total, started)
+            self.store.set_live(self.source, model_id, label, answered, total, started, in_flight)
 
         try:
             note(0)

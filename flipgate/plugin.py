@@ -10,6 +10,7 @@ group per case group, so each worker loads a model once. The plugin names no sui
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -142,18 +143,29 @@ def pytest_addoption(parser):
 
 
 class _XdistHooks:
-    """Hands the controller's run id to every worker."""
+    """Hands the controller's run id to every worker; once the workers have ended, removes the
+    folder their API backends shared the in-flight bound through (flipgate/backends/slots.py)."""
 
-    def __init__(self, config):
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.slot_dirs: set[Path] = set()
 
     def pytest_configure_node(self, node):
+        from flipgate.backends.slots import slots_dir_for
+
+        if node.workerinput.get("testrunuid"):
+            self.slot_dirs.add(slots_dir_for(str(node.workerinput["testrunuid"])))
         node.workerinput["flipgate_run_id"] = FlipgateSession.of(self.config).run_id
         node.workerinput["flipgate_dist"] = self.config.option.dist
         # xdist hands workers the command line, not options a plugin set (_default_alluredir)
         node.workerinput["flipgate_alluredir"] = getattr(
             self.config.option, "allure_report_dir", None
         )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session):
+        for folder in self.slot_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class _BadInputStatus:

@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -85,6 +85,9 @@ class Snapshot:
     in_flight: tuple[InFlight, ...] = ()
     #: what calls in flight wait on, the longest-waiting first
     waits: tuple[Wait, ...] = ()
+    #: per API model, the mean number of its requests in the air over its calls in flight (every
+    #: worker's together: what its ``concurrency`` bounds)
+    flying: dict[str, float] = field(default_factory=dict)
 
     def stalled(self, now: float) -> list[Wait]:
         """Per model, its longest wait without an answer, if that is :data:`STALLED_AFTER_S` or
@@ -127,11 +130,15 @@ def read_snapshot(conn: sqlite3.Connection) -> Snapshot:
         "WHERE total IS NOT NULL AND started IS NOT NULL ORDER BY started"
     ).fetchall()
     waits = conn.execute("SELECT model_id, reason, since FROM waits ORDER BY since").fetchall()
+    flying = dict(
+        conn.execute("SELECT model_id, SUM(mean) FROM flights GROUP BY model_id").fetchall()
+    )
     return Snapshot(
         {m: (min(int(p), int(s) + int(live.get(m) or 0)), int(p)) for m, p, s in rows if p},
         at_most,
         tuple(InFlight(m, label, int(d), int(t), float(st)) for m, label, d, t, st in calls),
         tuple(Wait(m, str(reason), float(since)) for m, reason, since in waits),
+        {m: float(n) for m, n in flying.items() if n is not None},
     )
 
 
@@ -154,6 +161,12 @@ class Rate:
         return (a1 - a0) / (t1 - t0) if t1 > t0 else None
 
 
+def _in_brackets(*parts: str) -> str:
+    """`` (a, b)`` of the parts that say something, or nothing."""
+    said = [p for p in parts if p]
+    return f" ({', '.join(said)})" if said else ""
+
+
 def _clock(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     return f"{minutes}:{secs:02d}"
@@ -168,7 +181,9 @@ def describe(
     """``1234/4580 trials (27%), 4.1 trials/s, ETA 13:37 · smollm2 600/1800 (2.0/s) · ...``,
     each model's own trials/s once measured (``model_rates``); while a sequential cell may stop
     early, its model's total and the run's are upper bounds, the share and the ETA with them:
-    ``1234/≤4580 trials (≥27%), 4.1 trials/s, ETA ≤13:37 · smollm2 600/≤1800 · ...``. With the
+    ``1234/≤4580 trials (≥27%), 4.1 trials/s, ETA ≤13:37 · smollm2 600/≤1800 · ...``; an API
+    model's calls add the mean number of its requests in the air: ``api 120/600 (41.3/s, 31.6 in
+    flight)``. With the
     time ``now``, the call in flight that has run longest closes the line: ``longest call:
     gemma3-270m option_order/mmlu 120/600 in 3:05 (0.6/s)``, and each model that has had no
     answer for :data:`STALLED_AFTER_S` follows the head with why (:meth:`Wait.describe`), before
@@ -187,7 +202,10 @@ def describe(
             head += f", ETA {up_to}{_clock((total - done) / rate)}"
     models = [
         f"{m} {a}/{'≤' if m in snapshot.at_most else ''}{p}"
-        + (f" ({model_rates[m]:.1f}/s)" if model_rates.get(m) else "")
+        + _in_brackets(
+            f"{model_rates[m]:.1f}/s" if model_rates.get(m) else "",
+            f"{snapshot.flying[m]:.1f} in flight" if m in snapshot.flying else "",
+        )
         for m, (a, p) in snapshot.models.items()
     ]
     longest = (
@@ -268,7 +286,7 @@ class LiveProgress:
         for m, (a, p) in snap.models.items():
             self._best[m] = max(self._best.get(m, 0), a)
             models[m] = (min(self._best[m], p), p)
-        return Snapshot(models, snap.at_most, snap.in_flight, snap.waits)
+        return Snapshot(models, snap.at_most, snap.in_flight, snap.waits, snap.flying)
 
     def update(self, final: bool = False) -> None:
         snap = self.snapshot()

@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS live (source TEXT, model_id TEXT, label TEXT, done IN
     total INTEGER, started REAL, PRIMARY KEY (source, model_id, label));
 CREATE TABLE IF NOT EXISTS waits (source TEXT, model_id TEXT, label TEXT, reason TEXT,
     since REAL, PRIMARY KEY (source, model_id, label));
+CREATE TABLE IF NOT EXISTS flights (source TEXT, model_id TEXT, label TEXT, mean REAL,
+    PRIMARY KEY (source, model_id, label));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS suite_records (suite TEXT, model_id TEXT, dataset TEXT, key TEXT,
     record TEXT, PRIMARY KEY (suite, model_id, dataset, key));
@@ -267,12 +269,14 @@ class TrialStore:
         done: int | None,
         total: int | None = None,
         started: float | None = None,
+        in_flight: float | None = None,
     ) -> None:
         """Outputs a backend call in flight has returned so far, of ``total`` requests, since
-        ``started`` (Unix time); ``done`` None when it has ended (its wait is cleared too)."""
+        ``started`` (Unix time), and the mean number of its requests in the air (an API
+        backend's, when known); ``done`` None when it has ended (its wait is cleared too)."""
         with self.writing():
             if done is None:
-                for table in ("live", "waits"):
+                for table in ("live", "waits", "flights"):
                     self.conn.execute(
                         f"DELETE FROM {table} WHERE source = ? AND model_id = ? AND label = ?",
                         (source, model_id, label),
@@ -282,6 +286,11 @@ class TrialStore:
                     "INSERT OR REPLACE INTO live VALUES (?, ?, ?, ?, ?, ?)",
                     (source, model_id, label, done, total, started),
                 )
+                if in_flight is not None:
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO flights VALUES (?, ?, ?, ?)",
+                        (source, model_id, label, in_flight),
+                    )
 
     def set_wait(self, source: str, model_id: str, label: str, reason: str, since: float) -> None:
         """What a backend call in flight waits on (the last refusal or timeout) and since when

@@ -1,7 +1,11 @@
-"""litellm backend: closed and hosted models (OpenAI, Anthropic, Gemini, any OpenAI-compatible
-server).
+"""The API backend (``backend: litellm``): closed and hosted models (OpenAI, Anthropic, Gemini,
+...) through litellm, and any OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, ollama, one
+flipgate starts) through flipgate's direct client (:mod:`.openai_http`), which costs a tenth of
+litellm's CPU a request: the client must never be what limits a served model.
 
-Async calls under a concurrency limit; retries with exponential backoff and full jitter on 429,
+Async calls, sent in the order given, under ``concurrency`` for the entry across the run's
+pytest-xdist workers (:mod:`.slots`), on an event loop kept for the process (the direct client's
+keep-alive connections serve every call); retries with exponential backoff and full jitter on 429,
 5xx, timeouts and connection errors, honouring Retry-After; other errors (401, 400, ...) fail at
 once. Each finished output is handed to ``on_output`` as it returns, so the caller can cache it
 and an interruption loses nothing already answered; when one call fails for good, no new attempt
@@ -34,13 +38,15 @@ import math
 import os
 import random
 import signal
+import sys
 import threading
 import time
 import urllib.parse
 import warnings
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from flipgate import FlipgateError
 from flipgate.backends.base import Output, Request, estimate_tokens
@@ -51,9 +57,18 @@ from flipgate.backends.identity import (
     ask_server,
     declared_identity,
     hosted_identity,
+    served_name,
     server_identity,
 )
+from flipgate.backends.openai_http import (
+    BadReply,
+    DirectClient,
+    direct_prefix,
+    too_large,
+)
+from flipgate.backends.price_map import compatible_params, map_price
 from flipgate.backends.servers import ManagedServer
+from flipgate.backends.slots import Slots, run_slots_dir
 from flipgate.backends.source import public_source
 from flipgate.files import user_cache_dir
 from flipgate.redact import redact, refuse_key_as_name
@@ -99,12 +114,6 @@ PROMPT_TOKENS_FACTOR = 16
 WAIT_NOTE_EVERY_S = 5.0
 
 
-class BadReply(Exception):
-    """A reply that cannot be used at all (no choices, no text, a body larger than the call
-    allows): malformed, so retried like a 5xx (docs/configuration.md), and one error line when
-    the retries run out."""
-
-
 class ImpossibleLogprobs(ValueError):
     """Log-probs no distribution has: NaN, +inf or above 0, or not a number."""
 
@@ -112,6 +121,12 @@ class ImpossibleLogprobs(ValueError):
 class ReplyWarning(UserWarning):
     """A reply flipgate could use only in part: its text cut, its log-probs or its usage
     impossible (once per model and kind)."""
+
+
+def field(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a reply parsed by the direct client (dicts), ``obj.name`` of litellm's
+    reply objects; None when absent."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -136,8 +151,10 @@ def bad_reply_in(exc: BaseException) -> BadReply | None:
 
 
 def response_header(exc: BaseException, name: str) -> str | None:
-    """A header of the reply that failed (litellm keeps them on its exceptions), if it came."""
+    """A header of the reply that failed (litellm keeps them on its exceptions, the direct
+    client on :class:`HTTPStatusError`), if it came."""
     for headers in (
+        getattr(exc, "headers", None),
         getattr(exc, "litellm_response_headers", None),
         getattr(getattr(exc, "response", None), "headers", None),
     ):
@@ -160,16 +177,28 @@ def retry_after_s(exc: BaseException) -> float | None:
 
 
 def is_timeout(exc: BaseException) -> bool:
-    import litellm
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return True
+    litellm = sys.modules.get("litellm")  # its errors only where it was imported (its path)
+    return litellm is not None and isinstance(exc, litellm.Timeout)
 
-    return isinstance(exc, (litellm.Timeout, asyncio.TimeoutError))
+
+def is_connection_error(exc: BaseException) -> bool:
+    """The connection failed (refused, reset, closed mid-reply): aiohttp's error on the direct
+    path, litellm's on its own."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientError) and not isinstance(
+        exc, (aiohttp.ClientResponseError, aiohttp.InvalidURL)
+    ):
+        return True
+    litellm = sys.modules.get("litellm")
+    return litellm is not None and isinstance(exc, litellm.APIConnectionError)
 
 
 def is_retriable(exc: BaseException) -> bool:
     """A timeout, a connection error, a retriable status or a malformed reply."""
-    import litellm
-
-    if is_timeout(exc) or isinstance(exc, (litellm.APIConnectionError, BadReply)):
+    if is_timeout(exc) or is_connection_error(exc) or isinstance(exc, BadReply):
         return True
     return getattr(exc, "status_code", None) in RETRIABLE_STATUS
 
@@ -240,21 +269,16 @@ def label_logprobs(logprobs: Any, labels: tuple[str, ...]) -> dict[str, float]:
     spelling is at -inf (probability 0) is left out, as one outside the top log-probs is."""
     if not labels or logprobs is None:
         return {}
-    content = getattr(logprobs, "content", None) or (
-        logprobs.get("content") if isinstance(logprobs, dict) else None
-    )
-
-    def get(obj: Any, key: str) -> Any:
-        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+    content = field(logprobs, "content")
 
     def label_of(obj: Any) -> str | None:
-        token = get(obj, "token")
+        token = field(obj, "token")
         return token.strip(" (*") if isinstance(token, str) else None
 
     def at(position: Any) -> dict[str, float]:
         found: dict[str, list[float]] = {}
-        for top in get(position, "top_logprobs") or []:
-            value = checked_logprob(get(top, "logprob"))
+        for top in field(position, "top_logprobs") or []:
+            value = checked_logprob(field(top, "logprob"))
             label = label_of(top)
             if label in labels:
                 found.setdefault(label, []).append(value)
@@ -271,7 +295,7 @@ def label_logprobs(logprobs: Any, labels: tuple[str, ...]) -> dict[str, float]:
 def reply_choice(resp: Any) -> Any:
     """The reply's first choice; :class:`BadReply` when it has none (``choices`` empty, missing,
     null: litellm turns the last two into an error of its own, retried the same way)."""
-    choices = getattr(resp, "choices", None)
+    choices = field(resp, "choices")
     if not isinstance(choices, list) or not choices:
         raise BadReply(f"the reply has no choices (choices: {one_line(repr(choices), 40)})")
     return choices[0]
@@ -280,7 +304,7 @@ def reply_choice(resp: Any) -> Any:
 def reply_text(choice: Any) -> str:
     """The choice's message text ("" when it has none: a refusal, a tool call); :class:`BadReply`
     when it is something else than text."""
-    content = getattr(getattr(choice, "message", None), "content", None)
+    content = field(field(choice, "message"), "content")
     if content is None:
         return ""
     if not isinstance(content, str):
@@ -296,7 +320,7 @@ def reply_usage(usage: Any, request: Request, max_tokens: int) -> tuple[int, int
     (:data:`PROMPT_TOKENS_FACTOR` x the cost guard's conservative estimate)."""
     counts = []
     for name in ("prompt_tokens", "completion_tokens"):
-        value = getattr(usage, name, None)
+        value = field(usage, name)
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -341,10 +365,7 @@ def openai_client(
             async for chunk in self.inner:
                 seen += len(chunk)
                 if seen > limit:
-                    raise BadReply(
-                        f"the reply body is larger than {limit} bytes, more than max_new_tokens "
-                        f"allows; it was not read on"
-                    )
+                    raise BadReply(too_large(limit))
                 yield chunk
 
         async def aclose(self) -> None:
@@ -418,9 +439,6 @@ class LiteLLMBackend:
     streams_outputs = True
 
     def __init__(self, cfg: dict[str, Any]):
-        import litellm
-
-        litellm.suppress_debug_info = True
         self.model_id = cfg["id"]
         source = cfg.get("source") or {}
         #: what the card names as the source (a served package or file: :mod:`.source`)
@@ -439,6 +457,23 @@ class LiteLLMBackend:
             )
         self.model = source["model"]
         base: str | None = source.get("api_base")
+        #: how the calls are made: "direct" (:mod:`.openai_http`: an OpenAI-compatible server at
+        #: ``api_base`` or one flipgate started) or "litellm" (every other provider, or ``client:
+        #: litellm``); the answers, cache keys and card are the same either way
+        self.client = (
+            "direct"
+            if direct_prefix(self.model, bool(base or self.server), cfg.get("client"))
+            else "litellm"
+        )
+        if cfg.get("client") == "direct" and self.client != "direct":
+            raise FlipgateError(
+                f"model {self.model_id!r}: field client: 'direct' is for an OpenAI-compatible "
+                f"server: source.model 'openai/<name>' or 'hosted_vllm/<name>' with source."
+                f"api_base (or a server: block), not {self.model!r}"
+                + ("" if base or self.server else " without api_base")
+            )
+        if self.client == "litellm":
+            import_litellm().suppress_debug_info = True
         #: ``source.api_base`` with its credentials hidden: what is keyed, stored and shown
         self.api_base = redact(base) if base else base
         # for the calls only: the URL as given, its user:password@ sent as Basic auth
@@ -468,7 +503,8 @@ class LiteLLMBackend:
         self.max_delay_s = float(retries.get("max_delay_s", 60.0))
         if self.server is not None:
             self.concurrency = int(cfg.get("concurrency", self.server.spec.parallel))
-            self._api_key = "no-key"  # the OpenAI client insists on one; the server wants none
+            # the OpenAI client litellm uses insists on a key; the server wants none
+            self._api_key = "no-key" if self.client == "litellm" else None
         #: the answer prefix sent as the start of the assistant's reply, which the model
         #: continues (as the hf backend does); for servers that continue a final assistant
         #: message (llama.cpp's does; vLLM and SGLang with extra_body continue_final_message)
@@ -479,10 +515,28 @@ class LiteLLMBackend:
         #: follow a server's redirects (to any host); by default none is followed
         self.follow_redirects = bool(cfg.get("follow_redirects", False))
         self.price = cfg.get("price")
+        #: USD per input and per output token on the direct path, resolved once: ``price``, else
+        #: litellm's bundled price map (:mod:`.price_map`); None when unknown (counted as 0 and
+        #: flagged by the cost guard)
+        self.unit_price = (
+            (
+                self.price.get("input_per_mtok", 0.0) / 1e6,
+                self.price.get("output_per_mtok", 0.0) / 1e6,
+            )
+            if self.price
+            else map_price(self.model)
+        )
         #: the kinds of :class:`ReplyWarning` already given for this model (each is given once)
         self._warned: set[str] = set()
-        #: the OpenAI client and the :class:`Stall` of the :meth:`complete` under way
+        #: the OpenAI client handed to litellm, and the :class:`Stall`, of the :meth:`complete`
+        #: under way
         self._client: Any = None
+        #: the event loop of the calls, with the direct path's client: made at the first call and
+        #: kept for the process (keep-alive connections across calls), ended by :meth:`close`
+        self._loop = CallLoop()
+        weakref.finalize(self, self._loop.close)
+        self._slots: Slots | None = None
+        self._slots_key = ""
         self._stall = Stall(None, "")
         self.readouts = list(cfg.get("readouts", ["regex"]))
         if "letter_logprob" in self.readouts and not self.capabilities["logprobs"]:
@@ -535,12 +589,9 @@ class LiteLLMBackend:
         settings are left as they were (the model name is in them), so its cache stays warm."""
         identity = declared_identity(self.model, source)
         if identity is None and self._api_base:
-            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-            if self._basic_auth:
-                headers["Authorization"] = self._basic_auth
             wait = min(self.timeout_s, PROBE_TIMEOUT_S)
             identity = server_identity(
-                self.model, ask_server(self._api_base, self.model, headers, wait)
+                self.model, ask_server(self._api_base, self.model, self.headers(), wait)
             )
         if identity is None:
             identity = hosted_identity(self.model)
@@ -594,32 +645,67 @@ class LiteLLMBackend:
     def params_preview(self) -> dict[str, Any]:
         """Decoding parameters actually sent (after provider quirks); part of the cache key."""
         params = {k: v for k, v in self.decoding.items() if k not in self.unsupported}
-        try:
-            import litellm
-
-            supported = litellm.get_supported_openai_params(model=self.model) or []
-        except Exception:  # unknown provider/model: send what was configured
-            supported = []
+        supported: Any = compatible_params(self.model) if self.client == "direct" else None
+        if supported is None:
+            try:
+                supported = import_litellm().get_supported_openai_params(model=self.model) or []
+            except Exception:  # unknown provider/model: send what was configured
+                supported = []
         if supported:
             params = {k: v for k, v in params.items() if k in supported or k == "reasoning_effort"}
         return params
 
-    def kwargs(self, request: Request) -> dict[str, Any]:
+    def messages(self, request: Request) -> list[dict[str, Any]]:
+        """The request's chat messages, images as data-URL parts, the answer prefix as the start
+        of the assistant's turn where the entry prefills it."""
         messages = [
             {"role": role, "content": content_parts(text, request.images)}
             for role, text in request.messages
         ]
         if self.answer_prefill and request.answer_prefix:
             messages.append({"role": "assistant", "content": request.answer_prefix})
+        return messages
+
+    def request_params(self, request: Request) -> dict[str, Any]:
+        """What a call asks beyond its messages, on either path: ``max_tokens``, the decoding
+        parameters, log-probs where the letter_logprob readout reads them, the seed when
+        sampling."""
+        params: dict[str, Any] = {
+            "max_tokens": request.max_new_tokens or self.max_new_tokens,
+            **self.params,
+        }
+        if request.labels and self.capabilities["logprobs"] and "letter_logprob" in self.readouts:
+            params.update(logprobs=True, top_logprobs=20)  # the most providers allow
+        if (
+            self.capabilities["seed"]
+            and float(self.decoding.get("temperature", 0) or 0) > 0
+            and "seed" not in self.unsupported
+        ):
+            params["seed"] = request.seed
+        return params
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """The JSON body the direct path posts: the served model name, the messages, the
+        parameters (:meth:`request_params`), then ``extra_body`` merged in at the top level (as
+        the OpenAI client litellm uses merges it)."""
+        body = {
+            "model": served_name(self.model),
+            "messages": self.messages(request),
+            **self.request_params(request),
+        }
+        body.update(self.extra_body)
+        return body
+
+    def kwargs(self, request: Request) -> dict[str, Any]:
+        """litellm's ``acompletion`` arguments for ``request`` (the litellm path)."""
         kw: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            "messages": self.messages(request),
             "timeout": self.timeout_s,
-            "max_tokens": request.max_new_tokens or self.max_new_tokens,
             "num_retries": 0,
             "max_retries": 0,
             "drop_params": True,
-            **self.params,
+            **self.request_params(request),
         }
         if self.extra_body:
             kw["extra_body"] = self.extra_body
@@ -630,38 +716,28 @@ class LiteLLMBackend:
         if self._basic_auth:
             kw["extra_headers"] = {"Authorization": self._basic_auth}
             kw.setdefault("api_key", "unused")  # the client insists on one; the header replaces it
-        if request.labels and self.capabilities["logprobs"] and "letter_logprob" in self.readouts:
-            kw.update(logprobs=True, top_logprobs=20)  # the most providers allow
-        if (
-            self.capabilities["seed"]
-            and float(self.decoding.get("temperature", 0) or 0) > 0
-            and "seed" not in self.unsupported
-        ):
-            kw["seed"] = request.seed
         return kw
 
-    def cost(self, tokens_in: int, tokens_out: int, response: Any = None) -> float:
-        """USD of a call: at ``price``, else litellm's price map (from ``response`` when its usage
-        is believed, else from the counts); 0 when unknown (flagged by the cost guard) or when
-        the price map gives something impossible."""
-        if self.price:
-            return (
-                tokens_in * self.price.get("input_per_mtok", 0.0)
-                + tokens_out * self.price.get("output_per_mtok", 0.0)
-            ) / 1e6
-        try:
-            import litellm
+    def headers(self) -> dict[str, str]:
+        """The direct path's headers on every call: the key as a bearer token, or the
+        ``api_base``'s ``user:password@`` as Basic auth in its place; none for a server without
+        keys."""
+        if self._basic_auth:
+            return {"Authorization": self._basic_auth}
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
-            if response is not None:
-                usd = float(litellm.completion_cost(completion_response=response))
-            else:
-                usd = float(
-                    sum(
-                        litellm.cost_per_token(
-                            model=self.model, prompt_tokens=tokens_in, completion_tokens=tokens_out
-                        )
-                    )
-                )
+    def cost(self, tokens_in: int, tokens_out: int, response: Any = None) -> float:
+        """USD of a call: at ``price``, else litellm's price map (on the litellm path from
+        ``response`` when its usage is believed, else from the counts at :attr:`unit_price`); 0
+        when unknown (flagged by the cost guard) or when the price map gives something
+        impossible."""
+        if self.price or self.client == "direct" or response is None:
+            if self.unit_price is None:
+                return 0.0
+            usd = tokens_in * self.unit_price[0] + tokens_out * self.unit_price[1]
+            return usd if math.isfinite(usd) and usd >= 0 else 0.0
+        try:
+            usd = float(import_litellm().completion_cost(completion_response=response))
         except Exception:  # not in the price map: unknown, counted as 0 and flagged by the guard
             return 0.0
         return usd if math.isfinite(usd) and usd >= 0 else 0.0
@@ -703,7 +779,7 @@ class LiteLLMBackend:
             text = text[:limit]
             notes.append("text_cut")
         try:
-            logprobs = label_logprobs(getattr(choice, "logprobs", None), request.labels)
+            logprobs = label_logprobs(field(choice, "logprobs"), request.labels)
         except ImpossibleLogprobs as exc:
             self._warn(
                 "logprobs_dropped",
@@ -713,7 +789,7 @@ class LiteLLMBackend:
             )
             logprobs = {}
             notes.append("logprobs_dropped")
-        usage = reply_usage(getattr(resp, "usage", None), request, max_tokens)
+        usage = reply_usage(field(resp, "usage"), request, max_tokens)
         if isinstance(usage, str):
             n_in, n_out = estimate_tokens(request, max_tokens)
             self._warn(
@@ -768,13 +844,9 @@ class LiteLLMBackend:
         set before it is answered: no attempt starts after that, and a backoff wait ends. A wait
         the server asks for (Retry-After) longer than the attempts left may wait fails the call
         at once: sleeping it out would only hold the run."""
-        import litellm
-
         if abort.is_set():  # never sent: not counted as a request
             return None
-        kw = self.kwargs(request)
-        if self._client is not None:
-            kw["client"] = self._client
+        send = self._sender(request)
         stats = self.call_stats
         stats["requests"] += 1
         for attempt in range(1, self.max_attempts + 1):
@@ -782,7 +854,7 @@ class LiteLLMBackend:
                 return None
             t0 = time.perf_counter()
             try:  # timeout_s bounds the whole attempt, not only each read (a trickling server)
-                resp = await asyncio.wait_for(litellm.acompletion(**kw), self.timeout_s)
+                resp = await asyncio.wait_for(send(), self.timeout_s)
                 out = self._output(resp, request, time.perf_counter() - t0)
             except Exception as exc:  # classified below: retried, or a clear error naming the trial
                 stats["timeouts"] += is_timeout(exc)
@@ -829,13 +901,15 @@ class LiteLLMBackend:
         on_output: Callable[[int, Output], None] | None,
         on_wait: Callable[[str, float], None] | None = None,
     ) -> list[Output]:
-        """Every request, at most ``concurrency`` in the air. The first failure sets ``abort``:
-        requests not yet sent are dropped, those in the air are awaited (and their answers handed
-        to ``on_output``), then the failure is raised. Cancelling the requests in the air instead
+        """Every request, sent in the order given (one item's orderings and replicates leave
+        together, so a server's prefix cache can reuse their stem: docs/servers.md), at most
+        ``concurrency`` in the air for this entry across the run's processes
+        (:class:`~flipgate.backends.slots.Slots`). The first failure sets ``abort``: requests
+        not yet sent are dropped, those in the air are awaited (and their answers handed to
+        ``on_output``), then the failure is raised. Cancelling the requests in the air instead
         would not unsend them: the server could still answer (and bill) them after the error,
         uncached, and the resume would ask them again. ``on_wait`` is told what the calls wait
         on (:class:`Stall`)."""
-        gate = asyncio.Semaphore(self.concurrency)
         abort = asyncio.Event()
         results: list[Output | None] = [None] * len(requests)
         failures: list[Exception] = []
@@ -843,21 +917,43 @@ class LiteLLMBackend:
             on_wait,
             f"waiting for a reply: timeout_s {self.timeout_s:g} s, {self.max_attempts} attempts",
         )
-        self._client = self._openai_client(requests)
+        if self.client == "direct":
+            self._open_direct()
+        else:
+            self._client = self._openai_client(requests)
+        slots = self._endpoint_slots()
+        slots.reset_stats()
+        todo = iter(enumerate(requests))
 
-        async def run(i: int, request: Request) -> None:
-            try:
-                async with gate:
+        async def sender() -> None:
+            """Takes the next request once a slot is free, until none is left or one failed."""
+            while not abort.is_set():
+                await slots.acquire()
+                try:
+                    nxt = next(todo, None)
+                    if nxt is None or abort.is_set():
+                        return
+                    i, request = nxt
                     out = await self._one(request, abort)
-                if out is not None:
-                    results[i] = out
-                    if on_output is not None:
+                except Exception as exc:  # the first one is raised once every call has ended
+                    failures.append(exc)
+                    abort.set()
+                    return
+                finally:
+                    slots.release()
+                if out is None:
+                    continue
+                results[i] = out
+                if on_output is not None:
+                    try:
                         on_output(i, out)
-            except Exception as exc:  # the first one is raised once every call has ended
-                failures.append(exc)
-                abort.set()
+                    except Exception as exc:
+                        failures.append(exc)
+                        abort.set()
 
-        tasks = [asyncio.ensure_future(run(i, r)) for i, r in enumerate(requests)]
+        tasks = [
+            asyncio.ensure_future(sender()) for _ in range(min(self.concurrency, len(requests)))
+        ]
         try:
             await asyncio.gather(*tasks)
         except GeneratorExit:  # closed unfinished after a Ctrl-C ended its loop: that loop is
@@ -868,15 +964,59 @@ class LiteLLMBackend:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._close_client()
             raise
+        finally:
+            slots.close()
         await self._close_client()
         if failures:
             raise failures[0]
         return results  # type: ignore[return-value]
 
+    def _sender(self, request: Request) -> Callable[[], Awaitable[Any]]:
+        """One attempt at ``request``'s call, on this entry's path: the direct client's POST, or
+        litellm's ``acompletion``."""
+        if self.client == "direct":
+            assert self._loop.direct is not None
+            body, client = self.body(request), self._loop.direct
+            limit = reply_bytes(int(request.max_new_tokens or self.max_new_tokens))
+            return lambda: client.chat(body, limit)
+        kw = self.kwargs(request)
+        if self._client is not None:
+            kw["client"] = self._client
+        acompletion = import_litellm().acompletion
+        return lambda: acompletion(**kw)
+
+    def _open_direct(self) -> None:
+        """The direct client for :attr:`_api_base`, kept across calls (its connections stay
+        open); made anew when the address changed (a restarted server)."""
+        assert self._api_base is not None
+        direct = self._loop.direct
+        if direct is not None and direct.url.startswith(self._api_base.rstrip("/") + "/"):
+            return
+        self._loop.direct = DirectClient(
+            self._api_base, self.headers(), self.concurrency, self.follow_redirects
+        )
+        if direct is not None:
+            self._loop.closing.append(direct)
+
+    def _endpoint_slots(self) -> Slots:
+        """The bound on this entry's requests in flight: ``concurrency`` for the whole run, all
+        pytest-xdist workers together (docs/configuration.md, "concurrency")."""
+        key = f"{self.model_id} {redact(self._api_base or self.model)}"
+        if self._slots is None or self._slots_key != key:
+            self._slots = Slots(key, self.concurrency, run_slots_dir())
+            self._slots_key = key
+        return self._slots
+
+    def mean_in_flight(self) -> float | None:
+        """The mean number of this process's requests in flight during the current (or last)
+        :meth:`complete` (for the progress line); None before the first."""
+        return None if self._slots is None else self._slots.mean_in_flight()
+
     def _openai_client(self, requests: list[Request]) -> Any:
-        """The client of this batch's calls (:func:`openai_client`) when the entry is an
-        OpenAI-compatible server (``api_base``, or a server flipgate started); None otherwise
-        (a hosted provider: litellm's own client). Its body limit is the largest call's."""
+        """The client of this batch's litellm calls (:func:`openai_client`) when the entry is an
+        OpenAI-compatible server (``api_base``, or a server flipgate started) that does not take
+        the direct path; None otherwise (a hosted provider: litellm's own client). Its body
+        limit is the largest call's."""
         if not self._api_base or self.model.split("/", 1)[0] != "openai":
             return None
         most = max((r.max_new_tokens or self.max_new_tokens for r in requests), default=0)
@@ -892,6 +1032,8 @@ class LiteLLMBackend:
         client, self._client = self._client, None
         if client is not None:
             await client.close()
+        while self._loop.closing:
+            await self._loop.closing.pop().close()
 
     def complete(
         self,
@@ -901,12 +1043,65 @@ class LiteLLMBackend:
     ) -> list[Output]:
         if self.server is not None and requests:
             self._api_base = self.server.base_url()
-        with asyncio.Runner(loop_factory=whole_event_loop) as runner:
-            try:
-                return runner.run(self._all(requests, on_output, on_wait))
-            except BaseException:
-                end_every_task(runner.get_loop())
-                raise
+        runner = self._loop.runner()
+        try:
+            return runner.run(self._all(requests, on_output, on_wait))
+        except BaseException:
+            end_every_task(runner.get_loop())
+            self.close()  # a stopped batch leaves no connection or loop behind
+            raise
+
+    def close(self) -> None:
+        """End the direct client's connections and the event loop kept for the calls (also done
+        when the backend is collected, or at exit)."""
+        self._loop.close()
+
+
+class CallLoop:
+    """The event loop an API backend's calls run on, kept from one :meth:`LiteLLMBackend.complete`
+    to the next so that the direct client's keep-alive connections (bound to the loop) serve
+    every call of the process; and the clients to close on it before it ends. Closed when the
+    backend is (or at exit: no "Unclosed client session" warning)."""
+
+    def __init__(self) -> None:
+        self._runner: asyncio.Runner | None = None
+        #: the direct path's client (made on this loop, by the first call)
+        self.direct: DirectClient | None = None
+        #: clients (a replaced direct one, the litellm path's) to close before the loop ends
+        self.closing: list[Any] = []
+
+    def runner(self) -> asyncio.Runner:
+        if self._runner is None:
+            self._runner = asyncio.Runner(loop_factory=whole_event_loop)
+        return self._runner
+
+    def close(self) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop runs in this thread: this one can run here
+            self._close()
+            return
+        # collected while another loop runs in this thread (the garbage collector calls the
+        # finaliser anywhere): this loop can only run in a thread of its own
+        ender = threading.Thread(target=self._close, name="flipgate-close-calls")
+        ender.start()
+        ender.join()
+
+    def _close(self) -> None:
+        runner, self._runner = self._runner, None
+        closing, self.closing = self.closing, []
+        if self.direct is not None:
+            closing.append(self.direct)
+            self.direct = None
+        if runner is None:
+            return
+        try:
+            for client in closing:
+                runner.run(client.close())
+        except Exception:  # noqa: S110 (ending anyway: a client that fails to close is dropped)
+            pass
+        finally:
+            runner.close()
 
 
 #: the signals a Ctrl-C or a stop sends (flipgate.interrupts raises KeyboardInterrupt on them)

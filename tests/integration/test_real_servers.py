@@ -154,6 +154,55 @@ def test_an_option_order_cell_and_its_control_through_both_real_servers(
     print("\n".join(lines))
 
 
+def test_the_direct_client_and_litellm_read_the_same_answers_from_llama_cpp(llama_cpp_server):
+    """issue #61: the direct path (an OpenAI-compatible server's default) and the litellm path
+    (``client: litellm``) on the same real server, one request at a time so that no batching
+    differs: the same texts, the same label log-probs, the same usage."""
+    from flipgate.facets import get_facet
+    from flipgate.grammar import orderings
+    from flipgate.items import DatasetSpec, load_items
+
+    facet = get_facet("option_order")
+    items = load_items(DatasetSpec("mmlu"), 2, keep=facet.keep)
+    requests = [facet.render(it, p) for it in items for p in orderings(it.item_id, it.n_options, 6)]
+    answers = {}
+    for client in ("direct", "litellm"):
+        backend = LiteLLMBackend(
+            {
+                "id": "llama-cpp",
+                "backend": "litellm",
+                "source": {
+                    "model": f"openai/{llama_cpp_server.served_name}",
+                    "api_base": llama_cpp_server.base_url,
+                    "revision": "smollm2-q4_1",
+                },
+                "client": client,
+                "capabilities": {"logprobs": True},
+                "answer_prefill": True,
+                "decoding": {"temperature": 0},  # unsent, the server's default would sample
+                # no reuse of a cached prompt: its numerics differ a little from a fresh one's
+                "extra_body": {"cache_prompt": False},
+                "readouts": ["regex", "letter_logprob"],
+                "max_new_tokens": 6,
+                "concurrency": 1,
+                "price": {"input_per_mtok": 0, "output_per_mtok": 0},
+            }
+        )
+        assert backend.client == client
+        answers[client] = [
+            (o.text, o.label_logprobs, o.tokens_in, o.tokens_out)
+            for o in backend.complete(requests)
+        ]
+        backend.close()
+    assert len(answers["direct"]) == 12 and any(lp for _, lp, _, _ in answers["direct"])
+    for (d_text, d_lp, *d_usage), (l_text, l_lp, *l_usage) in zip(
+        answers["direct"], answers["litellm"], strict=True
+    ):
+        assert d_text == l_text and d_usage == l_usage
+        assert d_lp.keys() == l_lp.keys()
+        assert all(abs(d_lp[k] - l_lp[k]) < 1e-6 for k in d_lp), (d_lp, l_lp)
+
+
 def test_a_managed_llama_cpp_server_is_started_by_the_audit_and_named_in_the_card(tmp_path):
     models = f"""
   - id: smollm2-gguf
@@ -243,9 +292,11 @@ def test_a_managed_entry_prefills_the_answer_and_keys_its_cache_without_the_port
     }
     backend = LiteLLMBackend(cfg)
     request = Request((("user", "Q?\nA. x\nB. y"),), labels=("A", "B"))
-    kw = backend.kwargs(request)
-    assert kw["messages"][-1] == {"role": "assistant", "content": "Answer:"}
-    assert kw["top_logprobs"] == 20 and kw["api_key"] == "no-key"
+    body = backend.body(request)  # a started server takes the direct path, with no key
+    assert body["messages"][-1] == {"role": "assistant", "content": "Answer:"}
+    assert body["top_logprobs"] == 20 and backend.client == "direct" and backend.headers() == {}
+    kw = LiteLLMBackend({**cfg, "client": "litellm"}).kwargs(request)
+    assert kw["messages"] == body["messages"] and kw["api_key"] == "no-key"  # litellm needs one
     assert backend.concurrency == 2  # the server's parallel slots
     assert backend.settings["api_base"] is None and "threads" not in backend.settings["server"]
     assert backend.settings["weights_sha256"] == sha256_file(smollm2_gguf())

@@ -245,3 +245,46 @@ def test_an_upper_bound_shows_in_the_total_the_share_and_the_eta():
         "150/≤600 trials (≥25%), 1.5 trials/s, ETA ≤5:00 · a 100/≤400 · b 50/200"
     )
     assert not Snapshot({"b": (50, 200)}, frozenset({"gone"})).bounded
+
+
+def test_an_api_models_requests_in_flight_show_summed_over_its_workers(tmp_path):
+    """What ``concurrency`` bounds is visible: each worker's call notes the mean number of its
+    requests in the air; the line shows the model's sum, and a call's note ends with it."""
+    store = TrialStore(tmp_path / "trials.sqlite")
+    store.add_planned({("api", "mmlu", "option_order"): 600, ("local", "mmlu", "option_order"): 60})
+    store.set_live("gw0", "api", "option_order/mmlu", 48, 300, started=1000.0, in_flight=3.5)
+    store.set_live("gw1", "api", "same_ordering:option_order/mmlu", 32, 300, 1000.0, 4.25)
+    store.set_live("gw1", "local", "option_order/mmlu", 8, 60, started=1000.0)
+    snap = read_snapshot(store.conn)
+    assert snap.flying == {"api": 7.75}
+    assert describe(snap, None, {"api": 2.0}) == (
+        "88/660 trials (13%) · api 80/600 (2.0/s, 7.8 in flight) · local 8/60"
+    )
+    store.set_live("gw0", "api", "option_order/mmlu", None)
+    assert read_snapshot(store.conn).flying == {"api": 4.25}
+
+
+def test_a_streaming_call_notes_its_requests_in_flight_as_answers_come(tmp_path):
+    """calls.Auditor: every NOTE_EVERY answers of a streaming (API) backend, the store gets the
+    answers so far and the backend's mean in flight; nothing is left once the call ends."""
+    from flipgate.calls import NOTE_EVERY
+
+    seen = []
+
+    class Streaming(ScriptedBackend):
+        streams_outputs = True
+
+        def mean_in_flight(self):
+            return 6.0
+
+        def complete(self, requests, on_output=None, on_wait=None):
+            outs = super().complete(requests)
+            for i, out in enumerate(outs):
+                on_output(i, out)
+                seen.append(read_snapshot(auditor.store.conn).flying.get("scripted"))
+            return outs
+
+    auditor = make_auditor(tmp_path, Streaming())
+    order_cells(auditor).measured_trials("scripted", "arc_challenge", "option_order")
+    assert seen[: NOTE_EVERY - 1] == [None] * (NOTE_EVERY - 1) and seen[NOTE_EVERY - 1] == 6.0
+    assert auditor.store.conn.execute("SELECT COUNT(*) FROM flights").fetchone() == (0,)
