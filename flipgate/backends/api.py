@@ -73,12 +73,11 @@ from flipgate.backends.source import public_source
 from flipgate.files import user_cache_dir
 from flipgate.redact import redact, refuse_key_as_name
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the bundled price map, no download
-
 
 def import_litellm():
-    """litellm, imported only after ``LITELLM_LOCAL_MODEL_COST_MAP`` is set (this module sets it on
-    import), so litellm reads its bundled price map instead of fetching one from the network."""
+    """litellm, imported only after ``LITELLM_LOCAL_MODEL_COST_MAP`` is set (:mod:`.price_map`,
+    which this module imports, sets it), so litellm reads its bundled price map instead of fetching
+    one from the network."""
     import litellm
 
     return litellm
@@ -530,7 +529,7 @@ class LiteLLMBackend:
         self._warned: set[str] = set()
         #: the OpenAI client handed to litellm, and the :class:`Stall`, of the :meth:`complete`
         #: under way
-        self._client: Any = None
+        self._sdk: Any = None
         #: the event loop of the calls, with the direct path's client: made at the first call and
         #: kept for the process (keep-alive connections across calls), ended by :meth:`close`
         self._loop = CallLoop()
@@ -920,7 +919,7 @@ class LiteLLMBackend:
         if self.client == "direct":
             self._open_direct()
         else:
-            self._client = self._openai_client(requests)
+            self._sdk = self._openai_client(requests)
         slots = self._endpoint_slots()
         slots.reset_stats()
         todo = iter(enumerate(requests))
@@ -980,17 +979,22 @@ class LiteLLMBackend:
             limit = reply_bytes(int(request.max_new_tokens or self.max_new_tokens))
             return lambda: client.chat(body, limit)
         kw = self.kwargs(request)
-        if self._client is not None:
-            kw["client"] = self._client
+        if self._sdk is not None:
+            kw["client"] = self._sdk
         acompletion = import_litellm().acompletion
         return lambda: acompletion(**kw)
 
     def _open_direct(self) -> None:
         """The direct client for :attr:`_api_base`, kept across calls (its connections stay
-        open); made anew when the address changed (a restarted server)."""
+        open); made anew when the address changed (a restarted server) or the calls run on
+        another event loop."""
         assert self._api_base is not None
         direct = self._loop.direct
-        if direct is not None and direct.url.startswith(self._api_base.rstrip("/") + "/"):
+        if (
+            direct is not None
+            and direct.loop is asyncio.get_running_loop()
+            and direct.url.startswith(self._api_base.rstrip("/") + "/")
+        ):
             return
         self._loop.direct = DirectClient(
             self._api_base, self.headers(), self.concurrency, self.follow_redirects
@@ -1029,7 +1033,7 @@ class LiteLLMBackend:
         )
 
     async def _close_client(self) -> None:
-        client, self._client = self._client, None
+        client, self._sdk = self._sdk, None
         if client is not None:
             await client.close()
         while self._loop.closing:
@@ -1067,8 +1071,8 @@ class CallLoop:
         self._runner: asyncio.Runner | None = None
         #: the direct path's client (made on this loop, by the first call)
         self.direct: DirectClient | None = None
-        #: clients (a replaced direct one, the litellm path's) to close before the loop ends
-        self.closing: list[Any] = []
+        #: direct clients replaced (a restarted server's new address), to close before the loop ends
+        self.closing: list[DirectClient] = []
 
     def runner(self) -> asyncio.Runner:
         if self._runner is None:
@@ -1093,14 +1097,12 @@ class CallLoop:
         if self.direct is not None:
             closing.append(self.direct)
             self.direct = None
-        if runner is None:
-            return
-        try:
-            for client in closing:
-                runner.run(client.close())
-        except Exception:  # noqa: S110 (ending anyway: a client that fails to close is dropped)
-            pass
-        finally:
+        for client in closing:
+            try:
+                client.end()  # on the loop it was made in (this one, or one a test ran)
+            except Exception:  # noqa: S112 (ending anyway: a client that fails to close is dropped)
+                continue
+        if runner is not None:
             runner.close()
 
 

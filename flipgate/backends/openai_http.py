@@ -16,6 +16,7 @@ parameters, Anthropic, Bedrock, Vertex, ...) stay on litellm, which translates f
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -90,6 +91,8 @@ class DirectClient:
         self, api_base: str, headers: dict[str, str], connections: int, follow_redirects: bool
     ):
         self.url = api_base.rstrip("/") + "/chat/completions"
+        #: the event loop the session is bound to (made inside it)
+        self.loop = asyncio.get_running_loop()
         self.follow_redirects = follow_redirects
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=max(1, connections), limit_per_host=0),
@@ -137,3 +140,13 @@ class DirectClient:
 
     async def close(self) -> None:
         await self.session.close()
+
+    def end(self) -> None:
+        """Close the session from outside its loop: run there when the loop can still run, else
+        (a Ctrl-C closed it under a call) mark it closed, its connections gone with the loop."""
+        if self.session.closed:
+            return
+        if self.loop.is_closed():
+            self.session.detach()
+        else:
+            self.loop.run_until_complete(self.close())
