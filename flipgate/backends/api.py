@@ -845,7 +845,7 @@ class LiteLLMBackend:
         at once: sleeping it out would only hold the run."""
         if abort.is_set():  # never sent: not counted as a request
             return None
-        send = self._sender(request)
+        ask = self._asker(request)
         stats = self.call_stats
         stats["requests"] += 1
         for attempt in range(1, self.max_attempts + 1):
@@ -853,7 +853,7 @@ class LiteLLMBackend:
                 return None
             t0 = time.perf_counter()
             try:  # timeout_s bounds the whole attempt, not only each read (a trickling server)
-                resp = await asyncio.wait_for(send(), self.timeout_s)
+                resp = await asyncio.wait_for(ask(), self.timeout_s)
                 out = self._output(resp, request, time.perf_counter() - t0)
             except Exception as exc:  # classified below: retried, or a clear error naming the trial
                 stats["timeouts"] += is_timeout(exc)
@@ -970,7 +970,7 @@ class LiteLLMBackend:
             raise failures[0]
         return results  # type: ignore[return-value]
 
-    def _sender(self, request: Request) -> Callable[[], Awaitable[Any]]:
+    def _asker(self, request: Request) -> Callable[[], Awaitable[Any]]:
         """One attempt at ``request``'s call, on this entry's path: the direct client's POST, or
         litellm's ``acompletion``."""
         if self.client == "direct":
