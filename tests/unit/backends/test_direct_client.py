@@ -300,3 +300,21 @@ def test_two_xdist_workers_together_keep_no_more_in_flight_than_declared(tmp_pat
     assert "2 passed" in proc.stdout
     assert stats["requests"] == 96 and stats["max_in_flight"] == 4, stats["max_in_flight"]
     assert not slots_dir_for(uid).exists()
+
+
+def test_a_client_that_is_not_one_of_the_two_is_one_line_naming_file_field_and_value(tmp_path):
+    from flipgate import registry
+    from flipgate.config import load_models
+
+    registry.suites()
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        "models:\n  - id: m\n    backend: litellm\n    source: {model: openai/x, api_base: "
+        '"http://127.0.0.1:9/v1", revision: r}\n    client: fast\n'
+    )
+    with pytest.raises(FlipgateError) as err:
+        load_models(models)
+    assert str(err.value) == (
+        f"{models}: field models[0].client: 'fast' is not one of ['direct', 'litellm'] "
+        "(value: 'fast')"
+    )
