@@ -1,8 +1,8 @@
 """The direct client of an OpenAI-compatible chat server (vLLM, SGLang, TGI, llama.cpp, ollama,
 a server flipgate started): one pooled aiohttp session per endpoint, JSON built and parsed once.
 
-litellm's wrapper costs 3.6–4.4 ms of CPU a request (building the request, pricing each reply
-twice, logging callbacks: docs/engine.md, "The API client"); against a served model that, not the
+litellm's wrapper costs several ms of CPU a request (7–10 here: building the request, pricing each
+reply, logging callbacks; docs/engine.md, "The API client"); against a served model that, not the
 server, limits a run. This client sends the body an OpenAI-compatible server reads and parses the
 reply into plain dicts (what :mod:`flipgate.backends.api` checks), nothing else; retries,
 timeouts, redaction, the reply checks and the cost stay in :class:`~flipgate.backends.api.
@@ -28,6 +28,8 @@ DIRECT_PREFIXES = ("openai", "hosted_vllm")
 #: the reply body read in one piece when the server says its length; otherwise it is read in
 #: chunks of this size, counted against the call's limit
 CHUNK_BYTES = 1 << 16
+#: the most of an error reply's body read for its message
+ERROR_BYTES = 1 << 16
 
 
 class BadReply(Exception):
@@ -99,7 +101,6 @@ class DirectClient:
             headers={"Content-Type": "application/json", **headers},
             timeout=aiohttp.ClientTimeout(total=None),  # the backend bounds each attempt itself
             skip_auto_headers=("User-Agent",),
-            json_serialize=json.dumps,
         )
 
     async def chat(self, body: dict[str, Any], limit: int) -> dict[str, Any]:
@@ -111,9 +112,10 @@ class DirectClient:
             data=json.dumps(body, ensure_ascii=False).encode(),
             allow_redirects=self.follow_redirects,
         ) as resp:
+            if not 200 <= resp.status < 300:  # its words, as much as a message needs
+                said = await resp.content.read(ERROR_BYTES)
+                raise HTTPStatusError(resp.status, resp.headers, error_message(said))
             raw = await self._read(resp, limit)
-            if not 200 <= resp.status < 300:
-                raise HTTPStatusError(resp.status, resp.headers, error_message(raw))
         try:
             reply = json.loads(raw)
         except ValueError as exc:
